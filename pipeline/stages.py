@@ -1,0 +1,202 @@
+"""The work of each Ray task: read storage, call a pure core, write storage, return a small summary.
+
+Every function here takes only picklable descriptions (Locations, configs, unit ids) and never
+returns document text: the driver sees counts. Each unit-level output is committed atomically and
+then marked done, so a rerun skips finished units (resume).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from pipeline import exact, pack
+from pipeline.config import Config
+from pipeline.ingest import cut_units, list_inputs
+from pipeline.layout import RunLayout
+from pipeline.megatron import ShardFormatError, ShardWriter, decode_index
+from pipeline.readers import read_piece
+from pipeline.storage import IO, Location
+from pipeline.text import shuffle_key
+from pipeline.tokenize import load_tokenizer, tokenize_texts
+
+QUARANTINE_SCHEMA = pa.schema(
+    [("source", pa.string()), ("row", pa.int64()), ("reason", pa.string()), ("detail", pa.string())]
+)
+DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.io = IO.snapshot()
+
+    def summary(self, **fields: Any) -> dict[str, Any]:
+        fields["seconds"] = time.perf_counter() - self.start
+        fields["io"] = IO.delta(IO.snapshot(), self.io)
+        return fields
+
+
+# -- ingest ----------------------------------------------------------------------------------
+def list_stage(input_root: Location, cfg: Config) -> tuple[pa.Table, pa.Table, dict]:
+    timer = _Timer()
+    inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude)
+    units = cut_units(inputs, int(cfg.ingest.unit_bytes))
+    return inputs, units, timer.summary(files=inputs.num_rows, skipped=skipped.to_pylist(),
+                                        bytes=int(pc.sum(inputs["size"]).as_py() or 0),
+                                        units=len(set(units["unit_id"].to_pylist())))
+
+
+def read_unit(layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict],
+              cfg: Config) -> dict[str, Any]:
+    done = layout.read_done(unit_id)
+    if done.exists():
+        return json.loads(done.read_bytes())
+    timer = _Timer()
+    doc_parts, bad_parts = [], []
+    for piece in pieces:
+        for docs, bad in read_piece(input_root, piece, cfg.input.text_field, cfg.input.id_field):
+            doc_parts.append(docs)
+            bad_parts.append(bad)
+    docs = _concat(doc_parts, None)
+    bad = _concat(bad_parts, QUARANTINE_SCHEMA)
+    if docs is None:
+        docs = pa.table({"doc_id": pa.array([], pa.string()), "source": pa.array([], pa.string()),
+                         "row": pa.array([], pa.int64()), "text": pa.array([], pa.string())})
+    layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
+    layout.read_quarantine(unit_id).write_parquet(bad)
+    hashes = exact.hash_rows(docs, unit_id)
+    for part, rows in exact.split_by_partition(hashes, cfg.dedup.partitions).items():
+        layout.exact_part(part, unit_id).write_parquet(rows)
+    text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
+    summary = timer.summary(unit=unit_id, docs_in=docs.num_rows + bad.num_rows,
+                            docs=docs.num_rows, text_bytes=text_bytes,
+                            quarantined=dict(Counter(bad["reason"].to_pylist())))
+    done.write_bytes(json.dumps(summary).encode())
+    return summary
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema | None) -> pa.Table | None:
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return schema.empty_table() if schema is not None else None
+    return pa.concat_tables(tables, promote_options="default")
+
+
+# -- exact dedup -----------------------------------------------------------------------------
+def exact_partition(layout: RunLayout, part: int) -> dict[str, Any]:
+    timer = _Timer()
+    folder = layout.exact_part_dir(part)
+    tables = [(folder / name).read_parquet() for name in folder.ls_names()]
+    rows = _concat(tables, exact.HASH_SCHEMA)
+    removed = exact.exact_removals(rows)
+    layout.exact_removed(part).write_parquet(removed)
+    return timer.summary(part=part, rows=rows.num_rows, removed=removed.num_rows)
+
+
+def merge_audit(layout: RunLayout, partitions: int, units: list[str],
+                extra_removed: list[Location] = ()) -> dict[str, Any]:
+    """One removed.parquet (sorted by unit, for the tokenize filter) and one quarantine.parquet."""
+    timer = _Timer()
+    parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
+    parts += [loc.read_parquet() for loc in extra_removed]
+    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(
+        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")])
+    layout.removed.write_parquet(removed, row_group_size=65536)
+    bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
+    layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
+    rules = Counter(removed["rule"].to_pylist())
+    return timer.summary(removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0))
+
+
+# -- tokenize --------------------------------------------------------------------------------
+def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any]:
+    index_loc = layout.tokens_index(unit_id)
+    if index_loc.exists():
+        index = index_loc.read_parquet(columns=["length"])
+        return {"unit": unit_id, "docs": index.num_rows,
+                "tokens": int(pc.sum(index["length"]).as_py() or 0), "resumed": True}
+    timer = _Timer()
+    tokenizer, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    dtype = np.dtype(info.dtype)
+    docs = layout.read_docs(unit_id).read_parquet()
+    with layout.removed.open_read() as f:
+        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
+    if removed.num_rows:
+        docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    lengths = []
+    with layout.tokens_bin(unit_id).atomic_writer() as out:
+        texts = docs["text"]
+        step = cfg.tokenize.batch_docs
+        for start in range(0, docs.num_rows, step):
+            batch = texts.slice(start, step).to_pylist()
+            flat, lens = tokenize_texts(tokenizer, batch, info.eos_id, dtype)
+            out.write(flat.tobytes())
+            lengths.append(lens)
+    length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+    index = pa.table({"doc_id": docs["doc_id"], "source": docs["source"], "row": docs["row"],
+                      "key": docs["key"], "length": pa.array(length, pa.int64())},
+                     schema=pack.TOKEN_INDEX_SCHEMA)
+    index_loc.write_parquet(index)  # written last: its presence marks the unit done
+    return timer.summary(unit=unit_id, docs=index.num_rows, tokens=int(length.sum()))
+
+
+# -- pack ------------------------------------------------------------------------------------
+def pack_shard(layout: RunLayout, version: Location, shard: int, shards: int,
+               units: list[str], dtype_name: str) -> dict[str, Any]:
+    timer = _Timer()
+    dtype = np.dtype(dtype_name)
+    lo, hi = pack.key_range(shard, shards)
+    index_parts, token_parts, offset = [], [], 0
+    for unit in units:
+        index = layout.tokens_index(unit).read_parquet()
+        i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+        if i0 == i1:
+            continue
+        lengths = index["length"].to_numpy()
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        raw = layout.tokens_bin(unit).read_bytes(int(starts[i0]) * dtype.itemsize,
+                                                 int(starts[i1]) * dtype.itemsize)
+        token_parts.append(np.frombuffer(raw, dtype=dtype))
+        part = index.slice(i0, i1 - i0)
+        index_parts.append(part.append_column(
+            "start", pa.array(starts[i0:i1] - starts[i0] + offset, pa.int64())))
+        offset += int(starts[i1] - starts[i0])
+    name = f"shard-{shard:05d}"
+    bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
+    with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
+        writer = ShardWriter(bin_f, idx_f, dtype)
+        if index_parts:
+            merged = pa.concat_tables(index_parts).sort_by(pack.SORT_KEYS)
+            tokens = np.concatenate(token_parts)
+            lengths = merged["length"].to_numpy()
+            starts = merged["start"].to_numpy()
+            for i in range(0, len(lengths), 4096):  # bounded gather buffers
+                sl = slice(i, i + 4096)
+                writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
+        info = writer.close()
+    _read_back(bin_loc, info.bin_bytes, info.bin_xxh3_128)
+    idx_buf = _read_back(idx_loc, info.idx_bytes, info.idx_xxh3_128)
+    decode_index(idx_buf)
+    return timer.summary(shard=shard, bin=bin_loc.name, idx=idx_loc.name,
+                         bin_bytes=info.bin_bytes, idx_bytes=info.idx_bytes, tokens=info.tokens,
+                         documents=info.documents, bin_xxh3_128=info.bin_xxh3_128,
+                         idx_xxh3_128=info.idx_xxh3_128)
+
+
+def _read_back(loc: Location, size: int, checksum: str) -> bytes:
+    """A shard counts as written only once storage returns the same bytes."""
+    data = loc.read_bytes()
+    if len(data) != size or xxhash.xxh3_128_hexdigest(data) != checksum:
+        raise ShardFormatError(f"{loc.uri}: read-back differs from what was written")
+    return data

@@ -1,0 +1,37 @@
+"""The end-of-run summary table: documents, bytes and time per stage; removals; quarantine."""
+
+from __future__ import annotations
+
+from pipeline.run import RunResult
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def format_summary(result: RunResult) -> str:
+    m = result.manifest
+    counts = m["counts"]
+    lines = [f"{'stage':<10} {'docs':>10} {'bytes':>12} {'seconds':>8} {'tasks':>6}"]
+    for s in result.stages:
+        lines.append(f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f}"
+                     f" {s.tasks:>6}")
+    lines.append("")
+    lines.append(f"documents in      {counts['docs_in']:>10,}")
+    lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
+    lines.append(f"  removed near    {counts['removed_near']:>10,}")
+    lines.append(f"  quarantined     {counts['quarantined']:>10,}")
+    for reason, n in counts["quarantined_by_reason"].items():
+        lines.append(f"    {reason:<14}{n:>10,}")
+    lines.append(f"documents out     {counts['docs_out']:>10,}")
+    lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
+    total = sum(s["bin_bytes"] for s in m["shards"])
+    lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
+    for skipped in m["run"].get("skipped_files", []):
+        lines.append(f"skipped file: {skipped}")
+    lines.append(f"committed         {result.version.uri}")
+    return "\n".join(lines)
+
+
+def print_summary(result: RunResult) -> None:
+    print(format_summary(result))
