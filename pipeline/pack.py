@@ -56,9 +56,13 @@ def rows_in_range(sorted_keys: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
 
 def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenate tokens[starts[i] : starts[i] + lengths[i]] for all i, vectorised."""
-    total = int(lengths.sum())
-    if total == 0:
+    if len(lengths) == 0:
         return tokens[:0]
-    out_starts = np.cumsum(lengths) - lengths
-    index = np.repeat(starts - out_starts, lengths) + np.arange(total, dtype=np.int64)
-    return tokens[index]
+    # Documents that follow each other in `tokens` are copied as one run: a shard built from one
+    # unit is a single slice, and the merge of many units costs one slice per run, not per token.
+    breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+    run_first = np.concatenate([[0], breaks])
+    run_last = np.concatenate([breaks, [len(lengths)]]) - 1
+    run_starts = starts[run_first]
+    run_ends = starts[run_last] + lengths[run_last]
+    return np.concatenate([tokens[a:b] for a, b in zip(run_starts, run_ends)])

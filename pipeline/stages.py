@@ -26,7 +26,7 @@ from pipeline.megatron import ShardFormatError, ShardWriter, decode_index
 from pipeline.readers import read_piece
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
-from pipeline.tokenize import load_tokenizer, tokenize_texts
+from pipeline.tokenize import load_tokenizer, tokenize_batches
 
 QUARANTINE_SCHEMA = pa.schema(
     [("source", pa.string()), ("row", pa.int64()), ("reason", pa.string()), ("detail", pa.string())]
@@ -135,12 +135,10 @@ def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
     lengths = []
+    texts, step = docs["text"], cfg.tokenize.batch_docs
+    batches = (texts.slice(i, step).to_pylist() for i in range(0, docs.num_rows, step))
     with layout.tokens_bin(unit_id).atomic_writer() as out:
-        texts = docs["text"]
-        step = cfg.tokenize.batch_docs
-        for start in range(0, docs.num_rows, step):
-            batch = texts.slice(start, step).to_pylist()
-            flat, lens = tokenize_texts(tokenizer, batch, info.eos_id, dtype)
+        for flat, lens in tokenize_batches(tokenizer, batches, info.eos_id, dtype):
             out.write(flat.tobytes())
             lengths.append(lens)
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)

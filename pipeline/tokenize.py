@@ -9,6 +9,8 @@ per document is collecting its ids, which the API makes unavoidable.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 
@@ -59,9 +61,31 @@ def tokenize_texts(
     tokenizer: Tokenizer, texts: list[str], eos_id: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (tokens of all documents concatenated, each with EOS; int64 lengths)."""
-    if not texts:
+    return _to_arrays(_encode(tokenizer, texts) if texts else [], eos_id, dtype)
+
+
+def tokenize_batches(
+    tokenizer: Tokenizer, batches: Iterable[list[str]], eos_id: int, dtype: np.dtype
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """tokenize_texts over a stream of batches, encoding batch i+1 while batch i is converted.
+
+    The tokenizer releases the GIL while it encodes, so the Python-side conversion and writing of
+    one batch overlap the Rust-side encoding of the next instead of adding to it.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for texts in batches:
+            submitted = pool.submit(_encode, tokenizer, texts)
+            if pending is not None:
+                yield _to_arrays(pending.result(), eos_id, dtype)
+            pending = submitted
+        if pending is not None:
+            yield _to_arrays(pending.result(), eos_id, dtype)
+
+
+def _to_arrays(encodings, eos_id: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    if not encodings:
         return np.empty(0, dtype=dtype), np.empty(0, dtype=np.int64)
-    encodings = _encode(tokenizer, texts)
     id_lists = [e.ids for e in encodings]
     lengths = np.fromiter((len(ids) + 1 for ids in id_lists), dtype=np.int64, count=len(id_lists))
     eos = (eos_id,)
