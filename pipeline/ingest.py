@@ -1,0 +1,232 @@
+"""Ingest planning: list the input from metadata alone, then cut it into byte-balanced work units.
+
+Listing never opens an object: on S3 it is one LIST request per 1,000 keys, so planning a run
+over millions of objects costs seconds, and the per-object first-byte latency is paid only by the
+readers (pipeline/readers.py), inside units big enough to hide it.
+
+On-disk formats
+===============
+
+``inputs.parquet`` — the input manifest, one row per accepted file, sorted by ``path``:
+
+===============  ========  =====================================================================
+column           type      meaning
+===============  ========  =====================================================================
+path             string    relative to the input root, '/' separators
+size             int64     bytes, from the listing
+etag             string    S3 ETag without quotes; null where the store has none (local)
+mtime            float64   modification time, seconds since the epoch (local); null on S3
+format           string    'jsonl' | 'parquet' | 'text'
+compression      string    'none' | 'gzip' | 'zstd'
+===============  ========  =====================================================================
+
+The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
+``hidden`` (a path component starts with '.'), ``marker`` (a name starting with '_', such as
+``_SUCCESS``, or ending with '.crc'), ``excluded`` (no include glob matches, or an exclude glob
+does), ``unsupported_format`` (extension below not recognised). Nothing is dropped silently.
+
+Extensions (case-insensitive; an optional ``.gz`` or ``.zst``/``.zstd`` suffix sets compression):
+``.jsonl .ndjson .json`` → jsonl (one JSON object per line), ``.txt .text .md`` → text (the whole
+file is one document), ``.parquet`` → parquet (uncompressed only: Parquet compresses inside).
+
+Globs (``include``/``exclude``) match the whole relative path, as ``PurePath.full_match`` does in
+Python 3.13 (``fsspec.utils.glob_translate``): ``*`` and ``?`` stay within one path component,
+``**`` as a whole component matches any number of components, zero included. So ``*.jsonl``
+matches only top-level files; write ``**/*.jsonl`` for any depth. ``**`` matches everything.
+
+``units.parquet`` — work units, one row per piece (a byte range of one file):
+
+===============  ========  =====================================================================
+unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, etag):
+                           content-addressed, so re-listing unchanged input gives the same ids
+path             string    as in inputs.parquet
+start, end       int64     the piece's byte range in the file, [start, end); whole file [0, size)
+size             int64     size of the whole file (not of the piece)
+format           string    as in inputs.parquet
+compression      string    as in inputs.parquet
+===============  ========  =====================================================================
+
+Rows are in the order units were cut (path order), pieces of a unit contiguous. How a range is
+read: a JSONL line belongs to the piece holding its first byte; a Parquet row group belongs to
+the piece holding its first byte (Spark's rule) — so cutting needs only sizes, never content.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import xxhash
+from fsspec.utils import glob_translate
+
+from pipeline.storage import Location
+
+INPUTS_SCHEMA = pa.schema([
+    ("path", pa.string()), ("size", pa.int64()), ("etag", pa.string()), ("mtime", pa.float64()),
+    ("format", pa.string()), ("compression", pa.string()),
+])
+SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
+UNITS_SCHEMA = pa.schema([
+    ("unit_id", pa.string()), ("path", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
+    ("size", pa.int64()), ("format", pa.string()), ("compression", pa.string()),
+])
+
+_COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+_FORMAT_SUFFIXES = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".txt": "text", ".text": "text", ".md": "text",
+    ".parquet": "parquet",
+}
+
+
+# -- listing ---------------------------------------------------------------------------------
+def detect_format(name: str) -> tuple[str, str] | None:
+    """(format, compression) from a file name, or None when the extension is not supported."""
+    lower = name.lower()
+    compression = "none"
+    for suffix, codec in _COMPRESSION_SUFFIXES.items():
+        if lower.endswith(suffix):
+            compression, lower = codec, lower[: -len(suffix)]
+            break
+    for suffix, fmt in _FORMAT_SUFFIXES.items():
+        if lower.endswith(suffix) and len(lower) > len(suffix):
+            if fmt == "parquet" and compression != "none":
+                return None
+            return fmt, compression
+    return None
+
+
+def _compile_globs(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    return [re.compile(glob_translate(p)) for p in patterns]
+
+
+def skip_reason(rel: str, include: list[re.Pattern[str]], exclude: list[re.Pattern[str]]
+                ) -> str | None:
+    parts = rel.split("/")
+    if any(part.startswith(".") for part in parts):
+        return "hidden"
+    name = parts[-1]
+    if name.startswith("_") or name.lower().endswith(".crc"):
+        return "marker"
+    if not any(p.match(rel) for p in include) or any(p.match(rel) for p in exclude):
+        return "excluded"
+    if detect_format(name) is None:
+        return "unsupported_format"
+    return None
+
+
+def list_inputs(root: Location, include: list[str], exclude: list[str]
+                ) -> tuple[pa.Table, pa.Table]:
+    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads)."""
+    include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
+    prefix = root.path.rstrip("/") + "/"
+    accepted: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for full_path, info in root.find(detail=True).items():
+        if not full_path.startswith(prefix):
+            raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
+        rel = full_path[len(prefix):]
+        size = int(info["size"])
+        reason = skip_reason(rel, include_res, exclude_res)
+        if reason is not None:
+            skipped.append({"path": rel, "size": size, "reason": reason})
+            continue
+        fmt, compression = detect_format(rel)
+        accepted.append({"path": rel, "size": size, "etag": _etag(info), "mtime": _mtime(info),
+                         "format": fmt, "compression": compression})
+    accepted.sort(key=lambda r: r["path"])
+    skipped.sort(key=lambda r: r["path"])
+    return (pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
+            pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA))
+
+
+def _etag(info: dict[str, Any]) -> str | None:
+    etag = info.get("ETag") or info.get("etag")
+    return str(etag).strip('"') if etag else None
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    mtime = info.get("mtime")
+    return float(mtime) if isinstance(mtime, (int, float)) else None
+
+
+# -- work units (pure) -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Piece:
+    path: str
+    start: int
+    end: int
+    size: int
+    etag: str | None
+    format: str
+    compression: str
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+def is_splittable(fmt: str, compression: str) -> bool:
+    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet."""
+    return compression == "none" and fmt in ("jsonl", "parquet")
+
+
+def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
+    size = file["size"]
+    n = 1
+    if size > unit_bytes and is_splittable(file["format"], file["compression"]):
+        n = math.ceil(size / unit_bytes)  # equal pieces, each in (unit_bytes/2, unit_bytes]
+    bounds = [size * i // n for i in range(n + 1)]
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        yield _Piece(file["path"], start, end, size, file.get("etag"), file["format"],
+                     file["compression"])
+
+
+def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
+    """Greedy packing in order. Each piece of a file larger than unit_bytes is a unit alone
+    (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a unit is
+    closed before a file that would overflow it if it is at least half full, and right after it
+    reaches unit_bytes. Every unit of small files but the last is thus within
+    [unit_bytes/2, 1.5·unit_bytes), whatever the mix of file sizes."""
+    current: list[_Piece] = []
+    current_bytes = 0
+    for piece in pieces:
+        if piece.size > unit_bytes:
+            yield [piece]
+            continue
+        would_overflow = current_bytes + piece.nbytes > unit_bytes
+        if current and would_overflow and current_bytes * 2 >= unit_bytes:
+            yield current
+            current, current_bytes = [], 0
+        current.append(piece)
+        current_bytes += piece.nbytes
+        if current_bytes >= unit_bytes:
+            yield current
+            current, current_bytes = [], 0
+    if current:
+        yield current
+
+
+def unit_id(pieces: list[_Piece]) -> str:
+    h = xxhash.xxh3_64()
+    for p in pieces:
+        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.etag or ''}\n".encode())
+    return h.hexdigest()
+
+
+def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
+    """Work units of about `unit_bytes` each from an input manifest (pure: sizes only)."""
+    if unit_bytes <= 0:
+        raise ValueError(f"unit_bytes must be positive, got {unit_bytes}")
+    files = sorted(inputs.to_pylist(), key=lambda r: r["path"])
+    pieces = (piece for file in files for piece in _pieces(file, unit_bytes))
+    rows = []
+    for unit in _pack(pieces, unit_bytes):
+        uid = unit_id(unit)
+        rows += [{"unit_id": uid, "path": p.path, "start": p.start, "end": p.end, "size": p.size,
+                  "format": p.format, "compression": p.compression} for p in unit]
+    return pa.Table.from_pylist(rows, schema=UNITS_SCHEMA)

@@ -1,0 +1,340 @@
+"""Format readers: one piece of a work unit in, bounded batches of documents and quarantine out.
+
+`read_piece` reads one row of units.parquet (see pipeline/ingest.py) through `Location`
+(streaming: lines one at a time, Parquet one row group at a time) and yields
+``(docs, quarantine)`` pairs of at most `batch_docs` rows each.
+
+docs: ``doc_id`` string, ``source`` string (path relative to the input root), ``row`` int64,
+``text`` string. ``row`` locates the record: JSONL, the byte offset of the line's first byte in
+the decompressed stream (the same however the file is split into pieces); Parquet, the row index
+in the file; text, 0. ``doc_id`` is ``str(record[id_field])`` when that is a string or integer,
+else ``text.derived_id(source, row)`` when the field is absent or null.
+
+quarantine: ``source``, ``row`` (-1 for a file-level problem), ``reason``, ``detail``.
+Reasons (exact strings):
+
+=====================  =======================================================================
+malformed_json         a JSONL line is not valid JSON, or not a JSON object
+invalid_utf8           a JSONL line or a text file is not valid UTF-8
+empty_text             the text is empty or whitespace only
+missing_text           the text field is absent or null
+non_string_text        the text is not a string (a Parquet text column of another type: row -1)
+invalid_id             the id is present but not a non-empty string or an integer
+truncated_file         a gzip/zstd stream ends early; row = offset where the lost data begins
+                       (text: 0); the records before it are kept
+empty_file             the file has zero bytes (row -1)
+missing_text_column    a Parquet file has no text column (row -1)
+unreadable             opening or reading the object failed (row -1; detail = the error)
+=====================  =======================================================================
+
+Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
+file cut into several pieces are reported once, by the piece starting at byte 0.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zstandard
+
+from pipeline.storage import Location
+from pipeline.text import derived_id
+
+DOCS_SCHEMA = pa.schema([
+    ("doc_id", pa.string()), ("source", pa.string()), ("row", pa.int64()), ("text", pa.string()),
+])
+QUARANTINE_SCHEMA = pa.schema([
+    ("source", pa.string()), ("row", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
+])
+
+MALFORMED_JSON = "malformed_json"
+INVALID_UTF8 = "invalid_utf8"
+EMPTY_TEXT = "empty_text"
+MISSING_TEXT = "missing_text"
+NON_STRING_TEXT = "non_string_text"
+INVALID_ID = "invalid_id"
+TRUNCATED_FILE = "truncated_file"
+EMPTY_FILE = "empty_file"
+MISSING_TEXT_COLUMN = "missing_text_column"
+UNREADABLE = "unreadable"
+FILE_LEVEL = -1
+
+_STREAM_BUFFER = 1 << 20  # bytes pulled per read from the object (s3fs adds its own readahead)
+_DETAIL_CHARS = 300
+
+
+class Rejected(Exception):
+    """A record that cannot become a document: `reason` is one of the strings above."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason, self.detail = reason, detail
+
+
+def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
+    """(id or None when the record has none, text) of one record's field values; absent fields
+    are passed as None. Raises Rejected. Pure; shared by every format so that rules agree."""
+    if text is None:
+        raise Rejected(MISSING_TEXT, "text field is absent or null")
+    if not isinstance(text, str):
+        raise Rejected(NON_STRING_TEXT, f"text is {type(text).__name__}")
+    if not text.strip():
+        raise Rejected(EMPTY_TEXT, f"{len(text)} whitespace characters")
+    if raw_id is None:
+        return None, text
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        raise Rejected(INVALID_ID, f"id is {type(raw_id).__name__}: {str(raw_id)[:80]}")
+    return str(raw_id), text
+
+
+class _Batches:
+    """Accumulates documents and quarantine rows of one source; `take` empties it."""
+
+    def __init__(self, source: str, batch_docs: int) -> None:
+        self.source, self.batch_docs = source, batch_docs
+        self._ids: list[str] = []
+        self._rows: list[int] = []
+        self._texts: list[str] = []
+        self._bad: list[tuple[int, str, str]] = []
+
+    def doc(self, raw_id: str | None, row: int, text: str) -> None:
+        self._ids.append(raw_id if raw_id is not None else derived_id(self.source, row))
+        self._rows.append(row)
+        self._texts.append(text)
+
+    def problem(self, row: int, reason: str, detail: str) -> None:
+        self._bad.append((row, reason, detail[:_DETAIL_CHARS]))
+
+    @property
+    def full(self) -> bool:
+        return max(len(self._ids), len(self._bad)) >= self.batch_docs
+
+    def __bool__(self) -> bool:
+        return bool(self._ids or self._bad)
+
+    def take(self) -> tuple[pa.Table, pa.Table]:
+        docs = pa.table([self._ids, [self.source] * len(self._ids), self._rows, self._texts],
+                        schema=DOCS_SCHEMA)
+        rows, reasons, details = zip(*self._bad, strict=True) if self._bad else ((), (), ())
+        bad = pa.table([[self.source] * len(rows), list(rows), list(reasons), list(details)],
+                       schema=QUARANTINE_SCHEMA)
+        self._ids, self._rows, self._texts, self._bad = [], [], [], []
+        return docs, bad
+
+
+# -- decompression ---------------------------------------------------------------------------
+class _ZstdReader(io.RawIOBase):
+    """Streaming zstd decoding (all frames) that raises EOFError when the input ends inside a
+    frame — zstandard's stream_reader returns a short read there instead."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._frame = self._dctx.decompressobj()
+        self._in_frame = False
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 16)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("zstd stream ended before the end of its last frame")
+                return 0
+            self._pending = memoryview(self._decompress(chunk))
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def _decompress(self, chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            out.append(self._frame.decompress(chunk))
+            self._in_frame = not self._frame.eof
+            chunk = b""
+            if self._frame.eof:  # a frame ended: the rest of the chunk starts the next one
+                chunk = self._frame.unused_data
+                self._frame = self._dctx.decompressobj()
+        return b"".join(out)
+
+
+def _decompressed(raw: Any, compression: str) -> io.BufferedIOBase:
+    """A buffered binary stream of the decompressed bytes; raises EOFError on a truncated one."""
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "zstd":
+        return io.BufferedReader(_ZstdReader(raw), _STREAM_BUFFER)
+    return io.BufferedReader(raw, _STREAM_BUFFER)
+
+
+# -- formats ---------------------------------------------------------------------------------
+Fields = tuple[str, str | None]  # (text_field, id_field)
+_Reader = Callable[[Location, dict, Fields, _Batches], Iterator[tuple[pa.Table, pa.Table]]]
+
+
+def _add_json_line(out: _Batches, line: bytes, offset: int, fields: Fields) -> None:
+    if not line.strip():
+        return
+    if offset == 0 and line.startswith(codecs.BOM_UTF8):
+        line = line[len(codecs.BOM_UTF8):]
+    try:
+        decoded = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        out.problem(offset, INVALID_UTF8, str(e))
+        return
+    try:
+        record = json.loads(decoded)
+    except ValueError as e:
+        out.problem(offset, MALFORMED_JSON, str(e))
+        return
+    if not isinstance(record, dict):
+        out.problem(offset, MALFORMED_JSON, f"a JSON {type(record).__name__}, not an object")
+        return
+    text_field, id_field = fields
+    try:
+        raw_id, text = document_fields(record.get(text_field),
+                                       record.get(id_field) if id_field else None)
+    except Rejected as r:
+        out.problem(offset, r.reason, r.detail)
+        return
+    out.doc(raw_id, offset, text)
+
+
+def _read_jsonl(loc: Location, piece: dict, fields: Fields, out: _Batches
+                ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    start, end = piece["start"], piece["end"]
+    compressed = piece["compression"] != "none"
+    with loc.open_read() as raw:
+        if compressed:  # never split: the whole stream, to its end
+            stream, offset, limit = _decompressed(raw, piece["compression"]), 0, None
+        else:
+            # A line belongs to the piece holding its first byte: start one byte early and drop
+            # everything up to the first newline (just that byte when a line starts at `start`).
+            offset = max(start - 1, 0)
+            raw.seek(offset)
+            stream, limit = _decompressed(raw, "none"), end
+            if start > 0:
+                offset += len(stream.readline())
+        while limit is None or offset < limit:
+            try:
+                line = stream.readline()
+            except EOFError as e:
+                out.problem(offset, TRUNCATED_FILE, str(e))
+                break
+            if not line:
+                break
+            _add_json_line(out, line, offset, fields)
+            offset += len(line)
+            if out.full:
+                yield out.take()
+
+
+def _read_text(loc: Location, piece: dict, fields: Fields, out: _Batches
+               ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    with loc.open_read() as raw:
+        try:
+            data = _decompressed(raw, piece["compression"]).read()
+        except EOFError as e:
+            out.problem(0, TRUNCATED_FILE, str(e))
+            return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        out.problem(0, INVALID_UTF8, str(e))
+        return
+    try:
+        _, text = document_fields(text, None)
+    except Rejected as r:
+        out.problem(0, r.reason, r.detail)
+        return
+    out.doc(None, 0, text)
+    yield from ()  # a generator like the other readers; its one document is flushed by the caller
+
+
+def _is_string_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _row_group_first_byte(meta: pq.RowGroupMetaData) -> int:
+    starts = []
+    for i in range(meta.num_columns):
+        col = meta.column(i)
+        dictionary = col.dictionary_page_offset if col.has_dictionary_page else None
+        starts.append(dictionary if dictionary else col.data_page_offset)
+    return min(starts)
+
+
+def _read_parquet(loc: Location, piece: dict, fields: Fields, out: _Batches
+                  ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    text_field, id_field = fields
+    owns_file_level = piece["start"] == 0
+    with loc.open_read() as raw:
+        parquet = pq.ParquetFile(raw)
+        schema = parquet.schema_arrow
+        if text_field not in schema.names:
+            if owns_file_level:
+                out.problem(FILE_LEVEL, MISSING_TEXT_COLUMN,
+                            f"no column {text_field!r}; columns: {schema.names}")
+            return
+        if not _is_string_type(schema.field(text_field).type):
+            if owns_file_level:
+                out.problem(FILE_LEVEL, NON_STRING_TEXT,
+                            f"column {text_field!r} has type {schema.field(text_field).type}")
+            return
+        has_id = bool(id_field) and id_field in schema.names and id_field != text_field
+        columns = [text_field, id_field] if has_id else [text_field]
+        first_row = 0
+        for group in range(parquet.num_row_groups):
+            meta = parquet.metadata.row_group(group)
+            if piece["start"] <= _row_group_first_byte(meta) < piece["end"]:
+                row = first_row
+                for batch in parquet.iter_batches(batch_size=out.batch_docs, row_groups=[group],
+                                                  columns=columns):
+                    texts = batch.column(0).to_pylist()
+                    ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
+                    for text, raw_id in zip(texts, ids, strict=True):
+                        try:
+                            doc_id, text = document_fields(text, raw_id)
+                        except Rejected as r:
+                            out.problem(row, r.reason, r.detail)
+                        else:
+                            out.doc(doc_id, row, text)
+                        row += 1
+                        if out.full:
+                            yield out.take()
+            first_row += meta.num_rows
+
+
+_READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text,
+                                "parquet": _read_parquet}
+
+
+def read_piece(root: Location, piece: Any, text_field: str, id_field: str | None,
+               batch_docs: int = 4096) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches."""
+    source = piece["path"]
+    out = _Batches(source, batch_docs)
+    if piece["size"] == 0:
+        out.problem(FILE_LEVEL, EMPTY_FILE, "the file has zero bytes")
+        yield out.take()
+        return
+    reader = _READERS[piece["format"]]
+    try:
+        yield from reader(root / source, piece, (text_field, id_field), out)
+    except Exception as e:  # any failure of the object or its decoding: reported, not raised
+        whole = piece["start"] == 0 and piece["end"] == piece["size"]
+        where = "" if whole else f" (bytes {piece['start']}-{piece['end']})"
+        out.problem(FILE_LEVEL, UNREADABLE, f"{type(e).__name__}: {e}{where}")
+    if out:
+        yield out.take()

@@ -1,0 +1,52 @@
+"""Shared fixtures: a real S3 endpoint (moto's standalone server in a subprocess, on loopback)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+import s3fs
+
+from pipeline.config import StorageConfig
+from pipeline.storage import Location
+from pipeline.testing import dummy_aws_env, moto_server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """Endpoint URL of a moto S3 server started once per session and stopped by its pid."""
+    with dummy_aws_env(), moto_server() as endpoint:
+        yield endpoint
+    # Cached s3fs instances hold connections to the server that is now gone.
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_storage(s3_server: str) -> StorageConfig:
+    return StorageConfig(endpoint_url=s3_server)
+
+
+@pytest.fixture
+def s3_bucket(s3_storage: StorageConfig) -> str:
+    """A fresh, empty bucket for one test (unique names, so no reset between tests)."""
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    fs = Location.from_uri(f"s3://{name}", s3_storage).fs
+    fs.mkdir(name)
+    fs.invalidate_cache()
+    return name
+
+
+@pytest.fixture
+def s3_upload(s3_bucket: str, s3_storage: StorageConfig) -> Callable[[dict[str, bytes]], Location]:
+    """put(files) writes {relative path: content} into the test's bucket and returns its root.
+
+    The listing cache is dropped afterwards, so a later find() sees the objects just written."""
+
+    def put(files: dict[str, bytes]) -> Location:
+        root = Location.from_uri(f"s3://{s3_bucket}", s3_storage)
+        root.fs.pipe({f"{s3_bucket}/{rel}": data for rel, data in files.items()})
+        root.fs.invalidate_cache()
+        return root
+
+    return put
