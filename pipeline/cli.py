@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline run|verify|bench ...`."""
+"""Command line: `python -m pipeline run|verify|retain|report|bench ...`."""
 
 from __future__ import annotations
 
@@ -23,15 +23,16 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pipeline.lease import LeaseHeld
     from pipeline.run import RunError, run_pipeline
     from pipeline.summary import print_summary
 
     cfg = _load(args)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet)
-    except RunError as e:
+    except (RunError, LeaseHeld) as e:
         print(f"error: {e}", file=sys.stderr)
-        return RunError.exit_code
+        return e.exit_code
     print_summary(result)
     return 0
 
@@ -51,6 +52,58 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"verify OK: {manifest['name']} version {manifest['version']}:"
           f" {len(manifest['shards'])} shards, {counts['docs_out']} documents,"
           f" {counts['tokens']} tokens")
+    return 0
+
+
+def cmd_retain(args: argparse.Namespace) -> int:
+    from pipeline.retention import apply_plan, format_plan, plan_retention
+
+    cfg = _load(args)
+    plan = plan_retention(cfg)
+    print(format_plan(plan, verbose=args.verbose, applied=args.apply))
+    if args.export_lifecycle:
+        import json
+
+        from pipeline.lifecycle import export_lifecycle
+
+        exported = export_lifecycle(plan, cfg.retention.rules)
+        with open(args.export_lifecycle, "w") as f:
+            json.dump(exported, f, indent=2)
+        print(f"lifecycle rules written to {args.export_lifecycle}")
+        for item in exported["not_expressible"]:
+            print(f"  not expressible as an S3 rule: {item['class']}: {item['reason']}")
+    if args.apply:
+        audit = apply_plan(plan, cfg)
+        done = [e for e in audit if e["status"] == "done"]
+        print(f"applied: {len(done)} actions, {sum(e['bytes'] for e in done):,} bytes;"
+              f" {len(audit) - len(done)} skipped or failed"
+              + ("; audit log under _audit/" if audit else ""))
+        return 1 if any(e["status"].startswith("failed") for e in audit) else 0
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.report import build_report, format_markdown, write_report
+    from pipeline.report_html import format_html
+    from pipeline.retention import dataset_location
+
+    cfg = _load(args)
+    report = build_report(cfg, run_id=args.run_id, stats_uri=args.stats,
+                          runs_per_month=args.runs_per_month,
+                          reader_stats_uri=args.reader_stats, epochs_per_month=args.epochs,
+                          range_bytes=args.range_bytes)
+    print(format_markdown(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+    if args.html:
+        with open(args.html, "w") as f:
+            f.write(format_html(report))
+    if args.store:
+        for loc in write_report(report, dataset_location(cfg)):
+            print(f"stored {loc.uri}")
     return 0
 
 
@@ -76,6 +129,32 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--config", help="take storage options (endpoint) from this config")
     verify.add_argument("--endpoint-url", help="S3 endpoint for s3:// URIs")
     verify.set_defaults(func=cmd_verify)
+
+    retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
+    _add_config_args(retain)
+    retain.add_argument("--apply", action="store_true",
+                        help="delete / move what the plan lists and write an audit log")
+    retain.add_argument("--verbose", action="store_true", help="one line per object")
+    retain.add_argument("--export-lifecycle", metavar="PATH",
+                        help="write the policy as S3 lifecycle rules (JSON) where S3 can say it")
+    retain.set_defaults(func=cmd_retain)
+
+    report = sub.add_parser("report", help="cost report: retained vs read, $ per month")
+    _add_config_args(report)
+    report.add_argument("--run-id", help="whose _work/<run>/stats.json (default: the run of the"
+                                         " newest committed version)")
+    report.add_argument("--stats", help="a stage stats JSON file instead")
+    report.add_argument("--runs-per-month", type=float, default=1.0)
+    report.add_argument("--reader-stats", help="stream-reader counters JSON (training reads)")
+    report.add_argument("--epochs", type=float, default=1.0,
+                        help="training epochs per month (default 1)")
+    report.add_argument("--range-bytes", type=int, default=16 * 2**20,
+                        help="range GET size for the training estimate without reader stats")
+    report.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    report.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page")
+    report.add_argument("--store", action="store_true",
+                        help="store md/json/html under the dataset's _reports/")
+    report.set_defaults(func=cmd_report)
 
     bench = sub.add_parser("bench", help="benchmarks (each prints a table and a JSON last line)")
     bench.add_argument("name", choices=sorted(BENCHES))

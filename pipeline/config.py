@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
+from pipeline.retention_config import PricesConfig, RetentionConfig
+
 
 class ConfigError(Exception):
     """A configuration problem, already phrased for the user (key and file named)."""
@@ -100,13 +102,26 @@ class Config(_Strict):
     dedup: DedupConfig = DedupConfig()
     tokenize: TokenizeConfig
     pack: PackConfig = PackConfig()
+    retention: RetentionConfig = RetentionConfig()  # see retention_config.py
+    prices: PricesConfig = PricesConfig()
 
     def output_hash(self) -> str:
         """Hash of everything that decides the dataset's bytes (not where data lives, nor Ray)."""
         data = self.model_dump(mode="json", exclude={"input": {"uri"}, "output": True,
-                                                       "storage": True, "ray": True})
+                                                       "storage": True, "ray": True,
+                                                       "retention": True, "prices": True})
         data["tokenize"]["tokenizer"] = _file_digest(self.tokenize.tokenizer)
         return _digest(data)
+
+    def read_key(self) -> str:
+        """Hash of what decides a unit's read output (fields, hash partitions)."""
+        return _digest({"layout": 1, "text_field": self.input.text_field,
+                        "id_field": self.input.id_field, "partitions": self.dedup.partitions})
+
+    def token_key(self) -> str:
+        """Hash of what decides a unit's token file besides its documents."""
+        return _digest({"layout": 1, "tokenizer": _file_digest(self.tokenize.tokenizer),
+                        "eos": self.tokenize.eos, "seed": self.pack.seed})
 
     def public_dict(self) -> dict[str, Any]:
         """The config as recorded in manifests and logs (it holds no credentials by construction)."""

@@ -1,26 +1,34 @@
 """Where a dataset's files live. The on-disk layout of one dataset, documented once:
 
     OUTPUT/<name>/
-      <version>/                      a committed dataset version (exists only with manifest.json)
-        manifest.json                 written last, atomically (see manifest.py)
-        shard-00000.bin / .idx        Megatron MMIDIDX shards (see megatron.py)
-      _work/<run_id>/                 work state of one run (intermediates; never read by trainers)
-        inputs.parquet                input manifest: the listing (see ingest.py)
-        units.parquet                 work units balanced by bytes (see ingest.py)
-        read/<unit>.docs.parquet      documents read from a unit: doc_id, source, row, text
-        read/<unit>.quarantine.parquet  bad records of the unit: source, row, reason, detail
-        read/<unit>.done.json         completion marker + the unit's counts (written last)
-        exact/p<part>/<unit>.parquet  content hashes of the unit's documents, partitioned by hash
-        exact/p<part>.removed.parquet exact-duplicate removals decided for one hash partition
-        near/...                      near-dedup intermediates (see neardup stages)
-        removed.parquet               every removal (exact and near): the audit
-        quarantine.parquet            every quarantined record of the run
-        tokens/<unit>.bin / .parquet  the unit's kept documents tokenized, ordered by shuffle key
-        lease.json                    (cluster path) who is running this dataset
+      <version>/                        a committed dataset version (exists only with manifest.json)
+        manifest.json                   written last, atomically (see manifest.py)
+        shard-00000.bin / .idx          Megatron MMIDIDX shards (see megatron.py)
+      _work/                            work state (intermediates; never read by trainers)
+        lease.json                      who is writing this dataset now (see lease.py)
+        runs/<run_id>/                  one run: what it read and decided
+          inputs.parquet                input manifest: the listing (see ingest.py)
+          units.parquet                 work units balanced by bytes (see ingest.py)
+          exact/p<part>.removed.parquet exact-duplicate removals of one hash partition
+          near/...                      near-dedup intermediates of the run (see neardup.py)
+          removed.parquet               every removal (exact and near): the audit (exact.py)
+          quarantine.parquet            every quarantined record of the run
+          stats.json                    per-stage counts, bytes and requests (cost report)
+          committed.json                {"version": id} once the run's version is committed
+        units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
+          <unit>.docs.parquet           documents read: doc_id, source, row, text
+          <unit>.quarantine.parquet     bad records: source, row, reason, detail
+          <unit>.p<part>.parquet        content hashes, one file per hash partition (exact.py)
+          <unit>.done.json              completion marker + the unit's counts (written last)
+        tokens/<token_key>/             per-unit token files (see pack.py)
+          <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
 
-A run id is derived from the hash of the output-determining config and the input manifest, so
-rerunning the same command finds the same work state. Version ids are UTC timestamps (sortable
-as strings) plus the run id, so `sorted()` is "by time".
+A run id hashes the output-determining config and the input manifest, so rerunning the same
+command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
+(path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
+`token_key` the tokenizer and seed, and `<removed>` the unit's set of removed documents: an
+output is reused exactly when everything that decides its bytes is unchanged. Version ids are
+UTC timestamps plus the run id, so `sorted()` is "by time".
 """
 
 from __future__ import annotations
@@ -43,58 +51,78 @@ def new_version_id(run_id: str, now: dt.datetime | None = None) -> str:
 class RunLayout:
     dataset: Location  # OUTPUT/<name>
     run_id: str
+    read_key: str
+    token_key: str
 
     @property
     def work(self) -> Location:
-        return self.dataset / WORK_DIR / self.run_id
+        return self.dataset / WORK_DIR
+
+    @property
+    def lease(self) -> Location:
+        return self.work / "lease.json"
+
+    @property
+    def run(self) -> Location:
+        return self.work / "runs" / self.run_id
 
     @property
     def inputs(self) -> Location:
-        return self.work / "inputs.parquet"
+        return self.run / "inputs.parquet"
 
     @property
     def units(self) -> Location:
-        return self.work / "units.parquet"
-
-    def read_docs(self, unit: str) -> Location:
-        return self.work / f"read/{unit}.docs.parquet"
-
-    def read_quarantine(self, unit: str) -> Location:
-        return self.work / f"read/{unit}.quarantine.parquet"
-
-    def read_done(self, unit: str) -> Location:
-        return self.work / f"read/{unit}.done.json"
-
-    def exact_part(self, part: int, unit: str) -> Location:
-        return self.work / f"exact/p{part:04d}/{unit}.parquet"
-
-    def exact_part_dir(self, part: int) -> Location:
-        return self.work / f"exact/p{part:04d}"
+        return self.run / "units.parquet"
 
     def exact_removed(self, part: int) -> Location:
-        return self.work / f"exact/p{part:04d}.removed.parquet"
+        return self.run / f"exact/p{part:04d}.removed.parquet"
 
     @property
     def near(self) -> Location:
-        return self.work / "near"
+        return self.run / "near"
 
     @property
     def removed(self) -> Location:
-        return self.work / "removed.parquet"
+        return self.run / "removed.parquet"
 
     @property
     def quarantine(self) -> Location:
-        return self.work / "quarantine.parquet"
+        return self.run / "quarantine.parquet"
 
-    def tokens_bin(self, unit: str) -> Location:
-        return self.work / f"tokens/{unit}.bin"
+    @property
+    def stats(self) -> Location:
+        return self.run / "stats.json"
 
-    def tokens_index(self, unit: str) -> Location:
-        return self.work / f"tokens/{unit}.parquet"
+    @property
+    def committed(self) -> Location:
+        return self.run / "committed.json"
+
+    def _unit(self, unit: str, suffix: str) -> Location:
+        return self.work / f"units/{self.read_key}/{unit}.{suffix}"
+
+    def read_docs(self, unit: str) -> Location:
+        return self._unit(unit, "docs.parquet")
+
+    def read_quarantine(self, unit: str) -> Location:
+        return self._unit(unit, "quarantine.parquet")
+
+    def read_done(self, unit: str) -> Location:
+        return self._unit(unit, "done.json")
+
+    def exact_part(self, part: int, unit: str) -> Location:
+        return self._unit(unit, f"p{part:04d}.parquet")
+
+    def tokens_bin(self, unit: str, removed: str) -> Location:
+        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.bin"
+
+    def tokens_index(self, unit: str, removed: str) -> Location:
+        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.parquet"
 
     def version(self, version_id: str) -> Location:
         return self.dataset / version_id
 
 
 def is_version_name(name: str) -> bool:
-    return not name.startswith(("_", ".")) and "T" in name and name.endswith(tuple("0123456789abcdef"))
+    return (
+        not name.startswith(("_", ".")) and "T" in name and name.endswith(tuple("0123456789abcdef"))
+    )

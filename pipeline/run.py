@@ -24,7 +24,8 @@ from tqdm import tqdm
 from pipeline import stages
 from pipeline.config import Config
 from pipeline.layout import RunLayout, new_version_id
-from pipeline.manifest import FORMAT, commit_manifest
+from pipeline.lease import held
+from pipeline.manifest import FORMAT, SHARD_KEYS, ManifestError, commit_manifest, load_manifest
 from pipeline.pack import shard_count
 from pipeline.storage import Location
 from pipeline.tokenize import load_tokenizer
@@ -43,6 +44,7 @@ class StageReport:
     bytes: int = 0
     seconds: float = 0.0
     tasks: int = 0
+    reused: int = 0
 
 
 @dataclass
@@ -50,6 +52,7 @@ class RunResult:
     version: Location
     manifest: dict[str, Any]
     stages: list[StageReport] = field(default_factory=list)
+    already_committed: bool = False
 
 
 def ensure_ray(cfg: Config) -> None:
@@ -59,16 +62,26 @@ def ensure_ray(cfg: Config) -> None:
     if address:
         ray.init(address=address, logging_level=logging.WARNING)
     else:
-        ray.init(num_cpus=cfg.ray.num_cpus, include_dashboard=False,
-                 logging_level=logging.WARNING, log_to_driver=True)
+        ray.init(
+            num_cpus=cfg.ray.num_cpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+        )
 
 
 def _gather(name: str, futures: list, show: bool) -> list[dict]:
     """Wait for a stage's tasks with a progress bar; results keep the submission order."""
     results: dict = {}
     pending = list(futures)
-    with tqdm(total=len(futures), desc=f"{name:>9}", unit="task", disable=not show,
-              file=sys.stderr, leave=True) as bar:
+    with tqdm(
+        total=len(futures),
+        desc=f"{name:>9}",
+        unit="task",
+        disable=not show,
+        file=sys.stderr,
+        leave=True,
+    ) as bar:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             results[ready[0]] = ray.get(ready[0])
@@ -80,76 +93,156 @@ def _table_digest(table: pa.Table) -> str:
     return xxhash.xxh3_128_hexdigest(json.dumps(table.to_pylist(), sort_keys=True).encode())
 
 
+class _Driver:
+    """One run: the stages in order, each a batch of Ray tasks, with its report."""
+
+    def __init__(self, cfg: Config, show_progress: bool) -> None:
+        self.cfg, self.show = cfg, show_progress
+        self.remote = {
+            name: ray.remote(getattr(stages, name))
+            for name in (
+                "list_stage",
+                "read_unit",
+                "exact_partition",
+                "merge_audit",
+                "tokenize_unit",
+                "pack_shard",
+            )
+        }
+        self.reports: list[StageReport] = []
+        self.task_stats: list[dict] = []
+
+    def stage(self, name: str, futures: list) -> list[dict]:
+        t0 = time.perf_counter()
+        results = _gather(name, futures, self.show)
+        report = StageReport(name, tasks=len(results), seconds=time.perf_counter() - t0)
+        report.reused = sum(1 for r in results if r.get("reused"))
+        io: Counter = Counter()
+        for r in results:
+            io.update(r.get("io", {}))
+        report.bytes = io.get("bytes_read", 0)
+        self.reports.append(report)
+        self.task_stats.append(
+            {
+                "stage": name,
+                "tasks": len(results),
+                "reused": report.reused,
+                "seconds": report.seconds,
+                "io": dict(io),
+            }
+        )
+        return results
+
+
 def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
     ensure_ray(cfg)
     started = dt.datetime.now(dt.timezone.utc)
-    remote = {name: ray.remote(getattr(stages, name)) for name in (
-        "list_stage", "read_unit", "exact_partition", "merge_audit", "tokenize_unit",
-        "pack_shard")}
+    drv = _Driver(cfg, show_progress)
     input_root = Location.from_uri(cfg.input.uri, cfg.storage)
     dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
-    reports: list[StageReport] = []
 
-    t0 = time.perf_counter()
-    inputs, units, listed = ray.get(remote["list_stage"].remote(input_root, cfg))
+    [listed] = drv.stage("list", [drv.remote["list_stage"].remote(input_root, cfg)])
+    inputs, units = listed["inputs"], listed["units"]
+    drv.reports[-1].docs, drv.reports[-1].bytes = listed["files"], listed["bytes"]
     input_digest = _table_digest(inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{input_digest}".encode())
-    layout = RunLayout(dataset, run_id)
-    layout.inputs.write_parquet(inputs)
-    layout.units.write_parquet(units)
-    reports.append(StageReport("list", listed["files"], listed["bytes"],
-                               time.perf_counter() - t0, 1))
+    layout = RunLayout(dataset, run_id, cfg.read_key(), cfg.token_key())
+    already = _already_committed(layout)
+    if already is not None:
+        return already
+    with held(layout.lease, run_id) as lease:
+        layout.inputs.write_parquet(inputs)
+        layout.units.write_parquet(units)
+        result = _run_stages(
+            drv, cfg, layout, input_root, units, listed, input_digest, started, lease
+        )
+        layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    return result
 
+
+def _already_committed(layout: RunLayout) -> RunResult | None:
+    """The same input and config were committed before and that version still exists."""
+    try:
+        version_id = json.loads(layout.committed.read_bytes())["version"]
+        manifest = load_manifest(layout.version(version_id))
+    except (FileNotFoundError, ManifestError, KeyError, ValueError):
+        return None
+    return RunResult(layout.version(version_id), manifest, [], already_committed=True)
+
+
+def _run_stages(
+    drv: _Driver,
+    cfg: Config,
+    layout: RunLayout,
+    input_root: Location,
+    units: pa.Table,
+    listed: dict,
+    input_digest: str,
+    started: dt.datetime,
+    lease,
+) -> RunResult:
+    remote = drv.remote
     unit_ids = sorted(set(units["unit_id"].to_pylist()))
     pieces: dict[str, list[dict]] = {u: [] for u in unit_ids}
     for piece in units.to_pylist():
         pieces[piece["unit_id"]].append(piece)
 
-    t0 = time.perf_counter()
-    read = _gather("read", [remote["read_unit"].remote(layout, input_root, u, pieces[u], cfg)
-                            for u in unit_ids], show_progress)
+    read = drv.stage(
+        "read+hash",
+        [remote["read_unit"].remote(layout, input_root, u, pieces[u], cfg) for u in unit_ids],
+    )
     docs_in = sum(r["docs_in"] for r in read)
-    quarantined = Counter()
+    drv.reports[-1].docs = docs_in
+    quarantined: Counter = Counter()
+    writers: dict[int, list[str]] = {p: [] for p in range(cfg.dedup.partitions)}
     for r in read:
         quarantined.update(r["quarantined"])
-    reports.append(StageReport("read+hash", docs_in, sum(r["io"].get("bytes_read", 0) for r in read),
-                               time.perf_counter() - t0, len(read)))
+        for p in r["partitions"]:
+            writers[p].append(r["unit"])
+    lease.renew()
 
-    t0 = time.perf_counter()
-    parts = cfg.dedup.partitions
-    exact_results = _gather("exact", [remote["exact_partition"].remote(layout, p)
-                                      for p in range(parts)], show_progress)
-    audit = ray.get(remote["merge_audit"].remote(layout, parts, unit_ids))
-    reports.append(StageReport("dedup", sum(r["rows"] for r in exact_results), 0,
-                               time.perf_counter() - t0, len(exact_results) + 1))
-
+    exact_results = drv.stage(
+        "exact",
+        [
+            remote["exact_partition"].remote(layout, p, writers[p])
+            for p in range(cfg.dedup.partitions)
+        ],
+    )
+    drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
+    [audit] = drv.stage(
+        "audit", [remote["merge_audit"].remote(layout, cfg.dedup.partitions, unit_ids)]
+    )
     n_bad = sum(quarantined.values())
     if docs_in and n_bad / docs_in > cfg.ingest.max_error_rate:
         raise RunError(
             f"{n_bad} of {docs_in} records ({n_bad / docs_in:.2%}) were quarantined, more than"
             f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; reasons:"
-            f" {dict(quarantined)}; listing: {layout.quarantine.uri}. Nothing was committed.")
+            f" {dict(quarantined)}; listing: {layout.quarantine.uri}. Nothing was committed."
+        )
+    lease.renew()
 
-    t0 = time.perf_counter()
-    tokenized = _gather("tokenize", [remote["tokenize_unit"].remote(layout, u, cfg)
-                                     for u in unit_ids], show_progress)
+    tokenized = drv.stage(
+        "tokenize", [remote["tokenize_unit"].remote(layout, u, cfg) for u in unit_ids]
+    )
     total_tokens = sum(r["tokens"] for r in tokenized)
-    docs_out = sum(r["docs"] for r in tokenized)
-    reports.append(StageReport("tokenize", docs_out, 0, time.perf_counter() - t0, len(tokenized)))
+    drv.reports[-1].docs = docs_out = sum(r["docs"] for r in tokenized)
+    lease.renew()
 
     _, tok_info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     itemsize = 2 if tok_info.dtype == "uint16" else 4
     shards = shard_count(total_tokens * itemsize, int(cfg.pack.shard_bytes))
-    version_id = new_version_id(run_id)
+    version_id = new_version_id(layout.run_id)
     version = layout.version(version_id)
-    live_units = [r["unit"] for r in tokenized if r["docs"]]
-    t0 = time.perf_counter()
-    packed = _gather("pack", [remote["pack_shard"].remote(layout, version, k, shards, live_units,
-                                                          tok_info.dtype)
-                              for k in range(shards)], show_progress)
-    reports.append(StageReport("pack", sum(s["documents"] for s in packed),
-                               sum(s["bin_bytes"] + s["idx_bytes"] for s in packed),
-                               time.perf_counter() - t0, len(packed)))
+    live = [(r["unit"], r["removed"]) for r in tokenized if r["docs"]]
+    packed = drv.stage(
+        "pack",
+        [
+            remote["pack_shard"].remote(layout, version, k, shards, live, tok_info.dtype)
+            for k in range(shards)
+        ],
+    )
+    drv.reports[-1].docs = sum(s["documents"] for s in packed)
+    drv.reports[-1].bytes = sum(s["bin_bytes"] + s["idx_bytes"] for s in packed)
 
     counts = {
         "docs_in": docs_in,
@@ -160,22 +253,34 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
         "tokens": sum(s["tokens"] for s in packed),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
     }
-    accounted = (counts["docs_out"] + counts["removed_exact"] + counts["removed_near"]
-                 + counts["quarantined"])
+    accounted = (
+        counts["docs_out"]
+        + counts["removed_exact"]
+        + counts["removed_near"]
+        + counts["quarantined"]
+    )
     if accounted != docs_in or counts["docs_out"] != docs_out:
-        raise RunError(f"accounting does not balance: docs_in {docs_in} != out + removed +"
-                       f" quarantined = {accounted}; nothing was committed")
+        raise RunError(
+            f"accounting does not balance: docs_in {docs_in} != out + removed +"
+            f" quarantined = {accounted}; nothing was committed"
+        )
 
-    shard_keys = ("bin", "idx", "bin_bytes", "idx_bytes", "tokens", "documents",
-                  "bin_xxh3_128", "idx_xxh3_128")
+    dataset = layout.dataset
     manifest = {
         "format": FORMAT,
         "name": cfg.name,
         "version": version_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "config": cfg.model_dump(mode="json", exclude={"input": {"uri"}, "output": True,
-                                                       "storage": True, "ray": True,
-                                                       "tokenize": {"tokenizer"}}),
+        "config": cfg.model_dump(
+            mode="json",
+            exclude={
+                "input": {"uri"},
+                "output": True,
+                "storage": True,
+                "ray": True,
+                "tokenize": {"tokenizer"},
+            },
+        ),
         "config_hash": cfg.output_hash(),
         "tokenizer": tok_info.as_dict(),
         "counts": counts,
@@ -185,10 +290,19 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
             "units": layout.units.relative_to(dataset),
             "removed": layout.removed.relative_to(dataset),
             "quarantine": layout.quarantine.relative_to(dataset),
+            "stats": layout.stats.relative_to(dataset),
         },
-        "shards": [{k: s[k] for k in shard_keys} for s in packed],
-        "run": {"run_id": run_id, "input_uri": input_root.uri, "output_uri": dataset.uri,
-                "started_at": started.isoformat(), "skipped_files": listed["skipped"]},
+        "shards": [{k: s[k] for k in SHARD_KEYS} for s in packed],
+        "run": {
+            "run_id": layout.run_id,
+            "input_uri": cfg.input.uri,
+            "output_uri": dataset.uri,
+            "started_at": started.isoformat(),
+            "skipped_files": listed["skipped"],
+        },
     }
+    layout.stats.write_bytes(
+        json.dumps({"run_id": layout.run_id, "stages": drv.task_stats}, indent=1).encode()
+    )
     commit_manifest(version, manifest)
-    return RunResult(version, manifest, reports)
+    return RunResult(version, manifest, drv.reports)

@@ -46,21 +46,29 @@ class _Timer:
 
 
 # -- ingest ----------------------------------------------------------------------------------
-def list_stage(input_root: Location, cfg: Config) -> tuple[pa.Table, pa.Table, dict]:
+def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
+    """The listing and its work units (metadata only: they are small tables)."""
     timer = _Timer()
     inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude)
     units = cut_units(inputs, int(cfg.ingest.unit_bytes))
-    return inputs, units, timer.summary(files=inputs.num_rows, skipped=skipped.to_pylist(),
-                                        bytes=int(pc.sum(inputs["size"]).as_py() or 0),
-                                        units=len(set(units["unit_id"].to_pylist())))
+    return timer.summary(
+        inputs=inputs,
+        units=units,
+        files=inputs.num_rows,
+        skipped=skipped.to_pylist(),
+        bytes=int(pc.sum(inputs["size"]).as_py() or 0),
+        unit_count=len(set(units["unit_id"].to_pylist())),
+    )
 
 
-def read_unit(layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict],
-              cfg: Config) -> dict[str, Any]:
+def read_unit(
+    layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict], cfg: Config
+) -> dict[str, Any]:
+    timer = _Timer()
     done = layout.read_done(unit_id)
     if done.exists():
-        return json.loads(done.read_bytes())
-    timer = _Timer()
+        earlier = json.loads(done.read_bytes())
+        return {**earlier, **timer.summary(reused=True)}
     doc_parts, bad_parts = [], []
     for piece in pieces:
         for docs, bad in read_piece(input_root, piece, cfg.input.text_field, cfg.input.id_field):
@@ -69,17 +77,29 @@ def read_unit(layout: RunLayout, input_root: Location, unit_id: str, pieces: lis
     docs = _concat(doc_parts, None)
     bad = _concat(bad_parts, QUARANTINE_SCHEMA)
     if docs is None:
-        docs = pa.table({"doc_id": pa.array([], pa.string()), "source": pa.array([], pa.string()),
-                         "row": pa.array([], pa.int64()), "text": pa.array([], pa.string())})
+        docs = pa.table(
+            {
+                "doc_id": pa.array([], pa.string()),
+                "source": pa.array([], pa.string()),
+                "row": pa.array([], pa.int64()),
+                "text": pa.array([], pa.string()),
+            }
+        )
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
     hashes = exact.hash_rows(docs, unit_id)
-    for part, rows in exact.split_by_partition(hashes, cfg.dedup.partitions).items():
+    partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
+    for part, rows in partitions.items():
         layout.exact_part(part, unit_id).write_parquet(rows)
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
-    summary = timer.summary(unit=unit_id, docs_in=docs.num_rows + bad.num_rows,
-                            docs=docs.num_rows, text_bytes=text_bytes,
-                            quarantined=dict(Counter(bad["reason"].to_pylist())))
+    summary = timer.summary(
+        unit=unit_id,
+        docs_in=docs.num_rows + bad.num_rows,
+        docs=docs.num_rows,
+        text_bytes=text_bytes,
+        partitions=sorted(partitions),
+        quarantined=dict(Counter(bad["reason"].to_pylist())),
+    )
     done.write_bytes(json.dumps(summary).encode())
     return summary
 
@@ -92,24 +112,26 @@ def _concat(tables: list[pa.Table], schema: pa.Schema | None) -> pa.Table | None
 
 
 # -- exact dedup -----------------------------------------------------------------------------
-def exact_partition(layout: RunLayout, part: int) -> dict[str, Any]:
+def exact_partition(layout: RunLayout, part: int, units: list[str]) -> dict[str, Any]:
+    """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
     timer = _Timer()
-    folder = layout.exact_part_dir(part)
-    tables = [(folder / name).read_parquet() for name in folder.ls_names()]
+    tables = [layout.exact_part(part, unit).read_parquet() for unit in units]
     rows = _concat(tables, exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
     layout.exact_removed(part).write_parquet(removed)
     return timer.summary(part=part, rows=rows.num_rows, removed=removed.num_rows)
 
 
-def merge_audit(layout: RunLayout, partitions: int, units: list[str],
-                extra_removed: list[Location] = ()) -> dict[str, Any]:
+def merge_audit(
+    layout: RunLayout, partitions: int, units: list[str], extra_removed: list[Location] = ()
+) -> dict[str, Any]:
     """One removed.parquet (sorted by unit, for the tokenize filter) and one quarantine.parquet."""
     timer = _Timer()
     parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
     parts += [loc.read_parquet() for loc in extra_removed]
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(
-        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")])
+        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
+    )
     layout.removed.write_parquet(removed, row_group_size=65536)
     bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
     layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
@@ -119,17 +141,24 @@ def merge_audit(layout: RunLayout, partitions: int, units: list[str],
 
 # -- tokenize --------------------------------------------------------------------------------
 def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any]:
-    index_loc = layout.tokens_index(unit_id)
+    timer = _Timer()
+    with layout.removed.open_read() as f:
+        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
+    removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
+    digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
+    index_loc = layout.tokens_index(unit_id, digest)
     if index_loc.exists():
         index = index_loc.read_parquet(columns=["length"])
-        return {"unit": unit_id, "docs": index.num_rows,
-                "tokens": int(pc.sum(index["length"]).as_py() or 0), "resumed": True}
-    timer = _Timer()
+        return timer.summary(
+            unit=unit_id,
+            removed=digest,
+            docs=index.num_rows,
+            tokens=int(pc.sum(index["length"]).as_py() or 0),
+            reused=True,
+        )
     tokenizer, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()
-    with layout.removed.open_read() as f:
-        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
     if removed.num_rows:
         docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
@@ -137,38 +166,56 @@ def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any
     lengths = []
     texts, step = docs["text"], cfg.tokenize.batch_docs
     batches = (texts.slice(i, step).to_pylist() for i in range(0, docs.num_rows, step))
-    with layout.tokens_bin(unit_id).atomic_writer() as out:
+    with layout.tokens_bin(unit_id, digest).atomic_writer() as out:
         for flat, lens in tokenize_batches(tokenizer, batches, info.eos_id, dtype):
             out.write(flat.tobytes())
             lengths.append(lens)
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
-    index = pa.table({"doc_id": docs["doc_id"], "source": docs["source"], "row": docs["row"],
-                      "key": docs["key"], "length": pa.array(length, pa.int64())},
-                     schema=pack.TOKEN_INDEX_SCHEMA)
+    index = pa.table(
+        {
+            "doc_id": docs["doc_id"],
+            "source": docs["source"],
+            "row": docs["row"],
+            "key": docs["key"],
+            "length": pa.array(length, pa.int64()),
+        },
+        schema=pack.TOKEN_INDEX_SCHEMA,
+    )
     index_loc.write_parquet(index)  # written last: its presence marks the unit done
-    return timer.summary(unit=unit_id, docs=index.num_rows, tokens=int(length.sum()))
+    return timer.summary(
+        unit=unit_id, removed=digest, docs=index.num_rows, tokens=int(length.sum())
+    )
 
 
 # -- pack ------------------------------------------------------------------------------------
-def pack_shard(layout: RunLayout, version: Location, shard: int, shards: int,
-               units: list[str], dtype_name: str) -> dict[str, Any]:
+def pack_shard(
+    layout: RunLayout,
+    version: Location,
+    shard: int,
+    shards: int,
+    units: list[tuple[str, str]],
+    dtype_name: str,
+) -> dict[str, Any]:
+    """Write shard `shard` of `shards` from the token files of `units` ((unit, removed) pairs)."""
     timer = _Timer()
     dtype = np.dtype(dtype_name)
     lo, hi = pack.key_range(shard, shards)
     index_parts, token_parts, offset = [], [], 0
-    for unit in units:
-        index = layout.tokens_index(unit).read_parquet()
+    for unit, removed in units:
+        index = layout.tokens_index(unit, removed).read_parquet()
         i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
         if i0 == i1:
             continue
         lengths = index["length"].to_numpy()
         starts = np.concatenate([[0], np.cumsum(lengths)])
-        raw = layout.tokens_bin(unit).read_bytes(int(starts[i0]) * dtype.itemsize,
-                                                 int(starts[i1]) * dtype.itemsize)
+        raw = layout.tokens_bin(unit, removed).read_bytes(
+            int(starts[i0]) * dtype.itemsize, int(starts[i1]) * dtype.itemsize
+        )
         token_parts.append(np.frombuffer(raw, dtype=dtype))
         part = index.slice(i0, i1 - i0)
-        index_parts.append(part.append_column(
-            "start", pa.array(starts[i0:i1] - starts[i0] + offset, pa.int64())))
+        index_parts.append(
+            part.append_column("start", pa.array(starts[i0:i1] - starts[i0] + offset, pa.int64()))
+        )
         offset += int(starts[i1] - starts[i0])
     name = f"shard-{shard:05d}"
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
@@ -186,10 +233,17 @@ def pack_shard(layout: RunLayout, version: Location, shard: int, shards: int,
     _read_back(bin_loc, info.bin_bytes, info.bin_xxh3_128)
     idx_buf = _read_back(idx_loc, info.idx_bytes, info.idx_xxh3_128)
     decode_index(idx_buf)
-    return timer.summary(shard=shard, bin=bin_loc.name, idx=idx_loc.name,
-                         bin_bytes=info.bin_bytes, idx_bytes=info.idx_bytes, tokens=info.tokens,
-                         documents=info.documents, bin_xxh3_128=info.bin_xxh3_128,
-                         idx_xxh3_128=info.idx_xxh3_128)
+    return timer.summary(
+        shard=shard,
+        bin=bin_loc.name,
+        idx=idx_loc.name,
+        bin_bytes=info.bin_bytes,
+        idx_bytes=info.idx_bytes,
+        tokens=info.tokens,
+        documents=info.documents,
+        bin_xxh3_128=info.bin_xxh3_128,
+        idx_xxh3_128=info.idx_xxh3_128,
+    )
 
 
 def _read_back(loc: Location, size: int, checksum: str) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pipeline.run import RunResult
 
 
@@ -12,10 +14,25 @@ def _mb(n: int) -> str:
 def format_summary(result: RunResult) -> str:
     m = result.manifest
     counts = m["counts"]
-    lines = [f"{'stage':<10} {'docs':>10} {'bytes':>12} {'seconds':>8} {'tasks':>6}"]
+    if result.already_committed:
+        return (
+            f"already committed: this input and config are version {m['version']}"
+            f" ({result.version.uri}); nothing was written"
+        )
+    lines = [
+        f"{'stage':<10} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'tasks':>6} {'reused':>6}"
+    ]
     for s in result.stages:
-        lines.append(f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f}"
-                     f" {s.tasks:>6}")
+        lines.append(
+            f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f}"
+            f" {s.tasks:>6} {s.reused:>6}"
+        )
+    reused = {s.name: s.reused for s in result.stages if s.reused}
+    if reused:
+        lines.append(
+            "reused from earlier runs (unchanged inputs): "
+            + ", ".join(f"{name} {n} units" for name, n in reused.items())
+        )
     lines.append("")
     lines.append(f"documents in      {counts['docs_in']:>10,}")
     lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
@@ -27,8 +44,13 @@ def format_summary(result: RunResult) -> str:
     lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
     total = sum(s["bin_bytes"] for s in m["shards"])
     lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
-    for skipped in m["run"].get("skipped_files", []):
-        lines.append(f"skipped file: {skipped}")
+    skipped = Counter(f["reason"] for f in m["run"].get("skipped_files", []))
+    if skipped:
+        lines.append(
+            "files skipped     "
+            + ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
+            + "  (listed in the manifest's run.skipped_files)"
+        )
     lines.append(f"committed         {result.version.uri}")
     return "\n".join(lines)
 

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from pipeline import run as run_module
 from pipeline.config import ConfigError, load_config
-from pipeline.layout import MANIFEST
+from pipeline.layout import MANIFEST, RunLayout
 from pipeline.manifest import comparable, committed_versions, resolve_version
 from pipeline.megatron import read_shard
 from pipeline.run import RunError, run_pipeline
@@ -50,7 +50,11 @@ def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
 @pytest.fixture(scope="module")
 def sample_run(ray_local, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sample")
-    return run_pipeline(sample_config(tmp), show_progress=False)
+    cfg = sample_config(tmp)
+    result = run_pipeline(cfg, show_progress=False)
+    result.layout = RunLayout(Location.from_uri(cfg.output.uri) / cfg.name,
+                              result.manifest["run"]["run_id"], cfg.read_key(), cfg.token_key())
+    return result
 
 
 def test_sample_run_verifies_and_balances(sample_run):
@@ -63,17 +67,15 @@ def test_sample_run_verifies_and_balances(sample_run):
 
 
 def test_token_stream_decodes_to_kept_documents(sample_run):
-    manifest = sample_run.manifest
-    dataset = sample_run.version / ".."
-    dataset = Location(sample_run.version.fs, sample_run.version.path.rsplit("/", 1)[0])
-    work = dataset / manifest["lineage"]["removed"]
-    removed = {(r["source"], r["row"]) for r in work.read_parquet().to_pylist()}
-    docs_dir = dataset / manifest["lineage"]["units"]
-    units = {u["unit_id"] for u in docs_dir.read_parquet().to_pylist()}
-    run_dir = Location(dataset.fs, docs_dir.path.rsplit("/", 1)[0])
+    manifest, layout = sample_run.manifest, sample_run.layout
+    dataset = layout.dataset
+    removed_loc = dataset / manifest["lineage"]["removed"]
+    removed = {(r["source"], r["row"]) for r in removed_loc.read_parquet().to_pylist()}
+    units = {u["unit_id"] for u in (dataset / manifest["lineage"]["units"]).read_parquet()
+             .to_pylist()}
     kept = Counter()
     for unit in units:
-        for d in (run_dir / f"read/{unit}.docs.parquet").read_parquet().to_pylist():
+        for d in layout.read_docs(unit).read_parquet().to_pylist():
             if (d["source"], d["row"]) not in removed:
                 kept[d["text"]] += 1
     tokenizer = Tokenizer.from_file(str(REPO / "configs" / "tokenizer.json"))

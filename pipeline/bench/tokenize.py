@@ -45,7 +45,8 @@ def time_raw(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
 
 
 def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int]:
-    layout = RunLayout(Location.from_uri(work), f"bench-{time.monotonic_ns()}")
+    layout = RunLayout(Location.from_uri(work), f"bench-{time.monotonic_ns()}", "read",
+                       f"tok-{time.monotonic_ns()}")
     layout.read_docs("u0").write_parquet(docs, **stages.DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
@@ -55,7 +56,7 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int]:
                          int(cfg.pack.shard_bytes))
     version = layout.version("bench")
     for k in range(shards):
-        stages.pack_shard(layout, version, k, shards, ["u0"], info.dtype)
+        stages.pack_shard(layout, version, k, shards, [("u0", tok["removed"])], info.dtype)
     return time.perf_counter() - start, tok["tokens"]
 
 
