@@ -108,6 +108,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 BENCHES = {
+    "read": "pipeline.bench.read",
+    "scaling": "pipeline.bench.scaling",
     "tokenize": "pipeline.bench.tokenize",
     "minhash": "pipeline.bench.minhash",
     "dedup-quality": "pipeline.bench.dedup_quality",
@@ -155,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--store", action="store_true",
                         help="store md/json/html under the dataset's _reports/")
     report.set_defaults(func=cmd_report)
+
+    from pipeline.plan import add_plan_command
+
+    add_plan_command(sub)
 
     bench = sub.add_parser("bench", help="benchmarks (each prints a table and a JSON last line)")
     bench.add_argument("name", choices=sorted(BENCHES))

@@ -68,11 +68,11 @@ class IngestConfig(_Strict):
 class NearDedupConfig(_Strict):
     enabled: bool = True
     ngram: int = Field(default=5, ge=1)
-    num_perm: int = Field(default=112, ge=8)
-    bands: int = Field(default=14, ge=1)
+    num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see minhash.py for why
+    bands: int = Field(default=32, ge=1)
     rows: int = Field(default=8, ge=1)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    seed: int = 1
+    seed: int = 42
 
 
 class DedupConfig(_Strict):
@@ -123,9 +123,6 @@ class Config(_Strict):
         return _digest({"layout": 1, "tokenizer": _file_digest(self.tokenize.tokenizer),
                         "eos": self.tokenize.eos, "seed": self.pack.seed})
 
-    def public_dict(self) -> dict[str, Any]:
-        """The config as recorded in manifests and logs (it holds no credentials by construction)."""
-        return self.model_dump(mode="json")
 
 
 def _digest(data: Any) -> str:

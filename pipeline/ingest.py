@@ -37,8 +37,9 @@ matches only top-level files; write ``**/*.jsonl`` for any depth. ``**`` matches
 ``units.parquet`` — work units, one row per piece (a byte range of one file):
 
 ===============  ========  =====================================================================
-unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, etag):
-                           content-addressed, so re-listing unchanged input gives the same ids
+unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, and the
+                           ETag, or the mtime where there is no ETag): re-listing unchanged input
+                           gives the same ids; a changed object changes its unit's id
 path             string    as in inputs.parquet
 start, end       int64     the piece's byte range in the file, [start, end); whole file [0, size)
 size             int64     size of the whole file (not of the piece)
@@ -65,20 +66,37 @@ from fsspec.utils import glob_translate
 
 from pipeline.storage import Location
 
-INPUTS_SCHEMA = pa.schema([
-    ("path", pa.string()), ("size", pa.int64()), ("etag", pa.string()), ("mtime", pa.float64()),
-    ("format", pa.string()), ("compression", pa.string()),
-])
+INPUTS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+    ]
+)
 SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
-UNITS_SCHEMA = pa.schema([
-    ("unit_id", pa.string()), ("path", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
-    ("size", pa.int64()), ("format", pa.string()), ("compression", pa.string()),
-])
+UNITS_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("path", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("size", pa.int64()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+    ]
+)
 
 _COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 _FORMAT_SUFFIXES = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-    ".txt": "text", ".text": "text", ".md": "text",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".txt": "text",
+    ".text": "text",
+    ".md": "text",
     ".parquet": "parquet",
 }
 
@@ -104,8 +122,9 @@ def _compile_globs(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return [re.compile(glob_translate(p)) for p in patterns]
 
 
-def skip_reason(rel: str, include: list[re.Pattern[str]], exclude: list[re.Pattern[str]]
-                ) -> str | None:
+def skip_reason(
+    rel: str, include: list[re.Pattern[str]], exclude: list[re.Pattern[str]]
+) -> str | None:
     parts = rel.split("/")
     if any(part.startswith(".") for part in parts):
         return "hidden"
@@ -119,8 +138,9 @@ def skip_reason(rel: str, include: list[re.Pattern[str]], exclude: list[re.Patte
     return None
 
 
-def list_inputs(root: Location, include: list[str], exclude: list[str]
-                ) -> tuple[pa.Table, pa.Table]:
+def list_inputs(
+    root: Location, include: list[str], exclude: list[str]
+) -> tuple[pa.Table, pa.Table]:
     """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads)."""
     include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
     prefix = root.path.rstrip("/") + "/"
@@ -129,19 +149,36 @@ def list_inputs(root: Location, include: list[str], exclude: list[str]
     for full_path, info in root.find(detail=True).items():
         if not full_path.startswith(prefix):
             raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
-        rel = full_path[len(prefix):]
+        rel = full_path[len(prefix) :]
         size = int(info["size"])
         reason = skip_reason(rel, include_res, exclude_res)
         if reason is not None:
             skipped.append({"path": rel, "size": size, "reason": reason})
             continue
         fmt, compression = detect_format(rel)
-        accepted.append({"path": rel, "size": size, "etag": _etag(info), "mtime": _mtime(info),
-                         "format": fmt, "compression": compression})
+        accepted.append(
+            {
+                "path": rel,
+                "size": size,
+                "etag": _etag(info),
+                "mtime": _mtime(info),
+                "format": fmt,
+                "compression": compression,
+            }
+        )
     accepted.sort(key=lambda r: r["path"])
     skipped.sort(key=lambda r: r["path"])
-    return (pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
-            pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA))
+    return (
+        pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
+        pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA),
+    )
+
+
+def _version_tag(file: dict[str, Any]) -> str | None:
+    """What says an object changed: its ETag, or its mtime where the store has no ETag."""
+    if file.get("etag"):
+        return file["etag"]
+    return None if file.get("mtime") is None else repr(file["mtime"])
 
 
 def _etag(info: dict[str, Any]) -> str | None:
@@ -161,7 +198,7 @@ class _Piece:
     start: int
     end: int
     size: int
-    etag: str | None
+    version: str | None  # ETag or mtime: changes when the object does
     format: str
     compression: str
 
@@ -182,29 +219,41 @@ def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
         n = math.ceil(size / unit_bytes)  # equal pieces, each in (unit_bytes/2, unit_bytes]
     bounds = [size * i // n for i in range(n + 1)]
     for start, end in zip(bounds, bounds[1:], strict=False):
-        yield _Piece(file["path"], start, end, size, file.get("etag"), file["format"],
-                     file["compression"])
+        yield _Piece(
+            file["path"], start, end, size, _version_tag(file), file["format"], file["compression"]
+        )
+
+
+def _cut_after(piece: _Piece, unit_bytes: int) -> bool:
+    """A cut point that depends on the piece alone: its path hash against its share of a unit.
+
+    The chance of a cut after a piece is 2·size/unit_bytes, so, past the half-unit minimum, units
+    end after unit_bytes/2 more bytes on average. Because the decision is local, a file added to
+    or removed from the listing moves only the unit boundaries next to it (content-defined
+    chunking over the file list), and the other units keep their ids: incremental runs reuse them.
+    """
+    threshold = min(1.0, 2 * piece.nbytes / unit_bytes) * 2.0**64
+    return xxhash.xxh3_64_intdigest(f"{piece.path}\x00{piece.start}".encode()) < threshold
 
 
 def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
-    """Greedy packing in order. Each piece of a file larger than unit_bytes is a unit alone
-    (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a unit is
-    closed before a file that would overflow it if it is at least half full, and right after it
-    reaches unit_bytes. Every unit of small files but the last is thus within
-    [unit_bytes/2, 1.5·unit_bytes), whatever the mix of file sizes."""
+    """Pack pieces in path order into units. Each piece of a file larger than unit_bytes is a
+    unit alone (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a
+    unit ends at a content-defined cut point (_cut_after) once it holds unit_bytes/2, and is
+    closed before a file that would take it past 1.5·unit_bytes. Every unit of small files but
+    the last is thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of file sizes."""
     current: list[_Piece] = []
     current_bytes = 0
     for piece in pieces:
         if piece.size > unit_bytes:
             yield [piece]
             continue
-        would_overflow = current_bytes + piece.nbytes > unit_bytes
-        if current and would_overflow and current_bytes * 2 >= unit_bytes:
+        if current and current_bytes + piece.nbytes > 1.5 * unit_bytes:
             yield current
             current, current_bytes = [], 0
         current.append(piece)
         current_bytes += piece.nbytes
-        if current_bytes >= unit_bytes:
+        if current_bytes * 2 >= unit_bytes and _cut_after(piece, unit_bytes):
             yield current
             current, current_bytes = [], 0
     if current:
@@ -214,7 +263,7 @@ def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
 def unit_id(pieces: list[_Piece]) -> str:
     h = xxhash.xxh3_64()
     for p in pieces:
-        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.etag or ''}\n".encode())
+        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.version or ''}\n".encode())
     return h.hexdigest()
 
 
@@ -227,6 +276,16 @@ def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
     rows = []
     for unit in _pack(pieces, unit_bytes):
         uid = unit_id(unit)
-        rows += [{"unit_id": uid, "path": p.path, "start": p.start, "end": p.end, "size": p.size,
-                  "format": p.format, "compression": p.compression} for p in unit]
+        rows += [
+            {
+                "unit_id": uid,
+                "path": p.path,
+                "start": p.start,
+                "end": p.end,
+                "size": p.size,
+                "format": p.format,
+                "compression": p.compression,
+            }
+            for p in unit
+        ]
     return pa.Table.from_pylist(rows, schema=UNITS_SCHEMA)

@@ -9,7 +9,9 @@
         runs/<run_id>/                  one run: what it read and decided
           inputs.parquet                input manifest: the listing (see ingest.py)
           units.parquet                 work units balanced by bytes (see ingest.py)
+          skipped.parquet               listed files not read, with the reason (see ingest.py)
           exact/p<part>.removed.parquet exact-duplicate removals of one hash partition
+          exact/removed.parquet         all exact removals, sorted by unit (near dedup skips them)
           near/...                      near-dedup intermediates of the run (see neardup.py)
           removed.parquet               every removal (exact and near): the audit (exact.py)
           quarantine.parquet            every quarantined record of the run
@@ -74,8 +76,16 @@ class RunLayout:
     def units(self) -> Location:
         return self.run / "units.parquet"
 
+    @property
+    def skipped(self) -> Location:
+        return self.run / "skipped.parquet"
+
     def exact_removed(self, part: int) -> Location:
         return self.run / f"exact/p{part:04d}.removed.parquet"
+
+    @property
+    def exact_removed_all(self) -> Location:
+        return self.run / "exact/removed.parquet"
 
     @property
     def near(self) -> Location:

@@ -65,4 +65,4 @@ def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
     run_last = np.concatenate([breaks, [len(lengths)]]) - 1
     run_starts = starts[run_first]
     run_ends = starts[run_last] + lengths[run_last]
-    return np.concatenate([tokens[a:b] for a, b in zip(run_starts, run_ends)])
+    return np.concatenate([tokens[a:b] for a, b in zip(run_starts, run_ends, strict=True)])

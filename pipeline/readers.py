@@ -47,12 +47,22 @@ import zstandard
 from pipeline.storage import Location
 from pipeline.text import derived_id
 
-DOCS_SCHEMA = pa.schema([
-    ("doc_id", pa.string()), ("source", pa.string()), ("row", pa.int64()), ("text", pa.string()),
-])
-QUARANTINE_SCHEMA = pa.schema([
-    ("source", pa.string()), ("row", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
-])
+DOCS_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("text", pa.string()),
+    ]
+)
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
 
 MALFORMED_JSON = "malformed_json"
 INVALID_UTF8 = "invalid_utf8"
@@ -120,11 +130,14 @@ class _Batches:
         return bool(self._ids or self._bad)
 
     def take(self) -> tuple[pa.Table, pa.Table]:
-        docs = pa.table([self._ids, [self.source] * len(self._ids), self._rows, self._texts],
-                        schema=DOCS_SCHEMA)
+        docs = pa.table(
+            [self._ids, [self.source] * len(self._ids), self._rows, self._texts], schema=DOCS_SCHEMA
+        )
         rows, reasons, details = zip(*self._bad, strict=True) if self._bad else ((), (), ())
-        bad = pa.table([[self.source] * len(rows), list(rows), list(reasons), list(details)],
-                       schema=QUARANTINE_SCHEMA)
+        bad = pa.table(
+            [[self.source] * len(rows), list(rows), list(reasons), list(details)],
+            schema=QUARANTINE_SCHEMA,
+        )
         self._ids, self._rows, self._texts, self._bad = [], [], [], []
         return docs, bad
 
@@ -187,7 +200,7 @@ def _add_json_line(out: _Batches, line: bytes, offset: int, fields: Fields) -> N
     if not line.strip():
         return
     if offset == 0 and line.startswith(codecs.BOM_UTF8):
-        line = line[len(codecs.BOM_UTF8):]
+        line = line[len(codecs.BOM_UTF8) :]
     try:
         decoded = line.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -203,16 +216,18 @@ def _add_json_line(out: _Batches, line: bytes, offset: int, fields: Fields) -> N
         return
     text_field, id_field = fields
     try:
-        raw_id, text = document_fields(record.get(text_field),
-                                       record.get(id_field) if id_field else None)
+        raw_id, text = document_fields(
+            record.get(text_field), record.get(id_field) if id_field else None
+        )
     except Rejected as r:
         out.problem(offset, r.reason, r.detail)
         return
     out.doc(raw_id, offset, text)
 
 
-def _read_jsonl(loc: Location, piece: dict, fields: Fields, out: _Batches
-                ) -> Iterator[tuple[pa.Table, pa.Table]]:
+def _read_jsonl(
+    loc: Location, piece: dict, fields: Fields, out: _Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     start, end = piece["start"], piece["end"]
     compressed = piece["compression"] != "none"
     with loc.open_read() as raw:
@@ -240,8 +255,9 @@ def _read_jsonl(loc: Location, piece: dict, fields: Fields, out: _Batches
                 yield out.take()
 
 
-def _read_text(loc: Location, piece: dict, fields: Fields, out: _Batches
-               ) -> Iterator[tuple[pa.Table, pa.Table]]:
+def _read_text(
+    loc: Location, piece: dict, fields: Fields, out: _Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     with loc.open_read() as raw:
         try:
             data = _decompressed(raw, piece["compression"]).read()
@@ -275,8 +291,9 @@ def _row_group_first_byte(meta: pq.RowGroupMetaData) -> int:
     return min(starts)
 
 
-def _read_parquet(loc: Location, piece: dict, fields: Fields, out: _Batches
-                  ) -> Iterator[tuple[pa.Table, pa.Table]]:
+def _read_parquet(
+    loc: Location, piece: dict, fields: Fields, out: _Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     text_field, id_field = fields
     owns_file_level = piece["start"] == 0
     with loc.open_read() as raw:
@@ -284,13 +301,19 @@ def _read_parquet(loc: Location, piece: dict, fields: Fields, out: _Batches
         schema = parquet.schema_arrow
         if text_field not in schema.names:
             if owns_file_level:
-                out.problem(FILE_LEVEL, MISSING_TEXT_COLUMN,
-                            f"no column {text_field!r}; columns: {schema.names}")
+                out.problem(
+                    FILE_LEVEL,
+                    MISSING_TEXT_COLUMN,
+                    f"no column {text_field!r}; columns: {schema.names}",
+                )
             return
         if not _is_string_type(schema.field(text_field).type):
             if owns_file_level:
-                out.problem(FILE_LEVEL, NON_STRING_TEXT,
-                            f"column {text_field!r} has type {schema.field(text_field).type}")
+                out.problem(
+                    FILE_LEVEL,
+                    NON_STRING_TEXT,
+                    f"column {text_field!r} has type {schema.field(text_field).type}",
+                )
             return
         has_id = bool(id_field) and id_field in schema.names and id_field != text_field
         columns = [text_field, id_field] if has_id else [text_field]
@@ -299,8 +322,9 @@ def _read_parquet(loc: Location, piece: dict, fields: Fields, out: _Batches
             meta = parquet.metadata.row_group(group)
             if piece["start"] <= _row_group_first_byte(meta) < piece["end"]:
                 row = first_row
-                for batch in parquet.iter_batches(batch_size=out.batch_docs, row_groups=[group],
-                                                  columns=columns):
+                for batch in parquet.iter_batches(
+                    batch_size=out.batch_docs, row_groups=[group], columns=columns
+                ):
                     texts = batch.column(0).to_pylist()
                     ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
                     for text, raw_id in zip(texts, ids, strict=True):
@@ -316,12 +340,12 @@ def _read_parquet(loc: Location, piece: dict, fields: Fields, out: _Batches
             first_row += meta.num_rows
 
 
-_READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text,
-                                "parquet": _read_parquet}
+_READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
-def read_piece(root: Location, piece: Any, text_field: str, id_field: str | None,
-               batch_docs: int = 4096) -> Iterator[tuple[pa.Table, pa.Table]]:
+def read_piece(
+    root: Location, piece: Any, text_field: str, id_field: str | None, batch_docs: int = 4096
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches."""
     source = piece["path"]
     out = _Batches(source, batch_docs)

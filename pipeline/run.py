@@ -21,7 +21,7 @@ import ray
 import xxhash
 from tqdm import tqdm
 
-from pipeline import stages
+from pipeline import components, neardup, stages
 from pipeline.config import Config
 from pipeline.layout import RunLayout, new_version_id
 from pipeline.lease import held
@@ -99,38 +99,38 @@ class _Driver:
     def __init__(self, cfg: Config, show_progress: bool) -> None:
         self.cfg, self.show = cfg, show_progress
         self.remote = {
-            name: ray.remote(getattr(stages, name))
-            for name in (
-                "list_stage",
-                "read_unit",
-                "exact_partition",
-                "merge_audit",
-                "tokenize_unit",
-                "pack_shard",
+            name: ray.remote(getattr(module, name))
+            for module, names in (
+                (stages, ("list_stage", "read_unit", "merge_quarantine", "exact_partition",
+                          "merge_exact", "merge_audit", "tokenize_unit", "pack_shard")),
+                (neardup, ("near_signatures", "near_buckets", "near_attach", "near_verify",
+                           "star_task", "members_task", "near_keep")),
             )
+            for name in names
         }
         self.reports: list[StageReport] = []
         self.task_stats: list[dict] = []
 
-    def stage(self, name: str, futures: list) -> list[dict]:
+    def stage(self, name: str, futures: list, merge: bool = False) -> list[dict]:
+        """Run one wave of tasks; with merge, count it into the previous report of that name."""
         t0 = time.perf_counter()
         results = _gather(name, futures, self.show)
-        report = StageReport(name, tasks=len(results), seconds=time.perf_counter() - t0)
-        report.reused = sum(1 for r in results if r.get("reused"))
         io: Counter = Counter()
         for r in results:
             io.update(r.get("io", {}))
-        report.bytes = io.get("bytes_read", 0)
-        self.reports.append(report)
-        self.task_stats.append(
-            {
-                "stage": name,
-                "tasks": len(results),
-                "reused": report.reused,
-                "seconds": report.seconds,
-                "io": dict(io),
-            }
-        )
+        if merge and self.reports and self.reports[-1].name == name:
+            report, stats = self.reports[-1], self.task_stats[-1]
+        else:
+            report, stats = StageReport(name), {"stage": name, "tasks": 0, "reused": 0,
+                                                "seconds": 0.0, "io": {}}
+            self.reports.append(report)
+            self.task_stats.append(stats)
+        report.tasks += len(results)
+        report.seconds += time.perf_counter() - t0
+        report.reused += sum(1 for r in results if r.get("reused"))
+        report.bytes += io.get("bytes_read", 0)
+        stats.update(tasks=report.tasks, reused=report.reused, seconds=report.seconds,
+                     io=dict(Counter(stats["io"]) + io))
         return results
 
 
@@ -153,11 +153,50 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
     with held(layout.lease, run_id) as lease:
         layout.inputs.write_parquet(inputs)
         layout.units.write_parquet(units)
+        layout.skipped.write_parquet(listed["skipped"])
         result = _run_stages(
             drv, cfg, layout, input_root, units, listed, input_digest, started, lease
         )
         layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
     return result
+
+
+def _near_dedup(drv: _Driver, cfg: Config, layout: RunLayout, unit_ids: list[str]) -> None:
+    """MinHash LSH over the exact-deduplicated documents (see neardup.py for the steps)."""
+    remote, n = drv.remote, cfg.dedup.partitions
+    signed = drv.stage("near", [remote["near_signatures"].remote(layout, u, cfg)
+                                for u in unit_ids])
+    drv.reports[-1].docs = sum(r["docs"] for r in signed)
+    sig_units = {q: [r["unit"] for r in signed if q in r["sig_parts"]] for q in range(n)}
+    band_units = {p: [r["unit"] for r in signed if p in r["band_parts"]] for p in range(n)}
+    buckets = drv.stage("near", [remote["near_buckets"].remote(layout, p, band_units[p], n)
+                                 for p in range(n)], merge=True)
+    sources = {q: [r["part"] for r in buckets if q in r["parts"]] for q in range(n)}
+    attached = drv.stage("near", [remote["near_attach"].remote(layout, q, sources[q],
+                                                               sig_units[q], cfg)
+                                  for q in range(n)], merge=True)
+    sources = {q: [r["part"] for r in attached if q in r["parts"]] for q in range(n)}
+    verify = [remote["near_verify"].options(num_returns=n + 1).remote(
+        layout, q, sources[q], sig_units[q], cfg) for q in range(n)]
+    drv.stage("near", [refs[0] for refs in verify], merge=True)
+    # components: alternate large/small star rounds until a large round changes nothing; the
+    # edge pieces go task to task through the object store, the driver sees fingerprints only
+    inbox = [[refs[1 + p] for refs in verify] for p in range(n)]
+    star, previous = remote["star_task"].options(num_returns=n + 1), None
+    while True:
+        large = [star.remote("large", n, *inbox[p]) for p in range(n)]
+        current = components.combine_fingerprints(ray.get([refs[0] for refs in large]))
+        if current == previous:
+            break
+        previous = current
+        small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
+        inbox = [[refs[1 + p] for refs in small] for p in range(n)]
+    members = drv.stage("near", [remote["members_task"].remote(layout, q, sig_units[q], cfg,
+                                                               *inbox[q]) for q in range(n)],
+                        merge=True)
+    sources = {lp: [r["part"] for r in members if lp in r["parts"]] for lp in range(n)}
+    drv.stage("near", [remote["near_keep"].remote(layout, lp, sources[lp], cfg)
+                       for lp in range(n)], merge=True)
 
 
 def _already_committed(layout: RunLayout) -> RunResult | None:
@@ -201,17 +240,7 @@ def _run_stages(
             writers[p].append(r["unit"])
     lease.renew()
 
-    exact_results = drv.stage(
-        "exact",
-        [
-            remote["exact_partition"].remote(layout, p, writers[p])
-            for p in range(cfg.dedup.partitions)
-        ],
-    )
-    drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
-    [audit] = drv.stage(
-        "audit", [remote["merge_audit"].remote(layout, cfg.dedup.partitions, unit_ids)]
-    )
+    [_] = drv.stage("quarantine", [remote["merge_quarantine"].remote(layout, unit_ids)])
     n_bad = sum(quarantined.values())
     if docs_in and n_bad / docs_in > cfg.ingest.max_error_rate:
         raise RunError(
@@ -219,7 +248,19 @@ def _run_stages(
             f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; reasons:"
             f" {dict(quarantined)}; listing: {layout.quarantine.uri}. Nothing was committed."
         )
+
+    parts = cfg.dedup.partitions
+    exact_results = drv.stage("exact", [
+        remote["exact_partition"].remote(layout, p, writers[p], cfg.dedup.exact)
+        for p in range(parts)])
+    drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
+    drv.stage("exact", [remote["merge_exact"].remote(layout, parts)], merge=True)
     lease.renew()
+    if cfg.dedup.near.enabled:
+        _near_dedup(drv, cfg, layout, unit_ids)
+        lease.renew()
+    [audit] = drv.stage("audit", [remote["merge_audit"].remote(
+        layout, cfg.dedup.near.enabled and parts or 0)])
 
     tokenized = drv.stage(
         "tokenize", [remote["tokenize_unit"].remote(layout, u, cfg) for u in unit_ids]
@@ -290,6 +331,7 @@ def _run_stages(
             "units": layout.units.relative_to(dataset),
             "removed": layout.removed.relative_to(dataset),
             "quarantine": layout.quarantine.relative_to(dataset),
+            "skipped": layout.skipped.relative_to(dataset),
             "stats": layout.stats.relative_to(dataset),
         },
         "shards": [{k: s[k] for k in SHARD_KEYS} for s in packed],
@@ -298,7 +340,7 @@ def _run_stages(
             "input_uri": cfg.input.uri,
             "output_uri": dataset.uri,
             "started_at": started.isoformat(),
-            "skipped_files": listed["skipped"],
+            "skipped_files": dict(Counter(listed["skipped"]["reason"].to_pylist())),
         },
     }
     layout.stats.write_bytes(

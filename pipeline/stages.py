@@ -23,14 +23,11 @@ from pipeline.config import Config
 from pipeline.ingest import cut_units, list_inputs
 from pipeline.layout import RunLayout
 from pipeline.megatron import ShardFormatError, ShardWriter, decode_index
-from pipeline.readers import read_piece
+from pipeline.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, read_piece
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
 from pipeline.tokenize import load_tokenizer, tokenize_batches
 
-QUARANTINE_SCHEMA = pa.schema(
-    [("source", pa.string()), ("row", pa.int64()), ("reason", pa.string()), ("detail", pa.string())]
-)
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
 
@@ -55,7 +52,7 @@ def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
         inputs=inputs,
         units=units,
         files=inputs.num_rows,
-        skipped=skipped.to_pylist(),
+        skipped=skipped,
         bytes=int(pc.sum(inputs["size"]).as_py() or 0),
         unit_count=len(set(units["unit_id"].to_pylist())),
     )
@@ -74,17 +71,8 @@ def read_unit(
         for docs, bad in read_piece(input_root, piece, cfg.input.text_field, cfg.input.id_field):
             doc_parts.append(docs)
             bad_parts.append(bad)
-    docs = _concat(doc_parts, None)
+    docs = _concat(doc_parts, DOCS_SCHEMA)
     bad = _concat(bad_parts, QUARANTINE_SCHEMA)
-    if docs is None:
-        docs = pa.table(
-            {
-                "doc_id": pa.array([], pa.string()),
-                "source": pa.array([], pa.string()),
-                "row": pa.array([], pa.int64()),
-                "text": pa.array([], pa.string()),
-            }
-        )
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
     hashes = exact.hash_rows(docs, unit_id)
@@ -104,17 +92,19 @@ def read_unit(
     return summary
 
 
-def _concat(tables: list[pa.Table], schema: pa.Schema | None) -> pa.Table | None:
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     tables = [t for t in tables if t.num_rows]
     if not tables:
-        return schema.empty_table() if schema is not None else None
+        return schema.empty_table()
     return pa.concat_tables(tables, promote_options="default")
 
 
 # -- exact dedup -----------------------------------------------------------------------------
-def exact_partition(layout: RunLayout, part: int, units: list[str]) -> dict[str, Any]:
+def exact_partition(layout: RunLayout, part: int, units: list[str],
+                    enabled: bool = True) -> dict[str, Any]:
     """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
     timer = _Timer()
+    units = units if enabled else []
     tables = [layout.exact_part(part, unit).read_parquet() for unit in units]
     rows = _concat(tables, exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
@@ -122,21 +112,35 @@ def exact_partition(layout: RunLayout, part: int, units: list[str]) -> dict[str,
     return timer.summary(part=part, rows=rows.num_rows, removed=removed.num_rows)
 
 
-def merge_audit(
-    layout: RunLayout, partitions: int, units: list[str], extra_removed: list[Location] = ()
-) -> dict[str, Any]:
-    """One removed.parquet (sorted by unit, for the tokenize filter) and one quarantine.parquet."""
+def merge_exact(layout: RunLayout, partitions: int) -> dict[str, Any]:
+    """All exact removals in one file sorted by unit, so a unit's task reads only its rows."""
     timer = _Timer()
     parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
-    parts += [loc.read_parquet() for loc in extra_removed]
-    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(
-        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
-    )
-    layout.removed.write_parquet(removed, row_group_size=65536)
+    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+    layout.exact_removed_all.write_parquet(removed, row_group_size=65536)
+    return timer.summary(removed_exact=removed.num_rows)
+
+
+def merge_quarantine(layout: RunLayout, units: list[str]) -> dict[str, Any]:
+    """Every unit's bad records in one listing, sorted by source and row."""
+    timer = _Timer()
     bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
     layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
+    return timer.summary(quarantined=bad.num_rows)
+
+
+def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
+    """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
+    timer = _Timer()
+    parts = [layout.exact_removed_all.read_parquet()]
+    parts += [(layout.near / f"removed/l{p:04d}.parquet").read_parquet() for p in range(near_parts)]
+    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+    layout.removed.write_parquet(removed, row_group_size=65536)
     rules = Counter(removed["rule"].to_pylist())
     return timer.summary(removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0))
+
+
+_BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
 
 
 # -- tokenize --------------------------------------------------------------------------------

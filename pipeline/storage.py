@@ -4,6 +4,10 @@ Every stage reads and writes through `Location`, so that
 - a commit is atomic everywhere: locally a temp file in the same folder and `os.replace`; on S3 one
   PUT (or one multipart upload, which becomes visible only on CompleteMultipartUpload), aborted on error;
 - bytes and requests are counted in one place (`IO`), for the run summary and the cost report.
+  On S3 every HTTP request botocore sends (retries included) is counted by operation type through
+  a `before-send` event hook on the s3fs client (`_watch_requests`): LIST, GET, HEAD, PUT (incl.
+  multipart parts), COPY, DELETE; anything else is `other_requests`. On local storage, where no
+  request is sent, each Location call counts the one request it stands for.
 
 A Location pickles as (uri, storage options), so Ray tasks on any node rebuild it from storage,
 never from the driver's disk or memory.
@@ -48,6 +52,39 @@ class IOCounters:
 
 
 IO = IOCounters()
+
+_HOOK_ID = "pipeline.storage.count-requests"
+# S3 operation name -> IO counter; the names follow the price table's request kinds.
+_S3_REQUEST_KINDS = {
+    "ListObjectsV2": "list_requests", "ListObjects": "list_requests",
+    "ListObjectVersions": "list_requests", "ListMultipartUploads": "list_requests",
+    "GetObject": "get_requests", "HeadObject": "head_requests", "HeadBucket": "head_requests",
+    "PutObject": "put_requests", "CreateMultipartUpload": "put_requests",
+    "UploadPart": "put_requests", "CompleteMultipartUpload": "put_requests",
+    "CopyObject": "copy_requests", "UploadPartCopy": "copy_requests",
+    "DeleteObject": "delete_requests", "DeleteObjects": "delete_requests",
+    "AbortMultipartUpload": "delete_requests",
+}
+
+
+def _count_s3_request(event_name: str, **_: Any) -> None:
+    # Must return None: a before-send handler that returns a value replaces the HTTP response.
+    IO.add(**{_S3_REQUEST_KINDS.get(event_name.rsplit(".", 1)[-1], "other_requests"): 1})
+
+
+def _watch_requests(fs: fsspec.AbstractFileSystem) -> bool:
+    """Hook request counting into an s3fs filesystem's client; False for other filesystems.
+
+    Registered on the client and on its session (clients made later inherit it); the unique id
+    makes repeated calls, and filesystems rebuilt from a pickle in a Ray worker, count once.
+    """
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    if "s3" not in protocols:
+        return False
+    fs.s3.meta.events.register("before-send.s3", _count_s3_request, unique_id=_HOOK_ID)
+    if fs.session is not None:
+        fs.session.register("before-send.s3", _count_s3_request, unique_id=_HOOK_ID)
+    return True
 
 
 def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
@@ -98,22 +135,29 @@ class Location:
         return self.path[len(root.path.rstrip("/")) + 1:]
 
     # -- reads -------------------------------------------------------------------------------
+    def _count_requests(self, **requests: int) -> None:
+        """Count a call's requests here unless the S3 hook counts the real ones (call it first)."""
+        if not _watch_requests(self.fs):
+            IO.add(**requests)
+
     def exists(self) -> bool:
-        IO.add(head_requests=1)
+        self._count_requests(head_requests=1)
         return self.fs.exists(self.path)
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
+        self._count_requests(get_requests=1)
         data = self.fs.cat_file(self.path, start=start, end=end)
-        IO.add(get_requests=1, bytes_read=len(data))
+        IO.add(bytes_read=len(data))
         return data
 
     @contextlib.contextmanager
     def open_read(self, block_size: int | None = None) -> Iterator[io.BufferedIOBase]:
         kwargs = {"block_size": block_size} if block_size and not self.is_local else {}
+        self._count_requests(get_requests=1)
         with self.fs.open(self.path, "rb", **kwargs) as f:
             counted = _CountingReader(f)
             yield counted
-        IO.add(get_requests=1, bytes_read=counted.bytes)
+        IO.add(bytes_read=counted.bytes)
 
     def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
         with self.open_read() as f:
@@ -121,11 +165,11 @@ class Location:
 
     def find(self, detail: bool = True) -> dict[str, dict[str, Any]]:
         """Recursive listing (metadata only: one LIST per page on S3, no object reads)."""
-        IO.add(list_requests=1)
+        self._count_requests(list_requests=1)
         return self.fs.find(self.path, detail=detail, withdirs=False)
 
     def ls_names(self) -> list[str]:
-        IO.add(list_requests=1)
+        self._count_requests(list_requests=1)
         try:
             return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path, detail=False))
         except FileNotFoundError:
@@ -135,6 +179,7 @@ class Location:
     @contextlib.contextmanager
     def atomic_writer(self) -> Iterator[io.BufferedIOBase]:
         """Write a whole object so that readers see all of it or nothing."""
+        self._count_requests(put_requests=1)
         if self.is_local:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             tmp = f"{self.path}.tmp-{uuid.uuid4().hex}"
@@ -159,7 +204,7 @@ class Location:
                     f.discard()
                 raise
             f.close()
-        IO.add(put_requests=1, bytes_written=counted.bytes)
+        IO.add(bytes_written=counted.bytes)
 
     def write_bytes(self, data: bytes) -> None:
         with self.atomic_writer() as f:
@@ -170,9 +215,17 @@ class Location:
             pq.write_table(table, f, **kwargs)
 
     def remove(self, recursive: bool = False) -> None:
-        IO.add(delete_requests=1)
+        self._count_requests(delete_requests=1)
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self.path, recursive=recursive)
+
+    def copy_in_place(self, **s3_args: Any) -> None:
+        """Rewrite an S3 object onto itself with new attributes, e.g. StorageClass="STANDARD_IA"
+        (one COPY; S3 sets a new LastModified). Local storage has no such attributes."""
+        if self.is_local:
+            raise ValueError(f"{self.uri}: copy_in_place needs an object store")
+        self._count_requests(copy_requests=1)
+        self.fs.copy(self.path, self.path, **s3_args)
 
     def __reduce__(self):
         return (Location, (self.fs, self.path))

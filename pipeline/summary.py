@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from pipeline.run import RunResult
 
 
@@ -44,13 +42,11 @@ def format_summary(result: RunResult) -> str:
     lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
     total = sum(s["bin_bytes"] for s in m["shards"])
     lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
-    skipped = Counter(f["reason"] for f in m["run"].get("skipped_files", []))
+    skipped = m["run"].get("skipped_files", {})
     if skipped:
-        lines.append(
-            "files skipped     "
-            + ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
-            + "  (listed in the manifest's run.skipped_files)"
-        )
+        listing = m["lineage"]["skipped"]
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
+        lines.append(f"files skipped     {reasons}  (listed in {listing})")
     lines.append(f"committed         {result.version.uri}")
     return "\n".join(lines)
 

@@ -53,11 +53,16 @@ def moto_server(startup_timeout: float = 60.0) -> Iterator[str]:
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="moto-") as tmp:
-        env = {**os.environ, **DUMMY_AWS_ENV,
-               "MOTO_RECORDER_FILEPATH": os.path.join(tmp, "recording.jsonl")}
+        env = {
+            **os.environ,
+            **DUMMY_AWS_ENV,
+            "MOTO_RECORDER_FILEPATH": os.path.join(tmp, "recording.jsonl"),
+        }
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             _wait_until_up(endpoint, proc, startup_timeout)

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from pipeline import run as run_module
 from pipeline.config import ConfigError, load_config
 from pipeline.layout import MANIFEST, RunLayout
-from pipeline.manifest import comparable, committed_versions, resolve_version
+from pipeline.manifest import committed_versions, comparable, resolve_version
 from pipeline.megatron import read_shard
 from pipeline.run import RunError, run_pipeline
 from pipeline.storage import Location

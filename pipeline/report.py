@@ -1,0 +1,405 @@
+"""The cost report: gather a listing, the run's stage counters and the training reads; price them
+(cost.py); render Markdown (here), JSON, and HTML (report_html.py).
+
+Inputs it consumes:
+- the retention plan (retention.py): the listing with data and storage classes, before / after;
+- pipeline stage counters, `_work/runs/<run_id>/stats.json` (STATS_SCHEMA below), of the run
+  that made the newest committed version unless a run id or file is given; times runs per month;
+- training reads: a reader counters JSON (READER_SCHEMA) for some epochs, or else an estimate:
+  per epoch, every shard of the newest committed version read once in `range_bytes` range GETs
+  plus one GET of each .idx; multiplied by epochs per month.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from typing import Any
+
+from pipeline import cost
+from pipeline.config import Config
+from pipeline.manifest import ManifestError, load_manifest
+from pipeline.retention import Plan, plan_retention
+from pipeline.storage import Location
+
+STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
+ "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),
+             "io": {"bytes_read": int, "bytes_written": int, "list_requests": int,
+                    "get_requests": int, "head_requests": int, "put_requests": int,
+                    "copy_requests": int, "delete_requests": int, "other_requests": int}}]}"""
+READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
+ "head_requests": int, "list_requests": int}  (or the same keys under "io")"""
+
+# A stage reads the data class its input lives in (first matching name prefix wins).
+STAGE_READS = (
+    ("list", "raw"),
+    ("read", "raw"),
+    ("quarantine", "quarantine"),
+    ("exact", "exact_hashes"),
+    ("dedup", "exact_hashes"),
+    ("near", "near_dedup"),
+    ("audit", "exact_hashes"),
+    ("tokenize", "read_docs"),
+    ("pack", "token_parts"),
+    ("commit", "versions"),
+    ("verify", "versions"),
+)
+RANGE_BYTES = 16 * 2**20
+
+
+def stage_class(stage: dict[str, Any]) -> str:
+    if stage.get("reads_class"):
+        return str(stage["reads_class"])
+    name = str(stage.get("stage", "")).lower()
+    return next((c for prefix, c in STAGE_READS if name.startswith(prefix)), "other")
+
+
+def pipeline_streams(stats: Any, runs_per_month: float) -> list[cost.ReadStream]:
+    stages = stats.get("stages", []) if isinstance(stats, dict) else stats or []
+    return [
+        cost.ReadStream(
+            f"pipeline {s.get('stage', '?')}",
+            stage_class(s),
+            float(s.get("io", {}).get("bytes_read", 0)) * runs_per_month,
+            {k: n * runs_per_month for k, n in cost.requests_from_io(s.get("io", {})).items()},
+        )
+        for s in stages
+    ]
+
+
+def _newest_manifest(plan: Plan) -> dict[str, Any] | None:
+    live = sorted(
+        {d.group for d in plan.decisions if d.data_class == "versions" and d.action != "delete"}
+    )
+    for version in reversed(live):
+        try:
+            return load_manifest(plan.dataset / version)
+        except ManifestError:
+            continue
+    return None
+
+
+def _read_json(uri: str, cfg: Config) -> Any:
+    return json.loads(Location.from_uri(uri, cfg.storage).read_bytes())
+
+
+def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Location | None:
+    """_work/runs/<run>/stats.json of the given run, else of the newest version's run, else the
+    newest one there is."""
+    stats = {
+        d.obj.key.split("/")[2]: d.obj
+        for d in plan.decisions
+        if d.obj.root == "dataset"
+        and d.obj.key.startswith("_work/runs/")
+        and d.obj.key.endswith("/stats.json")
+        and d.obj.key.count("/") == 3
+    }
+    run_id = run_id or (manifest or {}).get("run", {}).get("run_id")
+    if run_id not in stats:
+        if not stats or run_id:
+            return None
+        run_id = max(stats, key=lambda r: stats[r].mtime)
+    return plan.dataset / stats[run_id].key
+
+
+def training_per_epoch(
+    manifest: dict | None, reader: dict | None, range_bytes: int
+) -> tuple[float, dict[str, float], str]:
+    """(bytes, requests, how) of one epoch of training reads."""
+    if reader is not None:
+        io = reader.get("io", reader)
+        epochs = float(reader.get("epochs", 1)) or 1.0
+        requests = {k: n / epochs for k, n in cost.requests_from_io(io).items()}
+        return float(io.get("bytes_read", 0)) / epochs, requests, "reader counters"
+    if manifest is None:
+        return 0.0, {}, "no committed version"
+    shards = manifest["shards"]
+    gets = sum(math.ceil(s["bin_bytes"] / range_bytes) + 1 for s in shards)
+    size = sum(s["bin_bytes"] + s["idx_bytes"] for s in shards)
+    return float(size), {"get": float(gets)}, f"estimated: {range_bytes} B ranges per shard"
+
+
+def build_report(
+    cfg: Config,
+    plan: Plan | None = None,
+    *,
+    run_id: str | None = None,
+    stats_uri: str | None = None,
+    runs_per_month: float = 1.0,
+    reader_stats_uri: str | None = None,
+    epochs_per_month: float = 1.0,
+    range_bytes: int = RANGE_BYTES,
+) -> dict[str, Any]:
+    plan = plan if plan is not None else plan_retention(cfg)
+    prices = cfg.prices
+    manifest = _newest_manifest(plan)
+    stats_loc = (
+        Location.from_uri(stats_uri, cfg.storage)
+        if stats_uri
+        else _find_stats(plan, manifest, run_id)
+    )
+    stats = json.loads(stats_loc.read_bytes()) if stats_loc is not None else []
+    streams = pipeline_streams(stats, runs_per_month)
+    reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
+    epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)
+    if epochs_per_month and epoch_bytes:
+        streams.append(
+            cost.ReadStream(
+                "training",
+                "versions",
+                epoch_bytes * epochs_per_month,
+                {k: n * epochs_per_month for k, n in epoch_requests.items()},
+            )
+        )
+
+    before_rows = cost.retained_rows(plan.decisions, after=False)
+    after_rows = cost.retained_rows(plan.decisions, after=True)
+    before = cost.monthly(before_rows, streams, prices)
+    after = cost.monthly(after_rows, streams, prices)
+    once = cost.apply_once(plan.decisions, plan.now, prices)
+    report: dict[str, Any] = {
+        "format": "pipeline.cost-report/1",
+        "dataset": plan.dataset.uri,
+        "generated_at": dt.datetime.fromtimestamp(plan.now, dt.timezone.utc).isoformat(),
+        "assumptions": {
+            "runs_per_month": runs_per_month,
+            "stats": stats_loc.uri if stats_loc else None,
+            "epochs_per_month": epochs_per_month,
+            "training_reads": how,
+            "bytes_per_gb": prices.bytes_per_gb,
+            "prices": prices.model_dump(mode="json"),
+        },
+        "before": before,
+        "after": after,
+        "savings_usd_per_month": before["total_usd"] - after["total_usd"],
+        "apply_once": once,
+        "by_class": cost.by_class(before_rows, after_rows, streams),
+        "requests": cost.request_table(streams, once),
+        "napkin": None,
+    }
+    if manifest is not None:
+        gets = epoch_requests.get("get", 0.0)
+        report["napkin"] = {
+            "version": manifest.get("version"),
+            **cost.layout_napkin(
+                manifest["counts"]["docs_out"],
+                int(epoch_bytes),
+                len(manifest["shards"]),
+                gets,
+                prices,
+            ),
+        }
+    return report
+
+
+def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
+    """Store the report as _reports/cost-<time>.{json,md,html} (each an atomic write)."""
+    from pipeline.report_html import format_html
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    out = []
+    for ext, text in (
+        ("json", json.dumps(report, indent=1, sort_keys=True)),
+        ("md", format_markdown(report)),
+        ("html", format_html(report)),
+    ):
+        loc = dataset / f"_reports/cost-{stamp}.{ext}"
+        loc.write_bytes(text.encode())
+        out.append(loc)
+    return out
+
+
+# -- Markdown --------------------------------------------------------------------------------
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def usd(x: float) -> str:
+    """Dollars: cents from a cent up, else up to 6 decimals (small test datasets cost little)."""
+    sign = "-" if x < 0 else ""
+    x = abs(x)
+    if x == 0 or x >= 0.01:
+        return f"{sign}${x:,.2f}"
+    if x < 5e-7:
+        return f"{sign}<$0.000001"
+    return f"{sign}${x:.6f}".rstrip("0")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def retained_pairs(before: list[dict], after: list[dict]) -> list[tuple[str, str, dict, dict]]:
+    """(data class, storage class, row now, row after) over both listings; absent rows are 0."""
+    zero = {"objects": 0, "bytes": 0, "usd_month": 0.0}
+    now = {(x["data_class"], x["storage_class"]): x for x in before}
+    later = {(x["data_class"], x["storage_class"]): x for x in after}
+    return [
+        (c, s, now.get((c, s), zero), later.get((c, s), zero))
+        for c, s in sorted(now.keys() | later.keys())
+    ]
+
+
+def monthly_rows(r: dict[str, Any]) -> list[list[str]]:
+    """The monthly-cost table: (what, now, after the plan)."""
+    b, f = r["before"], r["after"]
+
+    def ratio(m: dict) -> str:
+        return f"{m['retained_per_read']:.2f}" if m["retained_per_read"] else "n/a"
+
+    rows = [
+        [name, usd(b[k]), usd(f[k])]
+        for name, k in (
+            ("storage", "storage_usd"),
+            ("requests", "request_usd"),
+            ("retrieval", "retrieval_usd"),
+            ("total", "total_usd"),
+        )
+    ]
+    return rows + [
+        ["bytes retained", human_bytes(b["retained_bytes"]), human_bytes(f["retained_bytes"])],
+        [
+            "bytes read / month",
+            human_bytes(b["read_bytes_per_month"]),
+            human_bytes(f["read_bytes_per_month"]),
+        ],
+        ["retained / read", ratio(b), ratio(f)],
+    ]
+
+
+def format_markdown(r: dict[str, Any]) -> str:
+    a, b, f = r["assumptions"], r["before"], r["after"]
+    lines = [
+        f"# Cost report: {r['dataset']}",
+        "",
+        f"{r['generated_at']} · prices per month, GB = {a['bytes_per_gb']:,} B ·"
+        f" pipeline runs/month {a['runs_per_month']:g} (stats: {a['stats'] or 'none'}) ·"
+        f" training epochs/month {a['epochs_per_month']:g} ({a['training_reads']})",
+        "",
+        "## Monthly cost",
+        "",
+    ]
+    lines += _table(
+        ["", "now", "after retention plan"],
+        [[f"**{x}**" if x == "total" else x, y, z] for x, y, z in monthly_rows(r)],
+    )
+    once = r["apply_once"]
+    lines += [
+        "",
+        f"The plan saves **{usd(r['savings_usd_per_month'])} per month**; applying it"
+        f" once costs {usd(once['total_usd'])} ({once['copies']} COPY = "
+        f"{usd(once['copy_usd'])}, minimum-duration charges"
+        f" {usd(once['early_delete_usd'])}) and deletes {once['deletes']} objects"
+        f" ({human_bytes(once['delete_bytes'])}).",
+        "",
+        "## Retained by data class and storage class",
+        "",
+    ]
+    lines += _table(
+        [
+            "data class",
+            "storage class",
+            "objects",
+            "bytes",
+            "$/month",
+            "objects after",
+            "bytes after",
+            "$/month after",
+        ],
+        [
+            [
+                c,
+                sc,
+                f"{x['objects']:,}",
+                human_bytes(x["bytes"]),
+                usd(x["usd_month"]),
+                f"{y['objects']:,}",
+                human_bytes(y["bytes"]),
+                usd(y["usd_month"]),
+            ]
+            for c, sc, x, y in retained_pairs(b["retained"], f["retained"])
+        ],
+    )
+    lines += [
+        "",
+        "## Pipeline and training I/O per month (priced at the storage classes after the plan)",
+        "",
+    ]
+    lines += _table(
+        ["reader", "reads class", "bytes", "requests", "request $", "retrieval $"],
+        [
+            [
+                s["stream"],
+                s["data_class"],
+                human_bytes(s["bytes_per_month"]),
+                ", ".join(f"{k.upper()} {n:,.0f}" for k, n in s["requests"].items()) or "-",
+                usd(sum(s["request_usd"].values())),
+                usd(s["retrieval_usd"]),
+            ]
+            for s in f["reads"]
+        ],
+    )
+    lines += ["", "## Requests by type", ""]
+    consumers = sorted({c for v in r["requests"].values() for c in v})
+    lines += _table(
+        ["kind", *consumers],
+        [
+            [k.upper(), *(f"{v.get(c, 0):,.0f}" for c in consumers)]
+            for k, v in r["requests"].items()
+        ],
+    )
+    lines += ["", "## Retained vs read by data class", ""]
+    lines += _table(
+        ["data class", "retained now", "retained after", "read / month"],
+        [
+            [
+                x["data_class"],
+                human_bytes(x["retained_before"]),
+                human_bytes(x["retained_after"]),
+                human_bytes(x["read_per_month"]),
+            ]
+            for x in r["by_class"]
+        ],
+    )
+    n = r["napkin"]
+    if n:
+        lines += [
+            "",
+            f"## One epoch of training: one object per document vs shards (version {n['version']})",
+            "",
+        ]
+        lines += _table(
+            [
+                "layout",
+                "objects",
+                "bytes/object",
+                "GET/epoch",
+                "request $/epoch",
+                f"first-byte waits ({n['latency_s'] * 1000:g} ms each)",
+                "PUT $ to write",
+            ],
+            [
+                [
+                    name,
+                    f"{x['objects']:,}",
+                    human_bytes(x["bytes_per_object"]),
+                    f"{x['get_requests_per_epoch']:,.0f}",
+                    usd(x["request_usd_per_epoch"]),
+                    f"{x['first_byte_wait_s_per_epoch']:,.1f} s",
+                    usd(x["put_usd_to_write"]),
+                ]
+                for name, x in (("small files", n["small_files"]), ("shards", n["shards"]))
+            ],
+        )
+        if n["request_ratio"]:
+            lines += [
+                "",
+                f"Small files need {n['request_ratio']:,.3g}x the GET requests of shards.",
+            ]
+    return "\n".join(lines) + "\n"
