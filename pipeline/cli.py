@@ -85,8 +85,9 @@ def cmd_retain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from pipeline.report import build_report, format_markdown, write_report
+    from pipeline.report import build_report, write_report
     from pipeline.report_html import format_html
+    from pipeline.report_md import format_markdown
     from pipeline.retention import dataset_location
 
     cfg = _load(args)

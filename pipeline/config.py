@@ -53,6 +53,10 @@ class StorageConfig(_Strict):
     profile: str | None = None
     anon: bool = False
     max_pool_connections: int = Field(default=32, ge=1)
+    # Each request is retried by botocore ("standard" mode: jittered exponential backoff) on
+    # 503 SlowDown / 500 / connection resets / timeouts, up to `retries` attempts in all.
+    retries: int = Field(default=10, ge=1)
+    read_timeout: float = Field(default=15.0, gt=0)  # seconds without a byte: retry the request
 
 
 class RayConfig(_Strict):
@@ -105,12 +109,16 @@ class Config(_Strict):
     retention: RetentionConfig = RetentionConfig()  # see retention_config.py
     prices: PricesConfig = PricesConfig()
 
+    def output_config(self) -> dict[str, Any]:
+        """Everything that decides the dataset's bytes: not where data lives, not Ray, not
+        retention or prices, and the tokenizer by content (see output_hash), not by path."""
+        return self.model_dump(mode="json", exclude={
+            "input": {"uri"}, "output": True, "storage": True, "ray": True,
+            "retention": True, "prices": True, "tokenize": {"tokenizer"}})
+
     def output_hash(self) -> str:
-        """Hash of everything that decides the dataset's bytes (not where data lives, nor Ray)."""
-        data = self.model_dump(mode="json", exclude={"input": {"uri"}, "output": True,
-                                                       "storage": True, "ray": True,
-                                                       "retention": True, "prices": True})
-        data["tokenize"]["tokenizer"] = _file_digest(self.tokenize.tokenizer)
+        data = self.output_config()
+        data["tokenize"]["tokenizer_sha256"] = _file_digest(self.tokenize.tokenizer)
         return _digest(data)
 
     def read_key(self) -> str:

@@ -38,6 +38,7 @@ from pipeline import components, minhash
 from pipeline.config import Config
 from pipeline.exact import REMOVED_SCHEMA
 from pipeline.layout import RunLayout
+from pipeline.stages import peak_rss_mb
 from pipeline.storage import IO
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
@@ -45,8 +46,14 @@ EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
 
 def params_of(cfg: Config) -> minhash.MinHashParams:
     near = cfg.dedup.near
-    return minhash.MinHashParams(ngram=near.ngram, num_perm=near.num_perm, bands=near.bands,
-                                 rows=near.rows, threshold=near.threshold, seed=near.seed)
+    return minhash.MinHashParams(
+        ngram=near.ngram,
+        num_perm=near.num_perm,
+        bands=near.bands,
+        rows=near.rows,
+        threshold=near.threshold,
+        seed=near.seed,
+    )
 
 
 def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
@@ -56,15 +63,20 @@ def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
 
 
 def _summary(start: float, io_before: dict, **fields: Any) -> dict[str, Any]:
-    return {**fields, "seconds": time.perf_counter() - start,
-            "io": IO.delta(IO.snapshot(), io_before)}
+    return {
+        **fields,
+        "seconds": time.perf_counter() - start,
+        "io": IO.delta(IO.snapshot(), io_before),
+        "peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def _sig_table(sigs: np.ndarray) -> pa.Array:
     width = sigs.shape[1] * 4
     flat = np.ascontiguousarray(sigs, dtype="<u4").view(np.uint8).reshape(-1)
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(sigs),
-                                                [None, pa.py_buffer(flat)])
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), len(sigs), [None, pa.py_buffer(flat)]
+    )
 
 
 def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
@@ -72,7 +84,7 @@ def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
     if len(arr) == 0:
         return np.empty((0, num_perm), dtype=np.uint32)
     data = np.frombuffer(arr.buffers()[1], dtype="<u4")
-    return data[arr.offset * num_perm:(arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
+    return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
 
 
 def _split_write(table: pa.Table, parts: np.ndarray, n: int, path_of) -> list[int]:
@@ -81,7 +93,7 @@ def _split_write(table: pa.Table, parts: np.ndarray, n: int, path_of) -> list[in
     order = np.argsort(parts, kind="stable")
     bounds = np.searchsorted(parts[order], np.arange(n + 1))
     for p in range(n):
-        idx = order[bounds[p]:bounds[p + 1]]
+        idx = order[bounds[p] : bounds[p + 1]]
         if len(idx):
             path_of(p).write_parquet(table.take(pa.array(idx)))
             written.append(p)
@@ -104,19 +116,39 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     docs = docs.sort_by([("source", "ascending"), ("row", "ascending")])
     sigs = minhash.signatures(docs["text"], params)
     keys = record_keys(docs["source"].to_pylist(), docs["row"].to_pylist())
-    rows = pa.table({
-        "key": pa.array(keys, pa.int64()), "doc_id": docs["doc_id"], "source": docs["source"],
-        "row": docs["row"], "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
-        "length": pc.utf8_length(docs["text"]).cast(pa.int64()), "sig": _sig_table(sigs)})
-    sig_parts = _split_write(rows, components.partition_of(keys, n), n,
-                             lambda q: layout.near / f"sig/q{q:04d}/{unit}.parquet")
+    rows = pa.table(
+        {
+            "key": pa.array(keys, pa.int64()),
+            "doc_id": docs["doc_id"],
+            "source": docs["source"],
+            "row": docs["row"],
+            "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
+            "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
+            "sig": _sig_table(sigs),
+        }
+    )
+    sig_parts = _split_write(
+        rows,
+        components.partition_of(keys, n),
+        n,
+        lambda q: layout.near / f"sig/q{q:04d}/{unit}.parquet",
+    )
     bands = minhash.band_hashes(sigs, params)
-    band_rows = pa.table({"band_hash": pa.array(bands.reshape(-1), pa.uint64()),
-                          "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64())})
-    band_parts = _split_write(band_rows, (bands.reshape(-1) % np.uint64(n)).astype(np.int64), n,
-                              lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet")
-    return _summary(start, io0, unit=unit, docs=docs.num_rows, sig_parts=sig_parts,
-                    band_parts=band_parts)
+    band_rows = pa.table(
+        {
+            "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
+            "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
+        }
+    )
+    band_parts = _split_write(
+        band_rows,
+        (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
+        n,
+        lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet",
+    )
+    return _summary(
+        start, io0, unit=unit, docs=docs.num_rows, sig_parts=sig_parts, band_parts=band_parts
+    )
 
 
 # -- per partition ----------------------------------------------------------------------------
@@ -125,11 +157,18 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
     start, io0 = time.perf_counter(), IO.snapshot()
     tables = _read_all(layout.near / f"bands/p{part:04d}/{u}.parquet" for u in units)
     rows = pa.concat_tables(tables) if tables else pa.table({"band_hash": [], "key": []})
-    edges = minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy()) \
-        if rows.num_rows else minhash.EMPTY_EDGES
+    edges = (
+        minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
+        if rows.num_rows
+        else minhash.EMPTY_EDGES
+    )
     table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
-    written = _split_write(table, components.partition_of(edges[:, 0], n), n,
-                           lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet")
+    written = _split_write(
+        table,
+        components.partition_of(edges[:, 0], n),
+        n,
+        lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet",
+    )
     return _summary(start, io0, part=part, candidates=len(edges), parts=written)
 
 
@@ -146,8 +185,9 @@ def _lookup(sig_rows: pa.Table, keys: np.ndarray, num_perm: int) -> np.ndarray:
     return _sigs_of(sig_rows["sig"], num_perm)[idx]
 
 
-def near_attach(layout: RunLayout, q: int, sources: list[int], units: list[str],
-                cfg: Config) -> dict[str, Any]:
+def near_attach(
+    layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
+) -> dict[str, Any]:
     """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
     start, io0 = time.perf_counter(), IO.snapshot()
     n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
@@ -158,13 +198,18 @@ def near_attach(layout: RunLayout, q: int, sources: list[int], units: list[str],
     a, b = table["a"].to_numpy(), table["b"].to_numpy()
     sig_a = _lookup(_load_sigs(layout, q, units), a, num_perm)
     out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
-    written = _split_write(out, components.partition_of(b, n), n,
-                           lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet")
+    written = _split_write(
+        out,
+        components.partition_of(b, n),
+        n,
+        lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet",
+    )
     return _summary(start, io0, part=q, edges=len(a), parts=written)
 
 
-def near_verify(layout: RunLayout, q: int, sources: list[int], units: list[str],
-                cfg: Config) -> tuple:
+def near_verify(
+    layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
+) -> tuple:
     """Edges whose estimated Jaccard reaches the threshold, routed for the first star round.
 
     Returns (summary, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
@@ -184,8 +229,9 @@ def near_verify(layout: RunLayout, q: int, sources: list[int], units: list[str],
     return (_summary(start, io0, part=q, verified=len(verified)), *pieces)
 
 
-def near_members(layout: RunLayout, q: int, pieces: list[np.ndarray], units: list[str],
-                 cfg: Config) -> dict[str, Any]:
+def near_members(
+    layout: RunLayout, q: int, pieces: list[np.ndarray], units: list[str], cfg: Config
+) -> dict[str, Any]:
     """Component labels of partition q's nodes, joined with their signatures, routed by label."""
     start, io0 = time.perf_counter(), IO.snapshot()
     n = cfg.dedup.partitions
@@ -195,8 +241,12 @@ def near_members(layout: RunLayout, q: int, pieces: list[np.ndarray], units: lis
     sig_rows = _load_sigs(layout, q, units)
     idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
-    written = _split_write(members, components.partition_of(labels, n), n,
-                           lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet")
+    written = _split_write(
+        members,
+        components.partition_of(labels, n),
+        n,
+        lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet",
+    )
     return _summary(start, io0, part=q, members=len(nodes), parts=written)
 
 
@@ -211,20 +261,37 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> di
         return _summary(start, io0, part=lp, removed=0)
     m = pa.concat_tables(tables).sort_by("key")
     # a composite id orders like (doc_id, source, row) and is unique per record
-    composite = [f"{d}\x00{s}\x00{r:020d}" for d, s, r in zip(
-        m["doc_id"].to_pylist(), m["source"].to_pylist(), m["row"].to_pylist(), strict=True)]
-    decided = components.keep_rule(composite, m["length"].to_numpy(),
-                                   _sigs_of(m["sig"], near.num_perm),
-                                   m["label"].to_numpy(), near.threshold)
+    composite = [
+        f"{d}\x00{s}\x00{r:020d}"
+        for d, s, r in zip(
+            m["doc_id"].to_pylist(), m["source"].to_pylist(), m["row"].to_pylist(), strict=True
+        )
+    ]
+    decided = components.keep_rule(
+        composite,
+        m["length"].to_numpy(),
+        _sigs_of(m["sig"], near.num_perm),
+        m["label"].to_numpy(),
+        near.threshold,
+    )
     row_of = {c: i for i, c in enumerate(composite)}
     gone = np.array([row_of[c] for c in decided["doc_id"].to_pylist()], dtype=np.int64)
     kept = np.array([row_of[c] for c in decided["kept_id"].to_pylist()], dtype=np.int64)
     g, k = m.take(pa.array(gone)), m.take(pa.array(kept))
-    removed = pa.table({
-        "doc_id": g["doc_id"], "source": g["source"], "row": g["row"], "unit_id": g["unit_id"],
-        "rule": pa.array(["near"] * len(gone), pa.string()), "kept_id": k["doc_id"],
-        "kept_source": k["source"], "kept_row": k["row"],
-        "similarity": decided["similarity"]}, schema=REMOVED_SCHEMA)
+    removed = pa.table(
+        {
+            "doc_id": g["doc_id"],
+            "source": g["source"],
+            "row": g["row"],
+            "unit_id": g["unit_id"],
+            "rule": pa.array(["near"] * len(gone), pa.string()),
+            "kept_id": k["doc_id"],
+            "kept_source": k["source"],
+            "kept_row": k["row"],
+            "similarity": decided["similarity"],
+        },
+        schema=REMOVED_SCHEMA,
+    )
     out.write_parquet(removed)
     return _summary(start, io0, part=lp, removed=len(gone))
 
@@ -235,6 +302,7 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
     return (result.fingerprint, *result.outgoing)
 
 
-def members_task(layout: RunLayout, q: int, units: list[str], cfg: Config,
-                 *pieces: np.ndarray) -> dict[str, Any]:
+def members_task(
+    layout: RunLayout, q: int, units: list[str], cfg: Config, *pieces: np.ndarray
+) -> dict[str, Any]:
     return near_members(layout, q, list(pieces), units, cfg)

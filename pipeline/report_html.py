@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from pipeline.report import human_bytes, monthly_rows, retained_pairs, usd
+from pipeline.report_md import human_bytes, monthly_rows, retained_pairs, usd
 
 SERIES = (
     ("retained_before", "retained now", "#4a6fa5"),

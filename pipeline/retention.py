@@ -58,7 +58,6 @@ class Plan:
     now: float
     grace_days: float
     decisions: list[Decision]
-    ledger: dict[str, dict[str, Any]]
 
     @property
     def actions(self) -> list[Decision]:
@@ -197,7 +196,7 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     decisions = decide(
         objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
     )
-    return Plan(dataset, raw, now, cfg.retention.grace_days, decisions, ledger)
+    return Plan(dataset, raw, now, cfg.retention.grace_days, decisions)
 
 
 # -- apply -----------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class StageReport:
     seconds: float = 0.0
     tasks: int = 0
     reused: int = 0
+    peak_rss_mb: float = 0.0
 
 
 @dataclass
@@ -53,6 +54,8 @@ class RunResult:
     manifest: dict[str, Any]
     stages: list[StageReport] = field(default_factory=list)
     already_committed: bool = False
+    retention_actions: int | None = None
+    reports: list[str] = field(default_factory=list)
 
 
 def ensure_ray(cfg: Config) -> None:
@@ -101,10 +104,31 @@ class _Driver:
         self.remote = {
             name: ray.remote(getattr(module, name))
             for module, names in (
-                (stages, ("list_stage", "read_unit", "merge_quarantine", "exact_partition",
-                          "merge_exact", "merge_audit", "tokenize_unit", "pack_shard")),
-                (neardup, ("near_signatures", "near_buckets", "near_attach", "near_verify",
-                           "star_task", "members_task", "near_keep")),
+                (
+                    stages,
+                    (
+                        "list_stage",
+                        "read_unit",
+                        "merge_quarantine",
+                        "exact_partition",
+                        "merge_exact",
+                        "merge_audit",
+                        "tokenize_unit",
+                        "pack_shard",
+                    ),
+                ),
+                (
+                    neardup,
+                    (
+                        "near_signatures",
+                        "near_buckets",
+                        "near_attach",
+                        "near_verify",
+                        "star_task",
+                        "members_task",
+                        "near_keep",
+                    ),
+                ),
             )
             for name in names
         }
@@ -121,16 +145,26 @@ class _Driver:
         if merge and self.reports and self.reports[-1].name == name:
             report, stats = self.reports[-1], self.task_stats[-1]
         else:
-            report, stats = StageReport(name), {"stage": name, "tasks": 0, "reused": 0,
-                                                "seconds": 0.0, "io": {}}
+            report, stats = (
+                StageReport(name),
+                {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}},
+            )
             self.reports.append(report)
             self.task_stats.append(stats)
         report.tasks += len(results)
         report.seconds += time.perf_counter() - t0
         report.reused += sum(1 for r in results if r.get("reused"))
         report.bytes += io.get("bytes_read", 0)
-        stats.update(tasks=report.tasks, reused=report.reused, seconds=report.seconds,
-                     io=dict(Counter(stats["io"]) + io))
+        report.peak_rss_mb = max(
+            [report.peak_rss_mb] + [r.get("peak_rss_mb", 0.0) for r in results]
+        )
+        stats.update(
+            tasks=report.tasks,
+            reused=report.reused,
+            seconds=report.seconds,
+            io=dict(Counter(stats["io"]) + io),
+            peak_rss_mb=report.peak_rss_mb,
+        )
         return results
 
 
@@ -158,26 +192,52 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
             drv, cfg, layout, input_root, units, listed, input_digest, started, lease
         )
         layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    _after_commit(cfg, dataset, result)
     return result
+
+
+def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:
+    """Retention (when configured) and the cost report, once the version is committed and the
+    lease released (retention takes the lease itself). A failure here is reported, not raised:
+    the version is already complete."""
+    from pipeline.report import build_report, write_report
+    from pipeline.retention import apply_plan, plan_retention
+
+    try:
+        plan = plan_retention(cfg)
+        if cfg.retention.apply_after_run:
+            result.retention_actions = len(apply_plan(plan, cfg))
+            plan = plan_retention(cfg)
+        result.reports = [loc.uri for loc in write_report(build_report(cfg, plan), dataset)]
+    except Exception as e:  # noqa: BLE001 - the commit stands; say what failed
+        print(f"warning: retention/cost report after the commit failed: {e!r}", file=sys.stderr)
 
 
 def _near_dedup(drv: _Driver, cfg: Config, layout: RunLayout, unit_ids: list[str]) -> None:
     """MinHash LSH over the exact-deduplicated documents (see neardup.py for the steps)."""
     remote, n = drv.remote, cfg.dedup.partitions
-    signed = drv.stage("near", [remote["near_signatures"].remote(layout, u, cfg)
-                                for u in unit_ids])
+    signed = drv.stage("near", [remote["near_signatures"].remote(layout, u, cfg) for u in unit_ids])
     drv.reports[-1].docs = sum(r["docs"] for r in signed)
     sig_units = {q: [r["unit"] for r in signed if q in r["sig_parts"]] for q in range(n)}
     band_units = {p: [r["unit"] for r in signed if p in r["band_parts"]] for p in range(n)}
-    buckets = drv.stage("near", [remote["near_buckets"].remote(layout, p, band_units[p], n)
-                                 for p in range(n)], merge=True)
+    buckets = drv.stage(
+        "near",
+        [remote["near_buckets"].remote(layout, p, band_units[p], n) for p in range(n)],
+        merge=True,
+    )
     sources = {q: [r["part"] for r in buckets if q in r["parts"]] for q in range(n)}
-    attached = drv.stage("near", [remote["near_attach"].remote(layout, q, sources[q],
-                                                               sig_units[q], cfg)
-                                  for q in range(n)], merge=True)
+    attached = drv.stage(
+        "near",
+        [remote["near_attach"].remote(layout, q, sources[q], sig_units[q], cfg) for q in range(n)],
+        merge=True,
+    )
     sources = {q: [r["part"] for r in attached if q in r["parts"]] for q in range(n)}
-    verify = [remote["near_verify"].options(num_returns=n + 1).remote(
-        layout, q, sources[q], sig_units[q], cfg) for q in range(n)]
+    verify = [
+        remote["near_verify"]
+        .options(num_returns=n + 1)
+        .remote(layout, q, sources[q], sig_units[q], cfg)
+        for q in range(n)
+    ]
     drv.stage("near", [refs[0] for refs in verify], merge=True)
     # components: alternate large/small star rounds until a large round changes nothing; the
     # edge pieces go task to task through the object store, the driver sees fingerprints only
@@ -191,12 +251,17 @@ def _near_dedup(drv: _Driver, cfg: Config, layout: RunLayout, unit_ids: list[str
         previous = current
         small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
         inbox = [[refs[1 + p] for refs in small] for p in range(n)]
-    members = drv.stage("near", [remote["members_task"].remote(layout, q, sig_units[q], cfg,
-                                                               *inbox[q]) for q in range(n)],
-                        merge=True)
+    members = drv.stage(
+        "near",
+        [remote["members_task"].remote(layout, q, sig_units[q], cfg, *inbox[q]) for q in range(n)],
+        merge=True,
+    )
     sources = {lp: [r["part"] for r in members if lp in r["parts"]] for lp in range(n)}
-    drv.stage("near", [remote["near_keep"].remote(layout, lp, sources[lp], cfg)
-                       for lp in range(n)], merge=True)
+    drv.stage(
+        "near",
+        [remote["near_keep"].remote(layout, lp, sources[lp], cfg) for lp in range(n)],
+        merge=True,
+    )
 
 
 def _already_committed(layout: RunLayout) -> RunResult | None:
@@ -250,17 +315,22 @@ def _run_stages(
         )
 
     parts = cfg.dedup.partitions
-    exact_results = drv.stage("exact", [
-        remote["exact_partition"].remote(layout, p, writers[p], cfg.dedup.exact)
-        for p in range(parts)])
+    exact_results = drv.stage(
+        "exact",
+        [
+            remote["exact_partition"].remote(layout, p, writers[p], cfg.dedup.exact)
+            for p in range(parts)
+        ],
+    )
     drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
     drv.stage("exact", [remote["merge_exact"].remote(layout, parts)], merge=True)
     lease.renew()
     if cfg.dedup.near.enabled:
         _near_dedup(drv, cfg, layout, unit_ids)
         lease.renew()
-    [audit] = drv.stage("audit", [remote["merge_audit"].remote(
-        layout, cfg.dedup.near.enabled and parts or 0)])
+    [audit] = drv.stage(
+        "audit", [remote["merge_audit"].remote(layout, cfg.dedup.near.enabled and parts or 0)]
+    )
 
     tokenized = drv.stage(
         "tokenize", [remote["tokenize_unit"].remote(layout, u, cfg) for u in unit_ids]
@@ -312,16 +382,7 @@ def _run_stages(
         "name": cfg.name,
         "version": version_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "config": cfg.model_dump(
-            mode="json",
-            exclude={
-                "input": {"uri"},
-                "output": True,
-                "storage": True,
-                "ray": True,
-                "tokenize": {"tokenizer"},
-            },
-        ),
+        "config": cfg.output_config(),
         "config_hash": cfg.output_hash(),
         "tokenizer": tok_info.as_dict(),
         "counts": counts,

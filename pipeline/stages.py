@@ -8,6 +8,7 @@ then marked done, so a rerun skips finished units (resume).
 from __future__ import annotations
 
 import json
+import resource
 import time
 from collections import Counter
 from typing import Any
@@ -39,7 +40,13 @@ class _Timer:
     def summary(self, **fields: Any) -> dict[str, Any]:
         fields["seconds"] = time.perf_counter() - self.start
         fields["io"] = IO.delta(IO.snapshot(), self.io)
+        fields["peak_rss_mb"] = peak_rss_mb()
         return fields
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this worker process so far (an upper bound for the task)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # -- ingest ----------------------------------------------------------------------------------
@@ -100,8 +107,9 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 # -- exact dedup -----------------------------------------------------------------------------
-def exact_partition(layout: RunLayout, part: int, units: list[str],
-                    enabled: bool = True) -> dict[str, Any]:
+def exact_partition(
+    layout: RunLayout, part: int, units: list[str], enabled: bool = True
+) -> dict[str, Any]:
     """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
     timer = _Timer()
     units = units if enabled else []

@@ -1,8 +1,9 @@
 """The one storage layer: fsspec locations (local or s3://), atomic commits, I/O counters.
 
 Every stage reads and writes through `Location`, so that
-- a commit is atomic everywhere: locally a temp file in the same folder and `os.replace`; on S3 one
-  PUT (or one multipart upload, which becomes visible only on CompleteMultipartUpload), aborted on error;
+- a commit is atomic everywhere: locally a temp file in the same folder and `os.replace`; on S3
+  one PUT (or one multipart upload, which becomes visible only on CompleteMultipartUpload),
+  aborted on error;
 - bytes and requests are counted in one place (`IO`), for the run summary and the cost report.
   On S3 every HTTP request botocore sends (retries included) is counted by operation type through
   a `before-send` event hook on the s3fs client (`_watch_requests`): LIST, GET, HEAD, PUT (incl.
@@ -91,7 +92,11 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
     """s3fs keyword arguments from a StorageConfig (credentials stay in the environment)."""
     if options is None or not uri.startswith("s3://"):
         return {}
-    kwargs: dict[str, Any] = {"config_kwargs": {"max_pool_connections": options.max_pool_connections}}
+    kwargs: dict[str, Any] = {"config_kwargs": {
+        "max_pool_connections": options.max_pool_connections,
+        "retries": {"max_attempts": options.retries, "mode": "standard"},
+        "read_timeout": options.read_timeout,
+    }}
     client: dict[str, Any] = {}
     if options.endpoint_url:
         client["endpoint_url"] = options.endpoint_url
@@ -171,7 +176,8 @@ class Location:
     def ls_names(self) -> list[str]:
         self._count_requests(list_requests=1)
         try:
-            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path, detail=False))
+            names = self.fs.ls(self.path, detail=False)
+            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in names)
         except FileNotFoundError:
             return []
 

@@ -18,12 +18,14 @@ def format_summary(result: RunResult) -> str:
             f" ({result.version.uri}); nothing was written"
         )
     lines = [
-        f"{'stage':<10} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'tasks':>6} {'reused':>6}"
+        f"{'stage':<10} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'MB/s':>7}"
+        f" {'tasks':>6} {'reused':>6} {'peak RSS':>9}"
     ]
     for s in result.stages:
+        rate = s.bytes / 1e6 / s.seconds if s.seconds else 0.0
         lines.append(
-            f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f}"
-            f" {s.tasks:>6} {s.reused:>6}"
+            f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f} {rate:>7.1f}"
+            f" {s.tasks:>6} {s.reused:>6} {s.peak_rss_mb:>6.0f} MB"
         )
     reused = {s.name: s.reused for s in result.stages if s.reused}
     if reused:
@@ -48,6 +50,11 @@ def format_summary(result: RunResult) -> str:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
         lines.append(f"files skipped     {reasons}  (listed in {listing})")
     lines.append(f"committed         {result.version.uri}")
+    if result.retention_actions is not None:
+        lines.append(f"retention         {result.retention_actions} actions applied")
+    for report in result.reports:
+        if report.endswith(".md"):
+            lines.append(f"cost report       {report}")
     return "\n".join(lines)
 
 

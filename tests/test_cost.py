@@ -13,8 +13,9 @@ from pipeline import cost
 from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.manifest import FORMAT, commit_manifest
-from pipeline.report import build_report, format_markdown, write_report
+from pipeline.report import build_report, write_report
 from pipeline.report_html import format_html
+from pipeline.report_md import format_markdown
 from pipeline.retention_config import PricesConfig, RetentionRules
 from pipeline.retention_core import DAY, StoredObject, decide
 from pipeline.storage import IO, Location
@@ -202,16 +203,25 @@ def test_report_from_dataset_stats_and_training_estimate(dataset):
     assert "## Monthly cost" in md and "| pipeline read+hash | raw |" in md
 
 
-def test_reader_counters_replace_the_estimate(dataset, tmp_path):
+@pytest.mark.parametrize(
+    ("counters", "requests"),
+    [
+        (
+            {"epochs": 2, "bytes_read": 80_000_200, "get_requests": 10, "head_requests": 2},
+            {"get": 5, "head": 1},
+        ),
+        ({"epochs": 2, "io": {"bytes_read": 80_000_200, "get_requests": 10}}, {"get": 5}),
+        ({"epochs": 2, "requests": 10, "bytes": 80_000_200, "max_buffered_bytes": 7}, {"get": 5}),
+    ],
+)
+def test_reader_counters_replace_the_estimate(dataset, tmp_path, counters, requests):
     cfg, _ = dataset
     reader = tmp_path / "reader.json"
-    reader.write_text(
-        json.dumps({"epochs": 2, "bytes_read": 80_000_200, "get_requests": 10, "head_requests": 2})
-    )
+    reader.write_text(json.dumps(counters))
     report = build_report(cfg, reader_stats_uri=str(reader), epochs_per_month=1)
     training = next(s for s in report["before"]["reads"] if s["stream"] == "training")
     assert training["bytes_per_month"] == 40_000_100
-    assert training["requests"] == {"get": 5, "head": 1}
+    assert training["requests"] == requests
     assert report["assumptions"]["training_reads"] == "reader counters"
 
 
