@@ -13,11 +13,13 @@ not exist for any command or reader here. Fields:
     tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size, eos, eos_id, dtype
     counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
                         quarantined_by_reason {reason: n}
-    lineage             paths (relative to the dataset folder) of the audit files:
-                        removed, quarantine, input_manifest, with xxh3-128 of the input manifest
+    lineage             paths (relative to the dataset folder) of the run's records: input_manifest
+                        (with its xxh3-128), units, removed (the dedup audit), quarantine,
+                        skipped (listed files not read), stats (per-stage I/O)
     shards              [{bin, idx, bin_bytes, idx_bytes, tokens, documents,
                           bin_xxh3_128, idx_xxh3_128}] in shard order
-    run                 where and when: run_id, input_uri, output_uri, started_at, workers
+    run                 where and when: run_id, input_uri, output_uri, started_at, and
+                        skipped_files (count per reason)
 
 Everything outside `version`, `created_at`, `run` and `lineage` is a function of the input's
 content and the config alone: the same input and config give the same manifest, from local or S3
@@ -26,6 +28,7 @@ input, with one worker or many.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -34,13 +37,56 @@ from pipeline.storage import Location
 
 FORMAT = "pipeline.dataset/1"
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
-SHARD_KEYS = ("bin", "idx", "bin_bytes", "idx_bytes", "tokens", "documents",
-              "bin_xxh3_128", "idx_xxh3_128")
+SHARD_KEYS = (
+    "bin",
+    "idx",
+    "bin_bytes",
+    "idx_bytes",
+    "tokens",
+    "documents",
+    "bin_xxh3_128",
+    "idx_xxh3_128",
+)
 VARYING_KEYS = ("version", "created_at", "run", "lineage")
 
 
 class ManifestError(Exception):
     """A version is not a committed, well-formed dataset."""
+
+
+def build_manifest(
+    cfg,
+    layout,
+    version_id: str,
+    tokenizer: dict[str, Any],
+    counts: dict[str, Any],
+    shards: list[dict[str, Any]],
+    input_digest: str,
+    run: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest of a version of `layout.dataset` (cfg: Config, layout: RunLayout)."""
+    dataset = layout.dataset
+    return {
+        "format": FORMAT,
+        "name": cfg.name,
+        "version": version_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "config": cfg.output_config(),
+        "config_hash": cfg.output_hash(),
+        "tokenizer": tokenizer,
+        "counts": counts,
+        "lineage": {
+            "input_manifest": layout.inputs.relative_to(dataset),
+            "input_manifest_xxh3_128": input_digest,
+            "units": layout.units.relative_to(dataset),
+            "removed": layout.removed.relative_to(dataset),
+            "quarantine": layout.quarantine.relative_to(dataset),
+            "skipped": layout.skipped.relative_to(dataset),
+            "stats": layout.stats.relative_to(dataset),
+        },
+        "shards": [{k: s[k] for k in SHARD_KEYS} for s in shards],
+        "run": {"run_id": layout.run_id, "output_uri": dataset.uri, **run},
+    }
 
 
 def commit_manifest(version: Location, manifest: dict[str, Any]) -> None:
@@ -67,8 +113,7 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ManifestError(f"{where}: format is not {FORMAT}")
     counts = manifest.get("counts")
-    if not isinstance(counts, dict) or any(not isinstance(counts.get(k), int)
-                                           for k in COUNT_KEYS):
+    if not isinstance(counts, dict) or any(not isinstance(counts.get(k), int) for k in COUNT_KEYS):
         raise ManifestError(f"{where}: counts must hold integers {', '.join(COUNT_KEYS)}")
     shards = manifest.get("shards")
     if not isinstance(shards, list):

@@ -25,7 +25,7 @@ from pipeline import components, neardup, stages
 from pipeline.config import Config
 from pipeline.layout import RunLayout, new_version_id
 from pipeline.lease import held
-from pipeline.manifest import FORMAT, SHARD_KEYS, ManifestError, commit_manifest, load_manifest
+from pipeline.manifest import ManifestError, build_manifest, commit_manifest, load_manifest
 from pipeline.pack import shard_count
 from pipeline.storage import Location
 from pipeline.tokenize import load_tokenizer
@@ -58,18 +58,25 @@ class RunResult:
     reports: list[str] = field(default_factory=list)
 
 
+# Parallelism comes from tasks (one CPU each), so library thread pools inside a task stay at one
+# thread; otherwise every tokenizer task would start a pool as wide as the machine.
+WORKER_ENV = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+
+
 def ensure_ray(cfg: Config) -> None:
     if ray.is_initialized():
         return
     address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
+    runtime_env = {"env_vars": WORKER_ENV}
     if address:
-        ray.init(address=address, logging_level=logging.WARNING)
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
     else:
         ray.init(
             num_cpus=cfg.ray.num_cpus,
             include_dashboard=False,
             logging_level=logging.WARNING,
             log_to_driver=True,
+            runtime_env=runtime_env,
         )
 
 
@@ -376,34 +383,20 @@ def _run_stages(
             f" quarantined = {accounted}; nothing was committed"
         )
 
-    dataset = layout.dataset
-    manifest = {
-        "format": FORMAT,
-        "name": cfg.name,
-        "version": version_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "config": cfg.output_config(),
-        "config_hash": cfg.output_hash(),
-        "tokenizer": tok_info.as_dict(),
-        "counts": counts,
-        "lineage": {
-            "input_manifest": layout.inputs.relative_to(dataset),
-            "input_manifest_xxh3_128": input_digest,
-            "units": layout.units.relative_to(dataset),
-            "removed": layout.removed.relative_to(dataset),
-            "quarantine": layout.quarantine.relative_to(dataset),
-            "skipped": layout.skipped.relative_to(dataset),
-            "stats": layout.stats.relative_to(dataset),
-        },
-        "shards": [{k: s[k] for k in SHARD_KEYS} for s in packed],
-        "run": {
-            "run_id": layout.run_id,
+    manifest = build_manifest(
+        cfg,
+        layout,
+        version_id,
+        tok_info.as_dict(),
+        counts,
+        packed,
+        input_digest,
+        run={
             "input_uri": cfg.input.uri,
-            "output_uri": dataset.uri,
             "started_at": started.isoformat(),
             "skipped_files": dict(Counter(listed["skipped"]["reason"].to_pylist())),
         },
-    }
+    )
     layout.stats.write_bytes(
         json.dumps({"run_id": layout.run_id, "stages": drv.task_stats}, indent=1).encode()
     )

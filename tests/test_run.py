@@ -181,8 +181,8 @@ def test_input_override_points_at_another_folder(ray_local, tmp_path):
     (data / "a.jsonl").write_text('{"text": "first document here"}\n{"text": "second one"}\n')
     (data / "b.txt").write_text("a plain text document")
     (data / "c.jsonl").write_text('{"text": "first document here"}\n')
-    result = run_pipeline(load_config(SAMPLE_CONFIG, input_uri=str(tmp_path / "mine"),
-                                      output_uri=str(tmp_path / "out")), show_progress=False)
+    result = run_pipeline(load_config(SAMPLE_CONFIG, input_uri=f"file://{tmp_path}/mine",
+                                      output_uri=f"file://{tmp_path}/out"), show_progress=False)
     c = result.manifest["counts"]
     assert (c["docs_in"], c["docs_out"], c["removed_exact"]) == (4, 3, 1)
     verify_version(result.version)
