@@ -1,5 +1,6 @@
 """The cost report: gather a listing, the run's stage counters and the training reads; price them
-(cost.py); render as Markdown (report_md.py), JSON, and HTML (report_html.py).
+(cost.py); render as Markdown (report_md.py), JSON, and HTML (report_html.py), both laying out
+the same tables (report_tables.py).
 
 Inputs it consumes:
 - the retention plan (retention.py): the listing with data and storage classes, before / after;

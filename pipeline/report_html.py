@@ -9,7 +9,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from pipeline.report_md import human_bytes, monthly_rows, retained_pairs, usd
+from pipeline import report_tables as tables
+from pipeline.report_tables import Table, human_bytes, usd
 
 SERIES = (
     ("retained_before", "retained now", "#4a6fa5"),
@@ -63,21 +64,21 @@ def chart_svg(by_class: list[dict[str, Any]], width: int = 900) -> str:
     return "".join(parts)
 
 
-def _table(header: list[str], rows: list[list[Any]], numeric_from: int = 1) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+def _table(t: Table) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = "".join(
         "<tr>"
         + "".join(
-            f"<td{' class=n' if i >= numeric_from else ''}>{_e(c)}</td>" for i, c in enumerate(r)
+            f"<td{' class=n' if i >= t.label_columns else ''}>{_e(c)}</td>" for i, c in enumerate(r)
         )
         + "</tr>"
-        for r in rows
+        for r in t.rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def format_html(r: dict[str, Any]) -> str:
-    b, f, once, a = r["before"], r["after"], r["apply_once"], r["assumptions"]
+    once, a = r["apply_once"], r["assumptions"]
     sections = [
         f"<h1>Cost report: {_e(r['dataset'])}</h1>",
         f"<p>{_e(r['generated_at'])} · GB = {a['bytes_per_gb']:,} B · pipeline runs/month"
@@ -86,72 +87,25 @@ def format_html(r: dict[str, Any]) -> str:
         "<h2>Retained vs read by data class</h2>",
         chart_svg(r["by_class"]),
         "<h2>Monthly cost</h2>",
-        _table(["", "now", "after retention plan"], monthly_rows(r)),
+        _table(tables.monthly_cost(r)),
         f"<p>The plan saves <b>{usd(r['savings_usd_per_month'])} per month</b>; applying it once"
         f" costs {usd(once['total_usd'])} ({once['copies']} COPY, minimum-duration charges"
         f" {usd(once['early_delete_usd'])}) and deletes {once['deletes']} objects"
         f" ({human_bytes(once['delete_bytes'])}).</p>",
         "<h2>Retained by data class and storage class</h2>",
-        _table(
-            ["data class", "storage class", "bytes", "$/month", "bytes after", "$/month after"],
-            [
-                [
-                    c,
-                    s,
-                    human_bytes(x["bytes"]),
-                    usd(x["usd_month"]),
-                    human_bytes(y["bytes"]),
-                    usd(y["usd_month"]),
-                ]
-                for c, s, x, y in retained_pairs(b["retained"], f["retained"])
-            ],
-            2,
-        ),
+        # the page is the short version: object counts stay in the Markdown (as per-object sizes
+        # and PUT costs below do)
+        _table(tables.retained(r).without("objects", "objects after")),
         "<h2>Pipeline and training I/O per month</h2>",
-        _table(
-            ["reader", "reads class", "bytes", "requests", "request $", "retrieval $"],
-            [
-                [
-                    s["stream"],
-                    s["data_class"],
-                    human_bytes(s["bytes_per_month"]),
-                    ", ".join(f"{k.upper()} {n:,.0f}" for k, n in s["requests"].items()) or "-",
-                    usd(sum(s["request_usd"].values())),
-                    usd(s["retrieval_usd"]),
-                ]
-                for s in f["reads"]
-            ],
-            2,
-        ),
-    ]
-    consumers = sorted({c for v in r["requests"].values() for c in v})
-    sections += [
+        _table(tables.reads(r)),
         "<h2>Requests by type</h2>",
-        _table(
-            ["kind", *consumers],
-            [
-                [k.upper(), *(f"{v.get(c, 0):,.0f}" for c in consumers)]
-                for k, v in r["requests"].items()
-            ],
-        ),
+        _table(tables.requests_by_type(r)),
     ]
     n = r["napkin"]
     if n:
         sections += [
             f"<h2>One epoch of training: small files vs shards ({_e(n['version'])})</h2>",
-            _table(
-                ["layout", "objects", "GET/epoch", "request $/epoch", "first-byte waits"],
-                [
-                    [
-                        name,
-                        f"{x['objects']:,}",
-                        f"{x['get_requests_per_epoch']:,.0f}",
-                        usd(x["request_usd_per_epoch"]),
-                        f"{x['first_byte_wait_s_per_epoch']:,.1f} s",
-                    ]
-                    for name, x in (("small files", n["small_files"]), ("shards", n["shards"]))
-                ],
-            ),
+            _table(tables.napkin(n).without("bytes/object", "PUT $ to write")),
         ]
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>Cost report"

@@ -1,74 +1,24 @@
-"""The cost report (report.py) as Markdown, for the terminal; helpers shared with the HTML page."""
+"""The cost report (report.py) as Markdown, for the terminal; the tables are report_tables.py's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1000
-    raise AssertionError
+from pipeline import report_tables as tables
+from pipeline.report_tables import Table, human_bytes, usd
 
 
-def usd(x: float) -> str:
-    """Dollars: cents from a cent up, else up to 6 decimals (small test datasets cost little)."""
-    sign = "-" if x < 0 else ""
-    x = abs(x)
-    if x == 0 or x >= 0.01:
-        return f"{sign}${x:,.2f}"
-    if x < 5e-7:
-        return f"{sign}<$0.000001"
-    return f"{sign}${x:.6f}".rstrip("0")
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def retained_pairs(before: list[dict], after: list[dict]) -> list[tuple[str, str, dict, dict]]:
-    """(data class, storage class, row now, row after) over both listings; absent rows are 0."""
-    zero = {"objects": 0, "bytes": 0, "usd_month": 0.0}
-    now = {(x["data_class"], x["storage_class"]): x for x in before}
-    later = {(x["data_class"], x["storage_class"]): x for x in after}
-    return [
-        (c, s, now.get((c, s), zero), later.get((c, s), zero))
-        for c, s in sorted(now.keys() | later.keys())
-    ]
-
-
-def monthly_rows(r: dict[str, Any]) -> list[list[str]]:
-    """The monthly-cost table: (what, now, after the plan)."""
-    b, f = r["before"], r["after"]
-
-    def ratio(m: dict) -> str:
-        return f"{m['retained_per_read']:.2f}" if m["retained_per_read"] else "n/a"
-
-    rows = [
-        [name, usd(b[k]), usd(f[k])]
-        for name, k in (
-            ("storage", "storage_usd"),
-            ("requests", "request_usd"),
-            ("retrieval", "retrieval_usd"),
-            ("total", "total_usd"),
-        )
-    ]
-    return rows + [
-        ["bytes retained", human_bytes(b["retained_bytes"]), human_bytes(f["retained_bytes"])],
-        [
-            "bytes read / month",
-            human_bytes(b["read_bytes_per_month"]),
-            human_bytes(f["read_bytes_per_month"]),
-        ],
-        ["retained / read", ratio(b), ratio(f)],
-    ]
+def _table(t: Table) -> list[str]:
+    lines = ["| " + " | ".join(t.headers) + " |", "|" + "|".join("---" for _ in t.headers) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in t.rows]
 
 
 def format_markdown(r: dict[str, Any]) -> str:
-    a, b, f = r["assumptions"], r["before"], r["after"]
+    a, once = r["assumptions"], r["apply_once"]
+    monthly = tables.monthly_cost(r)
+    monthly = Table(
+        monthly.headers, [[f"**{x}**" if x == "total" else x, *rest] for x, *rest in monthly.rows]
+    )
     lines = [
         f"# Cost report: {r['dataset']}",
         "",
@@ -78,13 +28,7 @@ def format_markdown(r: dict[str, Any]) -> str:
         "",
         "## Monthly cost",
         "",
-    ]
-    lines += _table(
-        ["", "now", "after retention plan"],
-        [[f"**{x}**" if x == "total" else x, y, z] for x, y, z in monthly_rows(r)],
-    )
-    once = r["apply_once"]
-    lines += [
+        *_table(monthly),
         "",
         f"The plan saves **{usd(r['savings_usd_per_month'])} per month**; applying it"
         f" once costs {usd(once['total_usd'])} ({once['copies']} COPY = "
@@ -94,103 +38,28 @@ def format_markdown(r: dict[str, Any]) -> str:
         "",
         "## Retained by data class and storage class",
         "",
-    ]
-    lines += _table(
-        [
-            "data class",
-            "storage class",
-            "objects",
-            "bytes",
-            "$/month",
-            "objects after",
-            "bytes after",
-            "$/month after",
-        ],
-        [
-            [
-                c,
-                sc,
-                f"{x['objects']:,}",
-                human_bytes(x["bytes"]),
-                usd(x["usd_month"]),
-                f"{y['objects']:,}",
-                human_bytes(y["bytes"]),
-                usd(y["usd_month"]),
-            ]
-            for c, sc, x, y in retained_pairs(b["retained"], f["retained"])
-        ],
-    )
-    lines += [
+        *_table(tables.retained(r)),
         "",
         "## Pipeline and training I/O per month (priced at the storage classes after the plan)",
         "",
+        *_table(tables.reads(r)),
+        "",
+        "## Requests by type",
+        "",
+        *_table(tables.requests_by_type(r)),
+        "",
+        "## Retained vs read by data class",
+        "",
+        *_table(tables.retained_vs_read(r)),
     ]
-    lines += _table(
-        ["reader", "reads class", "bytes", "requests", "request $", "retrieval $"],
-        [
-            [
-                s["stream"],
-                s["data_class"],
-                human_bytes(s["bytes_per_month"]),
-                ", ".join(f"{k.upper()} {n:,.0f}" for k, n in s["requests"].items()) or "-",
-                usd(sum(s["request_usd"].values())),
-                usd(s["retrieval_usd"]),
-            ]
-            for s in f["reads"]
-        ],
-    )
-    lines += ["", "## Requests by type", ""]
-    consumers = sorted({c for v in r["requests"].values() for c in v})
-    lines += _table(
-        ["kind", *consumers],
-        [
-            [k.upper(), *(f"{v.get(c, 0):,.0f}" for c in consumers)]
-            for k, v in r["requests"].items()
-        ],
-    )
-    lines += ["", "## Retained vs read by data class", ""]
-    lines += _table(
-        ["data class", "retained now", "retained after", "read / month"],
-        [
-            [
-                x["data_class"],
-                human_bytes(x["retained_before"]),
-                human_bytes(x["retained_after"]),
-                human_bytes(x["read_per_month"]),
-            ]
-            for x in r["by_class"]
-        ],
-    )
     n = r["napkin"]
     if n:
         lines += [
             "",
             f"## One epoch of training: one object per document vs shards (version {n['version']})",
             "",
+            *_table(tables.napkin(n)),
         ]
-        lines += _table(
-            [
-                "layout",
-                "objects",
-                "bytes/object",
-                "GET/epoch",
-                "request $/epoch",
-                f"first-byte waits ({n['latency_s'] * 1000:g} ms each)",
-                "PUT $ to write",
-            ],
-            [
-                [
-                    name,
-                    f"{x['objects']:,}",
-                    human_bytes(x["bytes_per_object"]),
-                    f"{x['get_requests_per_epoch']:,.0f}",
-                    usd(x["request_usd_per_epoch"]),
-                    f"{x['first_byte_wait_s_per_epoch']:,.1f} s",
-                    usd(x["put_usd_to_write"]),
-                ]
-                for name, x in (("small files", n["small_files"]), ("shards", n["shards"]))
-            ],
-        )
         if n["request_ratio"]:
             lines += [
                 "",

@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline.config import Config
@@ -123,27 +123,14 @@ def _with_ledger(obj: StoredObject, entry: dict[str, Any] | None, local: bool) -
     if not entry or entry.get("size") != obj.size:
         return obj
     if local and entry.get("mtime") == obj.mtime:
-        return StoredObject(
-            obj.root,
-            obj.key,
-            obj.uri,
-            obj.size,
-            obj.mtime,
-            entry["storage_class"],
-            entry["born"],
-            entry["since"],
+        return replace(
+            obj,
+            storage_class=entry["storage_class"],
+            born=entry["born"],
+            class_since=entry["since"],
         )
     if not local and entry.get("storage_class") == obj.storage_class:
-        return StoredObject(
-            obj.root,
-            obj.key,
-            obj.uri,
-            obj.size,
-            obj.mtime,
-            obj.storage_class,
-            entry["born"],
-            obj.mtime,
-        )
+        return replace(obj, born=entry["born"], class_since=obj.mtime)
     return obj  # rewritten since the ledger saw it
 
 
