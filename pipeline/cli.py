@@ -13,13 +13,19 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
     parser.add_argument("--input", help="input URI (folder, file:// or s3://), overrides input.uri")
     parser.add_argument("--output", help="output URI, overrides output.uri")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any config key, e.g. --set pack.shard_bytes=64MiB")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config key, e.g. --set pack.shard_bytes=64MiB",
+    )
 
 
 def _load(args: argparse.Namespace):
-    return load_config(args.config, input_uri=args.input, output_uri=args.output,
-                       overrides=args.set)
+    return load_config(
+        args.config, input_uri=args.input, output_uri=args.output, overrides=args.set
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -41,17 +47,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from pipeline.storage import Location
     from pipeline.verify import VerifyError, verify_version
 
-    storage = (load_config(args.config, check_paths=False).storage if args.config
-               else StorageConfig(endpoint_url=args.endpoint_url))
+    storage = (
+        load_config(args.config, check_paths=False).storage
+        if args.config
+        else StorageConfig(endpoint_url=args.endpoint_url)
+    )
     try:
         manifest = verify_version(Location.from_uri(args.uri, storage))
     except VerifyError as e:
         print(f"verify FAILED: {e}", file=sys.stderr)
         return 1
     counts = manifest["counts"]
-    print(f"verify OK: {manifest['name']} version {manifest['version']}:"
-          f" {len(manifest['shards'])} shards, {counts['docs_out']} documents,"
-          f" {counts['tokens']} tokens")
+    print(
+        f"verify OK: {manifest['name']} version {manifest['version']}:"
+        f" {len(manifest['shards'])} shards, {counts['docs_out']} documents,"
+        f" {counts['tokens']} tokens"
+    )
     return 0
 
 
@@ -75,9 +86,11 @@ def cmd_retain(args: argparse.Namespace) -> int:
     if args.apply:
         audit = apply_plan(plan, cfg)
         done = [e for e in audit if e["status"] == "done"]
-        print(f"applied: {len(done)} actions, {sum(e['bytes'] for e in done):,} bytes;"
-              f" {len(audit) - len(done)} skipped or failed"
-              + ("; audit log under _audit/" if audit else ""))
+        print(
+            f"applied: {len(done)} actions, {sum(e['bytes'] for e in done):,} bytes;"
+            f" {len(audit) - len(done)} skipped or failed"
+            + ("; audit log under _audit/" if audit else "")
+        )
         return 1 if any(e["status"].startswith("failed") for e in audit) else 0
     return 0
 
@@ -91,10 +104,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.retention import dataset_location
 
     cfg = _load(args)
-    report = build_report(cfg, run_id=args.run_id, stats_uri=args.stats,
-                          runs_per_month=args.runs_per_month,
-                          reader_stats_uri=args.reader_stats, epochs_per_month=args.epochs,
-                          range_bytes=args.range_bytes)
+    report = build_report(
+        cfg,
+        run_id=args.run_id,
+        stats_uri=args.stats,
+        runs_per_month=args.runs_per_month,
+        reader_stats_uri=args.reader_stats,
+        epochs_per_month=args.epochs,
+        range_bytes=args.range_bytes,
+    )
     print(format_markdown(report))
     if args.json:
         with open(args.json, "w") as f:
@@ -135,28 +153,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
     _add_config_args(retain)
-    retain.add_argument("--apply", action="store_true",
-                        help="delete / move what the plan lists and write an audit log")
+    retain.add_argument(
+        "--apply",
+        action="store_true",
+        help="delete / move what the plan lists and write an audit log",
+    )
     retain.add_argument("--verbose", action="store_true", help="one line per object")
-    retain.add_argument("--export-lifecycle", metavar="PATH",
-                        help="write the policy as S3 lifecycle rules (JSON) where S3 can say it")
+    retain.add_argument(
+        "--export-lifecycle",
+        metavar="PATH",
+        help="write the policy as S3 lifecycle rules (JSON) where S3 can say it",
+    )
     retain.set_defaults(func=cmd_retain)
 
     report = sub.add_parser("report", help="cost report: retained vs read, $ per month")
     _add_config_args(report)
-    report.add_argument("--run-id", help="whose _work/<run>/stats.json (default: the run of the"
-                                         " newest committed version)")
+    report.add_argument(
+        "--run-id",
+        help="whose _work/<run>/stats.json (default: the run of the newest committed version)",
+    )
     report.add_argument("--stats", help="a stage stats JSON file instead")
     report.add_argument("--runs-per-month", type=float, default=1.0)
     report.add_argument("--reader-stats", help="stream-reader counters JSON (training reads)")
-    report.add_argument("--epochs", type=float, default=1.0,
-                        help="training epochs per month (default 1)")
-    report.add_argument("--range-bytes", type=int, default=16 * 2**20,
-                        help="range GET size for the training estimate without reader stats")
+    report.add_argument(
+        "--epochs", type=float, default=1.0, help="training epochs per month (default 1)"
+    )
+    report.add_argument(
+        "--range-bytes",
+        type=int,
+        default=16 * 2**20,
+        help="range GET size for the training estimate without reader stats",
+    )
     report.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     report.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page")
-    report.add_argument("--store", action="store_true",
-                        help="store md/json/html under the dataset's _reports/")
+    report.add_argument(
+        "--store", action="store_true", help="store md/json/html under the dataset's _reports/"
+    )
     report.set_defaults(func=cmd_report)
 
     from pipeline.plan import add_plan_command

@@ -112,9 +112,18 @@ class Config(_Strict):
     def output_config(self) -> dict[str, Any]:
         """Everything that decides the dataset's bytes: not where data lives, not Ray, not
         retention or prices, and the tokenizer by content (see output_hash), not by path."""
-        return self.model_dump(mode="json", exclude={
-            "input": {"uri"}, "output": True, "storage": True, "ray": True,
-            "retention": True, "prices": True, "tokenize": {"tokenizer"}})
+        return self.model_dump(
+            mode="json",
+            exclude={
+                "input": {"uri"},
+                "output": True,
+                "storage": True,
+                "ray": True,
+                "retention": True,
+                "prices": True,
+                "tokenize": {"tokenizer"},
+            },
+        )
 
     def output_hash(self) -> str:
         data = self.output_config()
@@ -123,14 +132,25 @@ class Config(_Strict):
 
     def read_key(self) -> str:
         """Hash of what decides a unit's read output (fields, hash partitions)."""
-        return _digest({"layout": 1, "text_field": self.input.text_field,
-                        "id_field": self.input.id_field, "partitions": self.dedup.partitions})
+        return _digest(
+            {
+                "layout": 1,
+                "text_field": self.input.text_field,
+                "id_field": self.input.id_field,
+                "partitions": self.dedup.partitions,
+            }
+        )
 
     def token_key(self) -> str:
         """Hash of what decides a unit's token file besides its documents."""
-        return _digest({"layout": 1, "tokenizer": _file_digest(self.tokenize.tokenizer),
-                        "eos": self.tokenize.eos, "seed": self.pack.seed})
-
+        return _digest(
+            {
+                "layout": 1,
+                "tokenizer": _file_digest(self.tokenize.tokenizer),
+                "eos": self.tokenize.eos,
+                "seed": self.pack.seed,
+            }
+        )
 
 
 def _digest(data: Any) -> str:
@@ -150,7 +170,7 @@ def _resolve_local(uri: str, base: Path) -> str:
     if is_remote(uri):
         return uri
     if uri.startswith("file://"):
-        uri = uri[len("file://"):]
+        uri = uri[len("file://") :]
     path = Path(os.path.expanduser(uri))
     return str(path if path.is_absolute() else (base / path).resolve())
 

@@ -82,8 +82,14 @@ def exact_removals(rows: pa.Table) -> pa.Table:
     """Every row whose hash also belongs to a smaller (doc_id, source, row) is removed."""
     if rows.num_rows == 0:
         return REMOVED_SCHEMA.empty_table()
-    ordered = rows.sort_by([("hash", "ascending"), ("doc_id", "ascending"),
-                            ("source", "ascending"), ("row", "ascending")])
+    ordered = rows.sort_by(
+        [
+            ("hash", "ascending"),
+            ("doc_id", "ascending"),
+            ("source", "ascending"),
+            ("row", "ascending"),
+        ]
+    )
     hashes = ordered.column("hash").to_pylist()
     first = np.ones(len(hashes), dtype=bool)
     first[1:] = np.array([hashes[i] != hashes[i - 1] for i in range(1, len(hashes))], dtype=bool)

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 
 import h11
 
-_ERROR_XML = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
-              "<Message>{message}</Message><Resource>{resource}</Resource>"
-              "<RequestId>fault-proxy-{n}</RequestId></Error>")
+_ERROR_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+    "<Message>{message}</Message><Resource>{resource}</Resource>"
+    "<RequestId>fault-proxy-{n}</RequestId></Error>"
+)
 _MAX_BODY_READ = 1 << 16
 
 
@@ -62,8 +64,11 @@ class FaultPlan:
         for rule in self.permanent:
             if rule.matches(method, path):
                 return rule
-        for kind, every in (("slowdown", self.slowdown_every), ("reset", self.reset_every),
-                            ("stall", self.stall_every)):
+        for kind, every in (
+            ("slowdown", self.slowdown_every),
+            ("reset", self.reset_every),
+            ("stall", self.stall_every),
+        ):
             if every and n % every == 0:
                 return kind
         return None
@@ -85,16 +90,25 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._requests = 0
         # Every key exists from the start, so that another thread can copy the dict any time.
-        for key in ("requests", "forwarded", "slowdown", "reset", "stall", "permanent",
-                    "client_errors", "bytes_down"):
+        for key in (
+            "requests",
+            "forwarded",
+            "slowdown",
+            "reset",
+            "stall",
+            "permanent",
+            "client_errors",
+            "bytes_down",
+        ):
             self.counters[key] = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> FaultProxy:
         started = threading.Event()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, args=(started,), daemon=True,
-                                        name="fault-proxy")
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), daemon=True, name="fault-proxy"
+        )
         self._thread.start()
         if not started.wait(10):
             raise RuntimeError("fault proxy did not start")
@@ -109,7 +123,8 @@ class FaultProxy:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", 0))
+            asyncio.start_server(self._serve, "127.0.0.1", 0)
+        )
         port = self._server.sockets[0].getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{port}"
         started.set()
@@ -150,12 +165,21 @@ class FaultProxy:
                     return
                 if fault == "slowdown":
                     self.counters["slowdown"] += 1
-                    await _send_error(conn, writer, 503, "SlowDown",
-                                      "Please reduce your request rate.", path, n, method)
+                    await _send_error(
+                        conn,
+                        writer,
+                        503,
+                        "SlowDown",
+                        "Please reduce your request rate.",
+                        path,
+                        n,
+                        method,
+                    )
                 elif isinstance(fault, PermanentFault):
                     self.counters["permanent"] += 1
-                    await _send_error(conn, writer, fault.status, fault.code, fault.message,
-                                      path, n, method)
+                    await _send_error(
+                        conn, writer, fault.status, fault.code, fault.message, path, n, method
+                    )
                 else:
                     self.counters["forwarded"] += 1
                     await self._forward(conn, writer, request, body)
@@ -172,15 +196,17 @@ class FaultProxy:
             if not writer.is_closing():
                 writer.close()
 
-    async def _forward(self, conn: h11.Connection, writer: asyncio.StreamWriter,
-                       request: h11.Request, body: bytes) -> None:
+    async def _forward(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request, body: bytes
+    ) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self._upstream_addr)
         upstream = h11.Connection(h11.CLIENT)
         try:
             # The body is already here, so the client's Expect: 100-continue is answered by us.
             headers = [(k, v) for k, v in request.headers if k.lower() != b"expect"]
-            out = upstream.send(h11.Request(method=request.method, target=request.target,
-                                            headers=headers))
+            out = upstream.send(
+                h11.Request(method=request.method, target=request.target, headers=headers)
+            )
             if body:
                 out += upstream.send(h11.Data(data=body))
             out += upstream.send(h11.EndOfMessage())
@@ -190,8 +216,11 @@ class FaultProxy:
         finally:
             up_writer.close()
         self.counters["bytes_down"] += len(payload)
-        data = conn.send(h11.Response(status_code=response.status_code,
-                                      headers=response.headers, reason=response.reason))
+        data = conn.send(
+            h11.Response(
+                status_code=response.status_code, headers=response.headers, reason=response.reason
+            )
+        )
         if payload:
             data += conn.send(h11.Data(data=payload))
         data += conn.send(h11.EndOfMessage())
@@ -199,15 +228,15 @@ class FaultProxy:
         await writer.drain()
 
 
-async def _read_message(conn: h11.Connection, reader: asyncio.StreamReader,
-                        writer: asyncio.StreamWriter | None):
+async def _read_message(
+    conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None
+):
     """One whole request (server side) or response (client side): (head, body), or None at EOF."""
     head, body = None, bytearray()
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
-            if (writer is not None and head is not None
-                    and conn.they_are_waiting_for_100_continue):
+            if writer is not None and head is not None and conn.they_are_waiting_for_100_continue:
                 writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
                 await writer.drain()
             conn.receive_data(await reader.read(_MAX_BODY_READ))
@@ -224,8 +253,16 @@ async def _read_message(conn: h11.Connection, reader: asyncio.StreamReader,
         # h11.InformationalResponse from upstream (100 Continue): nothing to relay
 
 
-async def _send_error(conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
-                      code: str, message: str, resource: str, n: int, method: str) -> None:
+async def _send_error(
+    conn: h11.Connection,
+    writer: asyncio.StreamWriter,
+    status: int,
+    code: str,
+    message: str,
+    resource: str,
+    n: int,
+    method: str,
+) -> None:
     body = _ERROR_XML.format(code=code, message=message, resource=resource, n=n).encode()
     headers = [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
     data = conn.send(h11.Response(status_code=status, headers=headers))
@@ -245,21 +282,36 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.fault_proxy", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.fault_proxy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--upstream", required=True, help="the S3 endpoint to protect")
     parser.add_argument("--slowdown-every", type=int, default=0)
     parser.add_argument("--reset-every", type=int, default=0)
     parser.add_argument("--stall-every", type=int, default=0)
     parser.add_argument("--stall-seconds", type=float, default=5.0)
-    parser.add_argument("--deny", action="append", default=[], metavar="KEY_REGEX",
-                        help="answer GET/HEAD of matching keys 403 AccessDenied forever")
+    parser.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="KEY_REGEX",
+        help="answer GET/HEAD of matching keys 403 AccessDenied forever",
+    )
     args = parser.parse_args(argv)
-    plan = FaultPlan(args.slowdown_every, args.reset_every, args.stall_every, args.stall_seconds,
-                     tuple(PermanentFault(key) for key in args.deny))
+    plan = FaultPlan(
+        args.slowdown_every,
+        args.reset_every,
+        args.stall_every,
+        args.stall_seconds,
+        tuple(PermanentFault(key) for key in args.deny),
+    )
     with FaultProxy(args.upstream, plan) as proxy:
-        print(f"fault proxy on {proxy.endpoint} -> {args.upstream}; Ctrl-C prints the counts",
-              flush=True)
+        print(
+            f"fault proxy on {proxy.endpoint} -> {args.upstream}; Ctrl-C prints the counts",
+            flush=True,
+        )
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

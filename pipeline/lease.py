@@ -79,12 +79,15 @@ class Lease:
 
     def acquire(self) -> None:
         for _ in range(3):
-            if _create_exclusive(self.loc, self._body()):
+            body = self._body()
+            if _create_exclusive(self.loc, body):
                 return
             try:
                 holder = json.loads(self.loc.read_bytes())
             except (FileNotFoundError, ValueError):
                 continue  # released or half-visible meanwhile: try the create again
+            if holder == json.loads(body):
+                return  # our own create landed, but its answer was lost and the retry got 412
             if holder.get("expires_at", 0) > time.time() and not _holder_is_dead(holder):
                 raise LeaseHeld(
                     f"{self.loc.uri}: dataset is being written by run {holder.get('run_id')}"

@@ -31,8 +31,12 @@ TOKEN_INDEX_SCHEMA = pa.schema(
         ("length", pa.int64()),
     ]
 )
-SORT_KEYS = [("key", "ascending"), ("doc_id", "ascending"), ("source", "ascending"),
-             ("row", "ascending")]
+SORT_KEYS = [
+    ("key", "ascending"),
+    ("doc_id", "ascending"),
+    ("source", "ascending"),
+    ("row", "ascending"),
+]
 _KEY_SPACE = 2**64
 
 
@@ -49,8 +53,11 @@ def key_range(shard: int, shards: int) -> tuple[int, int]:
 def rows_in_range(sorted_keys: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
     """Index range [i0, i1) of keys in [lo, hi) within an ascending uint64 array."""
     i0 = int(np.searchsorted(sorted_keys, np.uint64(lo), side="left"))
-    i1 = len(sorted_keys) if hi >= _KEY_SPACE else int(
-        np.searchsorted(sorted_keys, np.uint64(hi), side="left"))
+    i1 = (
+        len(sorted_keys)
+        if hi >= _KEY_SPACE
+        else int(np.searchsorted(sorted_keys, np.uint64(hi), side="left"))
+    )
     return i0, i1
 
 

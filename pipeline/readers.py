@@ -24,7 +24,8 @@ truncated_file         a gzip/zstd stream ends early; row = offset where the los
                        (text: 0); the records before it are kept
 empty_file             the file has zero bytes (row -1)
 missing_text_column    a Parquet file has no text column (row -1)
-unreadable             opening or reading the object failed (row -1; detail = the error)
+unreadable             the object is missing, forbidden or undecodable (row -1; detail = the
+                       error); a transient failure (reset, timeout) fails the unit instead
 =====================  =======================================================================
 
 Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
@@ -37,6 +38,7 @@ import codecs
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -340,6 +342,21 @@ def _read_parquet(
             first_row += meta.num_rows
 
 
+# What retrying cannot fix: the object is missing, forbidden or undecodable. Anything else (a
+# connection reset or timeout left after the storage layer's retries) fails the unit instead, so
+# that an outage never turns into silently quarantined input; a rerun resumes the unit.
+PERMANENT_ERRORS = (
+    PermissionError,
+    FileNotFoundError,
+    IsADirectoryError,
+    ValueError,
+    EOFError,
+    gzip.BadGzipFile,
+    zlib.error,
+    zstandard.ZstdError,
+    pa.ArrowException,
+)
+
 _READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
@@ -356,7 +373,7 @@ def read_piece(
     reader = _READERS[piece["format"]]
     try:
         yield from reader(root / source, piece, (text_field, id_field), out)
-    except Exception as e:  # any failure of the object or its decoding: reported, not raised
+    except PERMANENT_ERRORS as e:  # the object itself is bad or forbidden: reported, not raised
         whole = piece["start"] == 0 and piece["end"] == piece["size"]
         where = "" if whole else f" (bytes {piece['start']}-{piece['end']})"
         out.problem(FILE_LEVEL, UNREADABLE, f"{type(e).__name__}: {e}{where}")

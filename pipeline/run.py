@@ -71,7 +71,8 @@ def ensure_ray(cfg: Config) -> None:
     if address:
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
     else:
-        ray.init(
+        ray.init(  # address="local": never join a cluster some other process started here
+            address="local",
             num_cpus=cfg.ray.num_cpus,
             include_dashboard=False,
             logging_level=logging.WARNING,
@@ -339,8 +340,12 @@ def _run_stages(
         "audit", [remote["merge_audit"].remote(layout, cfg.dedup.near.enabled and parts or 0)]
     )
 
+    # tasks get the tokenizer's bytes, not a path that exists only on the driver's disk
+    with open(cfg.tokenize.tokenizer, "rb") as f:
+        tokenizer_json = ray.put(f.read())
     tokenized = drv.stage(
-        "tokenize", [remote["tokenize_unit"].remote(layout, u, cfg) for u in unit_ids]
+        "tokenize",
+        [remote["tokenize_unit"].remote(layout, u, cfg, tokenizer_json) for u in unit_ids],
     )
     total_tokens = sum(r["tokens"] for r in tokenized)
     drv.reports[-1].docs = docs_out = sum(r["docs"] for r in tokenized)

@@ -27,7 +27,7 @@ from pipeline.megatron import ShardFormatError, ShardWriter, decode_index
 from pipeline.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, read_piece
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
-from pipeline.tokenize import load_tokenizer, tokenize_batches
+from pipeline.tokenize import tokenize_batches, tokenizer_from_json
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
@@ -152,7 +152,9 @@ _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascendin
 
 
 # -- tokenize --------------------------------------------------------------------------------
-def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any]:
+def tokenize_unit(
+    layout: RunLayout, unit_id: str, cfg: Config, tokenizer_json: bytes
+) -> dict[str, Any]:
     timer = _Timer()
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
@@ -168,7 +170,7 @@ def tokenize_unit(layout: RunLayout, unit_id: str, cfg: Config) -> dict[str, Any
             tokens=int(pc.sum(index["length"]).as_py() or 0),
             reused=True,
         )
-    tokenizer, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    tokenizer, info = tokenizer_from_json(tokenizer_json, cfg.tokenize.eos)
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()
     if removed.num_rows:

@@ -57,13 +57,21 @@ IO = IOCounters()
 _HOOK_ID = "pipeline.storage.count-requests"
 # S3 operation name -> IO counter; the names follow the price table's request kinds.
 _S3_REQUEST_KINDS = {
-    "ListObjectsV2": "list_requests", "ListObjects": "list_requests",
-    "ListObjectVersions": "list_requests", "ListMultipartUploads": "list_requests",
-    "GetObject": "get_requests", "HeadObject": "head_requests", "HeadBucket": "head_requests",
-    "PutObject": "put_requests", "CreateMultipartUpload": "put_requests",
-    "UploadPart": "put_requests", "CompleteMultipartUpload": "put_requests",
-    "CopyObject": "copy_requests", "UploadPartCopy": "copy_requests",
-    "DeleteObject": "delete_requests", "DeleteObjects": "delete_requests",
+    "ListObjectsV2": "list_requests",
+    "ListObjects": "list_requests",
+    "ListObjectVersions": "list_requests",
+    "ListMultipartUploads": "list_requests",
+    "GetObject": "get_requests",
+    "HeadObject": "head_requests",
+    "HeadBucket": "head_requests",
+    "PutObject": "put_requests",
+    "CreateMultipartUpload": "put_requests",
+    "UploadPart": "put_requests",
+    "CompleteMultipartUpload": "put_requests",
+    "CopyObject": "copy_requests",
+    "UploadPartCopy": "copy_requests",
+    "DeleteObject": "delete_requests",
+    "DeleteObjects": "delete_requests",
     "AbortMultipartUpload": "delete_requests",
 }
 
@@ -92,11 +100,13 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
     """s3fs keyword arguments from a StorageConfig (credentials stay in the environment)."""
     if options is None or not uri.startswith("s3://"):
         return {}
-    kwargs: dict[str, Any] = {"config_kwargs": {
-        "max_pool_connections": options.max_pool_connections,
-        "retries": {"max_attempts": options.retries, "mode": "standard"},
-        "read_timeout": options.read_timeout,
-    }}
+    kwargs: dict[str, Any] = {
+        "config_kwargs": {
+            "max_pool_connections": options.max_pool_connections,
+            "retries": {"max_attempts": options.retries, "mode": "standard"},
+            "read_timeout": options.read_timeout,
+        }
+    }
     client: dict[str, Any] = {}
     if options.endpoint_url:
         client["endpoint_url"] = options.endpoint_url
@@ -137,7 +147,7 @@ class Location:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
 
     def relative_to(self, root: Location) -> str:
-        return self.path[len(root.path.rstrip("/")) + 1:]
+        return self.path[len(root.path.rstrip("/")) + 1 :]
 
     # -- reads -------------------------------------------------------------------------------
     def _count_requests(self, **requests: int) -> None:
@@ -205,11 +215,13 @@ class Location:
             counted = _CountingWriter(f)
             try:
                 yield counted
-            except BaseException:
+                f.close()  # the PUT (or CompleteMultipartUpload) that makes the object visible
+            except BaseException as e:
                 with contextlib.suppress(Exception):
                     f.discard()
+                if isinstance(e, OSError) and hasattr(e, "add_note"):  # s3fs's do not name it
+                    e.add_note(f"writing {self.uri} failed; nothing was committed there")
                 raise
-            f.close()
         IO.add(bytes_written=counted.bytes)
 
     def write_bytes(self, data: bytes) -> None:

@@ -29,17 +29,27 @@ class TokenizerInfo:
     dtype: str  # numpy dtype name of the tokens on disk
 
     def as_dict(self) -> dict:
-        return {"fingerprint": self.fingerprint, "vocab_size": self.vocab_size,
-                "eos": self.eos, "eos_id": self.eos_id, "dtype": self.dtype}
+        return {
+            "fingerprint": self.fingerprint,
+            "vocab_size": self.vocab_size,
+            "eos": self.eos,
+            "eos_id": self.eos_id,
+            "dtype": self.dtype,
+        }
 
 
 def load_tokenizer(path: str, eos: str) -> tuple[Tokenizer, TokenizerInfo]:
     with open(path, "rb") as f:
-        raw = f.read()
+        return tokenizer_from_json(f.read(), eos, path)
+
+
+def tokenizer_from_json(
+    raw: bytes, eos: str, name: str = "tokenizer.json"
+) -> tuple[Tokenizer, TokenizerInfo]:
     tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
     eos_id = tokenizer.token_to_id(eos)
     if eos_id is None:
-        raise ValueError(f"EOS token {eos!r} is not in tokenizer {path}")
+        raise ValueError(f"EOS token {eos!r} is not in tokenizer {name}")
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
     info = TokenizerInfo(
         fingerprint=hashlib.sha256(raw).hexdigest(),
@@ -53,8 +63,11 @@ def load_tokenizer(path: str, eos: str) -> tuple[Tokenizer, TokenizerInfo]:
 
 def _encode(tokenizer: Tokenizer, texts: list[str]):
     fast = getattr(tokenizer, "encode_batch_fast", None)
-    return fast(texts, add_special_tokens=False) if fast else tokenizer.encode_batch(
-        texts, add_special_tokens=False)
+    return (
+        fast(texts, add_special_tokens=False)
+        if fast
+        else tokenizer.encode_batch(texts, add_special_tokens=False)
+    )
 
 
 def tokenize_texts(
@@ -89,6 +102,9 @@ def _to_arrays(encodings, eos_id: int, dtype: np.dtype) -> tuple[np.ndarray, np.
     id_lists = [e.ids for e in encodings]
     lengths = np.fromiter((len(ids) + 1 for ids in id_lists), dtype=np.int64, count=len(id_lists))
     eos = (eos_id,)
-    flat = np.fromiter(chain.from_iterable(chain(ids, eos) for ids in id_lists),
-                       dtype=dtype, count=int(lengths.sum()))
+    flat = np.fromiter(
+        chain.from_iterable(chain(ids, eos) for ids in id_lists),
+        dtype=dtype,
+        count=int(lengths.sum()),
+    )
     return flat, lengths

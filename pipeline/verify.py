@@ -25,8 +25,9 @@ def verify_version(location: Location) -> dict:
     tokens = docs = 0
     for i, shard in enumerate(manifest["shards"]):
         where = f"{version.uri}: shard {i}"
-        idx_buf = _read_checked(version / shard["idx"], shard["idx_bytes"],
-                                shard["idx_xxh3_128"], where)
+        idx_buf = _read_checked(
+            version / shard["idx"], shard["idx_bytes"], shard["idx_xxh3_128"], where
+        )
         try:
             info = decode_index(idx_buf)
         except ShardFormatError as e:
@@ -34,24 +35,36 @@ def verify_version(location: Location) -> dict:
         if info.dtype != dtype:
             raise VerifyError(f"{where}: {shard['idx']} dtype {info.dtype} != manifest {dtype}")
         if info.bin_size != shard["bin_bytes"]:
-            raise VerifyError(f"{where}: {shard['idx']} describes {info.bin_size} bytes of tokens,"
-                              f" manifest says {shard['bin_bytes']}")
+            raise VerifyError(
+                f"{where}: {shard['idx']} describes {info.bin_size} bytes of tokens,"
+                f" manifest says {shard['bin_bytes']}"
+            )
         if info.tokens != shard["tokens"] or info.sequence_count != shard["documents"]:
-            raise VerifyError(f"{where}: index holds {info.tokens} tokens in {info.sequence_count}"
-                              f" documents, manifest says {shard['tokens']} in"
-                              f" {shard['documents']}")
+            raise VerifyError(
+                f"{where}: index holds {info.tokens} tokens in {info.sequence_count}"
+                f" documents, manifest says {shard['tokens']} in"
+                f" {shard['documents']}"
+            )
         _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
         tokens += shard["tokens"]
         docs += shard["documents"]
     counts = manifest["counts"]
     if tokens != counts["tokens"] or docs != counts["docs_out"]:
-        raise VerifyError(f"{version.uri}: shards hold {tokens} tokens / {docs} documents, counts"
-                          f" say {counts['tokens']} / {counts['docs_out']}")
-    accounted = (counts["docs_out"] + counts["removed_exact"] + counts["removed_near"]
-                 + counts["quarantined"])
+        raise VerifyError(
+            f"{version.uri}: shards hold {tokens} tokens / {docs} documents, counts"
+            f" say {counts['tokens']} / {counts['docs_out']}"
+        )
+    accounted = (
+        counts["docs_out"]
+        + counts["removed_exact"]
+        + counts["removed_near"]
+        + counts["quarantined"]
+    )
     if accounted != counts["docs_in"]:
-        raise VerifyError(f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
-                          f" quarantined = {accounted}")
+        raise VerifyError(
+            f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
+            f" quarantined = {accounted}"
+        )
     return manifest
 
 

@@ -24,7 +24,7 @@ PLANTED = json.loads((REPO / "sample" / "_planted.json").read_text())
 
 @pytest.fixture(scope="module")
 def ray_local():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -32,8 +32,12 @@ def ray_local():
 def run_sample(tmp_path, *sets):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path), overrides=list(sets))
     result = run_pipeline(cfg, show_progress=False)
-    layout = RunLayout(Location.from_uri(str(tmp_path)) / "sample",
-                       result.manifest["run"]["run_id"], cfg.read_key(), cfg.token_key())
+    layout = RunLayout(
+        Location.from_uri(str(tmp_path)) / "sample",
+        result.manifest["run"]["run_id"],
+        cfg.read_key(),
+        cfg.token_key(),
+    )
     return cfg, result, layout
 
 
@@ -50,8 +54,11 @@ def survivors_of_exact(layout: RunLayout) -> list[dict]:
     gone = {(r["source"], r["row"]) for r in removals(layout, "exact")}
     docs = []
     for unit in sorted(set(layout.units.read_parquet()["unit_id"].to_pylist())):
-        docs += [d for d in layout.read_docs(unit).read_parquet().to_pylist()
-                 if (d["source"], d["row"]) not in gone]
+        docs += [
+            d
+            for d in layout.read_docs(unit).read_parquet().to_pylist()
+            if (d["source"], d["row"]) not in gone
+        ]
     return docs
 
 
@@ -59,9 +66,14 @@ def test_distributed_equals_single_process_reference(sample):
     cfg, result, layout = sample
     docs = survivors_of_exact(layout)
     composite = [f"{d['doc_id']}\x00{d['source']}\x00{d['row']:020d}" for d in docs]
-    params = minhash.MinHashParams(num_perm=cfg.dedup.near.num_perm, bands=cfg.dedup.near.bands,
-                                   rows=cfg.dedup.near.rows, seed=cfg.dedup.near.seed,
-                                   threshold=cfg.dedup.near.threshold, ngram=cfg.dedup.near.ngram)
+    params = minhash.MinHashParams(
+        num_perm=cfg.dedup.near.num_perm,
+        bands=cfg.dedup.near.bands,
+        rows=cfg.dedup.near.rows,
+        seed=cfg.dedup.near.seed,
+        threshold=cfg.dedup.near.threshold,
+        ngram=cfg.dedup.near.ngram,
+    )
     reference = components.near_duplicate_removals([d["text"] for d in docs], composite, params)
     expected = {tuple(c.split("\x00")[1:]) for c in reference["doc_id"].to_pylist()}
     got = {(r["source"], f"{r['row']:020d}") for r in removals(layout, "near")}
@@ -71,8 +83,11 @@ def test_distributed_equals_single_process_reference(sample):
 def test_planted_close_copies_are_removed(sample):
     _, _, layout = sample
     removed = {(r["source"], r["row"]) for r in layout.removed.read_parquet().to_pylist()}
-    close = [(p["copy"], p["parent"]) for p in PLANTED["near_duplicates"]
-             if p["jaccard_to_parent"] >= 0.88]
+    close = [
+        (p["copy"], p["parent"])
+        for p in PLANTED["near_duplicates"]
+        if p["jaccard_to_parent"] >= 0.88
+    ]
     close += [(p["a"], p["b"]) for p in PLANTED["natural_near_duplicates"] if p["jaccard"] >= 0.88]
     assert len(close) >= 30
     for a, b in close:  # one of each close pair is gone, across files and units
@@ -89,11 +104,14 @@ def test_each_removed_document_resembles_a_kept_one(sample):
         kept = (r["kept_source"], r["kept_row"])
         assert kept in docs and kept not in removed  # the representative survives
         assert r["similarity"] >= cfg.dedup.near.threshold
-        a, b = (minhash.shingle_set(normalize(docs[k]["text"]).lower()) for k in
-                ((r["source"], r["row"]), kept))
+        a, b = (
+            minhash.shingle_set(normalize(docs[k]["text"]).lower())
+            for k in ((r["source"], r["row"]), kept)
+        )
         assert minhash.exact_jaccard(a, b) >= 0.6  # a true neighbour, not a chained stranger
-        sigs = minhash.signatures([docs[(r["source"], r["row"])]["text"], docs[kept]["text"]],
-                                  params)
+        sigs = minhash.signatures(
+            [docs[(r["source"], r["row"])]["text"], docs[kept]["text"]], params
+        )
         assert np.isclose(minhash.estimated_jaccard(sigs[0], sigs[1]), r["similarity"])
 
 
@@ -102,8 +120,9 @@ def test_independent_of_partitions_and_units(sample, tmp_path):
     _, other, other_layout = run_sample(tmp_path, "dedup.partitions=1", "ingest.unit_bytes=16MiB")
     key = ("doc_id", "source", "row", "rule", "kept_source", "kept_row", "similarity")
     rows = sorted(tuple(r[k] for k in key) for r in layout.removed.read_parquet().to_pylist())
-    other_rows = sorted(tuple(r[k] for k in key)
-                        for r in other_layout.removed.read_parquet().to_pylist())
+    other_rows = sorted(
+        tuple(r[k] for k in key) for r in other_layout.removed.read_parquet().to_pylist()
+    )
     assert rows == other_rows
     assert other.manifest["shards"] == result.manifest["shards"]
 

@@ -26,7 +26,7 @@ SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
 
 @pytest.fixture(scope="module")
 def ray_local():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -51,8 +51,12 @@ def test_rerun_of_a_committed_run_writes_nothing(ray_local, tmp_path):
 def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
     first = run_pipeline(cfg, show_progress=False)
-    layout = RunLayout(Location.from_uri(str(tmp_path)) / "sample", first.manifest["run"]["run_id"],
-                       cfg.read_key(), cfg.token_key())
+    layout = RunLayout(
+        Location.from_uri(str(tmp_path)) / "sample",
+        first.manifest["run"]["run_id"],
+        cfg.read_key(),
+        cfg.token_key(),
+    )
     units = sorted({u["unit_id"] for u in layout.units.read_parquet().to_pylist()})
     # a crash mid-unit: no completion marker, a half-written temp file, no committed version
     layout.read_done(units[0]).remove()
@@ -66,14 +70,29 @@ def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path):
 
 
 def test_driver_killed_mid_run_then_rerun_is_byte_identical(ray_local, tmp_path):
-    reference = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "ref")),
-                             show_progress=False)
+    reference = run_pipeline(
+        load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "ref")), show_progress=False
+    )
     out = tmp_path / "crash"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config",
-                             str(SAMPLE_CONFIG), "--output", str(out), "--quiet"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--config",
+            str(SAMPLE_CONFIG),
+            "--output",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while not list(out.glob("sample/_work/units/*/*.done.json")):
         assert proc.poll() is None and time.monotonic() < deadline, "run ended before the kill"
@@ -91,16 +110,20 @@ def test_driver_killed_mid_run_then_rerun_is_byte_identical(ray_local, tmp_path)
 def test_concurrent_run_is_refused(ray_local, tmp_path):
     lease = tmp_path / "sample" / "_work" / "lease.json"
     lease.parent.mkdir(parents=True)
-    holder = {"run_id": "other", "host": "another-host", "pid": 1,
-              "acquired_at": time.time(), "expires_at": time.time() + 600}
+    holder = {
+        "run_id": "other",
+        "host": "another-host",
+        "pid": 1,
+        "acquired_at": time.time(),
+        "expires_at": time.time() + 600,
+    }
     lease.write_text(json.dumps(holder))
     with pytest.raises(LeaseHeld, match="refusing a concurrent run"):
         run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
     assert json.loads(lease.read_text()) == holder  # the holder's lease is untouched
     holder["expires_at"] = time.time() - 1  # an expired lease is taken over
     lease.write_text(json.dumps(holder))
-    result = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)),
-                          show_progress=False)
+    result = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
     assert result.version.exists() and not lease.exists()
 
 
@@ -108,12 +131,15 @@ def test_added_file_reuses_unchanged_units(ray_local, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     for i in range(12):
-        lines = [json.dumps({"id": f"{i}-{j}", "text": f"file {i} document {j} " + "x " * 40})
-                 for j in range(50)]
+        lines = [
+            json.dumps({"id": f"{i}-{j}", "text": f"file {i} document {j} " + "x " * 40})
+            for j in range(50)
+        ]
         (data / f"part-{i}.jsonl").write_text("\n".join(lines) + "\n")
     sets = ["ingest.unit_bytes=4KiB"]
-    cfg = load_config(SAMPLE_CONFIG, input_uri=str(data), output_uri=str(tmp_path / "out"),
-                      overrides=sets)
+    cfg = load_config(
+        SAMPLE_CONFIG, input_uri=str(data), output_uri=str(tmp_path / "out"), overrides=sets
+    )
     first = run_pipeline(cfg, show_progress=False)
     # a file lands in the middle of the path order: only the units next to it are cut anew
     (data / "part-3a.jsonl").write_text(json.dumps({"id": "new", "text": "a new document"}) + "\n")

@@ -33,14 +33,15 @@ SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
 @pytest.fixture(scope="module")
 def ray_local(s3_server):
     """One local Ray for the module, started after the S3 fixture so workers see its env."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
 
 def sample_config(tmp_path: Path, *sets: str, **kwargs):
-    return load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "out"), overrides=list(sets),
-                       **kwargs)
+    return load_config(
+        SAMPLE_CONFIG, output_uri=str(tmp_path / "out"), overrides=list(sets), **kwargs
+    )
 
 
 def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
@@ -52,8 +53,12 @@ def sample_run(ray_local, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sample")
     cfg = sample_config(tmp)
     result = run_pipeline(cfg, show_progress=False)
-    result.layout = RunLayout(Location.from_uri(cfg.output.uri) / cfg.name,
-                              result.manifest["run"]["run_id"], cfg.read_key(), cfg.token_key())
+    result.layout = RunLayout(
+        Location.from_uri(cfg.output.uri) / cfg.name,
+        result.manifest["run"]["run_id"],
+        cfg.read_key(),
+        cfg.token_key(),
+    )
     return result
 
 
@@ -71,8 +76,9 @@ def test_token_stream_decodes_to_kept_documents(sample_run):
     dataset = layout.dataset
     removed_loc = dataset / manifest["lineage"]["removed"]
     removed = {(r["source"], r["row"]) for r in removed_loc.read_parquet().to_pylist()}
-    units = {u["unit_id"] for u in (dataset / manifest["lineage"]["units"]).read_parquet()
-             .to_pylist()}
+    units = {
+        u["unit_id"] for u in (dataset / manifest["lineage"]["units"]).read_parquet().to_pylist()
+    }
     kept = Counter()
     for unit in units:
         for d in layout.read_docs(unit).read_parquet().to_pylist():
@@ -82,8 +88,10 @@ def test_token_stream_decodes_to_kept_documents(sample_run):
     eos = manifest["tokenizer"]["eos_id"]
     decoded = Counter()
     for shard in manifest["shards"]:
-        docs = read_shard((sample_run.version / shard["bin"]).read_bytes(),
-                          (sample_run.version / shard["idx"]).read_bytes())
+        docs = read_shard(
+            (sample_run.version / shard["bin"]).read_bytes(),
+            (sample_run.version / shard["idx"]).read_bytes(),
+        )
         for tokens in docs:
             assert tokens[-1] == eos and eos not in tokens[:-1]
             decoded[tokenizer.decode(tokens[:-1].tolist(), skip_special_tokens=False)] += 1
@@ -94,25 +102,46 @@ def test_exact_duplicates_keep_smallest_id(sample_run):
     dataset = Location(sample_run.version.fs, sample_run.version.path.rsplit("/", 1)[0])
     removed = (dataset / sample_run.manifest["lineage"]["removed"]).read_parquet().to_pylist()
     exact = [r for r in removed if r["rule"] == "exact"]
-    assert exact and all((r["kept_id"], r["kept_source"], r["kept_row"])
-                         < (r["doc_id"], r["source"], r["row"]) for r in exact)
+    assert exact and all(
+        (r["kept_id"], r["kept_source"], r["kept_row"]) < (r["doc_id"], r["source"], r["row"])
+        for r in exact
+    )
     # duplicates across different files were found (not only within one file)
     assert any(r["source"] != r["kept_source"] for r in exact)
 
 
 def test_same_bytes_whatever_units_partitions_and_workers(sample_run, tmp_path):
-    other = run_pipeline(sample_config(tmp_path, "ingest.unit_bytes=64MiB",
-                                       "dedup.partitions=1"), show_progress=False)
-    assert shard_bytes(other.version, other.manifest) == shard_bytes(sample_run.version,
-                                                                      sample_run.manifest)
+    other = run_pipeline(
+        sample_config(tmp_path, "ingest.unit_bytes=64MiB", "dedup.partitions=1"),
+        show_progress=False,
+    )
+    assert shard_bytes(other.version, other.manifest) == shard_bytes(
+        sample_run.version, sample_run.manifest
+    )
     for key in ("counts", "shards", "tokenizer"):
         assert other.manifest[key] == sample_run.manifest[key]
     # a separate process with a one-CPU Ray: the same bytes again
     out = tmp_path / "one-worker"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(SAMPLE_CONFIG),
-                    "--output", str(out), "--set", "ray.num_cpus=1", "--quiet"],
-                   check=True, env=env, cwd=REPO, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--config",
+            str(SAMPLE_CONFIG),
+            "--output",
+            str(out),
+            "--set",
+            "ray.num_cpus=1",
+            "--quiet",
+        ],
+        check=True,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+    )
     single = resolve_version(Location.from_uri(str(out / "sample")))
     manifest = json.loads((single / MANIFEST).read_bytes())
     assert shard_bytes(single, manifest) == shard_bytes(sample_run.version, sample_run.manifest)
@@ -153,8 +182,12 @@ def test_verify_catches_damage(sample_run, tmp_path, damage):
         target.unlink()
     with pytest.raises(VerifyError, match=r"shard 1"):
         verify_version(Location.from_uri(str(copy)))
-    result = subprocess.run([sys.executable, "-m", "pipeline", "verify", str(copy)],
-                            capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "verify", str(copy)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 1 and "shard 1" in result.stderr
 
 
@@ -162,14 +195,18 @@ def test_s3_input_and_output_give_identical_bytes(sample_run, s3_bucket, s3_stor
     fs = Location.from_uri(f"s3://{s3_bucket}", s3_storage).fs
     fs.put(str(REPO / "sample") + "/", f"{s3_bucket}/raw/", recursive=True)
     fs.invalidate_cache()
-    cfg = load_config(SAMPLE_CONFIG, input_uri=f"s3://{s3_bucket}/raw",
-                      output_uri=f"s3://{s3_bucket}/out",
-                      overrides=[f"storage.endpoint_url={s3_storage.endpoint_url}"])
+    cfg = load_config(
+        SAMPLE_CONFIG,
+        input_uri=f"s3://{s3_bucket}/raw",
+        output_uri=f"s3://{s3_bucket}/out",
+        overrides=[f"storage.endpoint_url={s3_storage.endpoint_url}"],
+    )
     result = run_pipeline(cfg, show_progress=False)
     assert result.version.uri.startswith("s3://")
     verify_version(result.version)
-    assert shard_bytes(result.version, result.manifest) == shard_bytes(sample_run.version,
-                                                                        sample_run.manifest)
+    assert shard_bytes(result.version, result.manifest) == shard_bytes(
+        sample_run.version, sample_run.manifest
+    )
     assert comparable(result.manifest) == comparable(sample_run.manifest)
     text = json.dumps(result.manifest)
     assert "testing" not in text  # the dummy credentials never reach an output
@@ -181,8 +218,12 @@ def test_input_override_points_at_another_folder(ray_local, tmp_path):
     (data / "a.jsonl").write_text('{"text": "first document here"}\n{"text": "second one"}\n')
     (data / "b.txt").write_text("a plain text document")
     (data / "c.jsonl").write_text('{"text": "first document here"}\n')
-    result = run_pipeline(load_config(SAMPLE_CONFIG, input_uri=f"file://{tmp_path}/mine",
-                                      output_uri=f"file://{tmp_path}/out"), show_progress=False)
+    result = run_pipeline(
+        load_config(
+            SAMPLE_CONFIG, input_uri=f"file://{tmp_path}/mine", output_uri=f"file://{tmp_path}/out"
+        ),
+        show_progress=False,
+    )
     c = result.manifest["counts"]
     assert (c["docs_in"], c["docs_out"], c["removed_exact"]) == (4, 3, 1)
     verify_version(result.version)
@@ -200,14 +241,25 @@ def test_bad_inputs_are_quarantined_and_accounted(ray_local, tmp_path):
     (data / "zero.jsonl").write_bytes(b"")
     blob = gzip.compress(b'{"text": "compressed doc one"}\n{"text": "compressed doc two"}\n')
     (data / "cut.jsonl.gz").write_bytes(blob[: len(blob) - 12])
-    cfg = load_config(SAMPLE_CONFIG, input_uri=str(data), output_uri=str(tmp_path / "out"),
-                      overrides=["ingest.max_error_rate=0.5"])
+    cfg = load_config(
+        SAMPLE_CONFIG,
+        input_uri=str(data),
+        output_uri=str(tmp_path / "out"),
+        overrides=["ingest.max_error_rate=0.5"],
+    )
     result = run_pipeline(cfg, show_progress=False)
     c = result.manifest["counts"]
     assert c["docs_in"] == c["docs_out"] + c["removed_exact"] + c["removed_near"] + c["quarantined"]
     reasons = set(c["quarantined_by_reason"])
-    assert {"malformed_json", "empty_text", "missing_text", "non_string_text", "invalid_utf8",
-            "empty_file", "truncated_file"} <= reasons
+    assert {
+        "malformed_json",
+        "empty_text",
+        "missing_text",
+        "non_string_text",
+        "invalid_utf8",
+        "empty_file",
+        "truncated_file",
+    } <= reasons
     dataset = Location.from_uri(str(tmp_path / "out" / "sample"))
     listing = (dataset / result.manifest["lineage"]["quarantine"]).read_parquet().to_pylist()
     assert len(listing) == c["quarantined"]
@@ -224,17 +276,29 @@ def test_error_rate_stops_the_run(ray_local, tmp_path):
     assert committed_versions(Location.from_uri(str(tmp_path / "out" / "sample"))) == []
 
 
-@pytest.mark.parametrize("yaml_text, key", [
-    ("name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\nbogus: 1\n",
-     "bogus"),
-    ("name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\n"
-     "pack: {shard_bytes: lots}\n", "pack.shard_bytes"),
-    ("name: x\ninput: {uri: ./nowhere}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\n",
-     "input.uri"),
-    ("name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: missing.json}\n",
-     "tokenize.tokenizer"),
-    ("name: x\ninput: {uri: .}\noutput: {uri: o}\n", "tokenize"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, key",
+    [
+        (
+            "name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\nbogus: 1\n",
+            "bogus",
+        ),
+        (
+            "name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\n"
+            "pack: {shard_bytes: lots}\n",
+            "pack.shard_bytes",
+        ),
+        (
+            "name: x\ninput: {uri: ./nowhere}\noutput: {uri: o}\ntokenize: {tokenizer: t.json}\n",
+            "input.uri",
+        ),
+        (
+            "name: x\ninput: {uri: .}\noutput: {uri: o}\ntokenize: {tokenizer: missing.json}\n",
+            "tokenize.tokenizer",
+        ),
+        ("name: x\ninput: {uri: .}\noutput: {uri: o}\n", "tokenize"),
+    ],
+)
 def test_config_errors_name_key_and_file(tmp_path, yaml_text, key):
     shutil.copy(REPO / "configs" / "tokenizer.json", tmp_path / "t.json")
     path = tmp_path / "bad.yaml"
@@ -242,9 +306,13 @@ def test_config_errors_name_key_and_file(tmp_path, yaml_text, key):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert key in str(err.value) and str(path) in str(err.value)
-    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(path)],
-                            capture_output=True, text=True, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 2 and key in result.stderr
     assert not (tmp_path / "o").exists()
 

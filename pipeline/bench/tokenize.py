@@ -40,20 +40,26 @@ def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> 
 def time_raw(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
     start, tokens = time.perf_counter(), 0
     for i in range(0, len(texts), batch):
-        tokens += sum(len(e.ids) + 1 for e in _encode(tokenizer, texts[i:i + batch]))
+        tokens += sum(len(e.ids) + 1 for e in _encode(tokenizer, texts[i : i + batch]))
     return time.perf_counter() - start, tokens
 
 
 def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int]:
-    layout = RunLayout(Location.from_uri(work), f"bench-{time.monotonic_ns()}", "read",
-                       f"tok-{time.monotonic_ns()}")
+    layout = RunLayout(
+        Location.from_uri(work),
+        f"bench-{time.monotonic_ns()}",
+        "read",
+        f"tok-{time.monotonic_ns()}",
+    )
     layout.read_docs("u0").write_parquet(docs, **stages.DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     start = time.perf_counter()
-    tok = stages.tokenize_unit(layout, "u0", cfg)
-    shards = shard_count(tok["tokens"] * (2 if info.dtype == "uint16" else 4),
-                         int(cfg.pack.shard_bytes))
+    with open(cfg.tokenize.tokenizer, "rb") as f:
+        tok = stages.tokenize_unit(layout, "u0", cfg, f.read())
+    shards = shard_count(
+        tok["tokens"] * (2 if info.dtype == "uint16" else 4), int(cfg.pack.shard_bytes)
+    )
     version = layout.version("bench")
     for k in range(shards):
         stages.pack_shard(layout, version, k, shards, [("u0", tok["removed"])], info.dtype)
@@ -73,10 +79,15 @@ def main(argv: list[str] | None = None) -> None:
     texts = docs["text"].to_pylist()
     mb = sum(len(t.encode()) for t in texts) / 1e6
     with tempfile.TemporaryDirectory() as work:
-        cfg = Config.model_validate({
-            "name": "bench", "input": {"uri": args.input}, "output": {"uri": work},
-            "tokenize": {"tokenizer": args.tokenizer, "batch_docs": args.batch_docs},
-            "pack": {"shard_bytes": args.shard_bytes}})
+        cfg = Config.model_validate(
+            {
+                "name": "bench",
+                "input": {"uri": args.input},
+                "output": {"uri": work},
+                "tokenize": {"tokenizer": args.tokenizer, "batch_docs": args.batch_docs},
+                "pack": {"shard_bytes": args.shard_bytes},
+            }
+        )
         tokenizer, _ = load_tokenizer(args.tokenizer, cfg.tokenize.eos)
         raw, piped = [], []
         for _ in range(args.repeat):
@@ -87,14 +98,22 @@ def main(argv: list[str] | None = None) -> None:
     if raw_tokens != pipe_tokens:
         raise SystemExit(f"token counts differ: raw {raw_tokens} vs pipeline {pipe_tokens}")
     figures = {
-        "docs": len(texts), "mb": round(mb, 2), "tokens": raw_tokens,
-        "raw_tokens_per_s": round(raw_tokens / raw_s), "pipeline_tokens_per_s":
-        round(pipe_tokens / pipe_s), "ratio": round(raw_s / pipe_s, 3)}
+        "docs": len(texts),
+        "mb": round(mb, 2),
+        "tokens": raw_tokens,
+        "raw_tokens_per_s": round(raw_tokens / raw_s),
+        "pipeline_tokens_per_s": round(pipe_tokens / pipe_s),
+        "ratio": round(raw_s / pipe_s, 3),
+    }
     print(f"{'path':<32} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
-    print(f"{'raw encode_batch_fast':<32} {raw_s:>8.2f} {raw_tokens / raw_s:>12,.0f}"
-          f" {mb / raw_s:>8.2f}")
-    print(f"{'pipeline tokenize+pack':<32} {pipe_s:>8.2f} {pipe_tokens / pipe_s:>12,.0f}"
-          f" {mb / pipe_s:>8.2f}")
+    print(
+        f"{'raw encode_batch_fast':<32} {raw_s:>8.2f} {raw_tokens / raw_s:>12,.0f}"
+        f" {mb / raw_s:>8.2f}"
+    )
+    print(
+        f"{'pipeline tokenize+pack':<32} {pipe_s:>8.2f} {pipe_tokens / pipe_s:>12,.0f}"
+        f" {mb / pipe_s:>8.2f}"
+    )
     print(f"({len(texts)} docs, {mb:.1f} MB, best of {args.repeat} alternating runs)")
     print(json.dumps(figures))
 
