@@ -9,10 +9,10 @@ per document is collecting its ids, which the API makes unavoidable.
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -80,31 +80,30 @@ def tokenize_texts(
 def tokenize_batches(
     tokenizer: Tokenizer, batches: Iterable[list[str]], eos_id: int, dtype: np.dtype
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """tokenize_texts over a stream of batches, encoding batch i+1 while batch i is converted.
+    """tokenize_texts over a stream of batches, in order, two batches at a time.
 
-    The tokenizer releases the GIL while it encodes, so the Python-side conversion and writing of
-    one batch overlap the Rust-side encoding of the next instead of adding to it.
+    The tokenizer releases the GIL while it encodes, and the conversion to numpy lets it go
+    between documents, so one batch's conversion overlaps the next one's encoding instead of
+    adding to it. At most three batches are held at once.
     """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending: deque = deque()
         for texts in batches:
-            submitted = pool.submit(_encode, tokenizer, texts)
-            if pending is not None:
-                yield _to_arrays(pending.result(), eos_id, dtype)
-            pending = submitted
-        if pending is not None:
-            yield _to_arrays(pending.result(), eos_id, dtype)
+            pending.append(pool.submit(tokenize_texts, tokenizer, texts, eos_id, dtype))
+            if len(pending) > 2:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _to_arrays(encodings, eos_id: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    if not encodings:
-        return np.empty(0, dtype=dtype), np.empty(0, dtype=np.int64)
-    id_lists = [e.ids for e in encodings]
-    lengths = np.fromiter((len(ids) + 1 for ids in id_lists), dtype=np.int64, count=len(id_lists))
-    eos = (eos_id,)
-    flat = np.fromiter(
-        chain.from_iterable(chain(ids, eos) for ids in id_lists),
-        dtype=dtype,
-        count=int(lengths.sum()),
-    )
+    lengths = np.fromiter((len(e) + 1 for e in encodings), dtype=np.int64, count=len(encodings))
+    flat = np.empty(int(lengths.sum()), dtype=dtype)
+    pos = 0
+    for encoding in encodings:  # one slice assignment per document, not a Python step per token
+        ids = encoding.ids
+        end = pos + len(ids)
+        flat[pos:end] = ids
+        flat[end] = eos_id
+        pos = end + 1
     return flat, lengths
