@@ -136,6 +136,12 @@ BENCHES = {
 }
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    # a benchmark prints its own table and JSON line; what its main() returns is not an exit code
+    importlib.import_module(BENCHES[args.name]).main(args.rest)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -198,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks (each prints a table and a JSON last line)")
     bench.add_argument("name", choices=sorted(BENCHES))
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own options")
-    bench.set_defaults(func=lambda a: importlib.import_module(BENCHES[a.name]).main(a.rest) or 0)
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
