@@ -8,7 +8,9 @@ does the framing). Then, by the request's number n (1, 2, ... over all connectio
 - else every `slowdown_every`-th request is answered 503 SlowDown (S3's "reduce your request
   rate"), every `reset_every`-th gets a TCP reset, every `stall_every`-th gets no answer for
   `stall_seconds` (longer than the client's read timeout) and then a closed connection;
-- else the request is forwarded upstream and the answer relayed unchanged.
+- else the request is forwarded upstream and the answer relayed unchanged; the first `count`
+  requests matching a hold rule are kept waiting `seconds` before that, so a test knows its client
+  is mid-request (`holding` names the clients waiting now).
 A faulted request never reaches the upstream, so a retry can not apply a write twice (which
 matters for conditional writes such as If-None-Match). `counters` tells what happened, as an
 independent check of the client's retries. `/moto-api/` requests are never faulted.
@@ -51,12 +53,26 @@ class PermanentFault:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """Keep the first `count` matching requests waiting `seconds`, then forward them."""
+
+    key: str
+    seconds: float
+    count: int = 1
+    methods: tuple[str, ...] = ("GET",)
+
+    def matches(self, method: str, path: str) -> bool:
+        return method in self.methods and re.search(self.key, path) is not None
+
+
+@dataclass(frozen=True)
 class FaultPlan:
     slowdown_every: int = 0  # 0: never
     reset_every: int = 0
     stall_every: int = 0
     stall_seconds: float = 5.0
     permanent: tuple[PermanentFault, ...] = ()
+    holds: tuple[Hold, ...] = ()
 
     def fault_for(self, n: int, method: str, path: str) -> str | PermanentFault | None:
         if path.startswith("/moto-api/"):
@@ -89,6 +105,10 @@ class FaultProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._requests = 0
+        self._holds_left = [rule.count for rule in self.plan.holds]
+        # (host, port) of each client whose request is being held now: a test finds the process
+        # stuck in it by that socket address.
+        self.holding: list[tuple[str, int]] = []
         # Every key exists from the start, so that another thread can copy the dict any time.
         for key in (
             "requests",
@@ -97,6 +117,7 @@ class FaultProxy:
             "reset",
             "stall",
             "permanent",
+            "held",
             "client_errors",
             "bytes_down",
         ):
@@ -181,6 +202,7 @@ class FaultProxy:
                         conn, writer, fault.status, fault.code, fault.message, path, n, method
                     )
                 else:
+                    await self._hold_if_planned(method, path, writer)
                     self.counters["forwarded"] += 1
                     await self._forward(conn, writer, request, body)
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
@@ -195,6 +217,19 @@ class FaultProxy:
         finally:
             if not writer.is_closing():
                 writer.close()
+
+    async def _hold_if_planned(self, method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        for i, rule in enumerate(self.plan.holds):
+            if self._holds_left[i] and rule.matches(method, path):
+                self._holds_left[i] -= 1
+                self.counters["held"] += 1
+                client = writer.get_extra_info("peername")[:2]
+                self.holding.append(client)
+                try:
+                    await asyncio.sleep(rule.seconds)
+                finally:
+                    self.holding.remove(client)
+                return
 
     async def _forward(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request, body: bytes
@@ -299,13 +334,25 @@ def main(argv: list[str] | None = None) -> None:
         metavar="KEY_REGEX",
         help="answer GET/HEAD of matching keys 403 AccessDenied forever",
     )
+    parser.add_argument(
+        "--hold",
+        action="append",
+        default=[],
+        metavar="KEY_REGEX=SECONDS",
+        help="keep the first GET of a matching key waiting SECONDS before forwarding it",
+    )
     args = parser.parse_args(argv)
+    holds = []
+    for spec in args.hold:
+        key, _, seconds = spec.rpartition("=")
+        holds.append(Hold(key, float(seconds)))
     plan = FaultPlan(
         args.slowdown_every,
         args.reset_every,
         args.stall_every,
         args.stall_seconds,
         tuple(PermanentFault(key) for key in args.deny),
+        tuple(holds),
     )
     with FaultProxy(args.upstream, plan) as proxy:
         print(
