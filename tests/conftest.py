@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+import ray
 import s3fs
 
 from pipeline.config import StorageConfig
@@ -50,3 +51,13 @@ def s3_upload(s3_bucket: str, s3_storage: StorageConfig) -> Callable[[dict[str, 
         return root
 
     return put
+
+
+@pytest.fixture(scope="module")
+def ray_local(s3_server):
+    """A local Ray per test module, started after the S3 fixture so that its workers inherit
+    the dummy AWS environment; address="local" never joins another process's cluster."""
+    ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

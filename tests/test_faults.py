@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 
 from pipeline.config import load_config
 from pipeline.fault_proxy import FaultPlan, FaultProxy, PermanentFault
@@ -32,15 +31,6 @@ SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
 
 def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
     return [(version / s[k]).read_bytes() for s in manifest["shards"] for k in ("bin", "idx")]
-
-
-@pytest.fixture(scope="module")
-def ray_local(s3_server):
-    """A local Ray for the module, started after the S3 fixture so workers see its env."""
-    ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def s3_config(bucket: str, endpoint: str, output: str, *sets: str):

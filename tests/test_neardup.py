@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
 from pipeline import components, minhash
 from pipeline.config import load_config
@@ -20,13 +19,6 @@ from pipeline.text import normalize
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
 PLANTED = json.loads((REPO / "sample" / "_planted.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def run_sample(tmp_path, *sets):

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 
 from pipeline.config import load_config
 from pipeline.layout import RunLayout
@@ -22,13 +21,6 @@ from pipeline.storage import Location
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def files_under(root: Path) -> dict[str, int]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import ray
 import xxhash
 from tokenizers import Tokenizer
 
@@ -28,14 +27,6 @@ from pipeline.verify import VerifyError, verify_version
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
-
-
-@pytest.fixture(scope="module")
-def ray_local(s3_server):
-    """One local Ray for the module, started after the S3 fixture so workers see its env."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def sample_config(tmp_path: Path, *sets: str, **kwargs):

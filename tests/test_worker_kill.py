@@ -37,15 +37,6 @@ HOLD_SECONDS = 12.0
 DEADLINE_SECONDS = 60.0
 
 
-@pytest.fixture(scope="module")
-def ray_local(s3_server):
-    """A local Ray for the module, started after the S3 fixture so workers see its env."""
-    ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def s3_config(bucket: str, endpoint: str, output: str):
     return load_config(
         SAMPLE_CONFIG,

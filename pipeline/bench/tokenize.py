@@ -125,8 +125,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{'pipeline tokenize+pack':<32} {pipe_s:>8.2f} {pipe_tokens / pipe_s:>12,.0f}"
         f" {mb / pipe_s:>8.2f}"
     )
-    print(f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each;"
-          f" ratio = median of the pairs' ratios {[round(r, 3) for r in pair_ratios]})")
+    print(
+        f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each;"
+        f" ratio = median of the pairs' ratios {[round(r, 3) for r in pair_ratios]})"
+    )
     print(json.dumps(figures))
 
 

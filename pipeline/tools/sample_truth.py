@@ -183,7 +183,7 @@ documents of 300 B to 30 KB.
 Records in `web/` carry string ids and a `meta` object, `docs/` integer ids, the Parquet file has
 the columns `id`, `text`, `package`; `forum/*.ndjson` records and `books/*.txt` files have no id
 (derived: xxh3_64 hex of `"<source>\\x00<row>"`). `web/2024/part-0001.jsonl.gz` escapes
-non-ASCII characters as `\\uXXXX`, the other JSONL files store them as UTF-8.
+non-ASCII characters as `\\u00e9`-style escapes, the other JSONL files store them as UTF-8.
 Files without documents (a lister skips them, a reader must survive the zero-byte
 `web/part-0006.jsonl`): {skip}; also this README and `_planted.json`.
 
