@@ -64,6 +64,7 @@ def _holder_is_dead(holder: dict) -> bool:
 class Lease:
     def __init__(self, loc: Location, run_id: str, ttl_s: float = 900.0) -> None:
         self.loc, self.run_id, self.ttl_s = loc, run_id, ttl_s
+        self.renewed_at = time.monotonic()
 
     def _body(self) -> bytes:
         now = time.time()
@@ -80,6 +81,7 @@ class Lease:
     def acquire(self) -> None:
         for _ in range(3):
             body = self._body()
+            self.renewed_at = time.monotonic()
             if _create_exclusive(self.loc, body):
                 return
             try:
@@ -100,6 +102,12 @@ class Lease:
 
     def renew(self) -> None:
         self.loc.write_bytes(self._body())
+        self.renewed_at = time.monotonic()
+
+    def renew_if_due(self) -> None:
+        """Renew once a third of the expiry has passed, so a long stage never lets it lapse."""
+        if time.monotonic() - self.renewed_at > self.ttl_s / 3:
+            self.renew()
 
     def release(self) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -81,8 +81,10 @@ def ensure_ray(cfg: Config) -> None:
         )
 
 
-def _gather(name: str, futures: list, show: bool) -> list[dict]:
-    """Wait for a stage's tasks with a progress bar; results keep the submission order."""
+def _gather(name: str, futures: list, show: bool, tick=None) -> list[dict]:
+    """Wait for a stage's tasks with a progress bar; results keep the submission order.
+
+    `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
     results: dict = {}
     pending = list(futures)
     with tqdm(
@@ -94,9 +96,12 @@ def _gather(name: str, futures: list, show: bool) -> list[dict]:
         leave=True,
     ) as bar:
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            results[ready[0]] = ray.get(ready[0])
-            bar.update(1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+            if tick is not None:
+                tick()
+            for ref in ready:
+                results[ref] = ray.get(ref)
+                bar.update(1)
     return [results[f] for f in futures]
 
 
@@ -142,11 +147,16 @@ class _Driver:
         }
         self.reports: list[StageReport] = []
         self.task_stats: list[dict] = []
+        self.lease = None  # held while stages run: renewed well before it expires
+
+    def keep_lease(self) -> None:
+        if self.lease is not None:
+            self.lease.renew_if_due()
 
     def stage(self, name: str, futures: list, merge: bool = False) -> list[dict]:
         """Run one wave of tasks; with merge, count it into the previous report of that name."""
         t0 = time.perf_counter()
-        results = _gather(name, futures, self.show)
+        results = _gather(name, futures, self.show, tick=self.keep_lease)
         io: Counter = Counter()
         for r in results:
             io.update(r.get("io", {}))
@@ -193,12 +203,11 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
     if already is not None:
         return already
     with held(layout.lease, run_id) as lease:
+        drv.lease = lease
         layout.inputs.write_parquet(inputs)
         layout.units.write_parquet(units)
         layout.skipped.write_parquet(listed["skipped"])
-        result = _run_stages(
-            drv, cfg, layout, input_root, units, listed, input_digest, started, lease
-        )
+        result = _run_stages(drv, cfg, layout, input_root, units, listed, input_digest, started)
         layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
     _after_commit(cfg, dataset, result)
     return result
@@ -291,7 +300,6 @@ def _run_stages(
     listed: dict,
     input_digest: str,
     started: dt.datetime,
-    lease,
 ) -> RunResult:
     remote = drv.remote
     unit_ids = sorted(set(units["unit_id"].to_pylist()))
@@ -311,7 +319,6 @@ def _run_stages(
         quarantined.update(r["quarantined"])
         for p in r["partitions"]:
             writers[p].append(r["unit"])
-    lease.renew()
 
     [_] = drv.stage("quarantine", [remote["merge_quarantine"].remote(layout, unit_ids)])
     n_bad = sum(quarantined.values())
@@ -332,10 +339,8 @@ def _run_stages(
     )
     drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
     drv.stage("exact", [remote["merge_exact"].remote(layout, parts)], merge=True)
-    lease.renew()
     if cfg.dedup.near.enabled:
         _near_dedup(drv, cfg, layout, unit_ids)
-        lease.renew()
     [audit] = drv.stage(
         "audit", [remote["merge_audit"].remote(layout, cfg.dedup.near.enabled and parts or 0)]
     )
@@ -349,7 +354,6 @@ def _run_stages(
     )
     total_tokens = sum(r["tokens"] for r in tokenized)
     drv.reports[-1].docs = docs_out = sum(r["docs"] for r in tokenized)
-    lease.renew()
 
     _, tok_info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     itemsize = 2 if tok_info.dtype == "uint16" else 4

@@ -146,3 +146,18 @@ def test_added_file_reuses_unchanged_units(ray_local, tmp_path):
     third = run_pipeline(cfg, show_progress=False)
     read = next(s for s in third.stages if s.name == "read+hash")
     assert 1 <= read.tasks - read.reused <= 2
+
+
+def test_lease_is_renewed_before_it_expires(tmp_path):
+    from pipeline.lease import Lease
+
+    lease = Lease(Location.from_uri(str(tmp_path / "lease.json")), "run", ttl_s=0.3)
+    lease.acquire()
+    first = json.loads((tmp_path / "lease.json").read_text())["expires_at"]
+    lease.renew_if_due()  # too early: nothing written
+    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] == first
+    time.sleep(0.15)
+    lease.renew_if_due()
+    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] > first
+    lease.release()
+    assert not (tmp_path / "lease.json").exists()
