@@ -58,24 +58,32 @@ def hash_rows(docs: pa.Table, unit_id: str) -> pa.Table:
     )
 
 
+def _hash_words(hashes: pa.Array) -> np.ndarray:
+    """The 16-byte hashes as an (n, 2) array of little-endian uint64 words (no copy)."""
+    data = pc.cast(hashes, pa.binary(16))
+    if len(data) == 0:
+        return np.empty((0, 2), dtype="<u8")
+    raw = np.frombuffer(data.buffers()[1], dtype="<u8")
+    return raw[2 * data.offset : 2 * (data.offset + len(data))].reshape(-1, 2)
+
+
 def partition_of(hashes: pa.Array, partitions: int) -> np.ndarray:
     """Partition index of each 16-byte hash (its first 8 bytes, little-endian, modulo P)."""
-    raw = np.frombuffer(pc.cast(hashes, pa.binary(16)).buffers()[1], dtype="<u8")
-    first_words = raw[0::2][: len(hashes)] if len(hashes) else raw[:0]
-    return (first_words % np.uint64(partitions)).astype(np.int64)
+    return (_hash_words(hashes)[:, 0] % np.uint64(partitions)).astype(np.int64)
+
+
+def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
+    """The rows of each partition that has any, given each row's partition index."""
+    order = np.argsort(parts, kind="stable")
+    bounds = np.flatnonzero(np.diff(parts[order])) + 1
+    return {
+        int(parts[idx[0]]): rows.take(pa.array(idx)) for idx in np.split(order, bounds) if len(idx)
+    }
 
 
 def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
-    if rows.num_rows == 0:
-        return {}
-    parts = partition_of(rows.column("hash").combine_chunks(), partitions)
-    order = np.argsort(parts, kind="stable")
-    sorted_parts = parts[order]
-    bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-    out = {}
-    for idx in np.split(order, bounds):
-        out[int(parts[idx[0]])] = rows.take(pa.array(idx))
-    return out
+    """Hash rows split by the partition of their hash (exact/p<part>/<unit>.parquet)."""
+    return split_rows(rows, partition_of(rows.column("hash").combine_chunks(), partitions))
 
 
 def exact_removals(rows: pa.Table) -> pa.Table:
@@ -90,10 +98,10 @@ def exact_removals(rows: pa.Table) -> pa.Table:
             ("row", "ascending"),
         ]
     )
-    hashes = ordered.column("hash").to_pylist()
-    first = np.ones(len(hashes), dtype=bool)
-    first[1:] = np.array([hashes[i] != hashes[i - 1] for i in range(1, len(hashes))], dtype=bool)
-    keeper_index = np.maximum.accumulate(np.where(first, np.arange(len(hashes)), 0))
+    words = _hash_words(ordered.column("hash").combine_chunks())
+    first = np.ones(len(words), dtype=bool)
+    first[1:] = (words[1:] != words[:-1]).any(axis=1)
+    keeper_index = np.maximum.accumulate(np.where(first, np.arange(len(words)), 0))
     removed = np.flatnonzero(~first)
     keepers = pa.array(keeper_index[removed])
     dropped = ordered.take(pa.array(removed))

@@ -56,6 +56,12 @@ class RunLayout:
     read_key: str
     token_key: str
 
+    @classmethod
+    def for_config(cls, cfg, run_id: str) -> RunLayout:
+        """The layout of run `run_id` of the dataset a Config (pipeline.config) writes."""
+        dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
+        return cls(dataset, run_id, cfg.read_key(), cfg.token_key())
+
     @property
     def work(self) -> Location:
         return self.dataset / WORK_DIR

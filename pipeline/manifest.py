@@ -54,6 +54,16 @@ class ManifestError(Exception):
     """A version is not a committed, well-formed dataset."""
 
 
+def documents_accounted(counts: dict[str, int]) -> int:
+    """Documents out + removed (per rule) + quarantined: must equal documents in."""
+    return (
+        counts["docs_out"]
+        + counts["removed_exact"]
+        + counts["removed_near"]
+        + counts["quarantined"]
+    )
+
+
 def build_manifest(
     cfg,
     layout,

@@ -36,7 +36,7 @@ import xxhash
 
 from pipeline import components, minhash
 from pipeline.config import Config
-from pipeline.exact import REMOVED_SCHEMA
+from pipeline.exact import REMOVED_SCHEMA, split_rows
 from pipeline.layout import RunLayout
 from pipeline.stages import peak_rss_mb
 from pipeline.storage import IO
@@ -87,17 +87,12 @@ def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
     return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
 
 
-def _split_write(table: pa.Table, parts: np.ndarray, n: int, path_of) -> list[int]:
+def _split_write(table: pa.Table, parts: np.ndarray, path_of) -> list[int]:
     """Write the rows of each partition to path_of(p); return the partitions written."""
-    written = []
-    order = np.argsort(parts, kind="stable")
-    bounds = np.searchsorted(parts[order], np.arange(n + 1))
-    for p in range(n):
-        idx = order[bounds[p] : bounds[p + 1]]
-        if len(idx):
-            path_of(p).write_parquet(table.take(pa.array(idx)))
-            written.append(p)
-    return written
+    pieces = split_rows(table, parts)
+    for p, rows in pieces.items():
+        path_of(p).write_parquet(rows)
+    return sorted(pieces)
 
 
 def _read_all(locations) -> list[pa.Table]:
@@ -130,7 +125,6 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     sig_parts = _split_write(
         rows,
         components.partition_of(keys, n),
-        n,
         lambda q: layout.near / f"sig/q{q:04d}/{unit}.parquet",
     )
     bands = minhash.band_hashes(sigs, params)
@@ -143,7 +137,6 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     band_parts = _split_write(
         band_rows,
         (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
-        n,
         lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet",
     )
     return _summary(
@@ -166,7 +159,6 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
     written = _split_write(
         table,
         components.partition_of(edges[:, 0], n),
-        n,
         lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet",
     )
     return _summary(start, io0, part=part, candidates=len(edges), parts=written)
@@ -201,7 +193,6 @@ def near_attach(
     written = _split_write(
         out,
         components.partition_of(b, n),
-        n,
         lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet",
     )
     return _summary(start, io0, part=q, edges=len(a), parts=written)
@@ -244,7 +235,6 @@ def near_members(
     written = _split_write(
         members,
         components.partition_of(labels, n),
-        n,
         lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet",
     )
     return _summary(start, io0, part=q, members=len(nodes), parts=written)

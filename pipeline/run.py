@@ -25,7 +25,13 @@ from pipeline import components, neardup, stages
 from pipeline.config import Config
 from pipeline.layout import RunLayout, new_version_id
 from pipeline.lease import held
-from pipeline.manifest import ManifestError, build_manifest, commit_manifest, load_manifest
+from pipeline.manifest import (
+    ManifestError,
+    build_manifest,
+    commit_manifest,
+    documents_accounted,
+    load_manifest,
+)
 from pipeline.pack import shard_count
 from pipeline.storage import Location
 from pipeline.tokenize import load_tokenizer
@@ -191,14 +197,13 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
     started = dt.datetime.now(dt.timezone.utc)
     drv = _Driver(cfg, show_progress)
     input_root = Location.from_uri(cfg.input.uri, cfg.storage)
-    dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
 
     [listed] = drv.stage("list", [drv.remote["list_stage"].remote(input_root, cfg)])
     inputs, units = listed["inputs"], listed["units"]
     drv.reports[-1].docs, drv.reports[-1].bytes = listed["files"], listed["bytes"]
     input_digest = _table_digest(inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{input_digest}".encode())
-    layout = RunLayout(dataset, run_id, cfg.read_key(), cfg.token_key())
+    layout = RunLayout.for_config(cfg, run_id)
     already = _already_committed(layout)
     if already is not None:
         return already
@@ -209,7 +214,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
         layout.skipped.write_parquet(listed["skipped"])
         result = _run_stages(drv, cfg, layout, input_root, units, listed, input_digest, started)
         layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
-    _after_commit(cfg, dataset, result)
+    _after_commit(cfg, layout.dataset, result)
     return result
 
 
@@ -380,12 +385,7 @@ def _run_stages(
         "tokens": sum(s["tokens"] for s in packed),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
     }
-    accounted = (
-        counts["docs_out"]
-        + counts["removed_exact"]
-        + counts["removed_near"]
-        + counts["quarantined"]
-    )
+    accounted = documents_accounted(counts)
     if accounted != docs_in or counts["docs_out"] != docs_out:
         raise RunError(
             f"accounting does not balance: docs_in {docs_in} != out + removed +"

@@ -7,6 +7,7 @@ then marked done, so a rerun skips finished units (resume).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import time
@@ -23,11 +24,12 @@ from pipeline import exact, pack
 from pipeline.config import Config
 from pipeline.ingest import cut_units, list_inputs
 from pipeline.layout import RunLayout
-from pipeline.megatron import ShardFormatError, ShardWriter, decode_index
+from pipeline.megatron import ShardWriter
 from pipeline.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, read_piece
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
 from pipeline.tokenize import tokenize_batches, tokenizer_from_json
+from pipeline.verify import verify_shard
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
@@ -244,25 +246,7 @@ def pack_shard(
                 sl = slice(i, i + 4096)
                 writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
         info = writer.close()
-    _read_back(bin_loc, info.bin_bytes, info.bin_xxh3_128)
-    idx_buf = _read_back(idx_loc, info.idx_bytes, info.idx_xxh3_128)
-    decode_index(idx_buf)
-    return timer.summary(
-        shard=shard,
-        bin=bin_loc.name,
-        idx=idx_loc.name,
-        bin_bytes=info.bin_bytes,
-        idx_bytes=info.idx_bytes,
-        tokens=info.tokens,
-        documents=info.documents,
-        bin_xxh3_128=info.bin_xxh3_128,
-        idx_xxh3_128=info.idx_xxh3_128,
-    )
-
-
-def _read_back(loc: Location, size: int, checksum: str) -> bytes:
-    """A shard counts as written only once storage returns the same bytes."""
-    data = loc.read_bytes()
-    if len(data) != size or xxhash.xxh3_128_hexdigest(data) != checksum:
-        raise ShardFormatError(f"{loc.uri}: read-back differs from what was written")
-    return data
+    shard_entry = {"bin": bin_loc.name, "idx": idx_loc.name, **dataclasses.asdict(info)}
+    # a shard counts as written only once storage returns what the manifest will claim
+    verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
+    return timer.summary(shard=shard, **shard_entry)

@@ -13,7 +13,6 @@ from pipeline import components, minhash
 from pipeline.config import load_config
 from pipeline.layout import RunLayout
 from pipeline.run import run_pipeline
-from pipeline.storage import Location
 from pipeline.text import normalize
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,12 +23,7 @@ PLANTED = json.loads((REPO / "sample" / "_planted.json").read_text())
 def run_sample(tmp_path, *sets):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path), overrides=list(sets))
     result = run_pipeline(cfg, show_progress=False)
-    layout = RunLayout(
-        Location.from_uri(str(tmp_path)) / "sample",
-        result.manifest["run"]["run_id"],
-        cfg.read_key(),
-        cfg.token_key(),
-    )
+    layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     return cfg, result, layout
 
 

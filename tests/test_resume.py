@@ -43,12 +43,7 @@ def test_rerun_of_a_committed_run_writes_nothing(ray_local, tmp_path):
 def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
     first = run_pipeline(cfg, show_progress=False)
-    layout = RunLayout(
-        Location.from_uri(str(tmp_path)) / "sample",
-        first.manifest["run"]["run_id"],
-        cfg.read_key(),
-        cfg.token_key(),
-    )
+    layout = RunLayout.for_config(cfg, first.manifest["run"]["run_id"])
     units = sorted({u["unit_id"] for u in layout.units.read_parquet().to_pylist()})
     # a crash mid-unit: no completion marker, a half-written temp file, no committed version
     layout.read_done(units[0]).remove()

@@ -44,12 +44,7 @@ def sample_run(ray_local, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sample")
     cfg = sample_config(tmp)
     result = run_pipeline(cfg, show_progress=False)
-    result.layout = RunLayout(
-        Location.from_uri(cfg.output.uri) / cfg.name,
-        result.manifest["run"]["run_id"],
-        cfg.read_key(),
-        cfg.token_key(),
-    )
+    result.layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     return result
 
 
