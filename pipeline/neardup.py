@@ -25,7 +25,6 @@ returns the verified edges routed for the first component round) -> components.s
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,7 @@ from pipeline import components, minhash
 from pipeline.config import Config
 from pipeline.exact import REMOVED_SCHEMA, split_rows
 from pipeline.layout import RunLayout
-from pipeline.stages import peak_rss_mb
-from pipeline.storage import IO
+from pipeline.stages import TaskTimer
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
 
@@ -60,15 +58,6 @@ def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
     pairs = zip(sources, rows, strict=True)
     keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]
     return np.array(keys, dtype=np.uint64).view(np.int64)
-
-
-def _summary(start: float, io_before: dict, **fields: Any) -> dict[str, Any]:
-    return {
-        **fields,
-        "seconds": time.perf_counter() - start,
-        "io": IO.delta(IO.snapshot(), io_before),
-        "peak_rss_mb": peak_rss_mb(),
-    }
 
 
 def _sig_table(sigs: np.ndarray) -> pa.Array:
@@ -101,7 +90,7 @@ def _read_all(locations) -> list[pa.Table]:
 
 # -- per unit ---------------------------------------------------------------------------------
 def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]:
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     params, n = params_of(cfg), cfg.dedup.partitions
     docs = layout.read_docs(unit).read_parquet()
     with layout.exact_removed_all.open_read() as f:
@@ -139,15 +128,13 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
         (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
         lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet",
     )
-    return _summary(
-        start, io0, unit=unit, docs=docs.num_rows, sig_parts=sig_parts, band_parts=band_parts
-    )
+    return timer.summary(unit=unit, docs=docs.num_rows, sig_parts=sig_parts, band_parts=band_parts)
 
 
 # -- per partition ----------------------------------------------------------------------------
 def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict[str, Any]:
     """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     tables = _read_all(layout.near / f"bands/p{part:04d}/{u}.parquet" for u in units)
     rows = pa.concat_tables(tables) if tables else pa.table({"band_hash": [], "key": []})
     edges = (
@@ -161,7 +148,7 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
         components.partition_of(edges[:, 0], n),
         lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet",
     )
-    return _summary(start, io0, part=part, candidates=len(edges), parts=written)
+    return timer.summary(part=part, candidates=len(edges), parts=written)
 
 
 def _load_sigs(layout: RunLayout, q: int, units: list[str]) -> pa.Table:
@@ -181,11 +168,11 @@ def near_attach(
     layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
 ) -> dict[str, Any]:
     """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
     edges = _read_all(layout.near / f"edges/q{q:04d}/p{p:04d}.parquet" for p in sources)
     if not edges:
-        return _summary(start, io0, part=q, edges=0, parts=[])
+        return timer.summary(part=q, edges=0, parts=[])
     table = pa.concat_tables(edges)
     a, b = table["a"].to_numpy(), table["b"].to_numpy()
     sig_a = _lookup(_load_sigs(layout, q, units), a, num_perm)
@@ -195,7 +182,7 @@ def near_attach(
         components.partition_of(b, n),
         lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet",
     )
-    return _summary(start, io0, part=q, edges=len(a), parts=written)
+    return timer.summary(part=q, edges=len(a), parts=written)
 
 
 def near_verify(
@@ -205,7 +192,7 @@ def near_verify(
 
     Returns (summary, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
     """
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     n, near = cfg.dedup.partitions, cfg.dedup.near
     halves = _read_all(layout.near / f"half/q{q:04d}/q{r:04d}.parquet" for r in sources)
     verified = components.EMPTY_EDGES
@@ -217,18 +204,18 @@ def near_verify(
         close = np.asarray(sims) >= near.threshold
         verified = np.stack([a[close], b[close]], axis=1)
     pieces = components.route(components.undirected(verified), n)
-    return (_summary(start, io0, part=q, verified=len(verified)), *pieces)
+    return (timer.summary(part=q, verified=len(verified)), *pieces)
 
 
 def near_members(
     layout: RunLayout, q: int, pieces: list[np.ndarray], units: list[str], cfg: Config
 ) -> dict[str, Any]:
     """Component labels of partition q's nodes, joined with their signatures, routed by label."""
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     n = cfg.dedup.partitions
     nodes, labels = components.star_labels(pieces)
     if not len(nodes):
-        return _summary(start, io0, part=q, members=0, parts=[])
+        return timer.summary(part=q, members=0, parts=[])
     sig_rows = _load_sigs(layout, q, units)
     idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
@@ -237,18 +224,18 @@ def near_members(
         components.partition_of(labels, n),
         lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet",
     )
-    return _summary(start, io0, part=q, members=len(nodes), parts=written)
+    return timer.summary(part=q, members=len(nodes), parts=written)
 
 
 def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> dict[str, Any]:
     """The keep rule over whole components (all members of a label are in this partition)."""
-    start, io0 = time.perf_counter(), IO.snapshot()
+    timer = TaskTimer()
     near = cfg.dedup.near
     tables = _read_all(layout.near / f"members/l{lp:04d}/q{q:04d}.parquet" for q in sources)
     out = layout.near / f"removed/l{lp:04d}.parquet"
     if not tables:
         out.write_parquet(REMOVED_SCHEMA.empty_table())
-        return _summary(start, io0, part=lp, removed=0)
+        return timer.summary(part=lp, removed=0)
     m = pa.concat_tables(tables).sort_by("key")
     # a composite id orders like (doc_id, source, row) and is unique per record
     composite = [
@@ -283,7 +270,7 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> di
         schema=REMOVED_SCHEMA,
     )
     out.write_parquet(removed)
-    return _summary(start, io0, part=lp, removed=len(gone))
+    return timer.summary(part=lp, removed=len(gone))
 
 
 def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:

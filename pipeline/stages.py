@@ -34,7 +34,9 @@ from pipeline.verify import verify_shard
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
 
-class _Timer:
+class TaskTimer:
+    """Time, storage I/O and peak memory of one task, reported in its summary."""
+
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.io = IO.snapshot()
@@ -54,7 +56,7 @@ def peak_rss_mb() -> float:
 # -- ingest ----------------------------------------------------------------------------------
 def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
     """The listing and its work units (metadata only: they are small tables)."""
-    timer = _Timer()
+    timer = TaskTimer()
     inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude)
     units = cut_units(inputs, int(cfg.ingest.unit_bytes))
     return timer.summary(
@@ -70,7 +72,7 @@ def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
 def read_unit(
     layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict], cfg: Config
 ) -> dict[str, Any]:
-    timer = _Timer()
+    timer = TaskTimer()
     done = layout.read_done(unit_id)
     if done.exists():
         earlier = json.loads(done.read_bytes())
@@ -113,7 +115,7 @@ def exact_partition(
     layout: RunLayout, part: int, units: list[str], enabled: bool = True
 ) -> dict[str, Any]:
     """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
-    timer = _Timer()
+    timer = TaskTimer()
     units = units if enabled else []
     tables = [layout.exact_part(part, unit).read_parquet() for unit in units]
     rows = _concat(tables, exact.HASH_SCHEMA)
@@ -124,7 +126,7 @@ def exact_partition(
 
 def merge_exact(layout: RunLayout, partitions: int) -> dict[str, Any]:
     """All exact removals in one file sorted by unit, so a unit's task reads only its rows."""
-    timer = _Timer()
+    timer = TaskTimer()
     parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
     layout.exact_removed_all.write_parquet(removed, row_group_size=65536)
@@ -133,7 +135,7 @@ def merge_exact(layout: RunLayout, partitions: int) -> dict[str, Any]:
 
 def merge_quarantine(layout: RunLayout, units: list[str]) -> dict[str, Any]:
     """Every unit's bad records in one listing, sorted by source and row."""
-    timer = _Timer()
+    timer = TaskTimer()
     bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
     layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
     return timer.summary(quarantined=bad.num_rows)
@@ -141,7 +143,7 @@ def merge_quarantine(layout: RunLayout, units: list[str]) -> dict[str, Any]:
 
 def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
     """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
-    timer = _Timer()
+    timer = TaskTimer()
     parts = [layout.exact_removed_all.read_parquet()]
     parts += [(layout.near / f"removed/l{p:04d}.parquet").read_parquet() for p in range(near_parts)]
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
@@ -157,7 +159,7 @@ _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascendin
 def tokenize_unit(
     layout: RunLayout, unit_id: str, cfg: Config, tokenizer_json: bytes
 ) -> dict[str, Any]:
-    timer = _Timer()
+    timer = TaskTimer()
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
@@ -213,7 +215,7 @@ def pack_shard(
     dtype_name: str,
 ) -> dict[str, Any]:
     """Write shard `shard` of `shards` from the token files of `units` ((unit, removed) pairs)."""
-    timer = _Timer()
+    timer = TaskTimer()
     dtype = np.dtype(dtype_name)
     lo, hi = pack.key_range(shard, shards)
     index_parts, token_parts, offset = [], [], 0

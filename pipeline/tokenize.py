@@ -61,7 +61,7 @@ def tokenizer_from_json(
     return tokenizer, info
 
 
-def _encode(tokenizer: Tokenizer, texts: list[str]):
+def encode_batch(tokenizer: Tokenizer, texts: list[str]):
     fast = getattr(tokenizer, "encode_batch_fast", None)
     return (
         fast(texts, add_special_tokens=False)
@@ -74,7 +74,7 @@ def tokenize_texts(
     tokenizer: Tokenizer, texts: list[str], eos_id: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (tokens of all documents concatenated, each with EOS; int64 lengths)."""
-    return _to_arrays(_encode(tokenizer, texts) if texts else [], eos_id, dtype)
+    return _to_arrays(encode_batch(tokenizer, texts) if texts else [], eos_id, dtype)
 
 
 def tokenize_batches(

@@ -28,7 +28,7 @@ from pipeline.layout import RunLayout
 from pipeline.pack import shard_count
 from pipeline.readers import read_piece
 from pipeline.storage import Location
-from pipeline.tokenize import _encode, load_tokenizer
+from pipeline.tokenize import encode_batch, load_tokenizer
 
 
 def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> pa.Table:
@@ -43,7 +43,7 @@ def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> 
 def time_raw(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
     start, tokens = time.perf_counter(), 0
     for i in range(0, len(texts), batch):
-        tokens += sum(len(e.ids) + 1 for e in _encode(tokenizer, texts[i : i + batch]))
+        tokens += sum(len(e.ids) + 1 for e in encode_batch(tokenizer, texts[i : i + batch]))
     return time.perf_counter() - start, tokens
 
 
