@@ -131,26 +131,73 @@ class Config(_Strict):
         return _digest(data)
 
     def read_key(self) -> str:
-        """Hash of what decides a unit's read output (fields, hash partitions)."""
-        return _digest(
-            {
-                "layout": 1,
-                "text_field": self.input.text_field,
-                "id_field": self.input.id_field,
-                "partitions": self.dedup.partitions,
-            }
-        )
+        """Key of the per-unit read outputs (units/<read_key>/): see stage_keys."""
+        return self.stage_keys()["read"]
 
     def token_key(self) -> str:
-        """Hash of what decides a unit's token file besides its documents."""
-        return _digest(
-            {
-                "layout": 1,
-                "tokenizer": _file_digest(self.tokenize.tokenizer),
-                "eos": self.tokenize.eos,
-                "seed": self.pack.seed,
-            }
-        )
+        """Key of the per-unit token files (tokens/<token_key>/): see stage_keys."""
+        return self.stage_keys()["tokens"]
+
+    def stage_keys(self) -> dict[str, str]:
+        """The key of each reused intermediate, from everything that decides its bytes.
+
+        A stage's key hashes the whole config minus the keys listed in _NOT_BYTES for that stage
+        (keys known not to change its bytes), so a config key added later counts by default: at
+        worst an unchanged output is recomputed, never a stale one reused. The token key also
+        hashes the read key (token files are made from the read outputs) and the tokenizer by
+        content. What a unit holds is in its id and what dedup removed in `<removed>` (layout.py).
+        """
+        keys: dict[str, str] = {}
+        for stage, exclude in _NOT_BYTES.items():
+            data = self.model_dump(mode="json", exclude=_merge_exclude(_NEVER_BYTES, exclude))
+            data["layout"] = _LAYOUT_VERSION
+            if stage == "tokens":
+                data["read_key"] = keys["read"]
+                data["tokenizer_sha256"] = _file_digest(self.tokenize.tokenizer)
+            keys[stage] = _digest(data)
+        return keys
+
+
+# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`).
+_LAYOUT_VERSION = 2
+# Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
+_NEVER_BYTES: dict[str, Any] = {
+    "name": True,
+    "output": True,
+    "storage": True,
+    "ray": True,
+    "retention": True,
+    "prices": True,
+}
+# Per stage, the further keys that do not change its bytes (each with the reason).
+_NOT_BYTES: dict[str, dict[str, Any]] = {
+    "read": {
+        # a unit id hashes its files, byte ranges and versions: the selection and the unit size
+        # decide which units exist, not what a unit's read output holds
+        "input": {"uri", "include", "exclude"},
+        "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
+        "dedup": {"exact", "near"},  # dedup decisions are made later, from the hashes
+        "tokenize": True,
+        "pack": True,
+    },
+    "tokens": {
+        # the read outputs are covered by the read key; dedup's decisions by `<removed>`
+        "input": True,
+        "ingest": True,
+        "dedup": True,
+        # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
+        # speed, not ids; verify_fraction only decides how much is checked
+        "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
+        "pack": {"shard_bytes"},  # shards are cut from the token files at pack time
+    },
+}
+
+
+def _merge_exclude(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = True if value is True or out.get(key) is True else set(out.get(key, ())) | value
+    return out
 
 
 def _digest(data: Any) -> str:

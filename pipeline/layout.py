@@ -28,8 +28,10 @@
 A run id hashes the output-determining config and the input manifest, so rerunning the same
 command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
 (path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
-`token_key` the tokenizer and seed, and `<removed>` the unit's set of removed documents: an
-output is reused exactly when everything that decides its bytes is unchanged. Version ids are
+`token_key` the read key, the tokenizer (by content) and its options and the seed, and
+`<removed>` the unit's set of removed documents: an output is reused exactly when everything that
+decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (config.py),
+which hashes every config key except those listed as not affecting a stage's bytes. Version ids are
 UTC timestamps plus the run id, so `sorted()` is "by time".
 """
 
