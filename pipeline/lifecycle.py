@@ -1,7 +1,8 @@
 """The retention policy as S3 bucket lifecycle rules, where a lifecycle rule can say the same thing.
 
 A lifecycle rule selects objects by key prefix and acts on each object's own age. So it can express
-a class that owns whole prefixes (raw inputs; `_reports/`; `_work/tokens/`; a run's `near/`
+a class that owns whole prefixes (raw inputs, when nothing but the files read lies under their
+prefix: see raw_prefix_problem; `_reports/`; `_work/tokens/`; a run's `near/`
 folder; a version folder's transitions), and cannot express anything that needs to look at other
 objects: keep-newest-K versions, "uncommitted" (no manifest.json beside it), lineage protection,
 "a run is in progress", or marker-follows-data (S3 may expire a token file up to a day before
@@ -58,7 +59,11 @@ def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
                 {"ID": ident, "Filter": {"Prefix": prefix}, "Status": "Enabled", **body}
             )
 
-    add(raw_bucket, "raw", raw, rules.raw, expire=True)
+    refused = raw_prefix_problem(plan, bucket, ds, raw_bucket, raw)
+    if refused and (rules.raw.deletes or rules.raw.transitions):
+        missing.append({"class": "raw", "rule": _describe(rules.raw), "reason": refused})
+    else:
+        add(raw_bucket, "raw", raw, rules.raw, expire=True)
     add(bucket, "reports", ds + "_reports/", rules.reports, expire=True)
     add(bucket, "token_parts", ds + "_work/tokens/", rules.token_parts, expire=True)
     for run in plan.runs():
@@ -111,6 +116,29 @@ def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
         "not_expressible": missing,
         "notes": notes,
     }
+
+
+def raw_prefix_problem(plan: Plan, bucket: str, ds: str, raw_bucket: str, raw: str) -> str | None:
+    """Why a rule on the raw prefix would reach more than the files this dataset read, or None.
+
+    A prefix rule acts on every object under it; the raw rule may act only on files a run of
+    this dataset listed and read (retention.read_inputs), so it is exported only when nothing
+    else lies under the prefix: not the whole bucket, not this dataset's folder (live versions,
+    lease, ledger), and no object the runs did not read (excluded, hidden, another dataset's)."""
+    if not raw:
+        return f"the raw prefix is the root of bucket {raw_bucket}: a rule would cover it all"
+    if bucket == raw_bucket and ds.startswith(raw):
+        return (
+            f"prefix {raw!r} covers this dataset's folder {ds!r} (its live versions, lease and"
+            " ledger)"
+        )
+    if plan.raw_foreign:
+        shown = ", ".join(plan.raw_foreign[:3])
+        return (
+            f"prefix {raw!r} also covers {len(plan.raw_foreign)} objects no run of this dataset"
+            f" read (e.g. {shown}); run `retain --apply` for the raw rule instead"
+        )
+    return None
 
 
 def _rule_body(rule: ClassRule, expire: bool) -> tuple[dict[str, Any], str | None]:

@@ -30,9 +30,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
 
+import numpy as np
+import xxhash
+
 from pipeline.layout import MANIFEST, is_version_name
+from pipeline.megatron import token_dtype
 from pipeline.storage import Location
 
 FORMAT = "pipeline.dataset/1"
@@ -62,6 +67,11 @@ def documents_accounted(counts: dict[str, int]) -> int:
         + counts["removed_near"]
         + counts["quarantined"]
     )
+
+
+def table_digest(table) -> str:
+    """xxh3-128 of a small table's rows (the input manifest's digest in `lineage`)."""
+    return xxhash.xxh3_128_hexdigest(json.dumps(table.to_pylist(), sort_keys=True).encode())
 
 
 def build_manifest(
@@ -120,22 +130,78 @@ def load_manifest(version: Location) -> dict[str, Any]:
 
 
 def check_structure(manifest: Any, where: str = "manifest") -> None:
+    """Every field a command or reader relies on, with its type: a malformed or hand-edited
+    manifest is a ManifestError naming the field, never a TypeError or KeyError later."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ManifestError(f"{where}: format is not {FORMAT}")
     counts = manifest.get("counts")
-    if not isinstance(counts, dict) or any(not isinstance(counts.get(k), int) for k in COUNT_KEYS):
-        raise ManifestError(f"{where}: counts must hold integers {', '.join(COUNT_KEYS)}")
-    shards = manifest.get("shards")
+    if not isinstance(counts, dict) or any(not _count(counts.get(k)) for k in COUNT_KEYS):
+        raise ManifestError(
+            f"{where}: counts must hold non-negative integers {', '.join(COUNT_KEYS)}"
+        )
+    check_tokenizer(manifest.get("tokenizer"), where)
+    check_shard_entries(manifest.get("shards"), where)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_HEX128 = re.compile(r"[0-9a-f]{32}")
+
+
+def check_tokenizer(tokenizer: Any, where: str) -> None:
+    """vocab_size a positive integer and dtype the one the pipeline writes for it (megatron.py):
+    a reader trusting a wider dtype would read two token ids as one."""
+    if not isinstance(tokenizer, dict):
+        raise ManifestError(f"{where}: tokenizer must be an object")
+    vocab, dtype = tokenizer.get("vocab_size"), tokenizer.get("dtype")
+    if not _count(vocab) or vocab == 0:
+        raise ManifestError(f"{where}: tokenizer.vocab_size must be a positive integer")
+    expected = np.dtype(token_dtype(vocab)).name
+    if dtype != expected:
+        raise ManifestError(
+            f"{where}: tokenizer.dtype {dtype!r} is not {expected!r}, the dtype of a"
+            f" {vocab}-token vocabulary"
+        )
+    eos_id = tokenizer.get("eos_id")
+    if eos_id is not None and (not _count(eos_id) or eos_id >= vocab):
+        raise ManifestError(f"{where}: tokenizer.eos_id {eos_id!r} is not an id below {vocab}")
+
+
+def check_shard_entries(shards: Any, where: str) -> None:
+    """Each shard entry: names that stay in the version folder, used once across all shards;
+    sizes and counts non-negative integers; checksums 32 hex digits."""
     if not isinstance(shards, list):
         raise ManifestError(f"{where}: shards must be a list")
+    seen: dict[str, int] = {}
     for i, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            raise ManifestError(f"{where}: shard {i} is not an object")
         missing = [k for k in SHARD_KEYS if k not in shard]
         if missing:
             raise ManifestError(f"{where}: shard {i} lacks {', '.join(missing)}")
         for key in ("bin", "idx"):
             name = shard[key]
-            if "/" in name or name.startswith("."):
-                raise ManifestError(f"{where}: shard {i} {key} path {name!r} leaves the version")
+            if (
+                not isinstance(name, str)
+                or not name
+                or any(c in name for c in "/\\\0")
+                or name.startswith(".")
+                or name == MANIFEST
+            ):
+                raise ManifestError(f"{where}: shard {i} {key} {name!r} is not a file name")
+            if name in seen:
+                raise ManifestError(
+                    f"{where}: shard {i} {key} {name!r} is already named by shard {seen[name]}"
+                )
+            seen[name] = i
+        for key in ("bin_bytes", "idx_bytes", "tokens", "documents"):
+            if not _count(shard[key]):
+                raise ManifestError(f"{where}: shard {i} {key} must be a non-negative integer")
+        for key in ("bin_xxh3_128", "idx_xxh3_128"):
+            if not isinstance(shard[key], str) or not _HEX128.fullmatch(shard[key]):
+                raise ManifestError(f"{where}: shard {i} {key} is not an xxh3-128 hex digest")
 
 
 def committed_versions(dataset: Location) -> list[str]:

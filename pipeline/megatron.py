@@ -140,6 +140,16 @@ class IndexInfo:
         return self.tokens * self.dtype.itemsize
 
 
+def header_fields(buf: bytes) -> tuple[np.dtype | None, int]:
+    """(token dtype, sequence count) from an .idx's first HEADER_SIZE bytes; dtype None when
+    the magic, version or dtype code is not this format's. For a cheap check without the rest."""
+    if len(buf) < HEADER_SIZE:
+        return None, -1
+    magic, version, code, seq_count, _ = _HEADER.unpack_from(buf)
+    ok = magic == MAGIC and version == VERSION
+    return (DTYPE_CODES.get(code) if ok else None), seq_count
+
+
 def decode_index(buf: bytes | bytearray | memoryview) -> IndexInfo:
     """Parse and fully validate an .idx buffer (bytes, mmap, memoryview); zero-copy arrays."""
     view = memoryview(buf).cast("B")

@@ -42,7 +42,7 @@ import numpy as np
 import xxhash
 
 from pipeline.manifest import ManifestError, load_manifest, resolve_version
-from pipeline.megatron import ShardFormatError, decode_index
+from pipeline.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, MiB, ReadPlan, read_plan
 from pipeline.reader_fetch import FetchStats, RangeFetcher, Request, probe_storage
 from pipeline.reader_windows import (
@@ -112,6 +112,7 @@ class StreamReader:
         self.seq_len, self.rank, self.world_size, self.seed = seq_len, rank, world_size, seed
         self.verify_checksums, self.retries = verify_checksums, retries
         self._shards = self.manifest["shards"]
+        _check_index_header(version, self._shards, self.dtype)
         self._shard_tokens = [int(s["tokens"]) for s in self._shards]
         self.total_tokens = sum(self._shard_tokens)
         self.windows_per_epoch = window_count(self.total_tokens, seq_len)
@@ -337,6 +338,25 @@ class StreamReader:
             "rank": None,
             "consumed": 0,
         }
+
+
+def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) -> None:
+    """The first non-empty shard's .idx header (34 bytes, one ranged read) must state the
+    manifest's dtype and document count: otherwise every token read would be misdecoded (two
+    uint16 ids read as one uint32), checksums or not."""
+    shard = next((s for s in shards if s["documents"]), None)
+    if shard is None:
+        return
+    where = (version / shard["idx"]).uri
+    try:
+        header_dtype, seq_count = header_fields((version / shard["idx"]).read_bytes(0, HEADER_SIZE))
+    except OSError as e:
+        raise ManifestError(f"{where}: cannot read the index header: {e}") from None
+    if header_dtype != dtype or seq_count != shard["documents"]:
+        raise ManifestError(
+            f"{where}: the index header states {header_dtype} tokens in {seq_count} documents,"
+            f" the manifest {dtype} in {shard['documents']}: refusing to misread the shards"
+        )
 
 
 def _check_state(state: dict[str, Any]) -> None:

@@ -30,6 +30,19 @@ unreadable             the object is missing, forbidden or undecodable (row -1; 
 
 Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
 file cut into several pieces are reported once, by the piece starting at byte 0.
+
+A file rejected whole counts as the records it held, so a bad file can never pass as one bad
+record: ``records`` is how many input records a quarantine row stands for (1 for a record; for a
+file-level row, the Parquet file's rows from its metadata, or the non-blank lines of a JSONL
+piece whose raw bytes are UTF-8 text, e.g. plain JSONL named ``.gz``). Where the records cannot
+be counted (a forbidden or undecodable object) the row counts 1 record and ``bytes`` holds the
+piece's size (0 otherwise): the run then fails when either the quarantined records or these
+bytes exceed ``ingest.max_error_rate`` of the records read or of the bytes listed.
+
+A Parquet text column may be ``string``, ``large_string``, ``string_view``, dictionary-encoded
+strings, or ``binary`` / ``large_binary`` holding UTF-8 (a value that is not UTF-8 is an
+``invalid_utf8`` row). A JSONL line holding a JSON array is read as records, one per element:
+element i has ``row`` = the line's offset + i (unique: each element takes at least two bytes).
 """
 
 from __future__ import annotations
@@ -63,6 +76,8 @@ QUARANTINE_SCHEMA = pa.schema(
         ("row", pa.int64()),
         ("reason", pa.string()),
         ("detail", pa.string()),
+        ("records", pa.int64()),
+        ("bytes", pa.int64()),
     ]
 )
 
@@ -114,15 +129,20 @@ class _Batches:
         self._ids: list[str] = []
         self._rows: list[int] = []
         self._texts: list[str] = []
-        self._bad: list[tuple[int, str, str]] = []
+        self._bad: list[tuple[int, str, str, int, int]] = []
+        self.seen = 0  # documents and problems so far: a failing file's records are not recounted
 
     def doc(self, raw_id: str | None, row: int, text: str) -> None:
+        self.seen += 1
         self._ids.append(raw_id if raw_id is not None else derived_id(self.source, row))
         self._rows.append(row)
         self._texts.append(text)
 
-    def problem(self, row: int, reason: str, detail: str) -> None:
-        self._bad.append((row, reason, detail[:_DETAIL_CHARS]))
+    def problem(
+        self, row: int, reason: str, detail: str, records: int = 1, nbytes: int = 0
+    ) -> None:
+        self.seen += 1
+        self._bad.append((row, reason, detail[:_DETAIL_CHARS], max(records, 1), nbytes))
 
     @property
     def full(self) -> bool:
@@ -135,9 +155,18 @@ class _Batches:
         docs = pa.table(
             [self._ids, [self.source] * len(self._ids), self._rows, self._texts], schema=DOCS_SCHEMA
         )
-        rows, reasons, details = zip(*self._bad, strict=True) if self._bad else ((), (), ())
+        rows, reasons, details, records, nbytes = (
+            zip(*self._bad, strict=True) if self._bad else ((), (), (), (), ())
+        )
         bad = pa.table(
-            [[self.source] * len(rows), list(rows), list(reasons), list(details)],
+            [
+                [self.source] * len(rows),
+                list(rows),
+                list(reasons),
+                list(details),
+                list(records),
+                list(nbytes),
+            ],
             schema=QUARANTINE_SCHEMA,
         )
         self._ids, self._rows, self._texts, self._bad = [], [], [], []
@@ -213,6 +242,14 @@ def _add_json_line(out: _Batches, line: bytes, offset: int, fields: Fields) -> N
     except ValueError as e:
         out.problem(offset, MALFORMED_JSON, str(e))
         return
+    if isinstance(record, list):  # a JSON array of records on one line
+        for i, element in enumerate(record):
+            _add_record(out, element, offset + i, fields)
+        return
+    _add_record(out, record, offset, fields)
+
+
+def _add_record(out: _Batches, record: Any, offset: int, fields: Fields) -> None:
     if not isinstance(record, dict):
         out.problem(offset, MALFORMED_JSON, f"a JSON {type(record).__name__}, not an object")
         return
@@ -281,7 +318,31 @@ def _read_text(
 
 
 def _is_string_type(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+    )
+
+
+def _texts(column: pa.Array) -> list[Any]:
+    """Python values of a text column: dictionary decoded; binary values stay bytes (decoded
+    per row by the caller, so one invalid value is one invalid_utf8 row)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    return column.to_pylist()
+
+
+def _utf8(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Rejected(INVALID_UTF8, str(e)) from None
 
 
 def _row_group_first_byte(meta: pq.RowGroupMetaData) -> int:
@@ -301,12 +362,14 @@ def _read_parquet(
     with loc.open_read() as raw:
         parquet = pq.ParquetFile(raw)
         schema = parquet.schema_arrow
+        rows = parquet.metadata.num_rows  # a file rejected whole counts as all its rows
         if text_field not in schema.names:
             if owns_file_level:
                 out.problem(
                     FILE_LEVEL,
                     MISSING_TEXT_COLUMN,
                     f"no column {text_field!r}; columns: {schema.names}",
+                    records=rows,
                 )
             return
         if not _is_string_type(schema.field(text_field).type):
@@ -315,6 +378,7 @@ def _read_parquet(
                     FILE_LEVEL,
                     NON_STRING_TEXT,
                     f"column {text_field!r} has type {schema.field(text_field).type}",
+                    records=rows,
                 )
             return
         has_id = bool(id_field) and id_field in schema.names and id_field != text_field
@@ -327,10 +391,12 @@ def _read_parquet(
                 for batch in parquet.iter_batches(
                     batch_size=out.batch_docs, row_groups=[group], columns=columns
                 ):
-                    texts = batch.column(0).to_pylist()
+                    texts = _texts(batch.column(0))
                     ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
                     for text, raw_id in zip(texts, ids, strict=True):
                         try:
+                            if isinstance(text, bytes):
+                                text = _utf8(text)
                             doc_id, text = document_fields(text, raw_id)
                         except Rejected as r:
                             out.problem(row, r.reason, r.detail)
@@ -357,6 +423,43 @@ PERMANENT_ERRORS = (
     pa.ArrowException,
 )
 
+def _count_records(loc: Location, piece: Any) -> int | None:
+    """Records of a piece that could not be read as its format says, or None where they cannot
+    be counted: a Parquet file's rows from its metadata; a JSONL piece's non-blank lines when its
+    raw bytes are UTF-8 text (e.g. plain JSONL named .gz). See the module docstring."""
+    try:
+        if piece["format"] == "parquet":
+            with loc.open_read() as raw:
+                return pq.ParquetFile(raw).metadata.num_rows if piece["start"] == 0 else None
+        if piece["format"] == "jsonl":
+            return _count_lines(loc, piece["start"], piece["end"]) or None
+    except PERMANENT_ERRORS:  # UnicodeDecodeError included (a ValueError): not text
+        return None
+    return None
+
+
+def _count_lines(loc: Location, start: int, end: int) -> int:
+    """Non-blank lines of bytes [start, end), streamed; UnicodeDecodeError if not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    count, blank = 0, True
+    with loc.open_read() as raw:
+        raw.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = raw.read(min(_STREAM_BUFFER, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            text = decoder.decode(chunk, final=left <= 0)
+            lines = text.split("\n")
+            for i, part in enumerate(lines):
+                blank = blank and not part.strip()
+                if i < len(lines) - 1:  # a newline ends this line
+                    count += not blank
+                    blank = True
+    return count + (not blank)
+
+
 _READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
@@ -376,6 +479,13 @@ def read_piece(
     except PERMANENT_ERRORS as e:  # the object itself is bad or forbidden: reported, not raised
         whole = piece["start"] == 0 and piece["end"] == piece["size"]
         where = "" if whole else f" (bytes {piece['start']}-{piece['end']})"
-        out.problem(FILE_LEVEL, UNREADABLE, f"{type(e).__name__}: {e}{where}")
+        records = None if out.seen else _count_records(root / source, piece)
+        out.problem(
+            FILE_LEVEL,
+            UNREADABLE,
+            f"{type(e).__name__}: {e}{where}",
+            records=records or 1,
+            nbytes=0 if records else piece["end"] - piece["start"],
+        )
     if out:
         yield out.take()

@@ -26,9 +26,10 @@ import contextlib
 import datetime as dt
 import json
 import os
+import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.config import Config
@@ -58,6 +59,9 @@ class Plan:
     now: float
     grace_days: float
     decisions: list[Decision]
+    # raw objects under input.uri that no run of this dataset read (excluded, hidden, skipped,
+    # another dataset's): never planned; a lifecycle rule on the raw prefix would reach them
+    raw_foreign: list[str] = field(default_factory=list)
 
     @property
     def actions(self) -> list[Decision]:
@@ -162,11 +166,19 @@ def _lineage(dataset: Location, objects: list[StoredObject]) -> dict[str, list[s
     for v in versions:
         try:
             manifest = load_manifest(dataset / v)
-        except (ManifestError, FileNotFoundError):
+        except (ManifestError, OSError, ValueError) as e:
+            print(f"warning: retention skips version {v} (kept untouched): {e}", file=sys.stderr)
             lineage[v] = None
             continue
-        values = (manifest.get("lineage") or {}).values()
-        lineage[v] = sorted(x for x in values if isinstance(x, str))
+        named = manifest.get("lineage")
+        named = named.values() if isinstance(named, dict) else ()
+        paths = {x for x in named if isinstance(x, str)}
+        # the run's committed.json too: without it a rerun of the same input and config would
+        # recompute everything and commit a duplicate version
+        for path in list(paths):
+            if path.endswith("/inputs.parquet"):
+                paths.add(path.rsplit("/", 1)[0] + "/committed.json")
+        lineage[v] = sorted(paths)
     return lineage
 
 
@@ -179,11 +191,37 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     ledger = load_ledger(dataset)
     objects = list_objects(dataset, "dataset", ledger)
     inside = dataset.uri.rstrip("/") + "/"
-    objects += [o for o in list_objects(raw, "raw", ledger) if not o.uri.startswith(inside)]
+    read = read_inputs(dataset, objects)
+    raw_objects, foreign = [], []
+    for o in list_objects(raw, "raw", ledger):
+        if o.uri.startswith(inside):
+            continue
+        (raw_objects if o.key in read else foreign).append(o)
+    objects += raw_objects
     decisions = decide(
         objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
     )
-    return Plan(dataset, raw, now, cfg.retention.grace_days, decisions)
+    return Plan(
+        dataset, raw, now, cfg.retention.grace_days, decisions, sorted(o.key for o in foreign)
+    )
+
+
+def read_inputs(dataset: Location, objects: list[StoredObject]) -> set[str]:
+    """Input paths (relative to input.uri) some run of this dataset listed and read: the union
+    of the runs' input manifests. The raw rule applies to these files only."""
+    read: set[str] = set()
+    for o in objects:
+        parts = o.key.split("/")
+        if o.root == "dataset" and parts[:2] == [WORK_DIR, "runs"] and parts[3:] == [
+            "inputs.parquet"
+        ]:
+            try:
+                paths = (dataset / o.key).read_parquet(columns=["path"])["path"].to_pylist()
+            except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
+                print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
+                continue
+            read.update(paths)
+    return read
 
 
 # -- apply -----------------------------------------------------------------------------------

@@ -13,7 +13,11 @@ Protections, applied whatever the rules say:
   and token files are shared by runs, so an old file may be what the running job reads next.
   Applying a plan takes the lease itself for its `_work/` actions (lease.py), so no run can
   start in between; the lease is never deleted by a rule.
-- Objects of no known class ("other") are never touched; raw inputs only by an explicit raw rule.
+- Objects of no known class ("other") are never touched; raw inputs only by an explicit raw rule,
+  and only those a run of this dataset listed and read (retention.read_inputs): never excluded,
+  hidden, skipped or foreign files, nor another dataset's folders.
+- The audit logs (`_audit/`) are never a retention target, and a live version's run keeps its
+  `committed.json` (lineage: without it a rerun would commit a duplicate version).
 
 Deletion is all-or-nothing per group, and a group's age is the age of its newest object: one
 version folder; one data class of one run folder or of one unit (work_folder); one object for raw
@@ -38,7 +42,8 @@ from pipeline.retention_config import INSTANT_ACCESS, ClassRule, RetentionRules,
 DAY = 86400.0
 LEDGER_KEY = "_audit/storage-classes.json"  # see retention.py
 LEASE_KEY = f"{WORK_DIR}/lease.json"  # see lease.py
-REPORT_DIRS = ("_audit", "_reports")
+AUDIT_DIR = "_audit"
+REPORT_DIRS = (AUDIT_DIR, "_reports")
 WORK_KINDS = ("runs", "units", "tokens")
 _HASH_PART = re.compile(r".+\.p\d+\.parquet")
 # Classes whose deletion in a units folder invalidates its <unit>.done.json markers.
@@ -192,6 +197,8 @@ def decide(
             why = ("unknown", "not a known data class: never touched")
         elif o.root == "dataset" and o.key in protected:
             why = ("protected", protected[o.key])
+        elif o.root == "dataset" and o.key.startswith(f"{AUDIT_DIR}/"):
+            why = ("protected", "audit log: append-only, never a retention target")
         elif group in manifests and group not in readable:
             why = ("protected", "committed version whose manifest cannot be read")
         elif group in pending:

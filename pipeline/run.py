@@ -31,6 +31,7 @@ from pipeline.manifest import (
     commit_manifest,
     documents_accounted,
     load_manifest,
+    table_digest,
 )
 from pipeline.pack import shard_count
 from pipeline.storage import Location
@@ -112,7 +113,7 @@ def _gather(name: str, futures: list, show: bool, tick=None) -> list[dict]:
 
 
 def _table_digest(table: pa.Table) -> str:
-    return xxhash.xxh3_128_hexdigest(json.dumps(table.to_pylist(), sort_keys=True).encode())
+    return table_digest(table)  # verify recomputes it from the lineage
 
 
 class _Driver:
@@ -332,6 +333,15 @@ def _run_stages(
             f"{n_bad} of {docs_in} records ({n_bad / docs_in:.2%}) were quarantined, more than"
             f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; reasons:"
             f" {dict(quarantined)}; listing: {layout.quarantine.uri}. Nothing was committed."
+        )
+    # files whose records could not be counted (forbidden, undecodable) count by their bytes
+    bad_bytes, listed_bytes = sum(r.get("quarantined_bytes", 0) for r in read), listed["bytes"]
+    if listed_bytes and bad_bytes / listed_bytes > cfg.ingest.max_error_rate:
+        raise RunError(
+            f"{bad_bytes} of {listed_bytes} listed bytes ({bad_bytes / listed_bytes:.2%}) are in"
+            " files that could not be read and whose records could not be counted, more than"
+            f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; listing:"
+            f" {layout.quarantine.uri}. Nothing was committed."
         )
 
     parts = cfg.dedup.partitions

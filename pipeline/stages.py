@@ -91,13 +91,17 @@ def read_unit(
     for part, rows in partitions.items():
         layout.exact_part(part, unit_id).write_parquet(rows)
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
+    quarantined: Counter = Counter()
+    for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
+        quarantined[reason] += records  # a file rejected whole counts its records (readers.py)
     summary = timer.summary(
         unit=unit_id,
-        docs_in=docs.num_rows + bad.num_rows,
+        docs_in=docs.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
         text_bytes=text_bytes,
         partitions=sorted(partitions),
-        quarantined=dict(Counter(bad["reason"].to_pylist())),
+        quarantined=dict(quarantined),
+        quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
     done.write_bytes(json.dumps(summary).encode())
     return summary

@@ -134,10 +134,31 @@ def write_version(
             "tokens": sum(s["tokens"] for s in shards),
             "quarantined_by_reason": {},
         },
-        "lineage": {},
+        "lineage": _empty_lineage(dataset, run_id) if commit else {},
         "shards": shards,
         "run": {"run_id": run_id, "output_uri": dataset.uri, "synthetic": True},
     }
     if commit:
         commit_manifest(version, manifest)
     return version
+
+
+def _empty_lineage(dataset: Location, run_id: str) -> dict[str, str]:
+    """The run records verify checks (verify_lineage), for a version read from no input: an
+    empty input manifest, dedup audit and quarantine listing."""
+    from pipeline.exact import REMOVED_SCHEMA
+    from pipeline.ingest import INPUTS_SCHEMA
+    from pipeline.manifest import table_digest
+    from pipeline.readers import QUARANTINE_SCHEMA
+
+    run = f"_work/runs/{run_id}"
+    lineage = {}
+    for key, name, schema in (
+        ("input_manifest", "inputs.parquet", INPUTS_SCHEMA),
+        ("removed", "removed.parquet", REMOVED_SCHEMA),
+        ("quarantine", "quarantine.parquet", QUARANTINE_SCHEMA),
+    ):
+        (dataset / run / name).write_parquet(schema.empty_table())
+        lineage[key] = f"{run}/{name}"
+    lineage["input_manifest_xxh3_128"] = table_digest(INPUTS_SCHEMA.empty_table())
+    return lineage

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import xxhash
 
@@ -10,6 +12,7 @@ from pipeline.manifest import (
     documents_accounted,
     load_manifest,
     resolve_version,
+    table_digest,
 )
 from pipeline.megatron import ShardFormatError, decode_index
 from pipeline.storage import Location
@@ -26,6 +29,15 @@ def verify_version(location: Location) -> dict:
         manifest = load_manifest(version)
     except ManifestError as e:
         raise VerifyError(str(e)) from None
+    except (OSError, ValueError) as e:  # e.g. a folder or unreadable object named manifest.json
+        raise VerifyError(f"{location.uri}: cannot read the manifest: {e}") from None
+    try:
+        return _verify_loaded(version, manifest)
+    except (KeyError, TypeError, ValueError, OSError) as e:  # a field no check above covers
+        raise VerifyError(f"{version.uri}: malformed manifest: {e!r}") from None
+
+
+def _verify_loaded(version: Location, manifest: dict) -> dict:
     dtype = np.dtype(manifest["tokenizer"]["dtype"])
     for i, shard in enumerate(manifest["shards"]):
         verify_shard(version, shard, dtype, f"{version.uri}: shard {i}")
@@ -42,7 +54,57 @@ def verify_version(location: Location) -> dict:
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
+    verify_lineage(version, manifest)
     return manifest
+
+
+def verify_lineage(version: Location, manifest: dict) -> None:
+    """The run's records agree with the counts: the input manifest has the digest the run
+    recorded, the dedup audit holds removed_exact / removed_near rows, and the quarantine
+    listing the quarantined records per reason. Counts edited so that they still balance fail
+    here. Lineage paths are relative to the dataset folder (the version's parent)."""
+    lineage, counts = manifest.get("lineage"), manifest["counts"]
+    keys = ("input_manifest", "input_manifest_xxh3_128", "removed", "quarantine")
+    if not isinstance(lineage, dict) or any(not isinstance(lineage.get(k), str) for k in keys):
+        raise VerifyError(f"{version.uri}: lineage must name {', '.join(keys)}")
+    dataset = Location(version.fs, version.path.rsplit("/", 1)[0])
+
+    def table(key: str, columns: list[str]):
+        path = lineage[key]
+        if path.startswith("/") or ".." in path.split("/") or "\0" in path:
+            raise VerifyError(f"{version.uri}: lineage {key} {path!r} leaves the dataset folder")
+        try:
+            return (dataset / path).read_parquet(columns=columns)
+        except FileNotFoundError:
+            raise VerifyError(f"{version.uri}: lineage {key} {path} is missing") from None
+        except Exception as e:  # noqa: BLE001 - an unreadable record is a failed check
+            raise VerifyError(f"{version.uri}: lineage {key} {path}: {e}") from None
+
+    inputs = table("input_manifest", None)
+    if table_digest(inputs) != lineage["input_manifest_xxh3_128"]:
+        raise VerifyError(
+            f"{version.uri}: input manifest {lineage['input_manifest']} does not have the"
+            " digest the run recorded"
+        )
+    rules = Counter(table("removed", ["rule"])["rule"].to_pylist())
+    for rule in ("exact", "near"):
+        if rules.get(rule, 0) != counts[f"removed_{rule}"]:
+            raise VerifyError(
+                f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
+                f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
+            )
+    bad = table("quarantine", None)
+    weights = bad["records"].to_pylist() if "records" in bad.column_names else [1] * len(bad)
+    by_reason: Counter = Counter()
+    for reason, n in zip(bad["reason"].to_pylist(), weights, strict=True):
+        by_reason[reason] += n
+    if sum(by_reason.values()) != counts["quarantined"] or dict(by_reason) != {
+        k: v for k, v in (counts.get("quarantined_by_reason") or {}).items() if v
+    }:
+        raise VerifyError(
+            f"{version.uri}: the quarantine listing holds {dict(by_reason)}, counts say"
+            f" {counts['quarantined']} {counts.get('quarantined_by_reason')}"
+        )
 
 
 def verify_shard(version: Location, shard: dict, dtype: np.dtype, where: str) -> None:

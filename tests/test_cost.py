@@ -161,6 +161,7 @@ def dataset(tmp_path: Path) -> tuple[Config, Location]:
             "name": "ds",
             "version": V2,
             "counts": counts,
+            "tokenizer": {"vocab_size": 8000, "dtype": "uint16"},
             "run": {"run_id": "r"},
             "lineage": {},
             "shards": [
@@ -171,8 +172,8 @@ def dataset(tmp_path: Path) -> tuple[Config, Location]:
                     "idx_bytes": 100,
                     "tokens": 1,
                     "documents": 1000,
-                    "bin_xxh3_128": "0",
-                    "idx_xxh3_128": "0",
+                    "bin_xxh3_128": "0" * 32,
+                    "idx_xxh3_128": "0" * 32,
                 }
             ],
         },

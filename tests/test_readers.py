@@ -68,7 +68,7 @@ CRAFTED = [
     b'{"id": 7, "text": "integer id"}\n',
     b'{"text": "no id"}\n',
     b'{"id": "x", "text": \n',  # malformed_json
-    b"[1, 2]\n",  # malformed_json: not an object
+    b"[1, 2]\n",  # an array: two records, each malformed_json (not an object)
     b'{"id": "u", "text": "\xff\xfe"}\n',  # invalid_utf8
     b'{"id": "e", "text": " \\t\\n "}\n',  # empty_text
     b'{"id": "m"}\n',  # missing_text
@@ -101,7 +101,9 @@ def crafted_expected(source: str) -> tuple[list, list]:
         10: "invalid_id",
         11: "invalid_id",
     }
-    return docs, [(source, AT[i], reason) for i, reason in reasons.items()]
+    bad = [(source, AT[i], reason) for i, reason in reasons.items()]
+    bad.insert(2, (source, AT[4] + 1, "malformed_json"))  # the array's second element
+    return docs, bad
 
 
 def test_jsonl_records_and_record_level_reasons(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import boto3
+import pyarrow as pa
 import pytest
 
 from pipeline.cli import main
@@ -65,14 +66,15 @@ def manifest(version: str, run: str) -> dict:
         "idx_bytes": 8,
         "tokens": 32,
         "documents": 1,
-        "bin_xxh3_128": "0",
-        "idx_xxh3_128": "0",
+        "bin_xxh3_128": "0" * 32,
+        "idx_xxh3_128": "0" * 32,
     }
     return {
         "format": FORMAT,
         "name": NAME,
         "version": version,
         "counts": counts,
+        "tokenizer": {"vocab_size": 8000, "dtype": "uint16"},
         "shards": [shard],
         "run": {"run_id": run},
         "lineage": {k.split(".")[0]: f"_work/runs/{run}/{k}" for k in LINEAGE}
@@ -88,7 +90,10 @@ class Dataset:
 
     def put(self, key: str, size: int, days: float) -> None:
         loc = self.root / key
-        loc.write_bytes(b"x" * size)
+        if key.endswith("/inputs.parquet"):  # what the run read: the raw rule's scope
+            loc.write_parquet(pa.table({"path": ["a.jsonl", "sub/a.jsonl"]}))
+        else:
+            loc.write_bytes(b"x" * size)
         if loc.is_local:
             t = self.now - days * DAY
             os.utime(loc.path, (t, t))
@@ -201,7 +206,8 @@ def test_a_held_lease_freezes_work_files_and_is_never_deleted(local):
     assert f"{V[2]}/shard-00000.bin" in planned(plan)  # versions are not work files
     ds.put("_work/lease.json", 50, 30)  # a stale lease left by a crash
     plan = plan_retention(cfg)
-    assert "_work/runs/r1/committed.json" in planned(plan)
+    assert "_work/units/k1/u0.done.json" in planned(plan)
+    assert "_work/runs/r1/committed.json" not in planned(plan)  # the live version's run's
     assert "_work/lease.json" not in planned(plan)
 
 
@@ -267,7 +273,7 @@ def test_lineage_of_live_versions_survives_class_rules(local):
     for k in LINEAGE:
         assert f"_work/runs/r1/{k}" not in deleted
     assert "_work/units/k1/u0.quarantine.parquet" in deleted
-    assert "_work/runs/r1/committed.json" in deleted
+    assert "_work/runs/r1/committed.json" not in deleted  # the live versions' run's
     assert "_work/runs/r1/exact/p0000.removed.parquet" in deleted
     # default versions rule keeps every committed version: nothing of them goes
     assert not any(k.startswith((V[0], V[1], V[3])) for k in deleted)
