@@ -23,7 +23,10 @@ compression      string    'none' | 'gzip' | 'zstd'
 The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
 ``hidden`` (a path component starts with '.'), ``marker`` (a name starting with '_', such as
 ``_SUCCESS``, or ending with '.crc'), ``excluded`` (no include glob matches, or an exclude glob
-does), ``unsupported_format`` (extension below not recognised). Nothing is dropped silently.
+does), ``unsupported_format`` (extension below not recognised); in a local folder also
+``symlink_outside_input``, ``symlink_loop``, ``dangling_symlink``, ``non_utf8_name`` and
+``not_a_regular_file`` (the symlink and name policy: local_listing.py). Nothing is dropped
+silently.
 
 Extensions (case-insensitive; an optional ``.gz`` or ``.zst``/``.zstd`` suffix sets compression):
 ``.jsonl .ndjson .json`` → jsonl (one JSON object per line), ``.txt .text .md`` → text (the whole
@@ -55,6 +58,7 @@ the piece holding its first byte (Spark's rule) — so cutting needs only sizes,
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -64,6 +68,7 @@ import pyarrow as pa
 import xxhash
 from fsspec.utils import glob_translate
 
+from pipeline.local_listing import walk_local
 from pipeline.storage import Location
 
 INPUTS_SCHEMA = pa.schema(
@@ -143,15 +148,11 @@ def list_inputs(
 ) -> tuple[pa.Table, pa.Table]:
     """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads)."""
     include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
-    prefix = root.path.rstrip("/") + "/"
     accepted: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    for full_path, info in root.find(detail=True).items():
-        if not full_path.startswith(prefix):
-            raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
-        rel = full_path[len(prefix) :]
+    for rel, info, listed_reason in _listing(root):
         size = int(info["size"])
-        reason = skip_reason(rel, include_res, exclude_res)
+        reason = listed_reason or skip_reason(rel, include_res, exclude_res)
         if reason is not None:
             skipped.append({"path": rel, "size": size, "reason": reason})
             continue
@@ -172,6 +173,20 @@ def list_inputs(
         pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
         pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA),
     )
+
+
+def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """(relative path, info, skip reason or None) of every file under root. A local folder
+    is walked with the symlink and file-name policy of local_listing.py."""
+    if root.is_local and os.path.isdir(root.path):
+        for e in walk_local(root.path):
+            yield e.rel, {"size": e.size, "mtime": e.mtime}, e.reason
+        return
+    prefix = root.path.rstrip("/") + "/"
+    for full_path, info in root.find(detail=True).items():
+        if not full_path.startswith(prefix):
+            raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
+        yield full_path[len(prefix) :], info, None
 
 
 def _version_tag(file: dict[str, Any]) -> str | None:

@@ -419,5 +419,7 @@ def _run_stages(
     layout.stats.write_bytes(
         json.dumps({"run_id": layout.run_id, "stages": drv.task_stats}, indent=1).encode()
     )
+    if drv.lease is not None:
+        drv.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
     commit_manifest(version, manifest)
     return RunResult(version, manifest, drv.reports)

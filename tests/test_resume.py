@@ -108,7 +108,7 @@ def test_concurrent_run_is_refused(ray_local, tmp_path):
     with pytest.raises(LeaseHeld, match="refusing a concurrent run"):
         run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
     assert json.loads(lease.read_text()) == holder  # the holder's lease is untouched
-    holder["expires_at"] = time.time() - 1  # an expired lease is taken over
+    holder["expires_at"] = time.time() - 61  # expired, past the clock-skew margin: taken over
     lease.write_text(json.dumps(holder))
     result = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
     assert result.version.exists() and not lease.exists()
