@@ -132,9 +132,7 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
     # are retention's, excluded from every key as one section, and walked where a value validates
     assert all(k.startswith("retention.rules.") for k in unchangeable), unchangeable
     # the walk covers the whole config, including the keys that decide the read and token files
-    assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(
-        walked
-    )
+    assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(walked)
 
 
 def _decoded_start(version, tokenizer_path: str) -> str:
@@ -179,8 +177,12 @@ def test_reruns_recompute_exactly_what_a_change_decides(
         assert report.reused == (report.tasks if reused else 0), (stage, report)
     # what the reused or recomputed files give is what a fresh output gives
     fresh = run_pipeline(
-        load_config(SAMPLE_CONFIG, input_uri=str(corpus), output_uri=str(tmp_path / "fresh"),
-                    overrides=[change]),
+        load_config(
+            SAMPLE_CONFIG,
+            input_uri=str(corpus),
+            output_uri=str(tmp_path / "fresh"),
+            overrides=[change],
+        ),
         show_progress=False,
     )
     names = [s["bin"] for s in fresh.manifest["shards"]]
