@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from pipeline import cost
@@ -148,6 +149,8 @@ def dataset(tmp_path: Path) -> tuple[Config, Location]:
     )
     root = Location.from_uri(str(tmp_path / "out")) / "ds"
     (root / "_work/runs/r/stats.json").write_bytes(json.dumps(STATS).encode())
+    # the run's input manifest: the raw files this dataset read (retention's raw scope)
+    (root / "_work/runs/r/inputs.parquet").write_parquet(pa.table({"path": ["a.jsonl"]}))
     (root / "_work/tokens/t/u.bin").write_bytes(b"t" * 6000)
     (root / f"{V2}/shard-00000.bin").write_bytes(b"s" * 40_000_000)
     (root / f"{V2}/shard-00000.idx").write_bytes(b"i" * 100)
