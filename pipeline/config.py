@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
+from pipeline.config_types import Bytes, Seed
 from pipeline.retention_config import PricesConfig, RetentionConfig
 
 
@@ -30,6 +31,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
+    """Unknown keys are errors; every number has a bound (types in pipeline/config_types.py)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -65,8 +68,11 @@ class RayConfig(_Strict):
 
 
 class IngestConfig(_Strict):
-    unit_bytes: ByteSize = ByteSize(64 * 2**20)
+    unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
+    # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
+    # is quarantined as too_large, never held whole or tokenized (see readers.py).
+    max_doc_bytes: Bytes = ByteSize(16 * 2**20)
 
 
 class NearDedupConfig(_Strict):
@@ -76,7 +82,7 @@ class NearDedupConfig(_Strict):
     bands: int = Field(default=32, ge=1)
     rows: int = Field(default=8, ge=1)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    seed: int = 42
+    seed: Seed = 42
 
 
 class DedupConfig(_Strict):
@@ -92,8 +98,8 @@ class TokenizeConfig(_Strict):
 
 
 class PackConfig(_Strict):
-    shard_bytes: ByteSize = ByteSize(256 * 2**20)
-    seed: int = 0
+    shard_bytes: Bytes = ByteSize(256 * 2**20)
+    seed: Seed = 0
 
 
 class Config(_Strict):
@@ -131,13 +137,14 @@ class Config(_Strict):
         return _digest(data)
 
     def read_key(self) -> str:
-        """Hash of what decides a unit's read output (fields, hash partitions)."""
+        """Hash of what decides a unit's read output (fields, hash partitions, size cap)."""
         return _digest(
             {
                 "layout": 1,
                 "text_field": self.input.text_field,
                 "id_field": self.input.id_field,
                 "partitions": self.dedup.partitions,
+                "max_doc_bytes": int(self.ingest.max_doc_bytes),
             }
         )
 
