@@ -260,9 +260,23 @@ def load_config(
         config = Config.model_validate(merged)
     except ValidationError as e:
         raise ConfigError(_format_error(e, source)) from None
+    _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
     return config
+
+
+def _check_overlap(config: Config, source: str) -> None:
+    """An input inside the dataset the run writes would be read back as documents. (An output
+    inside the input is fine: the listing skips it as own_output, see ingest.py.)"""
+    inp, out = config.input.uri.rstrip("/"), f"{config.output.uri.rstrip('/')}/{config.name}"
+    if not is_remote(inp) and not is_remote(out):
+        inp, out = os.path.realpath(inp), os.path.realpath(out)
+    if inp == out or inp.startswith(out + "/"):
+        raise ConfigError(
+            f"{source}: key 'input.uri': the input {inp} is inside the output dataset {out}"
+            " (output.uri + name), which this run writes; give an input outside it"
+        )
 
 
 def _deep_merge(base: dict, top: dict) -> dict:
