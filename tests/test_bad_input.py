@@ -79,7 +79,7 @@ def test_own_output_inside_input_is_never_read(ray_local, tmp_path):
     skipped = skipped_of(cfg, second)
     own = [s for s in skipped if s["reason"] == OWN_OUTPUT]
     assert own and all(s["path"].startswith("out/sample/") for s in own)
-    assert {"manifest.json", "lease.json"} <= {s["path"].rsplit("/", 1)[-1] for s in own}
+    assert {"manifest.json", "inputs.parquet"} <= {s["path"].rsplit("/", 1)[-1] for s in own}
     assert any(s["path"].endswith(".docs.parquet") for s in own)
     assert second.manifest["run"]["skipped_files"][OWN_OUTPUT] == len(own)
 
