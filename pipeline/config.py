@@ -274,7 +274,8 @@ def _check_overlap(config: Config, source: str) -> None:
         inp, out = os.path.realpath(inp), os.path.realpath(out)
     if inp == out or inp.startswith(out + "/"):
         raise ConfigError(
-            f"{source}: key 'input.uri': the input {inp} is inside the output dataset {out}"
+            f"{source}: key 'input.uri': the input {inp} is"
+            f" {'' if inp == out else 'inside '}the output dataset {out}"
             " (output.uri + name), which this run writes; give an input outside it"
         )
 

@@ -37,25 +37,12 @@ changed_during_run     the object's size or ETag (locally: size or mtime) is not
 Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
 file cut into several pieces are reported once, by the piece starting at byte 0.
 
-Bounded reads. A JSONL line is read at most ``max_doc_bytes + 1`` bytes at a time: a longer one
-is measured and skipped in 1 MiB chunks, never held whole. A piece that starts inside a line
-looks for the next line start only within its own byte range, so only the piece where a line
-starts reads past its end. An uncompressed text file larger than the cap is quarantined from its
-listed size without being opened; a compressed one is decompressed in chunks to measure it.
-A Parquet text value is decoded with its row group (whose size the file's writer chose) and then
-dropped: it is never copied into Python or tokenized.
-
-Changed objects. Each piece is read only if the object still has the size and ETag (locally
-size and mtime) of the listing: on S3 the open's HEAD is compared with the listing and every
-range GET carries ``If-Match`` on that ETag (s3fs), so a change during the read fails the GET
-with 412; locally the file is stat'ed before and after the piece. Either way the piece becomes
-one ``changed_during_run`` row (ObjectChanged; stages.read_unit drops the piece's other rows).
+How giant records and changed objects are handled: pipeline/read_guards.py.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import gzip
 import io
 import json
@@ -64,11 +51,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import zstandard
-from s3fs.utils import FileExpired
 
+from pipeline.read_guards import (
+    SCAN_CHUNK,
+    ObjectChanged,
+    Window,
+    next_line_start,
+    open_checked,
+    rest_of_line,
+    without_oversize,
+)
 from pipeline.storage import Location
 from pipeline.text import derived_id
 
@@ -106,7 +100,6 @@ FILE_LEVEL = -1
 _STREAM_BUFFER = 1 << 20  # bytes pulled per read from the object (s3fs adds its own readahead)
 # An uncompressed piece reads through a small buffer so that it pulls little past its range.
 _PIECE_BUFFER = 1 << 16
-_SCAN_CHUNK = 1 << 20  # bytes held at a time while measuring or skipping an oversized record
 DEFAULT_MAX_DOC_BYTES = 16 * 2**20
 _DETAIL_CHARS = 300
 
@@ -133,20 +126,6 @@ def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         raise Rejected(INVALID_ID, f"id is {type(raw_id).__name__}: {str(raw_id)[:80]}")
     return str(raw_id), text
-
-
-class ObjectChanged(Exception):
-    """The object is not the one listed: its piece must be dropped whole (see above)."""
-
-    def __init__(self, source: str, row: int, detail: str) -> None:
-        super().__init__(f"{source}: {detail}")
-        self.source, self.row, self.detail = source, row, detail
-
-    def quarantine(self) -> pa.Table:
-        return pa.table(
-            [[self.source], [self.row], [CHANGED_DURING_RUN], [self.detail[:_DETAIL_CHARS]]],
-            schema=QUARANTINE_SCHEMA,
-        )
 
 
 class _Batches:
@@ -239,50 +218,6 @@ def _decompressed(raw: Any, compression: str) -> io.BufferedIOBase:
     return io.BufferedReader(raw, _STREAM_BUFFER)
 
 
-# -- the object as listed --------------------------------------------------------------------
-def _version(info: dict[str, Any]) -> tuple[int, str | None, float | None]:
-    etag = info.get("ETag") or info.get("etag")
-    mtime = info.get("mtime")
-    return (
-        int(info["size"]),
-        str(etag).strip('"') if etag else None,
-        float(mtime) if isinstance(mtime, (int, float)) else None,
-    )
-
-
-def _check_version(piece: dict, info: dict[str, Any]) -> None:
-    """Raise ObjectChanged unless the object has the listed size and ETag (or mtime)."""
-    size, etag, mtime = _version(info)
-    listed_etag, listed_mtime = piece.get("etag"), piece.get("mtime")
-    if (
-        size != piece["size"]
-        or (listed_etag and etag != listed_etag)
-        or (not listed_etag and listed_mtime is not None and mtime != listed_mtime)
-    ):
-        was, now = (listed_etag, etag) if listed_etag else (listed_mtime, mtime)
-        kind = "ETag" if listed_etag else "mtime"
-        raise ObjectChanged(
-            piece["path"],
-            piece["start"],
-            f"listed {piece['size']} bytes, {kind} {was}; now {size} bytes, {kind} {now}"
-            f" (bytes {piece['start']}-{piece['end']} dropped)",
-        )
-
-
-@contextlib.contextmanager
-def _open_checked(loc: Location, piece: dict) -> Iterator[io.BufferedIOBase]:
-    """Open the object only if it is the one listed (see "Changed objects" above)."""
-    with loc.open_read() as raw:
-        # s3fs: the open's metadata, whose ETag its range GETs then send as If-Match
-        _check_version(piece, raw.details or loc.fs.info(loc.path))
-        try:
-            yield raw
-        except FileExpired as e:  # a GET's If-Match failed: the object changed while read
-            raise ObjectChanged(piece["path"], piece["start"], f"changed while read: {e}") from e
-    if loc.is_local:  # no If-Match on a file: it must still be the same after the read
-        _check_version(piece, loc.fs.info(loc.path))
-
-
 # -- formats ---------------------------------------------------------------------------------
 Fields = tuple[str, str | None]  # (text_field, id_field)
 _Reader = Callable[[Location, dict, Fields, _Batches], Iterator[tuple[pa.Table, pa.Table]]]
@@ -325,55 +260,13 @@ def _too_large(out: _Batches, row: int, size: int) -> None:
     out.problem(row, TOO_LARGE, _too_large_detail(size, out))
 
 
-def _rest_of_line(stream: io.BufferedIOBase) -> tuple[int, bool]:
-    """(bytes up to and including the next newline or the end, whether a newline ended them),
-    read and dropped in chunks."""
-    n = 0
-    while True:
-        chunk = stream.readline(_SCAN_CHUNK)
-        n += len(chunk)
-        if not chunk or chunk.endswith(b"\n"):
-            return n, bool(chunk)
-
-
-class _Window(io.RawIOBase):
-    """Reads `raw` from `pos` on, never past `stop` while it is set: the search for the piece's
-    first line start then reads nothing outside the piece, not even a buffer's worth."""
-
-    def __init__(self, raw: Any, pos: int, stop: int | None) -> None:
-        self._raw, self.pos, self.stop = raw, pos, stop
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        n = len(buffer) if self.stop is None else min(len(buffer), self.stop - self.pos)
-        data = self._raw.read(n) if n > 0 else b""
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
-def _next_line_start(stream: io.BufferedIOBase, offset: int, limit: int) -> int | None:
-    """Offset just after the first newline at or after `offset` and before `limit`; None when
-    none is there (no line starts in the piece). Reads nothing at or past `limit`."""
-    while offset < limit:
-        chunk = stream.readline(min(_SCAN_CHUNK, limit - offset))
-        if not chunk:
-            return None
-        offset += len(chunk)
-        if chunk.endswith(b"\n"):
-            return offset
-    return None
-
-
 def _read_jsonl(
     loc: Location, piece: dict, fields: Fields, out: _Batches
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     start, end = piece["start"], piece["end"]
     compressed = piece["compression"] != "none"
     cap = out.max_doc_bytes
-    with _open_checked(loc, piece) as raw:
+    with open_checked(loc, piece) as raw:
         if compressed:  # never split: the whole stream, to its end
             stream, offset, limit = _decompressed(raw, piece["compression"]), 0, None
         else:
@@ -381,10 +274,10 @@ def _read_jsonl(
             # everything up to the first newline (just that byte when a line starts at `start`).
             offset = max(start - 1, 0)
             raw.seek(offset)
-            window = _Window(raw, offset, end)
+            window = Window(raw, offset, end)
             stream, limit = io.BufferedReader(window, _PIECE_BUFFER), end
             if start > 0:
-                offset = _next_line_start(stream, offset, limit)
+                offset = next_line_start(stream, offset, limit)
                 if offset is None:
                     return
             window.stop = None  # a line starting in the piece is read to its end
@@ -394,7 +287,7 @@ def _read_jsonl(
                 if len(line) > cap and not line.endswith(b"\n"):
                     # longer than the cap: measured and skipped, never held whole
                     head, line = len(line), None
-                    rest, newline = _rest_of_line(stream)
+                    rest, newline = rest_of_line(stream)
                     _too_large(out, offset, head + rest - newline)
                     offset += head + rest
                     continue
@@ -416,14 +309,14 @@ def _read_text(
     if piece["compression"] == "none" and piece["size"] > cap:  # from the listing: not opened
         _too_large(out, 0, piece["size"])
         return
-    with _open_checked(loc, piece) as raw:
+    with open_checked(loc, piece) as raw:
         stream = _decompressed(raw, piece["compression"])
         try:
             data = stream.read(cap + 1)
             if len(data) > cap:  # compressed: measured in chunks, never held whole
                 size = len(data)
                 del data
-                while chunk := stream.read(_SCAN_CHUNK):
+                while chunk := stream.read(SCAN_CHUNK):
                     size += len(chunk)
                 _too_large(out, 0, size)
                 return
@@ -457,28 +350,12 @@ def _row_group_first_byte(meta: pq.RowGroupMetaData) -> int:
     return min(starts)
 
 
-def _without_oversize(column: pa.Array, cap: int) -> tuple[pa.Array, dict[int, int]]:
-    """The text column with values over `cap` bytes nulled (so never copied into Python), and
-    {index: size} of those values."""
-    try:
-        lengths = pc.fill_null(pc.binary_length(column), 0)
-    except pa.ArrowNotImplementedError:  # an encoding binary_length does not take: per value
-        values = column.to_pylist()
-        lengths = pa.array([len(v.encode()) if isinstance(v, str) else 0 for v in values])
-    big = pc.greater(lengths, cap)
-    if not pc.any(big).as_py():
-        return column, {}
-    sizes = lengths.to_pylist()
-    oversize = {i: sizes[i] for i in pc.indices_nonzero(big).to_pylist()}
-    return pc.if_else(big, pa.scalar(None, column.type), column), oversize
-
-
 def _read_parquet(
     loc: Location, piece: dict, fields: Fields, out: _Batches
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     text_field, id_field = fields
     owns_file_level = piece["start"] == 0
-    with _open_checked(loc, piece) as raw:
+    with open_checked(loc, piece) as raw:
         parquet = pq.ParquetFile(raw)
         schema = parquet.schema_arrow
         if text_field not in schema.names:
@@ -507,7 +384,7 @@ def _read_parquet(
                 for batch in parquet.iter_batches(
                     batch_size=out.batch_docs, row_groups=[group], columns=columns
                 ):
-                    column, oversize = _without_oversize(batch.column(0), out.max_doc_bytes)
+                    column, oversize = without_oversize(batch.column(0), out.max_doc_bytes)
                     texts = column.to_pylist()
                     ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
                     for i, (text, raw_id) in enumerate(zip(texts, ids, strict=True)):
@@ -543,6 +420,14 @@ PERMANENT_ERRORS = (
 _READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
+def changed_quarantine(changed: ObjectChanged) -> pa.Table:
+    """The one quarantine row that stands for a piece whose object changed."""
+    detail = changed.detail[:_DETAIL_CHARS]
+    return pa.table(
+        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail]], schema=QUARANTINE_SCHEMA
+    )
+
+
 def read_piece(
     root: Location,
     piece: Any,
@@ -554,7 +439,7 @@ def read_piece(
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
 
     Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
-    yielded and records ``exc.quarantine()`` instead."""
+    yielded and records ``changed_quarantine(exc)`` instead."""
     source = piece["path"]
     out = _Batches(source, batch_docs, max_doc_bytes)
     if piece["size"] == 0:

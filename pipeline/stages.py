@@ -25,7 +25,13 @@ from pipeline.config import Config
 from pipeline.ingest import cut_units, inside, list_inputs
 from pipeline.layout import RunLayout
 from pipeline.megatron import ShardWriter
-from pipeline.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, ObjectChanged, read_piece
+from pipeline.readers import (
+    DOCS_SCHEMA,
+    QUARANTINE_SCHEMA,
+    ObjectChanged,
+    changed_quarantine,
+    read_piece,
+)
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
 from pipeline.tokenize import tokenize_batches, tokenizer_from_json
@@ -92,7 +98,7 @@ def read_unit(
                 piece_docs.append(docs)
                 piece_bad.append(bad)
         except ObjectChanged as changed:  # not the object listed: nothing of it is kept
-            piece_docs, piece_bad = [], [changed.quarantine()]
+            piece_docs, piece_bad = [], [changed_quarantine(changed)]
         doc_parts += piece_docs
         bad_parts += piece_bad
     docs = _concat(doc_parts, DOCS_SCHEMA)
