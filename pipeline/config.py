@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
+from pipeline.config_types import Bytes, Seed
 from pipeline.retention_config import PricesConfig, RetentionConfig
 
 
@@ -30,6 +31,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
+    """Unknown keys are errors; every number has a bound (types in pipeline/config_types.py)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -65,8 +68,11 @@ class RayConfig(_Strict):
 
 
 class IngestConfig(_Strict):
-    unit_bytes: ByteSize = ByteSize(64 * 2**20)
+    unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
+    # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
+    # is quarantined as too_large, never held whole or tokenized (see readers.py).
+    max_doc_bytes: Bytes = ByteSize(16 * 2**20)
 
 
 class NearDedupConfig(_Strict):
@@ -76,7 +82,7 @@ class NearDedupConfig(_Strict):
     bands: int = Field(default=32, ge=1)
     rows: int = Field(default=8, ge=1)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    seed: int = 42
+    seed: Seed = 42
 
 
 class DedupConfig(_Strict):
@@ -92,8 +98,8 @@ class TokenizeConfig(_Strict):
 
 
 class PackConfig(_Strict):
-    shard_bytes: ByteSize = ByteSize(256 * 2**20)
-    seed: int = 0
+    shard_bytes: Bytes = ByteSize(256 * 2**20)
+    seed: Seed = 0
 
 
 class Config(_Strict):
@@ -300,9 +306,24 @@ def load_config(
         config = Config.model_validate(merged)
     except ValidationError as e:
         raise ConfigError(_format_error(e, source)) from None
+    _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
     return config
+
+
+def _check_overlap(config: Config, source: str) -> None:
+    """An input inside the dataset the run writes would be read back as documents. (An output
+    inside the input is fine: the listing skips it as own_output, see ingest.py.)"""
+    inp, out = config.input.uri.rstrip("/"), f"{config.output.uri.rstrip('/')}/{config.name}"
+    if not is_remote(inp) and not is_remote(out):
+        inp, out = os.path.realpath(inp), os.path.realpath(out)
+    if inp == out or inp.startswith(out + "/"):
+        raise ConfigError(
+            f"{source}: key 'input.uri': the input {inp} is"
+            f" {'' if inp == out else 'inside '}the output dataset {out}"
+            " (output.uri + name), which this run writes; give an input outside it"
+        )
 
 
 def _deep_merge(base: dict, top: dict) -> dict:

@@ -23,10 +23,13 @@ compression      string    'none' | 'gzip' | 'zstd'
 The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
 ``hidden`` (a path component starts with '.'), ``marker`` (a name starting with '_', such as
 ``_SUCCESS``, or ending with '.crc'), ``excluded`` (no include glob matches, or an exclude glob
-does), ``unsupported_format`` (extension below not recognised); in a local folder also
-``symlink_outside_input``, ``symlink_loop``, ``dangling_symlink``, ``non_utf8_name`` and
-``not_a_regular_file`` (the symlink and name policy: local_listing.py). Nothing is dropped
-silently.
+does), ``unsupported_format`` (extension below not recognised), ``own_output`` (under this run's
+own output dataset, ``output.uri/<name>``, when that lies inside the input), ``pipeline_dataset``
+(under any other folder holding a pipeline dataset: one with a ``_work/`` folder, or the parent
+of a version folder with a ``manifest.json``); in a local folder also ``symlink_outside_input``,
+``symlink_loop``, ``dangling_symlink``, ``non_utf8_name`` and ``not_a_regular_file`` (the symlink
+and name policy: local_listing.py). Nothing is dropped silently, and a pipeline never reads its
+own output or another run's shards, work state and manifests as documents.
 
 Extensions (case-insensitive; an optional ``.gz`` or ``.zst``/``.zstd`` suffix sets compression):
 ``.jsonl .ndjson .json`` → jsonl (one JSON object per line), ``.txt .text .md`` → text (the whole
@@ -48,6 +51,8 @@ start, end       int64     the piece's byte range in the file, [start, end); who
 size             int64     size of the whole file (not of the piece)
 format           string    as in inputs.parquet
 compression      string    as in inputs.parquet
+etag, mtime      string,   as in inputs.parquet: a reader reads the piece only if the object
+                 float64   still has them (readers.py, "Changed objects")
 ===============  ========  =====================================================================
 
 Rows are in the order units were cut (path order), pieces of a unit contiguous. How a range is
@@ -68,6 +73,7 @@ import pyarrow as pa
 import xxhash
 from fsspec.utils import glob_translate
 
+from pipeline.layout import MANIFEST, WORK_DIR, is_version_name
 from pipeline.local_listing import walk_local
 from pipeline.storage import Location
 
@@ -91,6 +97,8 @@ UNITS_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("format", pa.string()),
         ("compression", pa.string()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
     ]
 )
 
@@ -144,9 +152,11 @@ def skip_reason(
 
 
 def list_inputs(
-    root: Location, include: list[str], exclude: list[str]
+    root: Location, include: list[str], exclude: list[str], own_output: str | None = None
 ) -> tuple[pa.Table, pa.Table]:
-    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads)."""
+    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads).
+
+    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it."""
     include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
     accepted: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -167,6 +177,7 @@ def list_inputs(
                 "compression": compression,
             }
         )
+    accepted, skipped = _without_datasets(accepted, skipped, own_output)
     accepted.sort(key=lambda r: r["path"])
     skipped.sort(key=lambda r: r["path"])
     return (
@@ -187,6 +198,60 @@ def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]
         if not full_path.startswith(prefix):
             raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
         yield full_path[len(prefix) :], info, None
+
+
+OWN_OUTPUT = "own_output"
+PIPELINE_DATASET = "pipeline_dataset"
+
+
+def dataset_folders(paths: Iterable[str]) -> set[str]:
+    """Folders ('' is the root) holding a pipeline dataset, from relative file paths alone: the
+    parent of a `_work/` folder, and the parent of a version folder with a manifest."""
+    found = set()
+    for rel in paths:
+        parts = rel.split("/")
+        if WORK_DIR in parts[:-1]:
+            found.add("/".join(parts[: parts.index(WORK_DIR)]))
+        if len(parts) >= 2 and parts[-1] == MANIFEST and is_version_name(parts[-2]):
+            found.add("/".join(parts[:-2]))
+    return found
+
+
+def _under(rel: str, folder: str) -> bool:
+    return folder == "" or rel == folder or rel.startswith(folder + "/")
+
+
+def _without_datasets(
+    accepted: list[dict[str, Any]], skipped: list[dict[str, Any]], own_output: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every file under a pipeline dataset moves to skipped, with that as its reason."""
+    rows = accepted + skipped
+    folders = dataset_folders(r["path"] for r in rows)
+    if not folders and own_output is None:
+        return accepted, skipped
+    kept, dropped = [], []
+    for row in rows:
+        if own_output is not None and _under(row["path"], own_output):
+            reason = OWN_OUTPUT
+        elif any(_under(row["path"], folder) for folder in folders):
+            reason = PIPELINE_DATASET
+        else:
+            (kept if "reason" not in row else dropped).append(row)
+            continue
+        dropped.append({"path": row["path"], "size": row["size"], "reason": reason})
+    return kept, dropped
+
+
+def inside(root: Location, other: Location) -> str | None:
+    """`other`'s path relative to `root` when it is `root` or lies under it ('' for root)."""
+    if type(root.fs) is not type(other.fs):
+        return None
+    a, b = root.path.rstrip("/"), other.path.rstrip("/")
+    if root.is_local:
+        a, b = os.path.realpath(a), os.path.realpath(b)
+    if b == a:
+        return ""
+    return b[len(a) + 1 :] if b.startswith(a + "/") else None
 
 
 def _version_tag(file: dict[str, Any]) -> str | None:
@@ -216,6 +281,8 @@ class _Piece:
     version: str | None  # ETag or mtime: changes when the object does
     format: str
     compression: str
+    etag: str | None = None
+    mtime: float | None = None
 
     @property
     def nbytes(self) -> int:
@@ -235,7 +302,15 @@ def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
     bounds = [size * i // n for i in range(n + 1)]
     for start, end in zip(bounds, bounds[1:], strict=False):
         yield _Piece(
-            file["path"], start, end, size, _version_tag(file), file["format"], file["compression"]
+            file["path"],
+            start,
+            end,
+            size,
+            _version_tag(file),
+            file["format"],
+            file["compression"],
+            file.get("etag"),
+            file.get("mtime"),
         )
 
 
@@ -300,6 +375,8 @@ def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
                 "size": p.size,
                 "format": p.format,
                 "compression": p.compression,
+                "etag": p.etag,
+                "mtime": p.mtime,
             }
             for p in unit
         ]

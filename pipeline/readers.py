@@ -26,6 +26,12 @@ empty_file             the file has zero bytes (row -1)
 missing_text_column    a Parquet file has no text column (row -1)
 unreadable             the object is missing, forbidden or undecodable (row -1; detail = the
                        error); a transient failure (reset, timeout) fails the unit instead
+too_large              the record is larger than ``ingest.max_doc_bytes`` (detail = its size in
+                       bytes): JSONL, the line; Parquet, the text value; text, the whole file
+                       (decompressed). It is never handed to the tokenizer
+changed_during_run     the object's size or ETag (locally: size or mtime) is not the one listed
+                       when the piece is read (row = the piece's first byte; detail = both). Its
+                       records read from that piece are dropped; a rerun lists the new object
 =====================  =======================================================================
 
 Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
@@ -43,6 +49,8 @@ A Parquet text column may be ``string``, ``large_string``, ``string_view``, dict
 strings, or ``binary`` / ``large_binary`` holding UTF-8 (a value that is not UTF-8 is an
 ``invalid_utf8`` row). A JSONL line holding a JSON array is read as records, one per element:
 element i has ``row`` = the line's offset + i (unique: each element takes at least two bytes).
+
+How giant records and changed objects are handled: pipeline/read_guards.py.
 """
 
 from __future__ import annotations
@@ -59,6 +67,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
+from pipeline.read_guards import (
+    SCAN_CHUNK,
+    ObjectChanged,
+    Window,
+    next_line_start,
+    open_checked,
+    rest_of_line,
+    without_oversize,
+)
 from pipeline.storage import Location
 from pipeline.text import derived_id
 
@@ -91,9 +108,14 @@ TRUNCATED_FILE = "truncated_file"
 EMPTY_FILE = "empty_file"
 MISSING_TEXT_COLUMN = "missing_text_column"
 UNREADABLE = "unreadable"
+TOO_LARGE = "too_large"
+CHANGED_DURING_RUN = "changed_during_run"
 FILE_LEVEL = -1
 
 _STREAM_BUFFER = 1 << 20  # bytes pulled per read from the object (s3fs adds its own readahead)
+# An uncompressed piece reads through a small buffer so that it pulls little past its range.
+_PIECE_BUFFER = 1 << 16
+DEFAULT_MAX_DOC_BYTES = 16 * 2**20
 _DETAIL_CHARS = 300
 
 
@@ -124,8 +146,11 @@ def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
 class _Batches:
     """Accumulates documents and quarantine rows of one source; `take` empties it."""
 
-    def __init__(self, source: str, batch_docs: int) -> None:
+    def __init__(
+        self, source: str, batch_docs: int, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES
+    ) -> None:
         self.source, self.batch_docs = source, batch_docs
+        self.max_doc_bytes = max_doc_bytes  # the readers' cap on one record
         self._ids: list[str] = []
         self._rows: list[int] = []
         self._texts: list[str] = []
@@ -264,12 +289,21 @@ def _add_record(out: _Batches, record: Any, offset: int, fields: Fields) -> None
     out.doc(raw_id, offset, text)
 
 
+def _too_large_detail(size: int, out: _Batches) -> str:
+    return f"{size} bytes > ingest.max_doc_bytes = {out.max_doc_bytes}"
+
+
+def _too_large(out: _Batches, row: int, size: int) -> None:
+    out.problem(row, TOO_LARGE, _too_large_detail(size, out))
+
+
 def _read_jsonl(
     loc: Location, piece: dict, fields: Fields, out: _Batches
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     start, end = piece["start"], piece["end"]
     compressed = piece["compression"] != "none"
-    with loc.open_read() as raw:
+    cap = out.max_doc_bytes
+    with open_checked(loc, piece) as raw:
         if compressed:  # never split: the whole stream, to its end
             stream, offset, limit = _decompressed(raw, piece["compression"]), 0, None
         else:
@@ -277,12 +311,23 @@ def _read_jsonl(
             # everything up to the first newline (just that byte when a line starts at `start`).
             offset = max(start - 1, 0)
             raw.seek(offset)
-            stream, limit = _decompressed(raw, "none"), end
+            window = Window(raw, offset, end)
+            stream, limit = io.BufferedReader(window, _PIECE_BUFFER), end
             if start > 0:
-                offset += len(stream.readline())
+                offset = next_line_start(stream, offset, limit)
+                if offset is None:
+                    return
+            window.stop = None  # a line starting in the piece is read to its end
         while limit is None or offset < limit:
             try:
-                line = stream.readline()
+                line = stream.readline(cap + 1)
+                if len(line) > cap and not line.endswith(b"\n"):
+                    # longer than the cap: measured and skipped, never held whole
+                    head, line = len(line), None
+                    rest, newline = rest_of_line(stream)
+                    _too_large(out, offset, head + rest - newline)
+                    offset += head + rest
+                    continue
             except EOFError as e:
                 out.problem(offset, TRUNCATED_FILE, str(e))
                 break
@@ -297,9 +342,21 @@ def _read_jsonl(
 def _read_text(
     loc: Location, piece: dict, fields: Fields, out: _Batches
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    with loc.open_read() as raw:
+    cap = out.max_doc_bytes
+    if piece["compression"] == "none" and piece["size"] > cap:  # from the listing: not opened
+        _too_large(out, 0, piece["size"])
+        return
+    with open_checked(loc, piece) as raw:
+        stream = _decompressed(raw, piece["compression"])
         try:
-            data = _decompressed(raw, piece["compression"]).read()
+            data = stream.read(cap + 1)
+            if len(data) > cap:  # compressed: measured in chunks, never held whole
+                size = len(data)
+                del data
+                while chunk := stream.read(SCAN_CHUNK):
+                    size += len(chunk)
+                _too_large(out, 0, size)
+                return
         except EOFError as e:
             out.problem(0, TRUNCATED_FILE, str(e))
             return
@@ -359,7 +416,7 @@ def _read_parquet(
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     text_field, id_field = fields
     owns_file_level = piece["start"] == 0
-    with loc.open_read() as raw:
+    with open_checked(loc, piece) as raw:
         parquet = pq.ParquetFile(raw)
         schema = parquet.schema_arrow
         rows = parquet.metadata.num_rows  # a file rejected whole counts as all its rows
@@ -391,10 +448,16 @@ def _read_parquet(
                 for batch in parquet.iter_batches(
                     batch_size=out.batch_docs, row_groups=[group], columns=columns
                 ):
-                    texts = _texts(batch.column(0))
+                    column = batch.column(0)
+                    if pa.types.is_dictionary(column.type):  # sizes of the values, not the codes
+                        column = column.dictionary_decode()
+                    column, oversize = without_oversize(column, out.max_doc_bytes)
+                    texts = _texts(column)
                     ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
-                    for text, raw_id in zip(texts, ids, strict=True):
+                    for i, (text, raw_id) in enumerate(zip(texts, ids, strict=True)):
                         try:
+                            if i in oversize:
+                                raise Rejected(TOO_LARGE, _too_large_detail(oversize[i], out))
                             if isinstance(text, bytes):
                                 text = _utf8(text)
                             doc_id, text = document_fields(text, raw_id)
@@ -463,12 +526,28 @@ def _count_lines(loc: Location, start: int, end: int) -> int:
 _READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
+def changed_quarantine(changed: ObjectChanged) -> pa.Table:
+    """The one quarantine row that stands for a piece whose object changed."""
+    detail = changed.detail[:_DETAIL_CHARS]
+    return pa.table(
+        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail]], schema=QUARANTINE_SCHEMA
+    )
+
+
 def read_piece(
-    root: Location, piece: Any, text_field: str, id_field: str | None, batch_docs: int = 4096
+    root: Location,
+    piece: Any,
+    text_field: str,
+    id_field: str | None,
+    batch_docs: int = 4096,
+    max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches."""
+    """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
+
+    Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
+    yielded and records ``changed_quarantine(exc)`` instead."""
     source = piece["path"]
-    out = _Batches(source, batch_docs)
+    out = _Batches(source, batch_docs, max_doc_bytes)
     if piece["size"] == 0:
         out.problem(FILE_LEVEL, EMPTY_FILE, "the file has zero bytes")
         yield out.take()

@@ -70,6 +70,23 @@ class RunResult:
 WORKER_ENV = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
 
+class _LocalAuthNotice(logging.Filter):
+    """Drops one Ray notice: that a new local instance turned token authentication on, which it
+    does by default and a local user can do nothing about. Every other record of that logger
+    (such as the warning that authentication is off) and of every other logger passes.
+
+    (Setting RAY_AUTH_MODE=token instead would need Ray's cached config reloaded: ray is already
+    imported, and a driver that sees the variable only later fails to reach its own GCS.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_AUTH_NOTICE)
+
+
+_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+_LOCAL_AUTH_NOTICE = _LocalAuthNotice()
+
+
 def ensure_ray(cfg: Config) -> None:
     if ray.is_initialized():
         return
@@ -78,6 +95,7 @@ def ensure_ray(cfg: Config) -> None:
     if address:
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
     else:
+        logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
         ray.init(  # address="local": never join a cluster some other process started here
             address="local",
             num_cpus=cfg.ray.num_cpus,

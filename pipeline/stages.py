@@ -22,10 +22,16 @@ import xxhash
 
 from pipeline import exact, pack
 from pipeline.config import Config
-from pipeline.ingest import cut_units, list_inputs
+from pipeline.ingest import cut_units, inside, list_inputs
 from pipeline.layout import RunLayout
 from pipeline.megatron import ShardWriter
-from pipeline.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, read_piece
+from pipeline.readers import (
+    DOCS_SCHEMA,
+    QUARANTINE_SCHEMA,
+    ObjectChanged,
+    changed_quarantine,
+    read_piece,
+)
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
 from pipeline.tokenize import tokenize_batches, tokenizer_from_json
@@ -57,7 +63,8 @@ def peak_rss_mb() -> float:
 def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
     """The listing and its work units (metadata only: they are small tables)."""
     timer = TaskTimer()
-    inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude)
+    own = inside(input_root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
+    inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude, own)
     units = cut_units(inputs, int(cfg.ingest.unit_bytes))
     return timer.summary(
         inputs=inputs,
@@ -79,9 +86,21 @@ def read_unit(
         return {**earlier, **timer.summary(reused=True)}
     doc_parts, bad_parts = [], []
     for piece in pieces:
-        for docs, bad in read_piece(input_root, piece, cfg.input.text_field, cfg.input.id_field):
-            doc_parts.append(docs)
-            bad_parts.append(bad)
+        piece_docs, piece_bad = [], []
+        try:
+            for docs, bad in read_piece(
+                input_root,
+                piece,
+                cfg.input.text_field,
+                cfg.input.id_field,
+                max_doc_bytes=int(cfg.ingest.max_doc_bytes),
+            ):
+                piece_docs.append(docs)
+                piece_bad.append(bad)
+        except ObjectChanged as changed:  # not the object listed: nothing of it is kept
+            piece_docs, piece_bad = [], [changed_quarantine(changed)]
+        doc_parts += piece_docs
+        bad_parts += piece_bad
     docs = _concat(doc_parts, DOCS_SCHEMA)
     bad = _concat(bad_parts, QUARANTINE_SCHEMA)
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)

@@ -259,6 +259,11 @@ class _CountingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    @property
+    def details(self) -> dict[str, Any] | None:
+        """The store's metadata of the open object (s3fs: from its open), where it keeps any."""
+        return getattr(self._raw, "details", None)
+
     def seekable(self) -> bool:
         return True
 
