@@ -526,11 +526,13 @@ def _count_lines(loc: Location, start: int, end: int) -> int:
 _READERS: dict[str, _Reader] = {"jsonl": _read_jsonl, "text": _read_text, "parquet": _read_parquet}
 
 
-def changed_quarantine(changed: ObjectChanged) -> pa.Table:
-    """The one quarantine row that stands for a piece whose object changed."""
+def changed_quarantine(changed: ObjectChanged, piece_bytes: int) -> pa.Table:
+    """The one quarantine row that stands for a piece whose object changed: its records cannot
+    be counted (the object is no longer the one listed), so it counts 1 record and its bytes."""
     detail = changed.detail[:_DETAIL_CHARS]
     return pa.table(
-        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail]], schema=QUARANTINE_SCHEMA
+        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail], [1], [piece_bytes]],
+        schema=QUARANTINE_SCHEMA,
     )
 
 

@@ -98,7 +98,8 @@ def read_unit(
                 piece_docs.append(docs)
                 piece_bad.append(bad)
         except ObjectChanged as changed:  # not the object listed: nothing of it is kept
-            piece_docs, piece_bad = [], [changed_quarantine(changed)]
+            piece_docs = []
+            piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
         doc_parts += piece_docs
         bad_parts += piece_bad
     docs = _concat(doc_parts, DOCS_SCHEMA)
