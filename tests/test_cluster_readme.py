@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import subprocess
+import textwrap
 import time
 
 import pyarrow.parquet as pq
@@ -33,12 +34,17 @@ from pipeline.testing import free_port, recorded_requests
 WRITES = {"PUT", "POST", "DELETE"}
 
 
-def readme_cluster_commands() -> list[str]:
-    """The command lines of the README's cluster section, in order."""
+def readme_cluster_block(language: str) -> str:
+    """The first ```language block of the README's cluster section, dedented."""
     text = (REPO / "README.md").read_text()
     section = text.split("## Run on a Ray cluster", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
-    return [line for line in block.splitlines() if line.strip()]
+    block = re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
+    return textwrap.dedent(block)
+
+
+def readme_cluster_commands() -> list[str]:
+    """The command lines of the README's cluster section, in order."""
+    return [line for line in readme_cluster_block("sh").splitlines() if line.strip()]
 
 
 def fill_in(line: str, head: str, ports: dict[str, int], endpoint: str) -> str:
@@ -134,6 +140,14 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         assert "verify OK: corpus" in results["verify"].stdout
         assert "retention" in results["retain"].stdout.lower()
         assert "$" in results["report"].stdout
+
+        # The README's StreamReader example, with its endpoint filled in, reads the version.
+        example = readme_cluster_block("python").replace("http://10.0.0.5:9000", s3_server)
+        assert s3_server in example
+        namespace: dict = {}
+        exec(compile(example, "README.md", "exec"), namespace)
+        assert namespace["reader"].manifest["name"] == "corpus"
+        assert len(namespace["window"]) == 2049 and namespace["reader"].remaining() == 0
 
         # configs/s3.yaml lists the sample's README.md as excluded instead of reading it
         work = Location.from_uri("s3://datasets-bucket/tokenized/corpus/_work/runs", storage)
