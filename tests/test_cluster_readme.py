@@ -124,6 +124,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         denied = subprocess.run(
             ["bash", "-c", steps[0]], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
         )
+        print(f"$ {steps[0]}  # without the exports\n{denied.stderr.strip().splitlines()[-1]}")
         assert denied.returncode != 0
         assert "authentication" in (denied.stdout + denied.stderr).lower()
 
@@ -132,7 +133,9 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
             started = time.monotonic()
             results[name] = sh(command)
             out = results[name].stdout + results[name].stderr
-            print(f"$ {command}\n{out[-3000:]}\n({time.monotonic() - started:.1f} s)")
+            seconds = time.monotonic() - started
+            print(f"$ {command}\n{results[name].stdout[-6000:]}\n(exit {results[name].returncode},"
+                  f" {seconds:.1f} s)")
             assert results[name].returncode == 0, out[-4000:]
         run_out = results["run"].stdout + results["run"].stderr
         assert "succeeded" in run_out and "1 nodes, 2 CPUs" in run_out
@@ -163,7 +166,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         with recorded_requests(s3_server) as requests:
             again = sh(image)
         out = again.stdout + again.stderr
-        print(f"$ {image}\n{out[-2000:]}")
+        print(f"$ {image}\n{again.stdout[-2000:]}\n(exit {again.returncode})")
         assert again.returncode == 0, out[-4000:]
         assert "succeeded" in out
         writes = [(m, u) for m, u in requests if m in WRITES and "datasets-bucket" in u]
