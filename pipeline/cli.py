@@ -28,7 +28,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_storage_args(parser: argparse.ArgumentParser, required_config: bool = False) -> None:
+def add_storage_args(parser: argparse.ArgumentParser) -> None:
     """The endpoint options of a command that reads a URI given on its command line: storage
     options from --config (+ --set), or --endpoint-url / --set storage.* without a config."""
     parser.add_argument("--config", help="take storage options (endpoint, region) from this config")
