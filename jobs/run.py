@@ -1,11 +1,12 @@
 """Ray job entrypoint: run the pipeline on the cluster this job was submitted to.
 
-    ray job submit --address http://HEAD:8265 --working-dir . -- \
-        python jobs/run.py --config configs/s3.yaml [--input URI] [--output URI] [--set K=V]
+    ray job submit --address http://HEAD:8265 --working-dir . --runtime-env jobs/runtime_env.yaml \
+        -- python jobs/run.py --config configs/s3.yaml [--input URI] [--output URI] [--set K=V]
 
 Takes the same options as `python -m pipeline run` and prints the same summary. Ray sets
 RAY_ADDRESS for a job's driver, so the run joins the cluster (pipeline.run.ensure_ray, which also
-holds each task's library thread pools to one thread). Outside a job it refuses to start a private
+holds each task's library thread pools to one thread, for the keys the job's runtime env leaves
+unset). Outside a job it refuses to start a private
 local Ray: use `python -m pipeline run` for that. On a cluster, input and output should be s3://
 URIs: tasks run on any node, and the nodes share nothing but object storage.
 """

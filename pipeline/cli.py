@@ -6,7 +6,10 @@ import argparse
 import importlib
 import sys
 
-from pipeline.config import ConfigError, StorageConfig, load_config
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+from pipeline.config import ConfigError, StorageConfig, load_config, parse_set
+from pipeline.storage import StorageUnreachable
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -20,12 +23,59 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override any config key, e.g. --set pack.shard_bytes=64MiB",
     )
+    parser.add_argument(
+        "--endpoint-url", help="S3 endpoint, the same as --set storage.endpoint_url=URL"
+    )
+
+
+def add_storage_args(parser: argparse.ArgumentParser) -> None:
+    """The endpoint options of a command that reads a URI given on its command line: storage
+    options from --config (+ --set), or --endpoint-url / --set storage.* without a config."""
+    parser.add_argument("--config", help="take storage options (endpoint, region) from this config")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set storage.endpoint_url=http://127.0.0.1:9000",
+    )
+    parser.add_argument(
+        "--endpoint-url", help="S3 endpoint, the same as --set storage.endpoint_url=URL"
+    )
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    endpoint = getattr(args, "endpoint_url", None)
+    return [*args.set, *([f"storage.endpoint_url={endpoint}"] if endpoint else [])]
+
+
+def storage_from_args(args: argparse.Namespace) -> StorageConfig:
+    """StorageConfig from add_storage_args' options (ConfigError naming the option if invalid)."""
+    if args.config:
+        return load_config(args.config, overrides=_overrides(args), check_paths=False).storage
+    values = {}
+    for assignment in _overrides(args):
+        key, value = parse_set(assignment)
+        if not key.startswith("storage."):
+            raise ConfigError(f"--set {key}: without --config only storage.* keys apply")
+        values[key.removeprefix("storage.")] = value
+    try:
+        return StorageConfig.model_validate(values)
+    except ValueError as e:  # pydantic's ValidationError
+        raise ConfigError(f"--set storage.*: {e}") from None
 
 
 def _load(args: argparse.Namespace):
     return load_config(
-        args.config, input_uri=args.input, output_uri=args.output, overrides=args.set
+        args.config, input_uri=args.input, output_uri=args.output, overrides=_overrides(args)
     )
+
+
+def _check_storage(cfg, *uris: str) -> None:
+    """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
+    from pipeline.storage import Location, check_reachable
+
+    check_reachable(*(Location.from_uri(uri, cfg.storage) for uri in uris))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -34,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.summary import print_summary
 
     cfg = _load(args)
+    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet)
     except (RunError, LeaseHeld) as e:
@@ -44,16 +95,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from pipeline.storage import Location
+    from pipeline.storage import Location, check_reachable
     from pipeline.verify import VerifyError, verify_version
 
-    storage = (
-        load_config(args.config, check_paths=False).storage
-        if args.config
-        else StorageConfig(endpoint_url=args.endpoint_url)
-    )
+    location = Location.from_uri(args.uri, storage_from_args(args))
+    check_reachable(location)
     try:
-        manifest = verify_version(Location.from_uri(args.uri, storage))
+        manifest = verify_version(location)
     except VerifyError as e:
         print(f"verify FAILED: {e}", file=sys.stderr)
         return 1
@@ -70,6 +118,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
     from pipeline.retention import apply_plan, format_plan, plan_retention
 
     cfg = _load(args)
+    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
     plan = plan_retention(cfg)
     print(format_plan(plan, verbose=args.verbose, applied=args.apply))
     if args.export_lifecycle:
@@ -104,6 +153,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.retention import dataset_location
 
     cfg = _load(args)
+    _check_storage(cfg, cfg.output.uri)
     report = build_report(
         cfg,
         run_id=args.run_id,
@@ -153,8 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="check a committed version against its manifest")
     verify.add_argument("uri", help="a version folder, or a dataset folder (newest version)")
-    verify.add_argument("--config", help="take storage options (endpoint) from this config")
-    verify.add_argument("--endpoint-url", help="S3 endpoint for s3:// URIs")
+    add_storage_args(verify)
     verify.set_defaults(func=cmd_verify)
 
     retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
@@ -215,3 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return ConfigError.exit_code
+    except StorageUnreachable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return StorageUnreachable.exit_code
+    except (EndpointConnectionError, ConnectTimeoutError) as e:
+        # the store went away after the reach check: one line (it names the endpoint and object)
+        print(f"error: storage unreachable: {e}", file=sys.stderr)
+        return StorageUnreachable.exit_code

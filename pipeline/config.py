@@ -60,6 +60,7 @@ class StorageConfig(_Strict):
     # 503 SlowDown / 500 / connection resets / timeouts, up to `retries` attempts in all.
     retries: int = Field(default=10, ge=1)
     read_timeout: float = Field(default=15.0, gt=0)  # seconds without a byte: retry the request
+    connect_timeout: float = Field(default=5.0, gt=0)  # seconds to connect; also the reach check
 
 
 class RayConfig(_Strict):

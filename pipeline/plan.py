@@ -2,6 +2,7 @@
 
     python -m pipeline plan --latency-ms 50 --bandwidth-mbps 100 --target-gbps 2
     python -m pipeline plan --probe s3://bucket/data/name --endpoint-url http://...
+    python -m pipeline plan --probe s3://bucket/data/name --config C [--set storage.KEY=V]
 
 One request costs `W = L + s / B` (L first-byte latency, B one connection's bandwidth, s bytes).
 - Latency is the fraction `L / W` of each request; it costs less than `f` when
@@ -200,7 +201,9 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="measure L and B first against this object, or the largest shard of"
         " a version / dataset folder",
     )
-    parser.add_argument("--endpoint-url", help="S3 endpoint for --probe s3:// URIs")
+    from pipeline.cli import add_storage_args
+
+    add_storage_args(parser)  # the --probe URI's endpoint: --config/--set or --endpoint-url
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--gpus-per-node", type=int)
     parser.add_argument("--tokens-per-s-per-gpu", type=float)
@@ -212,10 +215,10 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 def cmd_plan(args: argparse.Namespace) -> int:
     latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
     if args.probe:
-        from pipeline.config import StorageConfig
+        from pipeline.cli import storage_from_args
         from pipeline.reader_fetch import probe_uri
 
-        probe = probe_uri(args.probe, StorageConfig(endpoint_url=args.endpoint_url))
+        probe = probe_uri(args.probe, storage_from_args(args))
         latency_s, bandwidth = probe.latency_s, probe.bandwidth
     for line in plan_lines(
         latency_s,

@@ -58,7 +58,7 @@ from pipeline.reader_windows import (
     token_ranges,
     window_count,
 )
-from pipeline.storage import Location
+from pipeline.storage import Location, check_reachable
 from pipeline.verify import VerifyError
 
 STATE_FORMAT = "pipeline.reader/1"
@@ -103,6 +103,7 @@ class StreamReader:
             if isinstance(uri_or_location, Location)
             else Location.from_uri(uri_or_location, storage)
         )
+        check_reachable(loc)  # a stopped or wrong endpoint: StorageUnreachable within seconds
         version = resolve_version(loc)
         self.manifest = load_manifest(version)
         try:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pipeline.storage import Location
+from pipeline.storage import Location, check_reachable
 
 _NOT_RETRIED = (FileNotFoundError, PermissionError, IsADirectoryError)
 
@@ -221,6 +221,7 @@ def probe_uri(uri: str, storage=None) -> Probe:
     from pipeline.manifest import ManifestError, load_manifest, resolve_version
 
     loc = Location.from_uri(uri, storage)
+    check_reachable(loc)
     try:
         version = resolve_version(loc)
         shards = load_manifest(version)["shards"]

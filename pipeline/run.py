@@ -87,11 +87,25 @@ _AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
 _LOCAL_AUTH_NOTICE = _LocalAuthNotice()
 
 
+def worker_runtime_env() -> dict | None:
+    """The runtime env ray.init adds for the tasks: WORKER_ENV minus what the job already sets.
+
+    Inside a Ray job (`ray job submit --runtime-env ...`) Ray merges the job's runtime env with
+    ray.init's and refuses any env var key set in both, even with equal values; so keys the job
+    sets are left to the job (its value wins) and only the others are added."""
+    job_env: dict = {}
+    # Ray hands a job's driver its JobConfig (runtime env included) in this variable.
+    if job_json := os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
+        job_env = (json.loads(job_json).get("runtime_env") or {}).get("env_vars") or {}
+    env_vars = {k: v for k, v in WORKER_ENV.items() if k not in job_env}
+    return {"env_vars": env_vars} if env_vars else None
+
+
 def ensure_ray(cfg: Config) -> None:
     if ray.is_initialized():
         return
     address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
-    runtime_env = {"env_vars": WORKER_ENV}
+    runtime_env = worker_runtime_env()
     if address:
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
     else:

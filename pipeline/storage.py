@@ -19,7 +19,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import socket
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -105,6 +108,7 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
             "max_pool_connections": options.max_pool_connections,
             "retries": {"max_attempts": options.retries, "mode": "standard"},
             "read_timeout": options.read_timeout,
+            "connect_timeout": options.connect_timeout,
         }
     }
     client: dict[str, Any] = {}
@@ -119,6 +123,52 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
     if options.anon:
         kwargs["anon"] = True
     return kwargs
+
+
+class StorageUnreachable(Exception):
+    """The object store does not accept connections (nothing was read or written there).
+
+    Its own exit code, 5: not a verify mismatch (1) nor a config error (2)."""
+
+    exit_code = 5
+
+
+_REACHABLE: set[tuple[str, int]] = set()
+
+
+def check_reachable(*locations: Location, timeout: float | None = None) -> None:
+    """Fail within seconds, naming the endpoint and the object, if an s3:// location's endpoint
+    (or the proxy in front of it) does not accept a TCP connection.
+
+    Requests themselves are retried with backoff (`storage.retries`), which is right for a
+    throttled or flaky store but makes a stopped or mistyped endpoint take a minute to report;
+    so commands and the reader check once, before their first request. No HTTP request is sent,
+    so request counts and the store's logs are unchanged."""
+    for loc in locations:
+        if loc.is_local or "s3" not in (
+            (loc.fs.protocol,) if isinstance(loc.fs.protocol, str) else loc.fs.protocol
+        ):
+            continue
+        endpoint = loc.fs.s3.meta.endpoint_url
+        url = urllib.parse.urlsplit(endpoint)
+        host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+        proxy = urllib.request.getproxies().get(url.scheme)
+        if proxy and not urllib.request.proxy_bypass(host):
+            purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            host, port = purl.hostname or "", purl.port or 80
+        if (host, port) in _REACHABLE:
+            continue
+        if timeout is None:
+            config = loc.fs.storage_options.get("config_kwargs") or {}
+            timeout = float(config.get("connect_timeout") or 5.0)
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as e:
+            reason = e.strerror or str(e) or type(e).__name__
+            raise StorageUnreachable(
+                f"storage unreachable: cannot connect to {endpoint} for {loc.uri}: {reason}"
+            ) from None
+        _REACHABLE.add((host, port))
 
 
 @dataclass(frozen=True)
