@@ -263,18 +263,18 @@ def tokenize_unit(
     tokenizer, info = tokenizer_from_json(tokenizer_json, tok.eos)
     bos_id = token_id(tokenizer, tok.bos)
     special_as_text = tok.special_tokens_in_text == "text"
-    encoder = make_encoder(engine, tokenizer_json, special_as_text)
-    reference = (
-        None if engine == "tokenizers" else TokenizersEncoder(tokenizer_json, special_as_text)
-    )
+    # one parse of tokenizer.json serves the info, the BOS id and the reference engine
+    reference = TokenizersEncoder(tokenizer_json, special_as_text, tokenizer)
+    encoder = make_encoder(engine, tokenizer_json, special_as_text, reference.tokenizer)
+    check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()
     if removed.num_rows:
         docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if reference else []
-    check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if reference else []
+    checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
+    check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if check else []
     lengths = []
     texts, step = docs["text"], tok.batch_docs
 
@@ -289,7 +289,7 @@ def tokenize_unit(
 
     with layout.tokens_bin(unit_id, digest).atomic_writer() as out:
         for flat, lens in tokenize_batches(
-            encoder, batches(), info.eos_id, bos_id, dtype, reference
+            encoder, batches(), info.eos_id, bos_id, dtype, reference if check else None
         ):
             out.write(flat.tobytes())
             lengths.append(lens)

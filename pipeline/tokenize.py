@@ -109,8 +109,11 @@ class Encoder(Protocol):
 class TokenizersEncoder:
     name = "tokenizers"
 
-    def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
-        self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+    def __init__(
+        self, raw: bytes, special_as_text: bool = True, tokenizer: Tokenizer | None = None
+    ) -> None:
+        """`tokenizer`: one already parsed from `raw` (this encoder then owns it)."""
+        self.tokenizer = tokenizer or Tokenizer.from_str(raw.decode("utf-8"))
         self.tokenizer.encode_special_tokens = special_as_text
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,11 +147,13 @@ class FastokensEncoder:
         return np.frombuffer(ids, "<u4"), lengths
 
 
-def make_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Encoder:
+def make_encoder(
+    engine: str, raw: bytes, special_as_text: bool = True, tokenizer: Tokenizer | None = None
+) -> Encoder:
     if engine == "fastokens":
         return FastokensEncoder(raw, special_as_text)
     if engine == "tokenizers":
-        return TokenizersEncoder(raw, special_as_text)
+        return TokenizersEncoder(raw, special_as_text, tokenizer)
     raise ValueError(f"unknown tokenizer engine {engine!r}; known: {', '.join(ENGINES)}")
 
 

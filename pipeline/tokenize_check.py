@@ -87,13 +87,13 @@ def check_against(
 
 def sample_rows(keys: np.ndarray, fraction: float) -> np.ndarray:
     """Rows to re-encode: those whose uint64 shuffle key (a hash of the document's stable id)
-    falls in the lowest `fraction` of its low bits, plus row 0 so every task checks one."""
-    if len(keys) == 0:
+    falls in the lowest `fraction` of its low bits; row 0 when none does, so that every task
+    checks at least one document (unless the fraction is 0)."""
+    if len(keys) == 0 or fraction <= 0:
         return np.empty(0, np.int64)
     low = keys.astype(np.uint64) % np.uint64(SAMPLE_SCALE)
-    chosen = low < np.uint64(round(fraction * SAMPLE_SCALE))
-    chosen[0] = True
-    return np.flatnonzero(chosen)
+    chosen = np.flatnonzero(low < np.uint64(max(1, round(fraction * SAMPLE_SCALE))))
+    return chosen if len(chosen) else np.zeros(1, np.int64)
 
 
 def compare_engines(
