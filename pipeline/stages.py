@@ -31,11 +31,10 @@ from pipeline.text import shuffle_key
 from pipeline.tokenize import (
     Batch,
     EngineUnavailable,
-    TokenizersEncoder,
-    make_encoder,
+    cached_encoder,
     token_id,
     tokenize_batches,
-    tokenizer_from_json,
+    tokenizer_info,
 )
 from pipeline.tokenize_check import EngineMismatch, compare_engines, hard_strings, sample_rows
 from pipeline.verify import verify_shard
@@ -178,12 +177,12 @@ def tokenize_probe(
     timer = TaskTimer()
     special_as_text = cfg.tokenize.special_tokens_in_text == "text"
     try:
-        fast = make_encoder("fastokens", tokenizer_json, special_as_text)
+        fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
     except EngineUnavailable as e:
         if cfg.tokenize.engine == "fastokens":
             return timer.summary(error=f"tokenize.engine is fastokens but {e}")
         return timer.summary(engine="tokenizers", reason=str(e), probe_docs=0)
-    reference = TokenizersEncoder(tokenizer_json, special_as_text)
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
     specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
     named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
     for unit in unit_ids[:PROBE_UNITS]:
@@ -260,12 +259,11 @@ def tokenize_unit(
     if rewrite and index_loc.exists():
         index_loc.remove()  # the unit stays not-done until the new index lands
     tok = cfg.tokenize
-    tokenizer, info = tokenizer_from_json(tokenizer_json, tok.eos)
-    bos_id = token_id(tokenizer, tok.bos)
     special_as_text = tok.special_tokens_in_text == "text"
-    # one parse of tokenizer.json serves the info, the BOS id and the reference engine
-    reference = TokenizersEncoder(tokenizer_json, special_as_text, tokenizer)
-    encoder = make_encoder(engine, tokenizer_json, special_as_text, reference.tokenizer)
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    encoder = cached_encoder(engine, tokenizer_json, special_as_text)
+    _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
+    bos_id = token_id(reference.tokenizer, tok.bos)
     check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()

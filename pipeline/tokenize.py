@@ -18,8 +18,10 @@ The engines are checked against each other rather than trusted: see tokenize_che
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
+import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +66,13 @@ def load_tokenizer(path: str, eos: str) -> tuple[Tokenizer, TokenizerInfo]:
 def tokenizer_from_json(
     raw: bytes, eos: str, name: str = "tokenizer.json"
 ) -> tuple[Tokenizer, TokenizerInfo]:
-    tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+    return tokenizer_info(Tokenizer.from_str(raw.decode("utf-8")), raw, eos, name)
+
+
+def tokenizer_info(
+    tokenizer: Tokenizer, raw: bytes, eos: str, name: str = "tokenizer.json"
+) -> tuple[Tokenizer, TokenizerInfo]:
+    """The facts recorded about a tokenizer (parsed from `raw`) and its EOS."""
     eos_id = tokenizer.token_to_id(eos)
     if eos_id is None:
         raise ValueError(f"EOS token {eos!r} is not in tokenizer {name}")
@@ -109,11 +117,8 @@ class Encoder(Protocol):
 class TokenizersEncoder:
     name = "tokenizers"
 
-    def __init__(
-        self, raw: bytes, special_as_text: bool = True, tokenizer: Tokenizer | None = None
-    ) -> None:
-        """`tokenizer`: one already parsed from `raw` (this encoder then owns it)."""
-        self.tokenizer = tokenizer or Tokenizer.from_str(raw.decode("utf-8"))
+    def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
+        self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         self.tokenizer.encode_special_tokens = special_as_text
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,17 +149,46 @@ class FastokensEncoder:
             texts, add_special_tokens=False, split_special_tokens=self.split_special
         )
         lengths = np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
-        return np.frombuffer(ids, "<u4"), lengths
+        ids = np.frombuffer(ids, "<u4")
+        if FAULT_MARKER:
+            ids = _alter_marked(texts, ids, lengths)
+        return ids, lengths
 
 
-def make_encoder(
-    engine: str, raw: bytes, special_as_text: bool = True, tokenizer: Tokenizer | None = None
-) -> Encoder:
+# Fault injection for tests, like fault_proxy.py for storage: with this variable set in the
+# workers' environment, fastokens' first id of every text containing its value is changed, so a
+# test can watch a disagreeing engine be caught (tests/test_tokenize_engine.py).
+FAULT_ENV = "PIPELINE_FAULT_FASTOKENS_ALTER"
+FAULT_MARKER = os.environ.get(FAULT_ENV, "")
+
+
+def _alter_marked(texts: list[str], ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    ids = ids.copy()
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, text in enumerate(texts):
+        if FAULT_MARKER in text and lengths[i]:
+            ids[starts[i]] ^= 1
+    return ids
+
+
+def make_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Encoder:
     if engine == "fastokens":
         return FastokensEncoder(raw, special_as_text)
     if engine == "tokenizers":
-        return TokenizersEncoder(raw, special_as_text, tokenizer)
+        return TokenizersEncoder(raw, special_as_text)
     raise ValueError(f"unknown tokenizer engine {engine!r}; known: {', '.join(ENGINES)}")
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(engine: str, digest: str, special_as_text: bool, raw: bytes) -> Encoder:
+    return make_encoder(engine, raw, special_as_text)
+
+
+def cached_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Encoder:
+    """make_encoder, kept per process: a Ray worker runs many tasks with the same tokenizer, and
+    loading one costs tens to hundreds of milliseconds. Encoders are read-only once built."""
+    digest = hashlib.sha256(raw).hexdigest()
+    return _cached(engine, digest, special_as_text, raw)
 
 
 def frame(
