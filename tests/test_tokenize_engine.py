@@ -293,6 +293,11 @@ def test_special_token_text_is_text_and_verify_catches_planted_eos(
     with pytest.raises(VerifyError, match=f"EOS id {eos_id} inside document 1 \\(token 2\\)"):
         verify_version(version)
 
+    # a version written before this check existed (no special_tokens_in_text) still verifies
+    del manifest["tokenizer"]["special_tokens_in_text"]
+    (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
+    verify_version(version)
+
 
 def test_bos_prepended_and_recorded(ray_fault, tmp_path, extra_tokenizer):
     rng = random.Random(9)

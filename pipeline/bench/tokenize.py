@@ -1,6 +1,7 @@
 """Benchmark: the pipeline's tokenize+pack stage against the bare engines, same docs, same run.
 
     python -m pipeline bench tokenize --input URI --tokenizer PATH [--engine E] [--repeat 3]
+        [--verify-fraction 0.01]
 
 Baselines over the same documents in batches of the same size, ids collected, nothing written:
 raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
@@ -128,6 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch-docs", type=int, default=1024)
     parser.add_argument("--shard-bytes", default="256MiB")
+    parser.add_argument(
+        "--verify-fraction",
+        type=float,
+        default=0.01,
+        help="tokenize.verify_fraction: share of documents the pipeline re-encodes with"
+        " tokenizers (0: none, to see the check's own cost)",
+    )
     args = parser.parse_args(argv)
 
     docs = load_documents(args.input)
@@ -152,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                     "tokenizer": args.tokenizer,
                     "batch_docs": args.batch_docs,
                     "engine": engine,
+                    "verify_fraction": args.verify_fraction,
                 },
                 "pack": {"shard_bytes": args.shard_bytes},
             }
@@ -185,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         "mb": round(mb, 2),
         "tokens": tokens,
         "engine": engine,
+        "verify_fraction": args.verify_fraction,
         "raw_tokens_per_s": round(tokens / best["raw"][0]),
         "raw_fastokens_tokens_per_s": round(tokens / best["fast"][0]) if fast else None,
         "pipeline_tokens_per_s": round(tokens / best["pipeline"][0]),
