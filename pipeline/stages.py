@@ -197,17 +197,15 @@ def tokenize_probe(
 
 
 def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
-    with layout.read_docs(unit_id).open_read() as f:
-        pf = pq.ParquetFile(f)
-        if pf.num_row_groups == 0:
-            return []
-        group = pf.read_row_group(0, columns=["doc_id", "text"])
     out, size = [], 0
-    for doc_id, text in zip(group["doc_id"].to_pylist(), group["text"].to_pylist(), strict=True):
-        if size >= max_bytes:
-            break
-        out.append((f"document {doc_id}", text))
-        size += len(text)
+    with layout.read_docs(unit_id).open_read() as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
+            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
+                                    strict=True):
+                if size >= max_bytes:
+                    return out
+                out.append((doc_id, text))
+                size += len(text)
     return out
 
 

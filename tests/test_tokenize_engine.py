@@ -239,7 +239,7 @@ def test_disagreeing_engine_is_caught_and_nothing_wrong_committed(ray_fault, tmp
     assert entry["engine"] == "tokenizers"
     if where == "probe":
         assert entry["engine_reason"].startswith(
-            "equality probe failed: document 'document d00000' differs at token 0"
+            "equality probe failed: document 'd00000' differs at token 0"
         )
     else:
         assert "disagreed with tokenizers in 1 task(s)" in entry["engine_reason"]
