@@ -165,7 +165,7 @@ _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascendin
 
 # -- tokenize --------------------------------------------------------------------------------
 PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
-PROBE_BYTES_PER_UNIT = 256 * 1024  # ... up to this much text from each: 2 MiB at most
+PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
 
 
 def tokenize_probe(

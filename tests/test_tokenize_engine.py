@@ -222,7 +222,7 @@ def test_tokenizer_fastokens_cannot_load_runs_with_tokenizers(ray_fault, tmp_pat
 
 @pytest.mark.parametrize("where", ["probe", "task"])
 def test_disagreeing_engine_is_caught_and_nothing_wrong_committed(ray_fault, tmp_path, where):
-    """The marked document is first (the probe reads it) or after the probe's 256 KiB (only the
+    """The marked document is first (the probe reads it) or after the probe's 128 KiB (only the
     task's sampled check, at verify_fraction 1, sees it)."""
     rng = random.Random(3)
     filler = [words(rng, 200) for _ in range(400)]  # ~600 KB
