@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
@@ -96,6 +96,14 @@ class TokenizeConfig(_Strict):
     tokenizer: str
     eos: str = "<|endoftext|>"
     batch_docs: int = Field(default=1024, ge=1)
+    # auto: fastokens when it loads the tokenizer and passes the equality probe, else tokenizers.
+    # The shards are the same bytes whichever engine runs (see tokenize_check.py).
+    engine: Literal["auto", "fastokens", "tokenizers"] = "auto"
+    # text: special/added tokens' text inside a document is encoded as ordinary text, so the EOS
+    # id occurs only where the pipeline appends it; special: such text becomes the token's id.
+    special_tokens_in_text: Literal["text", "special"] = "text"
+    bos: str | None = None  # a token prepended to every document, e.g. "<s>"
+    verify_fraction: float = Field(default=0.01, ge=0.0, le=1.0)  # re-encoded by tokenizers
 
 
 class PackConfig(_Strict):
@@ -128,7 +136,8 @@ class Config(_Strict):
                 "ray": True,
                 "retention": True,
                 "prices": True,
-                "tokenize": {"tokenizer"},
+                # the engine and its checking rate do not change the bytes (proven per run)
+                "tokenize": {"tokenizer", "engine", "verify_fraction"},
             },
         )
 
@@ -353,3 +362,6 @@ def _check_paths(config: Config, source: str) -> None:
         raise ConfigError(
             f"{source}: key 'tokenize.eos': token {config.tokenize.eos!r} is not in {tok}"
         )
+    bos = config.tokenize.bos
+    if bos is not None and tokenizer.token_to_id(bos) is None:
+        raise ConfigError(f"{source}: key 'tokenize.bos': token {bos!r} is not in {tok}")

@@ -10,7 +10,12 @@ not exist for any command or reader here. Fields:
     created_at          ISO-8601 UTC time of the commit
     config              the output-determining config (input selection, dedup, tokenize, pack)
     config_hash         hash of `config` plus the tokenizer file's digest
-    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size, eos, eos_id, dtype
+    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size, eos, eos_id, dtype;
+                        since special-token handling: special_tokens_in_text ("text": special
+                        and added tokens' text was encoded as text, so EOS ids occur only at
+                        document ends, checked by verify; "special"), bos and bos_id (null when
+                        none), engine (fastokens | tokenizers: the bytes are the same either
+                        way) and engine_reason (why tokenizers ran, null when fastokens did)
     counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
                         quarantined_by_reason {reason: n}
     lineage             paths (relative to the dataset folder) of the run's records: input_manifest
@@ -21,9 +26,10 @@ not exist for any command or reader here. Fields:
     run                 where and when: run_id, input_uri, output_uri, started_at, and
                         skipped_files (count per reason)
 
-Everything outside `version`, `created_at`, `run` and `lineage` is a function of the input's
-content and the config alone: the same input and config give the same manifest, from local or S3
-input, with one worker or many.
+Everything outside `version`, `created_at`, `run`, `lineage` and the tokenizer's engine fields
+(which depend on what the machine could run) is a function of the input's content and the config
+alone: the same input and config give the same manifest, from local or S3 input, with one worker
+or many.
 """
 
 from __future__ import annotations
@@ -222,4 +228,9 @@ def resolve_version(uri_loc: Location) -> Location:
 
 def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
     """The part of a manifest that must not depend on where, when or with how many workers."""
-    return {k: v for k, v in manifest.items() if k not in VARYING_KEYS}
+    out = {k: v for k, v in manifest.items() if k not in VARYING_KEYS}
+    if isinstance(out.get("tokenizer"), dict):
+        out["tokenizer"] = {
+            k: v for k, v in out["tokenizer"].items() if k not in ("engine", "engine_reason")
+        }
+    return out

@@ -35,7 +35,8 @@ from pipeline.manifest import (
 )
 from pipeline.pack import shard_count
 from pipeline.storage import Location
-from pipeline.tokenize import load_tokenizer
+from pipeline.tokenize import load_tokenizer, token_id
+from pipeline.tokenize_run import tokenize_stage
 
 
 class RunError(Exception):
@@ -165,7 +166,8 @@ class _Driver:
                         "exact_partition",
                         "merge_exact",
                         "merge_audit",
-                        "tokenize_unit",
+                        "tokenize_probe",
+                        "tokenize_unit_task",
                         "pack_shard",
                     ),
                 ),
@@ -392,17 +394,18 @@ def _run_stages(
         "audit", [remote["merge_audit"].remote(layout, cfg.dedup.near.enabled and parts or 0)]
     )
 
-    # tasks get the tokenizer's bytes, not a path that exists only on the driver's disk
-    with open(cfg.tokenize.tokenizer, "rb") as f:
-        tokenizer_json = ray.put(f.read())
-    tokenized = drv.stage(
-        "tokenize",
-        [remote["tokenize_unit"].remote(layout, u, cfg, tokenizer_json) for u in unit_ids],
-    )
+    tokenized, engine = tokenize_stage(drv, cfg, layout, unit_ids)
     total_tokens = sum(r["tokens"] for r in tokenized)
     drv.reports[-1].docs = docs_out = sum(r["docs"] for r in tokenized)
 
-    _, tok_info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    tokenizer, tok_info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    tok_entry = {
+        **tok_info.as_dict(),
+        "special_tokens_in_text": cfg.tokenize.special_tokens_in_text,
+        "bos": cfg.tokenize.bos,
+        "bos_id": token_id(tokenizer, cfg.tokenize.bos),
+        **engine,
+    }
     itemsize = 2 if tok_info.dtype == "uint16" else 4
     shards = shard_count(total_tokens * itemsize, int(cfg.pack.shard_bytes))
     version_id = new_version_id(layout.run_id)
@@ -438,7 +441,7 @@ def _run_stages(
         cfg,
         layout,
         version_id,
-        tok_info.as_dict(),
+        tok_entry,
         counts,
         packed,
         input_digest,

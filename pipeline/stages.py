@@ -34,7 +34,15 @@ from pipeline.readers import (
 )
 from pipeline.storage import IO, Location
 from pipeline.text import shuffle_key
-from pipeline.tokenize import tokenize_batches, tokenizer_from_json
+from pipeline.tokenize import (
+    Batch,
+    EngineUnavailable,
+    cached_encoder,
+    token_id,
+    tokenize_batches,
+    tokenizer_info,
+)
+from pipeline.tokenize_check import EngineMismatch, compare_engines, hard_strings, sample_rows
 from pipeline.verify import verify_shard
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
@@ -180,16 +188,88 @@ _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascendin
 
 
 # -- tokenize --------------------------------------------------------------------------------
-def tokenize_unit(
-    layout: RunLayout, unit_id: str, cfg: Config, tokenizer_json: bytes
+PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
+PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
+
+
+def tokenize_probe(
+    layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
 ) -> dict[str, Any]:
+    """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
+    the hard strings and the first documents of several units, else tokenizers with the reason.
+    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
+    timer = TaskTimer()
+    special_as_text = cfg.tokenize.special_tokens_in_text == "text"
+    try:
+        fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
+    except EngineUnavailable as e:
+        if cfg.tokenize.engine == "fastokens":
+            return timer.summary(error=f"tokenize.engine is fastokens but {e}")
+        return timer.summary(engine="tokenizers", reason=str(e), probe_docs=0)
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
+    named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
+    for unit in unit_ids[:PROBE_UNITS]:
+        named += _first_documents(layout, unit, PROBE_BYTES_PER_UNIT)
+    names, texts = [n for n, _ in named], [t for _, t in named]
+    diff = compare_engines(reference, fast, texts, names)
+    if diff is not None:
+        return timer.summary(
+            engine="tokenizers", reason=f"equality probe failed: {diff}", probe_docs=len(texts)
+        )
+    return timer.summary(engine="fastokens", reason=None, probe_docs=len(texts))
+
+
+def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
+    out, size = [], 0
+    with layout.read_docs(unit_id).open_read() as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
+            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
+                                    strict=True):
+                if size >= max_bytes:
+                    return out
+                out.append((doc_id, text))
+                size += len(text)
+    return out
+
+
+def tokenize_unit_task(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str,
+    rewrite: bool = False,
+) -> dict[str, Any]:
+    """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
+    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
+    every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
+    try:
+        return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
+    except (EngineMismatch, EngineUnavailable) as e:
+        return {"unit": unit_id, "mismatch": f"unit {unit_id}: {e}", "docs": 0, "tokens": 0}
+
+
+def tokenize_unit(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str = "tokenizers",
+    rewrite: bool = False,
+) -> dict[str, Any]:
+    """Tokenize one unit's kept documents into its token file (format: pack.py) with `engine`.
+
+    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
+    is re-encoded with tokenizers before anything is committed: EngineMismatch on a difference.
+    `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
     timer = TaskTimer()
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
     digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
     index_loc = layout.tokens_index(unit_id, digest)
-    if index_loc.exists():
+    if not rewrite and index_loc.exists():
         index = index_loc.read_parquet(columns=["length"])
         return timer.summary(
             unit=unit_id,
@@ -198,18 +278,39 @@ def tokenize_unit(
             tokens=int(pc.sum(index["length"]).as_py() or 0),
             reused=True,
         )
-    tokenizer, info = tokenizer_from_json(tokenizer_json, cfg.tokenize.eos)
+    if rewrite and index_loc.exists():
+        index_loc.remove()  # the unit stays not-done until the new index lands
+    tok = cfg.tokenize
+    special_as_text = tok.special_tokens_in_text == "text"
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    encoder = cached_encoder(engine, tokenizer_json, special_as_text)
+    _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
+    bos_id = token_id(reference.tokenizer, tok.bos)
+    check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()
     if removed.num_rows:
         docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
+    check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if check else []
     lengths = []
-    texts, step = docs["text"], cfg.tokenize.batch_docs
-    batches = (texts.slice(i, step).to_pylist() for i in range(0, docs.num_rows, step))
+    texts, step = docs["text"], tok.batch_docs
+
+    def batches():
+        at = 0
+        for i in range(0, docs.num_rows, step):
+            check = []
+            while at < len(checked) and checked[at] < i + step:
+                check.append((int(checked[at]) - i, check_ids[at]))
+                at += 1
+            yield Batch(texts.slice(i, step).to_pylist(), check)
+
     with layout.tokens_bin(unit_id, digest).atomic_writer() as out:
-        for flat, lens in tokenize_batches(tokenizer, batches, info.eos_id, dtype):
+        for flat, lens in tokenize_batches(
+            encoder, batches(), info.eos_id, bos_id, dtype, reference if check else None
+        ):
             out.write(flat.tobytes())
             lengths.append(lens)
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
@@ -225,7 +326,12 @@ def tokenize_unit(
     )
     index_loc.write_parquet(index)  # written last: its presence marks the unit done
     return timer.summary(
-        unit=unit_id, removed=digest, docs=index.num_rows, tokens=int(length.sum())
+        unit=unit_id,
+        removed=digest,
+        docs=index.num_rows,
+        tokens=int(length.sum()),
+        engine=engine,
+        checked=len(checked),
     )
 
 

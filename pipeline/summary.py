@@ -42,6 +42,10 @@ def format_summary(result: RunResult) -> str:
         lines.append(f"    {reason:<14}{n:>10,}")
     lines.append(f"documents out     {counts['docs_out']:>10,}")
     lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
+    tok = m["tokenizer"]
+    if "engine" in tok:
+        why = f"  ({tok['engine_reason']})" if tok.get("engine_reason") else ""
+        lines.append(f"tokenizer engine  {tok['engine']:>10}{why}")
     total = sum(s["bin_bytes"] for s in m["shards"])
     lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
     skipped = m["run"].get("skipped_files", {})

@@ -40,7 +40,9 @@ def verify_version(location: Location) -> dict:
 def _verify_loaded(version: Location, manifest: dict) -> dict:
     dtype = np.dtype(manifest["tokenizer"]["dtype"])
     for i, shard in enumerate(manifest["shards"]):
-        verify_shard(version, shard, dtype, f"{version.uri}: shard {i}")
+        where = f"{version.uri}: shard {i}"
+        verify_shard(version, shard, dtype, where)
+        verify_document_boundaries(version, shard, manifest["tokenizer"], where)
     tokens = sum(shard["tokens"] for shard in manifest["shards"])
     docs = sum(shard["documents"] for shard in manifest["shards"])
     counts = manifest["counts"]
@@ -144,3 +146,53 @@ def _read_checked(loc: Location, size: int, checksum: str, where: str) -> bytes:
     if actual != checksum:
         raise VerifyError(f"{where}: {loc.name} checksum {actual} != manifest {checksum}")
     return data
+
+
+def verify_document_boundaries(version: Location, shard: dict, tokenizer: dict, where: str) -> None:
+    """For versions written with special_tokens_in_text "text" (earlier versions lack the field and
+    are not checked): every document ends with the EOS id and no other EOS id occurs, and with a
+    BOS every document starts with it. A reader that splits on EOS (Megatron's EOD masking) then
+    sees exactly the documents the manifest counts."""
+    if tokenizer.get("special_tokens_in_text") != "text":
+        return
+    dtype = np.dtype(tokenizer["dtype"])
+    info = decode_index((version / shard["idx"]).read_bytes())
+    tokens = np.frombuffer((version / shard["bin"]).read_bytes(), dtype=dtype)
+    problem = boundary_problem(
+        tokens, info.lengths.astype(np.int64), tokenizer["eos_id"], tokenizer.get("bos_id")
+    )
+    if problem:
+        raise VerifyError(f"{where}: {shard['bin']}: {problem}")
+
+
+def boundary_problem(
+    tokens: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None
+) -> str | None:
+    """Where the documents (`lengths` tokens each, in order) break the EOS/BOS rule, or None."""
+    if len(lengths) == 0:
+        return None
+    ends = np.cumsum(lengths)
+    if (lengths < (1 if bos_id is None else 2)).any() or ends[-1] != len(tokens):
+        return "document lengths do not cover the tokens"
+    no_eos = np.flatnonzero(tokens[ends - 1] != eos_id)
+    if len(no_eos):
+        return f"document {int(no_eos[0])} does not end with EOS id {eos_id}"
+    starts = ends - lengths
+    if bos_id is not None:
+        no_bos = np.flatnonzero(tokens[starts] != bos_id)
+        if len(no_bos):
+            return f"document {int(no_bos[0])} does not start with BOS id {bos_id}"
+    expected = len(lengths) * (2 if bos_id == eos_id else 1)
+    eos_at = np.flatnonzero(tokens == eos_id)
+    if len(eos_at) != expected:
+        allowed = np.zeros(len(tokens), dtype=bool)
+        allowed[ends - 1] = True
+        if bos_id == eos_id:
+            allowed[starts] = True
+        stray = int(eos_at[~allowed[eos_at]][0])
+        doc = int(np.searchsorted(ends, stray, side="right"))
+        return (
+            f"EOS id {eos_id} inside document {doc} (token {stray - int(starts[doc])}):"
+            " a reader splitting on EOS would see two documents"
+        )
+    return None

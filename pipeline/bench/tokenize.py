@@ -1,13 +1,19 @@
-"""Benchmark: the pipeline's tokenize+pack stage against the bare tokenizer, same docs, same run.
+"""Benchmark: the pipeline's tokenize+pack stage against the bare engines, same docs, same run.
 
-    python -m pipeline bench tokenize --input URI --tokenizer PATH [--repeat 3]
+    python -m pipeline bench tokenize --input URI --tokenizer PATH [--engine E] [--repeat 3]
+        [--verify-fraction 0.01]
 
-Baseline: `Tokenizer.encode_batch_fast` over the same documents in batches of the same size (ids
-collected, nothing written). Pipeline: stages.tokenize_unit + stages.pack_shard on those documents
-staged as one unit in a temp folder: shuffle keys, EOS, token files, Megatron shards, checksums and
-read-back. Runs alternate in pairs (which path goes first alternates too); `ratio` is the median of
-the pairs' time ratios, because on a shared machine the speed drifts by tens of percent over
-minutes and only back-to-back runs see the same machine.
+Baselines over the same documents in batches of the same size, ids collected, nothing written:
+raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
+(`encode_batch_flat`). Pipeline: stages.tokenize_unit (with the configured engine, including its
+sampled check against tokenizers) + stages.pack_shard on those documents staged as one unit in a
+temp folder: shuffle keys, EOS, token files, Megatron shards, checksums and read-back. Runs
+alternate in rounds (the order within a round rotates); `ratio` (pipeline / raw tokenizers, in
+tokens per second) and `ratio_vs_engine` (pipeline / raw fastokens) are medians of the rounds'
+time ratios, because on a shared machine the speed drifts by tens of percent over minutes and
+only back-to-back runs see the same machine. `identical` is true only if the shards hold, for
+every document, exactly raw tokenizers' ids (special tokens' text encoded as text, as the
+pipeline does by default) followed by EOS.
 """
 
 from __future__ import annotations
@@ -25,10 +31,18 @@ from pipeline.config import Config
 from pipeline.exact import REMOVED_SCHEMA
 from pipeline.ingest import cut_units, list_inputs
 from pipeline.layout import RunLayout
+from pipeline.megatron import decode_index
 from pipeline.pack import shard_count
 from pipeline.readers import read_piece
 from pipeline.storage import Location
-from pipeline.tokenize import encode_batch, load_tokenizer
+from pipeline.tokenize import (
+    EngineUnavailable,
+    FastokensEncoder,
+    TokenizersEncoder,
+    encode_batch,
+    frame,
+    load_tokenizer,
+)
 
 
 def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> pa.Table:
@@ -40,14 +54,24 @@ def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> 
     return pa.concat_tables([p for p in parts if p.num_rows])
 
 
-def time_raw(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
+def time_raw_tokenizers(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
     start, tokens = time.perf_counter(), 0
     for i in range(0, len(texts), batch):
         tokens += sum(len(e.ids) + 1 for e in encode_batch(tokenizer, texts[i : i + batch]))
     return time.perf_counter() - start, tokens
 
 
-def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int]:
+def time_raw_fastokens(encoder, texts: list[str], batch: int) -> tuple[float, int]:
+    start, tokens = time.perf_counter(), 0
+    for i in range(0, len(texts), batch):
+        ids, offsets = encoder.tokenizer.encode_batch_flat(
+            texts[i : i + batch], add_special_tokens=False, split_special_tokens=True
+        )
+        tokens += len(ids) // 4 + len(offsets) // 8 - 1
+    return time.perf_counter() - start, tokens
+
+
+def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int, Location]:
     layout = RunLayout(
         Location.from_uri(work),
         f"bench-{time.monotonic_ns()}",
@@ -57,77 +81,143 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int]:
     layout.read_docs("u0").write_parquet(docs, **stages.DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    engine = "tokenizers" if cfg.tokenize.engine == "tokenizers" else "fastokens"
     start = time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
-        tok = stages.tokenize_unit(layout, "u0", cfg, f.read())
+        tok = stages.tokenize_unit(layout, "u0", cfg, f.read(), engine)
     shards = shard_count(
         tok["tokens"] * (2 if info.dtype == "uint16" else 4), int(cfg.pack.shard_bytes)
     )
     version = layout.version("bench")
     for k in range(shards):
         stages.pack_shard(layout, version, k, shards, [("u0", tok["removed"])], info.dtype)
-    return time.perf_counter() - start, tok["tokens"]
+    seconds = time.perf_counter() - start
+    return seconds, tok["tokens"], version
+
+
+def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> bool:
+    """The shards' documents, in shard order, against raw tokenizers' ids + EOS per document."""
+    _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
+    dtype = np.dtype(info.dtype)
+    names = sorted(n for n in version.ls_names() if n.endswith(".bin"))
+    tokens = np.concatenate([np.frombuffer((version / n).read_bytes(), dtype) for n in names])
+    lengths = np.concatenate(
+        [decode_index((version / (n[:-4] + ".idx")).read_bytes()).lengths for n in names]
+    )
+    from pipeline.text import shuffle_key  # the pipeline's order, to line the documents up
+
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    ordered = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(
+        [("key", "ascending"), ("doc_id", "ascending"), ("source", "ascending"),
+         ("row", "ascending")]
+    )
+    with open(cfg.tokenize.tokenizer, "rb") as f:
+        reference = TokenizersEncoder(f.read(), special_as_text=True)
+    ref_tokens, ref_lengths = frame(
+        *reference.encode_flat(ordered["text"].to_pylist()), info.eos_id, None, dtype
+    )
+    return np.array_equal(lengths.astype(np.int64), ref_lengths) and np.array_equal(
+        tokens, ref_tokens
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline bench tokenize")
     parser.add_argument("--input", required=True)
     parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--engine", default="auto", choices=["auto", "fastokens", "tokenizers"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch-docs", type=int, default=1024)
     parser.add_argument("--shard-bytes", default="256MiB")
+    parser.add_argument(
+        "--verify-fraction",
+        type=float,
+        default=0.01,
+        help="tokenize.verify_fraction: share of documents the pipeline re-encodes with"
+        " tokenizers (0: none, to see the check's own cost)",
+    )
     args = parser.parse_args(argv)
 
     docs = load_documents(args.input)
     texts = docs["text"].to_pylist()
     mb = sum(len(t.encode()) for t in texts) / 1e6
+    with open(args.tokenizer, "rb") as f:
+        raw_json = f.read()
+    try:
+        fast = FastokensEncoder(raw_json)
+    except EngineUnavailable as e:
+        if args.engine == "fastokens":
+            raise SystemExit(str(e)) from None
+        fast = None
+    engine = "tokenizers" if args.engine == "tokenizers" or fast is None else "fastokens"
     with tempfile.TemporaryDirectory() as work:
         cfg = Config.model_validate(
             {
                 "name": "bench",
                 "input": {"uri": args.input},
                 "output": {"uri": work},
-                "tokenize": {"tokenizer": args.tokenizer, "batch_docs": args.batch_docs},
+                "tokenize": {
+                    "tokenizer": args.tokenizer,
+                    "batch_docs": args.batch_docs,
+                    "engine": engine,
+                    "verify_fraction": args.verify_fraction,
+                },
                 "pack": {"shard_bytes": args.shard_bytes},
             }
         )
-        tokenizer, _ = load_tokenizer(args.tokenizer, cfg.tokenize.eos)
-        raw, piped = [], []
+        tokenizer = TokenizersEncoder(raw_json, special_as_text=True).tokenizer
+        paths = {
+            "raw": lambda: time_raw_tokenizers(tokenizer, texts, args.batch_docs),
+            "pipeline": lambda: time_pipeline(docs, cfg, work)[:2],
+        }
+        if fast is not None:
+            paths["fast"] = lambda: time_raw_fastokens(fast, texts, args.batch_docs)
+        order = list(paths)
+        times: dict[str, list[tuple[float, int]]] = {name: [] for name in order}
         for i in range(args.repeat):
-            if i % 2:
-                piped.append(time_pipeline(docs, cfg, work))
-                raw.append(time_raw(tokenizer, texts, args.batch_docs))
-            else:
-                raw.append(time_raw(tokenizer, texts, args.batch_docs))
-                piped.append(time_pipeline(docs, cfg, work))
-    pair_ratios = sorted(r[0] / p[0] for r, p in zip(raw, piped, strict=True))
-    ratio = float(np.median(pair_ratios))
-    raw_s, raw_tokens = min(raw)
-    pipe_s, pipe_tokens = min(piped)
-    if raw_tokens != pipe_tokens:
-        raise SystemExit(f"token counts differ: raw {raw_tokens} vs pipeline {pipe_tokens}")
+            for name in order[i % len(order) :] + order[: i % len(order)]:
+                times[name].append(paths[name]())
+        _, _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
+        identical = identical_to_tokenizers(version, docs, cfg)
+
+    def median_ratio(base: str) -> float:
+        pairs = zip(times[base], times["pipeline"], strict=True)
+        return float(np.median([b[0] / p[0] for b, p in pairs]))
+
+    best = {name: min(t) for name, t in times.items()}
+    counts = {t[1] for ts in times.values() for t in ts}
+    if len(counts) != 1:
+        raise SystemExit(f"token counts differ between paths: {sorted(counts)}")
+    tokens = counts.pop()
     figures = {
         "docs": len(texts),
         "mb": round(mb, 2),
-        "tokens": raw_tokens,
-        "raw_tokens_per_s": round(raw_tokens / raw_s),
-        "pipeline_tokens_per_s": round(pipe_tokens / pipe_s),
-        "ratio": round(ratio, 3),
-        "ratio_of_best": round(raw_s / pipe_s, 3),
-        "pair_ratios": [round(r, 3) for r in pair_ratios],
+        "tokens": tokens,
+        "engine": engine,
+        "verify_fraction": args.verify_fraction,
+        "raw_tokens_per_s": round(tokens / best["raw"][0]),
+        "raw_fastokens_tokens_per_s": round(tokens / best["fast"][0]) if fast else None,
+        "pipeline_tokens_per_s": round(tokens / best["pipeline"][0]),
+        "ratio": round(median_ratio("raw"), 3),
+        "ratio_vs_engine": round(median_ratio("fast"), 3) if fast else None,
+        "ratio_of_best": round(best["raw"][0] / best["pipeline"][0], 3),
+        "pair_ratios": sorted(
+            round(r[0] / p[0], 3) for r, p in zip(times["raw"], times["pipeline"], strict=True)
+        ),
+        "identical": bool(identical),
     }
-    print(f"{'path':<32} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
+    labels = {
+        "raw": "raw tokenizers encode_batch_fast",
+        "fast": "raw fastokens encode_batch_flat",
+        "pipeline": f"pipeline tokenize+pack ({engine})",
+    }
+    print(f"{'path':<38} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
+    for name in order:
+        s = best[name][0]
+        print(f"{labels[name]:<38} {s:>8.2f} {tokens / s:>12,.0f} {mb / s:>8.2f}")
     print(
-        f"{'raw encode_batch_fast':<32} {raw_s:>8.2f} {raw_tokens / raw_s:>12,.0f}"
-        f" {mb / raw_s:>8.2f}"
-    )
-    print(
-        f"{'pipeline tokenize+pack':<32} {pipe_s:>8.2f} {pipe_tokens / pipe_s:>12,.0f}"
-        f" {mb / pipe_s:>8.2f}"
-    )
-    print(
-        f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each;"
-        f" ratio = median of the pairs' ratios {[round(r, 3) for r in pair_ratios]})"
+        f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
+        f" = medians of the rounds' ratios; shards identical to raw tokenizers: {identical})"
     )
     print(json.dumps(figures))
 
