@@ -129,6 +129,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 BENCHES = {
     "read": "pipeline.bench.read",
     "scaling": "pipeline.bench.scaling",
+    "scale": "pipeline.bench.scale",
     "tokenize": "pipeline.bench.tokenize",
     "minhash": "pipeline.bench.minhash",
     "dedup-quality": "pipeline.bench.dedup_quality",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import resource
+import tempfile
 import time
 from collections import Counter
 from typing import Any
@@ -206,35 +208,89 @@ def tokenize_unit(
 
 
 # -- pack ------------------------------------------------------------------------------------
-def pack_shard(
+def exchange_bucket(
     layout: RunLayout,
-    version: Location,
-    shard: int,
-    shards: int,
+    plan: pack.PackPlan,
+    group: int,
+    bucket: int,
     units: list[tuple[str, str]],
     dtype_name: str,
 ) -> dict[str, Any]:
-    """Write shard `shard` of `shards` from the token files of `units` ((unit, removed) pairs)."""
+    """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
+
+    Each unit costs one index GET and one token-range GET; the pieces wait in a local temporary
+    file (memory holds one piece and the index rows), then go out as one exchange object."""
+    timer = TaskTimer()
+    folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
+    done = folder / f"{name}.json"
+    if done.exists():
+        return {**json.loads(done.read_bytes()), **timer.summary(reused=True)}
+    itemsize = np.dtype(dtype_name).itemsize
+    lo, hi = plan.bucket_range(bucket)
+    pieces = []  # (index rows in the bucket, their token starts relative to the piece, offset)
+    with tempfile.TemporaryFile() as spill:
+        for unit, removed in units:
+            index = layout.tokens_index(unit, removed).read_parquet()
+            i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+            if i0 == i1:
+                continue
+            starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+            raw = layout.tokens_bin(unit, removed).read_bytes(
+                int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
+            )
+            rel = starts[i0 : i1 + 1] - starts[i0]
+            pieces.append((index.slice(i0, i1 - i0), rel, spill.tell()))
+            spill.write(raw)
+            del raw
+        spill.flush()
+        sections = []
+        with (folder / f"{name}.bin").atomic_writer() as out:
+            offset = 0
+            for shard in plan.bucket_shards(bucket):
+                s_lo, s_hi = pack.key_range(shard, plan.shards)
+                token_bytes, rows = 0, []
+                for index, starts, at in pieces:
+                    j0, j1 = pack.rows_in_range(index["key"].to_numpy(), s_lo, s_hi)
+                    if j0 == j1:
+                        continue
+                    a, b = int(starts[j0]) * itemsize, int(starts[j1]) * itemsize
+                    out.write(os.pread(spill.fileno(), b - a, at + a))
+                    token_bytes += b - a
+                    rows.append(index.slice(j0, j1 - j0))
+                ipc = pack.index_to_ipc(_concat(rows, pack.TOKEN_INDEX_SCHEMA))
+                out.write(ipc)
+                sections.append([offset, token_bytes, len(ipc)])
+                offset += token_bytes + len(ipc)
+    summary = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
+    done.write_bytes(json.dumps(summary).encode())  # written last: the exchange object is whole
+    return {**summary, **timer.summary()}
+
+
+def pack_shard(
+    layout: RunLayout,
+    version: Location,
+    plan: pack.PackPlan,
+    shard: int,
+    sections: list[tuple[str, int, int, int]],
+    dtype_name: str,
+) -> dict[str, Any]:
+    """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
+    ((object name, offset, token bytes, index bytes) per group): one GET per group."""
     timer = TaskTimer()
     dtype = np.dtype(dtype_name)
-    lo, hi = pack.key_range(shard, shards)
     index_parts, token_parts, offset = [], [], 0
-    for unit, removed in units:
-        index = layout.tokens_index(unit, removed).read_parquet()
-        i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
-        if i0 == i1:
+    for name, at, token_bytes, index_bytes in sections:
+        if token_bytes == 0:
             continue
+        loc = layout.run / f"pack/{plan.name}/{name}"
+        raw = loc.read_bytes(at, at + token_bytes + index_bytes)
+        tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
+        index = pack.index_from_ipc(raw[token_bytes:])
         lengths = index["length"].to_numpy()
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        raw = layout.tokens_bin(unit, removed).read_bytes(
-            int(starts[i0]) * dtype.itemsize, int(starts[i1]) * dtype.itemsize
-        )
-        token_parts.append(np.frombuffer(raw, dtype=dtype))
-        part = index.slice(i0, i1 - i0)
-        index_parts.append(
-            part.append_column("start", pa.array(starts[i0:i1] - starts[i0] + offset, pa.int64()))
-        )
-        offset += int(starts[i1] - starts[i0])
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
+        token_parts.append(tokens)
+        index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
+        offset += len(tokens)
     name = f"shard-{shard:05d}"
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
