@@ -88,6 +88,11 @@ def read_unit(
     bad = _concat(bad_parts, QUARANTINE_SCHEMA)
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
+    if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
+        from pipeline import neardup  # neardup imports this module
+
+        sigs = neardup.signature_rows(docs, unit_id, cfg)
+        layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
     hashes = exact.hash_rows(docs, unit_id)
     partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
     for part, rows in partitions.items():

@@ -101,3 +101,35 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
 
 def _unit_ids(layout: RunLayout) -> list[str]:
     return sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
+    from pipeline import neardup
+
+    cfg, result, _ = _run(tmp_path, "sig")
+    layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+    unit = next(u for u in _unit_ids(layout) if layout.read_docs(u).read_parquet().num_rows)
+    outputs = lambda: {  # noqa: E731
+        loc.uri: loc.read_bytes()
+        for kind in ("sig/q", "bands/p")
+        for q in range(cfg.dedup.partitions)
+        for loc in [layout.near / f"{kind}{q:04d}/{unit}.parquet"]
+        if loc.exists()
+    }
+    before = outputs()
+    assert before
+    docs = Path(layout.read_docs(unit).path)
+    hidden = docs.with_suffix(".hidden")
+    docs.rename(hidden)  # the near pass must not need the documents
+    try:
+        for q in before:
+            Path(q).unlink()
+        neardup.near_signatures(layout, unit, cfg)
+        assert outputs() == before
+    finally:
+        hidden.rename(docs)
+    # without the read pass's signatures (e.g. deleted by retention): signed from the documents
+    Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path).unlink()
+    neardup.near_signatures(layout, unit, cfg)
+    assert outputs() == before
