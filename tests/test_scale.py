@@ -133,3 +133,61 @@ def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
     Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path).unlink()
     neardup.near_signatures(layout, unit, cfg)
     assert outputs() == before
+
+
+def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
+    from pipeline import plan_scale
+
+    tb = 10**13
+    cut, stages = plan_scale.dry_run(tb)
+    by = {s.name: s for s in stages}
+    assert abs(cut["units"] - tb / (256 * MiB)) / cut["units"] < 0.1
+    assert cut["partitions"] == DedupConfig().partition_count(tb)
+    assert cut["shards"] == pack_plan(cut["token_bytes"], cut["units"], 256 * MiB, 16 * MiB).shards
+    pack_stage = by["pack"]
+    assert pack_stage.bytes_read / pack_stage.requests["get"] >= 16 * 10**6
+    assert all(s.core_hours >= 0 and s.dollars >= 0 for s in stages)
+
+
+def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
+    from pipeline import plan_scale
+
+    def requests(corpus: int, stage: str) -> int:
+        _, stages = plan_scale.dry_run(corpus, dedup=DedupConfig(partitions=64))
+        return sum(next(s for s in stages if s.name == stage).requests.values())
+
+    for stage in ("read+hash", "tokenize", "pack"):
+        assert requests(10**13, stage) <= 1.1 * 10 * requests(10**12, stage)
+
+
+def test_plan_and_report_print_the_dry_run(capsys):
+    from pipeline.cli import main
+
+    assert main(["plan", "--corpus-bytes", "1TB", "--unit-bytes", "128MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "units" in out and "pack" in out and "core-h" in out
+
+
+def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():
+    from pipeline import plan_scale
+    from pipeline.retention_config import PricesConfig
+
+    report = {
+        "before": {"retained": [{"data_class": "raw", "bytes": 10**9}]},
+        "after": {
+            "retained": [
+                {"data_class": "raw", "bytes": 10**9, "usd_month": 0.02},
+                {"data_class": "versions", "bytes": 7 * 10**8, "usd_month": 0.015},
+            ]
+        },
+    }
+    cut, stages = plan_scale.dry_run(10**13)
+    bill = plan_scale.projected_bill(
+        report, 10**13, stages, cut, runs_per_month=2, epochs_per_month=1,
+        range_bytes=16 * MiB, prices=PricesConfig(),
+    )
+    assert bill["scale"] == 10**4
+    assert bill["storage_usd_by_class"] == pytest.approx({"raw": 200.0, "versions": 150.0})
+    assert bill["pipeline_request_usd"] == pytest.approx(2 * sum(s.dollars for s in stages))
+    assert bill["training_request_usd"] > 0
+    assert "total" in "\n".join(plan_scale.bill_lines(bill))
