@@ -21,6 +21,12 @@ Signatures are computed by the read task (stages.read_unit) while it holds a uni
 into `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (the sig/ columns, every document
 of the unit); near_signatures only drops the exact duplicates and routes rows and band hashes.
 
+Requests (M units, P partitions): near_signatures GETs 2 per unit (signatures, removals) and
+PUTs 2·M·P parts (sig, bands); near_buckets GETs M·P band parts and PUTs P·P edge pieces;
+near_attach, near_verify and the members step each GET about M·P signature parts and P·P edge
+pieces and PUT P·P; near_keep GETs P·P. In all about 2M + 4·M·P + 3·P² GETs and
+2·M·P + 3·P² + P PUTs: quadratic once P follows the corpus (see `plan --corpus-bytes`).
+
 Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
 partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
 returns the verified edges routed for the first component round) -> components.star_step rounds
