@@ -223,8 +223,9 @@ def exchange_bucket(
 ) -> dict[str, Any]:
     """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
 
-    Each unit costs one index GET and one token-range GET; the pieces wait in a local temporary
-    file (memory holds one piece and the index rows), then go out as one exchange object."""
+    Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
+    file already cut by shard (tokens and index rows), so memory holds one unit's index and the
+    piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
     timer = TaskTimer()
     folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
     done = folder / f"{name}.json"
@@ -232,7 +233,11 @@ def exchange_bucket(
         return {**json.loads(done.read_bytes()), **timer.summary(reused=True)}
     itemsize = np.dtype(dtype_name).itemsize
     lo, hi = plan.bucket_range(bucket)
-    pieces = []  # (index rows in the bucket, their token starts relative to the piece, offset)
+    span = plan.bucket_shards(bucket)
+    shard_lows = np.array([pack.key_range(k, plan.shards)[0] for k in span], dtype=np.uint64)
+    # per unit with rows in the bucket: (shards in span, 4) = token offset, token bytes, index
+    # offset, index bytes of its piece of each shard in the spill file
+    placed: list[np.ndarray] = []
     with tempfile.TemporaryFile() as spill:
         for unit, removed in units:
             index = layout.tokens_index(unit, removed).read_parquet()
@@ -243,26 +248,36 @@ def exchange_bucket(
             raw = layout.tokens_bin(unit, removed).read_bytes(
                 int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
             )
-            rel = starts[i0 : i1 + 1] - starts[i0]
-            pieces.append((index.slice(i0, i1 - i0), rel, spill.tell()))
+            piece = index.slice(i0, i1 - i0)
+            rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
+            rows = np.append(rows, i1 - i0)
+            rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
+            at = spill.tell()
             spill.write(raw)
-            del raw
+            where = np.zeros((len(span), 4), dtype=np.int64)
+            for j in range(len(span)):
+                j0, j1 = int(rows[j]), int(rows[j + 1])
+                if j0 == j1:
+                    continue
+                ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
+                where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
+                spill.write(ipc)
+            placed.append(where)
+            del raw, index, piece
         spill.flush()
-        sections = []
+        sections, fd = [], spill.fileno()
         with (folder / f"{name}.bin").atomic_writer() as out:
             offset = 0
-            for shard in plan.bucket_shards(bucket):
-                s_lo, s_hi = pack.key_range(shard, plan.shards)
-                token_bytes, rows = 0, []
-                for index, starts, at in pieces:
-                    j0, j1 = pack.rows_in_range(index["key"].to_numpy(), s_lo, s_hi)
-                    if j0 == j1:
+            for j in range(len(span)):
+                token_bytes, tables = 0, []
+                for where in placed:
+                    tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
+                    if tok_n == 0:
                         continue
-                    a, b = int(starts[j0]) * itemsize, int(starts[j1]) * itemsize
-                    out.write(os.pread(spill.fileno(), b - a, at + a))
-                    token_bytes += b - a
-                    rows.append(index.slice(j0, j1 - j0))
-                ipc = pack.index_to_ipc(_concat(rows, pack.TOKEN_INDEX_SCHEMA))
+                    out.write(os.pread(fd, tok_n, tok_at))
+                    token_bytes += tok_n
+                    tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
+                ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
                 out.write(ipc)
                 sections.append([offset, token_bytes, len(ipc)])
                 offset += token_bytes + len(ipc)
