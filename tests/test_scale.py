@@ -191,3 +191,25 @@ def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training(
     assert bill["pipeline_request_usd"] == pytest.approx(2 * sum(s.dollars for s in stages))
     assert bill["training_request_usd"] > 0
     assert "total" in "\n".join(plan_scale.bill_lines(bill))
+
+
+def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
+    from fractions import Fraction
+
+    from pipeline.bench.scale import parts_of, stage_rows
+
+    for i in range(8):
+        (tmp_path / f"part-{i}.jsonl").write_bytes(b"x" * 100)
+    parts = parts_of(tmp_path, [Fraction(1, 4), Fraction(1, 2), Fraction(1)])
+    assert [len(p) for p in parts] == [2, 4, 8]
+    assert parts[0] == sorted(tmp_path.iterdir())[:2]
+    rows = stage_rows(
+        [
+            {"stage": "pack", "seconds": 1.0, "peak_rss_mb": 10, "io": {"get_requests": 2,
+             "bytes_read": 100, "put_requests": 1}},
+            {"stage": "pack", "seconds": 2.0, "peak_rss_mb": 30, "io": {"get_requests": 3,
+             "bytes_read": 400}},
+        ]
+    )
+    assert rows["pack"]["requests"] == 6 and rows["pack"]["mean_get_bytes"] == 100
+    assert rows["pack"]["peak_rss_mb"] == 30 and rows["pack"]["seconds"] == 3.0
