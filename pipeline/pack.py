@@ -138,6 +138,17 @@ def pack_plan(
     return PackPlan(shards, buckets, groups)
 
 
+def shard_sections(plan: PackPlan, exchanged: list[dict]) -> dict[int, list[tuple]]:
+    """shard -> (exchange object, offset, token bytes, index bytes) of each group, from the
+    pass-1 summaries (their order is kept; the merge sorts by key, so it never shows)."""
+    sections: dict[int, list[tuple]] = {k: [] for k in range(plan.shards)}
+    for r in exchanged:
+        span = plan.bucket_shards(r["bucket"])
+        for shard, (at, n_tok, n_idx) in zip(span, r["sections"], strict=True):
+            sections[shard].append((r["object"], at, n_tok, n_idx))
+    return sections
+
+
 def index_to_ipc(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, TOKEN_INDEX_SCHEMA) as writer:

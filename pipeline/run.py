@@ -32,7 +32,7 @@ from pipeline.manifest import (
     documents_accounted,
     load_manifest,
 )
-from pipeline.pack import pack_plan
+from pipeline.pack import pack_plan, shard_sections
 from pipeline.storage import Location
 from pipeline.tokenize import load_tokenizer
 
@@ -382,12 +382,7 @@ def _run_stages(
             for k in range(plan.buckets)
         ],
     )
-    sections: dict[int, list] = {k: [] for k in range(plan.shards)}
-    for r in exchanged:  # in submission order: group by group, so a shard's merge is stable
-        for shard, (at, token_bytes, index_bytes) in zip(
-            plan.bucket_shards(r["bucket"]), r["sections"], strict=True
-        ):
-            sections[shard].append((r["object"], at, token_bytes, index_bytes))
+    sections = shard_sections(plan, exchanged)
     packed = drv.stage(
         "pack",
         [

@@ -328,3 +328,28 @@ def pack_shard(
     # a shard counts as written only once storage returns what the manifest will claim
     verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
     return timer.summary(shard=shard, **shard_entry)
+
+
+def pack_in_process(
+    layout: RunLayout,
+    version: Location,
+    units: list[tuple[str, str]],
+    token_bytes: int,
+    cfg: Config,
+    dtype_name: str,
+) -> list[dict[str, Any]]:
+    """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
+    plan and sections as the driver (run.py) builds."""
+    plan = pack.pack_plan(
+        token_bytes, len(units), int(cfg.pack.shard_bytes), int(cfg.pack.exchange_request_bytes)
+    )
+    groups = plan.unit_groups(units)
+    exchanged = [
+        exchange_bucket(layout, plan, g, k, groups[g], dtype_name)
+        for g in range(plan.groups)
+        for k in range(plan.buckets)
+    ]
+    sections = pack.shard_sections(plan, exchanged)
+    return [
+        pack_shard(layout, version, plan, k, sections[k], dtype_name) for k in range(plan.shards)
+    ]
