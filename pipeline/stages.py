@@ -42,6 +42,7 @@ class TaskTimer:
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.io = IO.snapshot()
+        reset_peak_rss()
 
     def summary(self, **fields: Any) -> dict[str, Any]:
         fields["seconds"] = time.perf_counter() - self.start
@@ -50,8 +51,18 @@ class TaskTimer:
         return fields
 
 
+def reset_peak_rss() -> None:
+    """Start the process's peak-RSS count afresh (Linux), so that a task reports its own peak,
+    not that of an earlier task the same Ray worker ran; elsewhere the peak stays cumulative."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_mb() -> float:
-    """Peak resident memory of this worker process so far (an upper bound for the task)."""
+    """Peak resident memory of this worker since its task started (see reset_peak_rss)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
