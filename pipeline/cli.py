@@ -164,6 +164,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         range_bytes=args.range_bytes,
     )
     print(format_markdown(report))
+    if args.corpus_bytes:  # the same run, at the user's scale
+        from pipeline import plan_scale
+        from pipeline.plan import _byte_size
+
+        corpus = _byte_size(args.corpus_bytes)
+        cut, stages = plan_scale.plan_for_config(cfg, corpus)
+        report["projection"] = plan_scale.projected_bill(
+            report,
+            corpus,
+            stages,
+            cut,
+            runs_per_month=args.runs_per_month,
+            epochs_per_month=args.epochs,
+            range_bytes=args.range_bytes,
+            prices=cfg.prices,
+        )
+        print("\n".join(["", *plan_scale.bill_lines(report["projection"])]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
@@ -179,6 +196,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 BENCHES = {
     "read": "pipeline.bench.read",
     "scaling": "pipeline.bench.scaling",
+    "scale": "pipeline.bench.scale",
     "tokenize": "pipeline.bench.tokenize",
     "minhash": "pipeline.bench.minhash",
     "dedup-quality": "pipeline.bench.dedup_quality",
@@ -238,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=16 * 2**20,
         help="range GET size for the training estimate without reader stats",
+    )
+    report.add_argument(
+        "--corpus-bytes", help="e.g. 10TB: add the projected monthly bill at that input size"
     )
     report.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     report.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page")

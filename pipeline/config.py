@@ -88,8 +88,17 @@ class NearDedupConfig(_Strict):
 
 class DedupConfig(_Strict):
     exact: bool = True
-    partitions: int = Field(default=8, ge=1)
+    # Exact and near dedup run one task per hash partition. Their count follows from the listed
+    # input bytes, ceil(bytes / partition_bytes), so a partition task's memory (hash rows, about
+    # 1 KiB of signature per document) stays bounded whatever the corpus; `partitions` overrides.
+    partitions: int | None = Field(default=None, ge=1)
+    partition_bytes: ByteSize = Field(default=ByteSize(2**30), gt=0)
     near: NearDedupConfig = NearDedupConfig()
+
+    def partition_count(self, listed_bytes: int) -> int:
+        if self.partitions is not None:
+            return self.partitions
+        return max(1, -(-int(listed_bytes) // int(self.partition_bytes)))
 
 
 class TokenizeConfig(_Strict):
@@ -109,6 +118,8 @@ class TokenizeConfig(_Strict):
 class PackConfig(_Strict):
     shard_bytes: Bytes = ByteSize(256 * 2**20)
     seed: Seed = 0
+    # smallest token piece pack's two-pass exchange aims to move per GET (see pack.py)
+    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
 
 
 class Config(_Strict):
@@ -124,6 +135,14 @@ class Config(_Strict):
     retention: RetentionConfig = RetentionConfig()  # see retention_config.py
     prices: PricesConfig = PricesConfig()
 
+    def for_listing(self, listed_bytes: int) -> Config:
+        """This config with the partition count the listing implies written in: every task, the
+        read key and the manifest then see one concrete count."""
+        dedup = self.dedup.model_copy(
+            update={"partitions": self.dedup.partition_count(listed_bytes)}
+        )
+        return self.model_copy(update={"dedup": dedup})
+
     def output_config(self) -> dict[str, Any]:
         """Everything that decides the dataset's bytes: not where data lives, not Ray, not
         retention or prices, and the tokenizer by content (see output_hash), not by path."""
@@ -138,6 +157,9 @@ class Config(_Strict):
                 "prices": True,
                 # the engine and its checking rate do not change the bytes (proven per run)
                 "tokenize": {"tokenizer", "engine", "verify_fraction"},
+                # how bytes move, not which: the resolved partition count stays in
+                "dedup": {"partition_bytes"},
+                "pack": {"exchange_request_bytes"},
             },
         )
 

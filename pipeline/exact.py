@@ -8,6 +8,11 @@ the smallest (doc_id, source, row): a property of the documents, never of task c
 Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id.
 Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
 kept_id, kept_source, kept_row, similarity.
+
+Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set): the
+read tasks PUT M·P hash parts; the P partition tasks GET them (M·P) and PUT P removal files; the
+merge GETs P and PUTs 1. With P growing with the corpus, M·P grows as its square (small parts):
+the next exchange to regroup, as pack's is (pack.py).
 """
 
 from __future__ import annotations

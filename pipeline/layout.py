@@ -17,10 +17,12 @@
           quarantine.parquet            every quarantined record of the run
           stats.json                    per-stage counts, bytes and requests (cost report)
           committed.json                {"version": id} once the run's version is committed
+          pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see pack.py)
         units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
           <unit>.docs.parquet           documents read: doc_id, source, row, text
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
           <unit>.p<part>.parquet        content hashes, one file per hash partition (exact.py)
+          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (neardup.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
@@ -123,6 +125,9 @@ class RunLayout:
 
     def read_quarantine(self, unit: str) -> Location:
         return self._unit(unit, "quarantine.parquet")
+
+    def read_sigs(self, unit: str, signature_key: str) -> Location:
+        return self._unit(unit, f"sig-{signature_key}.parquet")
 
     def read_done(self, unit: str) -> Location:
         return self._unit(unit, "done.json")

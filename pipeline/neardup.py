@@ -17,6 +17,16 @@ components.partition_of):
                               length, sig) of the components whose label is in partition l
     removed/l<l>.parquet      the near removals decided for label partition l (exact.REMOVED_SCHEMA)
 
+Signatures are computed by the read task (stages.read_unit) while it holds a unit's documents,
+into `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (the sig/ columns, every document
+of the unit); near_signatures only drops the exact duplicates and routes rows and band hashes.
+
+Requests (M units, P partitions): near_signatures GETs 2 per unit (signatures, removals) and
+PUTs 2·M·P parts (sig, bands); near_buckets GETs M·P band parts and PUTs P·P edge pieces;
+near_attach, near_verify and the members step each GET about M·P signature parts and P·P edge
+pieces and PUT P·P; near_keep GETs P·P. In all about 2M + 4·M·P + 3·P² GETs and
+2·M·P + 3·P² + P PUTs: quadratic once P follows the corpus (see `plan --corpus-bytes`).
+
 Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
 partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
 returns the verified edges routed for the first component round) -> components.star_step rounds
@@ -89,18 +99,21 @@ def _read_all(locations) -> list[pa.Table]:
 
 
 # -- per unit ---------------------------------------------------------------------------------
-def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]:
-    timer = TaskTimer()
-    params, n = params_of(cfg), cfg.dedup.partitions
-    docs = layout.read_docs(unit).read_parquet()
-    with layout.exact_removed_all.open_read() as f:
-        gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
-    if gone.num_rows:
-        docs = docs.join(gone, keys=["source", "row"], join_type="left anti")
+def signature_key(cfg: Config) -> str:
+    """What decides a document's signature (not bands or threshold: those act later)."""
+    near = cfg.dedup.near
+    return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
+
+
+def signature_rows(docs: pa.Table, unit: str, cfg: Config) -> pa.Table:
+    """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
+
+    The read task calls this while it holds the unit's documents, so near dedup never reads
+    the documents again (layout.read_sigs)."""
     docs = docs.sort_by([("source", "ascending"), ("row", "ascending")])
-    sigs = minhash.signatures(docs["text"], params)
+    sigs = minhash.signatures(docs["text"], params_of(cfg))
     keys = record_keys(docs["source"].to_pylist(), docs["row"].to_pylist())
-    rows = pa.table(
+    return pa.table(
         {
             "key": pa.array(keys, pa.int64()),
             "doc_id": docs["doc_id"],
@@ -111,6 +124,26 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
             "sig": _sig_table(sigs),
         }
     )
+
+
+def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]:
+    """Route a unit's signatures (computed by its read task) and band hashes to partitions,
+    without its exact duplicates. A unit read without them (near dedup off at the time, or the
+    file deleted by retention) is signed here from its documents instead."""
+    timer = TaskTimer()
+    params, n = params_of(cfg), cfg.dedup.partitions
+    with layout.exact_removed_all.open_read() as f:
+        gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
+    signed = layout.read_sigs(unit, signature_key(cfg))
+    if signed.exists():
+        rows = signed.read_parquet()
+    else:
+        rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg)
+    if gone.num_rows:  # keeps the (source, row) order
+        rows = rows.join(gone, keys=["source", "row"], join_type="left anti")
+        rows = rows.sort_by([("source", "ascending"), ("row", "ascending")])
+    keys = rows["key"].to_numpy()
+    sigs = _sigs_of(rows["sig"], params.num_perm)
     sig_parts = _split_write(
         rows,
         components.partition_of(keys, n),
@@ -128,7 +161,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
         (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
         lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet",
     )
-    return timer.summary(unit=unit, docs=docs.num_rows, sig_parts=sig_parts, band_parts=band_parts)
+    return timer.summary(unit=unit, docs=rows.num_rows, sig_parts=sig_parts, band_parts=band_parts)
 
 
 # -- per partition ----------------------------------------------------------------------------

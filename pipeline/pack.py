@@ -7,17 +7,41 @@ documents and the seed, never on how many workers ran or which unit a document c
 Shards: with T token bytes in all, S = ceil(T / shard_bytes) shards cut the 64-bit key space into
 S equal ranges; shard k holds the documents whose key falls in range k. Keys are uniform hashes, so
 shards come out close to T / S bytes (<= the target on average) and no document is ever split.
-A shard is built from each unit's key-sorted token file with one range read per unit, so memory per
-pack task is bounded by the shard size, not the corpus.
 
 Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet): the .bin holds the unit's kept
 documents' tokens (EOS appended) concatenated in shuffle order; the .parquet has one row per
 document in the same order: doc_id, source, row, key uint64, length int64 (tokens).
+
+Exchange (two passes, so that no request shrinks as the corpus grows). Reading one range of every
+unit for every shard costs M x S requests of T / (M x S) bytes: quadratic in the corpus, with
+requests shrinking toward nothing. Instead (`PackPlan`):
+- the S shards are cut into K buckets of consecutive shards (a bucket is one key range), with
+  K = clamp(T / M / request_bytes, 1, S), so a unit's part of a bucket is >= request_bytes;
+- the M units are cut into G groups of consecutive units, G = clamp(shard_bytes / request_bytes,
+  1, M), so a group's part of a shard is >= request_bytes;
+- pass 1, one task per (group, bucket): reads each of its units' index and the unit's bucket range
+  of tokens (one GET each; spilled to local disk, so memory holds one piece), and writes one
+  exchange object laid out shard by shard (format below);
+- pass 2, one task per shard: reads one contiguous section from each of the G exchange objects
+  of its bucket, merges by the sort keys and writes the shard.
+Requests, M units, S shards (K, G fixed by unit, shard and request sizes, not by T):
+  pass 1: 2·M·K GETs (index + token range) + G·K exchange objects (1 + ceil(size / part) PUTs);
+  pass 2: G·S GETs + 2·S shard PUTs (+ the verify GETs of each written shard).
+Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes,
+>= request_bytes whenever units and shards are at least that big. Local disk per pass-1 task:
+T / (G·K). Shard bytes are the same as a one-pass pack: the merge sorts by the same keys.
+
+Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
+shard of the bucket in order, a section = the tokens of the group's documents in that shard (unit
+by unit, each in shuffle order) followed by an Arrow IPC stream of their index rows (the token
+index schema, same order). The .json lists each section as [offset, token_bytes, index_bytes].
 """
 
 from __future__ import annotations
 
+import io
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -73,3 +97,64 @@ def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
     run_starts = starts[run_first]
     run_ends = starts[run_last] + lengths[run_last]
     return np.concatenate([tokens[a:b] for a, b in zip(run_starts, run_ends, strict=True)])
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above)."""
+
+    shards: int
+    buckets: int
+    groups: int
+
+    def bucket_shards(self, bucket: int) -> range:
+        k, s = self.buckets, self.shards
+        return range(bucket * s // k, (bucket + 1) * s // k)
+
+    def bucket_of(self, shard: int) -> int:
+        return next(k for k in range(self.buckets) if shard in self.bucket_shards(k))
+
+    def bucket_range(self, bucket: int) -> tuple[int, int]:
+        span = self.bucket_shards(bucket)
+        return key_range(span.start, self.shards)[0], key_range(span.stop - 1, self.shards)[1]
+
+    def unit_groups(self, units: list) -> list[list]:
+        n, g = len(units), self.groups
+        return [units[i * n // g : (i + 1) * n // g] for i in range(g)]
+
+    @property
+    def name(self) -> str:
+        return f"s{self.shards}-k{self.buckets}-g{self.groups}"
+
+
+def pack_plan(
+    total_token_bytes: int, units: int, shard_bytes: int, request_bytes: int
+) -> PackPlan:
+    """The exchange's cut: every token piece moved is >= request_bytes where sizes allow."""
+    shards = shard_count(total_token_bytes, shard_bytes)
+    unit_bytes = total_token_bytes / max(1, units)
+    buckets = max(1, min(shards, int(unit_bytes // request_bytes)))
+    groups = max(1, min(max(1, units), int(shard_bytes // request_bytes)))
+    return PackPlan(shards, buckets, groups)
+
+
+def shard_sections(plan: PackPlan, exchanged: list[dict]) -> dict[int, list[tuple]]:
+    """shard -> (exchange object, offset, token bytes, index bytes) of each group, from the
+    pass-1 summaries (their order is kept; the merge sorts by key, so it never shows)."""
+    sections: dict[int, list[tuple]] = {k: [] for k in range(plan.shards)}
+    for r in exchanged:
+        span = plan.bucket_shards(r["bucket"])
+        for shard, (at, n_tok, n_idx) in zip(span, r["sections"], strict=True):
+            sections[shard].append((r["object"], at, n_tok, n_idx))
+    return sections
+
+
+def index_to_ipc(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, TOKEN_INDEX_SCHEMA) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def index_from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()

@@ -208,11 +208,56 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     parser.add_argument("--gpus-per-node", type=int)
     parser.add_argument("--tokens-per-s-per-gpu", type=float)
     parser.add_argument("--bytes-per-token", type=int, default=2)
+    scale = parser.add_argument_group("dry run at a corpus size (see plan_scale.py)")
+    scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
+    scale.add_argument("--docs", type=int, help="documents in the corpus (default bytes / 4000)")
+    scale.add_argument("--unit-bytes", help="ingest.unit_bytes (default: the config's, 256MiB)")
+    scale.add_argument("--shard-bytes", help="pack.shard_bytes (default: the config's, 256MiB)")
+    scale.add_argument("--file-bytes", default="1GiB", help="size of each input file")
+    scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
+    scale.add_argument("--config", help="take unit, shard, dedup and price settings from here")
+    scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
     parser.set_defaults(func=cmd_plan)
     return parser
 
 
+def _byte_size(text: str | None) -> int | None:
+    from pydantic import ByteSize, TypeAdapter
+
+    return None if text is None else int(TypeAdapter(ByteSize).validate_python(text))
+
+
+def cmd_plan_corpus(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pipeline import plan_scale
+    from pipeline.config import load_config
+
+    cfg = load_config(args.config, check_paths=False) if args.config else None
+    rates = None
+    if args.rates:
+        text = Path(args.rates).read_text().strip().splitlines()[-1]
+        rates = plan_scale.rates_from_bench(json.loads(text))
+    cut, stages = plan_scale.plan_for_config(
+        cfg,
+        _byte_size(args.corpus_bytes),
+        docs=args.docs,
+        unit_bytes=_byte_size(args.unit_bytes),
+        shard_bytes=_byte_size(args.shard_bytes),
+        file_bytes=_byte_size(args.file_bytes),
+        rates=rates,
+    )
+    for line in plan_scale.dry_run_lines(cut, stages):
+        print(line)
+    if args.json:
+        Path(args.json).write_text(plan_scale.dry_run_json(cut, stages))
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.corpus_bytes:
+        return cmd_plan_corpus(args)
     latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
     if args.probe:
         from pipeline.cli import storage_from_args

@@ -5,8 +5,9 @@ Data classes (where each lives is in retention_core.classify):
     raw                   the input objects under input.uri
     read_docs             _work/units/<read_key>/<unit>.docs.parquet
     exact_hashes          _work/units/<read_key>/<unit>.p<part>.parquet, _work/runs/<run>/exact/**
-    near_dedup            _work/runs/<run>/near/**
-    token_parts           _work/tokens/<token_key>/** (token files and their .parquet markers)
+    near_dedup            _work/runs/<run>/near/**, _work/units/<read_key>/<unit>.sig-*.parquet
+    token_parts           _work/tokens/<token_key>/** (token files and their .parquet markers),
+                          _work/runs/<run>/pack/** (pack's exchange objects)
     work_state            the rest of _work/: run inputs, units, skipped, removed, stats,
                           committed.json; unit done markers; the lease (never deleted)
     quarantine            _work/units/<read_key>/<unit>.quarantine.parquet,

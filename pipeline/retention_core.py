@@ -126,10 +126,13 @@ def _work_class(kind: str, rest: list[str]) -> str:
             return "quarantine"
         if len(rest) == 1 and _HASH_PART.fullmatch(name):
             return "exact_hashes"
+        if len(rest) == 1 and ".sig-" in name:
+            return "near_dedup"  # recomputed from the documents when missing
         return "work_state"  # done markers
     if rest == ["quarantine.parquet"]:
         return "quarantine"
-    return {"exact": "exact_hashes", "near": "near_dedup"}.get(rest[0], "work_state")
+    classes = {"exact": "exact_hashes", "near": "near_dedup", "pack": "token_parts"}
+    return classes.get(rest[0], "work_state")
 
 
 def is_read_marker(key: str) -> bool:

@@ -33,7 +33,7 @@ from pipeline.manifest import (
     load_manifest,
     table_digest,
 )
-from pipeline.pack import shard_count
+from pipeline.pack import pack_plan, shard_sections
 from pipeline.storage import Location
 from pipeline.tokenize import load_tokenizer, token_id
 from pipeline.tokenize_run import tokenize_stage
@@ -168,6 +168,7 @@ class _Driver:
                         "merge_audit",
                         "tokenize_probe",
                         "tokenize_unit_task",
+                        "exchange_bucket",
                         "pack_shard",
                     ),
                 ),
@@ -235,6 +236,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
 
     [listed] = drv.stage("list", [drv.remote["list_stage"].remote(input_root, cfg)])
     inputs, units = listed["inputs"], listed["units"]
+    cfg = drv.cfg = cfg.for_listing(listed["bytes"])  # partitions from the listed bytes
     drv.reports[-1].docs, drv.reports[-1].bytes = listed["files"], listed["bytes"]
     input_digest = _table_digest(inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{input_digest}".encode())
@@ -407,16 +409,32 @@ def _run_stages(
         **engine,
     }
     itemsize = 2 if tok_info.dtype == "uint16" else 4
-    shards = shard_count(total_tokens * itemsize, int(cfg.pack.shard_bytes))
     version_id = new_version_id(layout.run_id)
     version = layout.version(version_id)
     live = [(r["unit"], r["removed"]) for r in tokenized if r["docs"]]
+    plan = pack_plan(
+        total_tokens * itemsize,
+        len(live),
+        int(cfg.pack.shard_bytes),
+        int(cfg.pack.exchange_request_bytes),
+    )
+    groups = plan.unit_groups(live)
+    exchanged = drv.stage(
+        "pack",
+        [
+            remote["exchange_bucket"].remote(layout, plan, g, k, groups[g], tok_info.dtype)
+            for g in range(plan.groups)
+            for k in range(plan.buckets)
+        ],
+    )
+    sections = shard_sections(plan, exchanged)
     packed = drv.stage(
         "pack",
         [
-            remote["pack_shard"].remote(layout, version, k, shards, live, tok_info.dtype)
-            for k in range(shards)
+            remote["pack_shard"].remote(layout, version, plan, k, sections[k], tok_info.dtype)
+            for k in range(plan.shards)
         ],
+        merge=True,
     )
     drv.reports[-1].docs = sum(s["documents"] for s in packed)
     drv.reports[-1].bytes = sum(s["bin_bytes"] + s["idx_bytes"] for s in packed)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import resource
+import tempfile
 import time
 from collections import Counter
 from typing import Any
@@ -54,6 +56,7 @@ class TaskTimer:
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.io = IO.snapshot()
+        reset_peak_rss()
 
     def summary(self, **fields: Any) -> dict[str, Any]:
         fields["seconds"] = time.perf_counter() - self.start
@@ -62,8 +65,18 @@ class TaskTimer:
         return fields
 
 
+def reset_peak_rss() -> None:
+    """Start the process's peak-RSS count afresh (Linux), so that a task reports its own peak,
+    not that of an earlier task the same Ray worker ran; elsewhere the peak stays cumulative."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_mb() -> float:
-    """Peak resident memory of this worker process so far (an upper bound for the task)."""
+    """Peak resident memory of this worker since its task started (see reset_peak_rss)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -114,6 +127,11 @@ def read_unit(
     bad = _concat(bad_parts, QUARANTINE_SCHEMA)
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
+    if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
+        from pipeline import neardup  # neardup imports this module
+
+        sigs = neardup.signature_rows(docs, unit_id, cfg)
+        layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
     hashes = exact.hash_rows(docs, unit_id)
     partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
     for part, rows in partitions.items():
@@ -336,35 +354,104 @@ def tokenize_unit(
 
 
 # -- pack ------------------------------------------------------------------------------------
-def pack_shard(
+def exchange_bucket(
     layout: RunLayout,
-    version: Location,
-    shard: int,
-    shards: int,
+    plan: pack.PackPlan,
+    group: int,
+    bucket: int,
     units: list[tuple[str, str]],
     dtype_name: str,
 ) -> dict[str, Any]:
-    """Write shard `shard` of `shards` from the token files of `units` ((unit, removed) pairs)."""
+    """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
+
+    Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
+    file already cut by shard (tokens and index rows), so memory holds one unit's index and the
+    piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
+    timer = TaskTimer()
+    folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
+    done = folder / f"{name}.json"
+    if done.exists():
+        return {**json.loads(done.read_bytes()), **timer.summary(reused=True)}
+    itemsize = np.dtype(dtype_name).itemsize
+    lo, hi = plan.bucket_range(bucket)
+    span = plan.bucket_shards(bucket)
+    shard_lows = np.array([pack.key_range(k, plan.shards)[0] for k in span], dtype=np.uint64)
+    # per unit with rows in the bucket: (shards in span, 4) = token offset, token bytes, index
+    # offset, index bytes of its piece of each shard in the spill file
+    placed: list[np.ndarray] = []
+    with tempfile.TemporaryFile() as spill:
+        for unit, removed in units:
+            index = layout.tokens_index(unit, removed).read_parquet()
+            i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+            if i0 == i1:
+                continue
+            starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+            raw = layout.tokens_bin(unit, removed).read_bytes(
+                int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
+            )
+            piece = index.slice(i0, i1 - i0)
+            rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
+            rows = np.append(rows, i1 - i0)
+            rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
+            at = spill.tell()
+            spill.write(raw)
+            where = np.zeros((len(span), 4), dtype=np.int64)
+            for j in range(len(span)):
+                j0, j1 = int(rows[j]), int(rows[j + 1])
+                if j0 == j1:
+                    continue
+                ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
+                where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
+                spill.write(ipc)
+            placed.append(where)
+            del raw, index, piece
+        spill.flush()
+        sections, fd = [], spill.fileno()
+        with (folder / f"{name}.bin").atomic_writer() as out:
+            offset = 0
+            for j in range(len(span)):
+                token_bytes, tables = 0, []
+                for where in placed:
+                    tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
+                    if tok_n == 0:
+                        continue
+                    out.write(os.pread(fd, tok_n, tok_at))
+                    token_bytes += tok_n
+                    tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
+                ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
+                out.write(ipc)
+                sections.append([offset, token_bytes, len(ipc)])
+                offset += token_bytes + len(ipc)
+    summary = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
+    done.write_bytes(json.dumps(summary).encode())  # written last: the exchange object is whole
+    return {**summary, **timer.summary()}
+
+
+def pack_shard(
+    layout: RunLayout,
+    version: Location,
+    plan: pack.PackPlan,
+    shard: int,
+    sections: list[tuple[str, int, int, int]],
+    dtype_name: str,
+) -> dict[str, Any]:
+    """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
+    ((object name, offset, token bytes, index bytes) per group): one GET per group."""
     timer = TaskTimer()
     dtype = np.dtype(dtype_name)
-    lo, hi = pack.key_range(shard, shards)
     index_parts, token_parts, offset = [], [], 0
-    for unit, removed in units:
-        index = layout.tokens_index(unit, removed).read_parquet()
-        i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
-        if i0 == i1:
+    for name, at, token_bytes, index_bytes in sections:
+        if token_bytes == 0:
             continue
+        loc = layout.run / f"pack/{plan.name}/{name}"
+        raw = loc.read_bytes(at, at + token_bytes + index_bytes)
+        tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
+        index = pack.index_from_ipc(raw[token_bytes:])
         lengths = index["length"].to_numpy()
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        raw = layout.tokens_bin(unit, removed).read_bytes(
-            int(starts[i0]) * dtype.itemsize, int(starts[i1]) * dtype.itemsize
-        )
-        token_parts.append(np.frombuffer(raw, dtype=dtype))
-        part = index.slice(i0, i1 - i0)
-        index_parts.append(
-            part.append_column("start", pa.array(starts[i0:i1] - starts[i0] + offset, pa.int64()))
-        )
-        offset += int(starts[i1] - starts[i0])
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
+        token_parts.append(tokens)
+        index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
+        offset += len(tokens)
     name = f"shard-{shard:05d}"
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
@@ -382,3 +469,28 @@ def pack_shard(
     # a shard counts as written only once storage returns what the manifest will claim
     verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
     return timer.summary(shard=shard, **shard_entry)
+
+
+def pack_in_process(
+    layout: RunLayout,
+    version: Location,
+    units: list[tuple[str, str]],
+    token_bytes: int,
+    cfg: Config,
+    dtype_name: str,
+) -> list[dict[str, Any]]:
+    """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
+    plan and sections as the driver (run.py) builds."""
+    plan = pack.pack_plan(
+        token_bytes, len(units), int(cfg.pack.shard_bytes), int(cfg.pack.exchange_request_bytes)
+    )
+    groups = plan.unit_groups(units)
+    exchanged = [
+        exchange_bucket(layout, plan, g, k, groups[g], dtype_name)
+        for g in range(plan.groups)
+        for k in range(plan.buckets)
+    ]
+    sections = pack.shard_sections(plan, exchanged)
+    return [
+        pack_shard(layout, version, plan, k, sections[k], dtype_name) for k in range(plan.shards)
+    ]

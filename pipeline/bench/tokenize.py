@@ -32,7 +32,6 @@ from pipeline.exact import REMOVED_SCHEMA
 from pipeline.ingest import cut_units, list_inputs
 from pipeline.layout import RunLayout
 from pipeline.megatron import decode_index
-from pipeline.pack import shard_count
 from pipeline.readers import read_piece
 from pipeline.storage import Location
 from pipeline.tokenize import (
@@ -85,14 +84,10 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int, L
     start = time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
         tok = stages.tokenize_unit(layout, "u0", cfg, f.read(), engine)
-    shards = shard_count(
-        tok["tokens"] * (2 if info.dtype == "uint16" else 4), int(cfg.pack.shard_bytes)
-    )
+    token_bytes = tok["tokens"] * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
-    for k in range(shards):
-        stages.pack_shard(layout, version, k, shards, [("u0", tok["removed"])], info.dtype)
-    seconds = time.perf_counter() - start
-    return seconds, tok["tokens"], version
+    stages.pack_in_process(layout, version, [("u0", tok["removed"])], token_bytes, cfg, info.dtype)
+    return time.perf_counter() - start, tok["tokens"], version
 
 
 def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> bool:
