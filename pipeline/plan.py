@@ -208,14 +208,16 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     parser.add_argument("--gpus-per-node", type=int)
     parser.add_argument("--tokens-per-s-per-gpu", type=float)
     parser.add_argument("--bytes-per-token", type=int, default=2)
-    scale = parser.add_argument_group("dry run at a corpus size (see plan_scale.py)")
+    scale = parser.add_argument_group(
+        "dry run at a corpus size (see plan_scale.py); --config (and --set) also give its unit,"
+        " shard, dedup and price settings"
+    )
     scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
     scale.add_argument("--docs", type=int, help="documents in the corpus (default bytes / 4000)")
     scale.add_argument("--unit-bytes", help="ingest.unit_bytes (default: the config's, 256MiB)")
     scale.add_argument("--shard-bytes", help="pack.shard_bytes (default: the config's, 256MiB)")
     scale.add_argument("--file-bytes", default="1GiB", help="size of each input file")
     scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
-    scale.add_argument("--config", help="take unit, shard, dedup and price settings from here")
     scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
     parser.set_defaults(func=cmd_plan)
     return parser
@@ -234,7 +236,7 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     from pipeline import plan_scale
     from pipeline.config import load_config
 
-    cfg = load_config(args.config, check_paths=False) if args.config else None
+    cfg = load_config(args.config, overrides=args.set, check_paths=False) if args.config else None
     rates = None
     if args.rates:
         text = Path(args.rates).read_text().strip().splitlines()[-1]
