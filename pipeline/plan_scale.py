@@ -8,9 +8,9 @@ No data is read. The cut comes from the pipeline's own functions: a synthetic li
 near partitions) and `pack.pack_plan` (shards, buckets, groups). Request counts are each stage's
 formula (written in its format docstring: pack.py, neardup.py) over those counts; sizes use the
 ratios below, measured on the sample and make_corpus runs. Core-hours come from per-core rates
-(MB of input per second per core, per stage): by default the shares of `bench scaling` with one
-worker on a 35 MB real corpus (1.44 MB/s per core in all: tokenize 61 %, near 19 %, read+hash
-15 %, the rest 5 %); `--rates` takes that benchmark's JSON line instead. Dollars price the
+(MB of input per second per core, per stage): by default those `bench scaling` measured with one
+worker on a 37.5 MB real corpus (DEFAULT_RATES); `--rates` takes that benchmark's JSON line
+instead. Dollars price the
 requests with the cost report's price table (STANDARD); compute is left in core-hours.
 """
 
@@ -34,15 +34,17 @@ TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_ROW_BYTES = 16  # one band hash + key
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
-# bench scaling, W=1, 35 MB real corpus: 1.44 MB/s per core, stage shares as measured
+# MB/s of input per core per stage: `bench scaling`, W=1, on a 37.5 MB make_corpus corpus with
+# fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates)
 DEFAULT_RATES = {
-    "list": 1e6,
-    "read+hash": 1.44 / 0.15,
-    "exact": 1.44 / 0.01,
-    "near": 1.44 / 0.19,
-    "audit": 1.44 / 0.005,
-    "tokenize": 1.44 / 0.61,
-    "pack": 1.44 / 0.035,
+    "list": 1975.0,
+    "read+hash": 11.2,
+    "quarantine": 560.0,
+    "exact": 74.0,
+    "near": 10.9,
+    "audit": 1443.0,
+    "tokenize": 17.8,
+    "pack": 98.8,
 }
 
 
