@@ -9,7 +9,7 @@ import sys
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
 from pipeline.config import ConfigError, StorageConfig, load_config, parse_set
-from pipeline.storage import StorageUnreachable
+from pipeline.core.storage import StorageUnreachable
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -73,15 +73,15 @@ def _load(args: argparse.Namespace):
 
 def _check_storage(cfg, *uris: str) -> None:
     """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
-    from pipeline.storage import Location, check_reachable
+    from pipeline.core.storage import Location, check_reachable
 
     check_reachable(*(Location.from_uri(uri, cfg.storage) for uri in uris))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipeline.lease import LeaseHeld
-    from pipeline.run import RunError, run_pipeline
-    from pipeline.summary import print_summary
+    from pipeline.core.lease import LeaseHeld
+    from pipeline.run.driver import RunError, run_pipeline
+    from pipeline.run.summary import print_summary
 
     cfg = _load(args)
     _check_storage(cfg, cfg.input.uri, cfg.output.uri)
@@ -95,8 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from pipeline.storage import Location, check_reachable
-    from pipeline.verify import VerifyError, verify_version
+    from pipeline.core.storage import Location, check_reachable
+    from pipeline.formats.verify import VerifyError, verify_version
 
     location = Location.from_uri(args.uri, storage_from_args(args))
     check_reachable(location)
@@ -115,7 +115,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    from pipeline.retention import apply_plan, format_plan, plan_retention
+    from pipeline.retention.apply import apply_plan, format_plan, plan_retention
 
     cfg = _load(args)
     _check_storage(cfg, cfg.input.uri, cfg.output.uri)
@@ -124,7 +124,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
     if args.export_lifecycle:
         import json
 
-        from pipeline.lifecycle import export_lifecycle
+        from pipeline.retention.lifecycle import export_lifecycle
 
         exported = export_lifecycle(plan, cfg.retention.rules)
         with open(args.export_lifecycle, "w") as f:
@@ -147,10 +147,10 @@ def cmd_retain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from pipeline.report import build_report, write_report
-    from pipeline.report_html import format_html
-    from pipeline.report_md import format_markdown
-    from pipeline.retention import dataset_location
+    from pipeline.report.build import build_report, write_report
+    from pipeline.report.html import format_html
+    from pipeline.report.markdown import format_markdown
+    from pipeline.retention.apply import dataset_location
 
     cfg = _load(args)
     _check_storage(cfg, cfg.output.uri)
@@ -165,12 +165,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     print(format_markdown(report))
     if args.corpus_bytes:  # the same run, at the user's scale
-        from pipeline import plan_scale
-        from pipeline.plan import _byte_size
+        from pipeline.report import dry_run
+        from pipeline.stream.plan import _byte_size
 
         corpus = _byte_size(args.corpus_bytes)
-        cut, stages = plan_scale.plan_for_config(cfg, corpus)
-        report["projection"] = plan_scale.projected_bill(
+        cut, stages = dry_run.plan_for_config(cfg, corpus)
+        report["projection"] = dry_run.projected_bill(
             report,
             corpus,
             stages,
@@ -180,7 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             range_bytes=args.range_bytes,
             prices=cfg.prices,
         )
-        print("\n".join(["", *plan_scale.bill_lines(report["projection"])]))
+        print("\n".join(["", *dry_run.bill_lines(report["projection"])]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=cmd_report)
 
-    from pipeline.plan import add_plan_command
+    from pipeline.stream.plan import add_plan_command
 
     add_plan_command(sub)
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
-from pipeline.config_types import Bytes, Seed
-from pipeline.retention_config import PricesConfig, RetentionConfig
+from pipeline.core.model import Bytes, Seed
+from pipeline.retention.policy import PricesConfig, RetentionConfig
 
 
 class ConfigError(Exception):
@@ -31,7 +31,7 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    """Unknown keys are errors; every number has a bound (types in pipeline/config_types.py)."""
+    """Unknown keys are errors; every number has a bound (types in pipeline/core/model.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,14 +72,14 @@ class IngestConfig(_Strict):
     unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
     # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
-    # is quarantined as too_large, never held whole or tokenized (see readers.py).
+    # is quarantined as too_large, never held whole or tokenized (see ingest/readers.py).
     max_doc_bytes: Bytes = ByteSize(16 * 2**20)
 
 
 class NearDedupConfig(_Strict):
     enabled: bool = True
     ngram: int = Field(default=5, ge=1)
-    num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see minhash.py for why
+    num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see dedup/minhash.py for why
     bands: int = Field(default=32, ge=1)
     rows: int = Field(default=8, ge=1)
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -106,7 +106,7 @@ class TokenizeConfig(_Strict):
     eos: str = "<|endoftext|>"
     batch_docs: int = Field(default=1024, ge=1)
     # auto: fastokens when it loads the tokenizer and passes the equality probe, else tokenizers.
-    # The shards are the same bytes whichever engine runs (see tokenize_check.py).
+    # The shards are the same bytes whichever engine runs (see tokens/check.py).
     engine: Literal["auto", "fastokens", "tokenizers"] = "auto"
     # text: special/added tokens' text inside a document is encoded as ordinary text, so the EOS
     # id occurs only where the pipeline appends it; special: such text becomes the token's id.
@@ -118,7 +118,7 @@ class TokenizeConfig(_Strict):
 class PackConfig(_Strict):
     shard_bytes: Bytes = ByteSize(256 * 2**20)
     seed: Seed = 0
-    # smallest token piece pack's two-pass exchange aims to move per GET (see pack.py)
+    # smallest token piece pack's two-pass exchange aims to move per GET (see tokens/pack.py)
     exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
 
 
@@ -132,7 +132,7 @@ class Config(_Strict):
     dedup: DedupConfig = DedupConfig()
     tokenize: TokenizeConfig
     pack: PackConfig = PackConfig()
-    retention: RetentionConfig = RetentionConfig()  # see retention_config.py
+    retention: RetentionConfig = RetentionConfig()  # see retention/policy.py
     prices: PricesConfig = PricesConfig()
 
     def for_listing(self, listed_bytes: int) -> Config:
@@ -183,7 +183,8 @@ class Config(_Strict):
         (keys known not to change its bytes), so a config key added later counts by default: at
         worst an unchanged output is recomputed, never a stale one reused. The token key also
         hashes the read key (token files are made from the read outputs) and the tokenizer by
-        content. What a unit holds is in its id and what dedup removed in `<removed>` (layout.py).
+        content. What a unit holds is in its id and what dedup removed in `<removed>`
+        (core/layout.py).
         """
         keys: dict[str, str] = {}
         for stage, exclude in _NOT_BYTES.items():
@@ -346,7 +347,7 @@ def load_config(
 
 def _check_overlap(config: Config, source: str) -> None:
     """An input inside the dataset the run writes would be read back as documents. (An output
-    inside the input is fine: the listing skips it as own_output, see ingest.py.)"""
+    inside the input is fine: the listing skips it as own_output, see ingest/listing.py.)"""
     inp, out = config.input.uri.rstrip("/"), f"{config.output.uri.rstrip('/')}/{config.name}"
     if not is_remote(inp) and not is_remote(out):
         inp, out = os.path.realpath(inp), os.path.realpath(out)

@@ -10,8 +10,8 @@ import ray
 import s3fs
 
 from pipeline.config import StorageConfig
-from pipeline.storage import Location
-from pipeline.testing import dummy_aws_env, moto_server
+from pipeline.core.storage import Location
+from pipeline.testing.s3 import dummy_aws_env, moto_server
 
 
 @pytest.fixture(scope="session")

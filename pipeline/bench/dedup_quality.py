@@ -26,12 +26,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.components import (
+from pipeline.dedup.components import (
     connected_components,
     near_duplicate_removals,
     node_keys,
 )
-from pipeline.minhash import MinHashParams, band_hashes, candidate_pairs, shingle_set, signatures
+from pipeline.dedup.minhash import (
+    MinHashParams,
+    band_hashes,
+    candidate_pairs,
+    shingle_set,
+    signatures,
+)
 from pipeline.tools.real_text import (
     DOC_ROOT,
     LICENSE_ROOT,

@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 
 from pipeline.config import StorageConfig
-from pipeline.ingest import list_inputs
-from pipeline.storage import Location
-from pipeline.testing import dummy_aws_env, moto_server
+from pipeline.core.storage import Location
+from pipeline.ingest.listing import list_inputs
+from pipeline.testing.s3 import dummy_aws_env, moto_server
 
 BUCKET = "bench-listing"
 PREFIX = "corpus"

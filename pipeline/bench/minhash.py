@@ -6,9 +6,10 @@ Input: a .jsonl/.jsonl.gz/.jsonl.zst/.ndjson/.parquet/.txt file, or a folder of 
 Pipeline: minhash.signatures (Arrow tokenising, one xxh3 per distinct word, numpy shingles and
 permutations). Baseline: datasketch 2.0 MinHash.bulk with hashfunc = xxhash 32-bit and the same
 num_perm, fed the same word 5-grams built in Python (NFC, lower-case, whitespace split, punctuation
-trimmed: the rule minhash.py documents). Runs alternate, the best of each is kept. Both estimate
-Jaccard on pairs of a document and a copy with 2 % of its words edited; their mean absolute error
-against the exact Jaccard is printed as a check that the fast path computes the right thing.
+trimmed: the rule dedup/minhash.py documents). Runs alternate, the best of each is kept. Both
+estimate Jaccard on pairs of a document and a copy with 2 % of its words edited; their mean
+absolute error against the exact Jaccard is printed as a check that the fast path computes the
+right thing.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 import xxhash
 from datasketch import MinHash
 
-from pipeline.minhash import (
+from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,
     estimated_jaccard,
@@ -52,7 +53,7 @@ def load_texts(path: Path, limit_mb: float | None) -> list[str]:
 
 
 def python_shingles(text: str, ngram: int) -> list[bytes]:
-    """The baseline's shingling: the same rule as minhash.py, written the usual Python way."""
+    """The baseline's shingling: the same rule as dedup/minhash.py, written the usual Python way."""
     words = [w.strip(PUNCTUATION) for w in unicodedata.normalize("NFC", text).lower().split()]
     words = [w for w in words if w]
     if len(words) < ngram:

@@ -30,15 +30,15 @@ import numpy as np
 import xxhash
 
 from pipeline.config import StorageConfig
-from pipeline.latency_proxy import LatencyProxy
-from pipeline.manifest import load_manifest
-from pipeline.megatron import decode_index
-from pipeline.plan import MiB
-from pipeline.reader import StreamReader
-from pipeline.reader_windows import shard_order
-from pipeline.storage import Location
-from pipeline.synthetic import write_version
-from pipeline.testing import dummy_aws_env, moto_server
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import load_manifest
+from pipeline.formats.megatron import decode_index
+from pipeline.stream.plan import MiB
+from pipeline.stream.reader import StreamReader
+from pipeline.stream.windows import shard_order
+from pipeline.testing.latency_proxy import LatencyProxy
+from pipeline.testing.s3 import dummy_aws_env, moto_server
+from pipeline.testing.synthetic import write_version
 
 BUCKET = "bench-read"
 

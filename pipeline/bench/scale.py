@@ -35,9 +35,9 @@ from pydantic import ByteSize
 
 from pipeline.bench.scaling import ONE_THREAD_ENV, SAMPLE_CONFIG
 from pipeline.config import DedupConfig, StorageConfig, load_config
-from pipeline.run import run_pipeline
-from pipeline.storage import Location
-from pipeline.testing import dummy_aws_env, moto_server
+from pipeline.core.storage import Location
+from pipeline.run.driver import run_pipeline
+from pipeline.testing.s3 import dummy_aws_env, moto_server
 
 BUCKET = "bench-scale"
 DATA_STAGES = ("read+hash", "near", "tokenize", "pack")  # stages that move documents or tokens

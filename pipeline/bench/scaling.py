@@ -26,7 +26,7 @@ from pathlib import Path
 import ray
 
 from pipeline.config import load_config
-from pipeline.run import run_pipeline
+from pipeline.run.driver import run_pipeline
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 DEFAULT_SETS = ["pack.shard_bytes=32MiB", "dedup.partitions=8"]
@@ -44,8 +44,8 @@ ONE_THREAD_ENV = {
 @ray.remote(num_cpus=1)
 def _warm_worker() -> int:
     """Start a worker and import what the stages import, so timings exclude process start-up."""
-    import pipeline.neardup  # noqa: F401
-    import pipeline.stages  # noqa: F401
+    import pipeline.run.neardup  # noqa: F401
+    import pipeline.run.tasks  # noqa: F401
 
     time.sleep(0.5)  # hold the CPU so that the next warm-up task lands on another worker
     return os.getpid()

@@ -26,15 +26,15 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from pipeline import stages
 from pipeline.config import Config
-from pipeline.exact import REMOVED_SCHEMA
-from pipeline.ingest import cut_units, list_inputs
-from pipeline.layout import RunLayout
-from pipeline.megatron import decode_index
-from pipeline.readers import read_piece
-from pipeline.storage import Location
-from pipeline.tokenize import (
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
+from pipeline.dedup.exact import REMOVED_SCHEMA
+from pipeline.formats.megatron import decode_index
+from pipeline.ingest.listing import cut_units, list_inputs
+from pipeline.ingest.readers import read_piece
+from pipeline.run import tasks as stages
+from pipeline.tokens.encode import (
     EngineUnavailable,
     FastokensEncoder,
     TokenizersEncoder,
@@ -99,7 +99,7 @@ def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> b
     lengths = np.concatenate(
         [decode_index((version / (n[:-4] + ".idx")).read_bytes()).lengths for n in names]
     )
-    from pipeline.text import shuffle_key  # the pipeline's order, to line the documents up
+    from pipeline.core.text import shuffle_key  # the pipeline's order, to line the documents up
 
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     ordered = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(

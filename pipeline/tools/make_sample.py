@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.text import derived_id, normalize
+from pipeline.core.text import derived_id, normalize
 from pipeline.tools import sample_io, sample_truth
 from pipeline.tools.real_text import (
     DOC_ROOT,

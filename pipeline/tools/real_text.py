@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.text import normalize
+from pipeline.core.text import normalize
 
 DOC_ROOT = Path("/usr/share/doc")
 LICENSE_ROOT = Path("/usr/share/common-licenses")

@@ -1,0 +1,151 @@
+"""Where a dataset's files live. The on-disk layout of one dataset, documented once:
+
+    OUTPUT/<name>/
+      <version>/                        a committed dataset version (exists only with manifest.json)
+        manifest.json                   written last, atomically (see formats/manifest.py)
+        shard-00000.bin / .idx          Megatron MMIDIDX shards (see formats/megatron.py)
+      _work/                            work state (intermediates; never read by trainers)
+        lease.json                      who is writing this dataset now (see core/lease.py)
+        runs/<run_id>/                  one run: what it read and decided
+          inputs.parquet                input manifest: the listing (see ingest/listing.py)
+          units.parquet                 work units balanced by bytes (see ingest/listing.py)
+          skipped.parquet               listed files not read, with the reason (ingest/listing.py)
+          exact/p<part>.removed.parquet exact-duplicate removals of one hash partition
+          exact/removed.parquet         all exact removals, sorted by unit (near dedup skips them)
+          near/...                      near-dedup intermediates of the run (see run/neardup.py)
+          removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
+          quarantine.parquet            every quarantined record of the run
+          stats.json                    per-stage counts, bytes and requests (cost report)
+          committed.json                {"version": id} once the run's version is committed
+          pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see tokens/pack.py)
+        units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
+          <unit>.docs.parquet           documents read: doc_id, source, row, text
+          <unit>.quarantine.parquet     bad records: source, row, reason, detail
+          <unit>.p<part>.parquet        content hashes, one file per hash partition (dedup/exact.py)
+          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
+          <unit>.done.json              completion marker + the unit's counts (written last)
+        tokens/<token_key>/             per-unit token files (see tokens/pack.py)
+          <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
+
+A run id hashes the output-determining config and the input manifest, so rerunning the same
+command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
+(path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
+`token_key` the read key, the tokenizer (by content) and its options and the seed, and
+`<removed>` the unit's set of removed documents: an output is reused exactly when everything that
+decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (config.py),
+which hashes every config key except those listed as not affecting a stage's bytes. Version ids are
+UTC timestamps plus the run id, so `sorted()` is "by time".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pipeline.core.storage import Location
+
+WORK_DIR = "_work"
+MANIFEST = "manifest.json"
+
+
+def new_version_id(run_id: str, now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{run_id[:8]}"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    dataset: Location  # OUTPUT/<name>
+    run_id: str
+    read_key: str
+    token_key: str
+
+    @classmethod
+    def for_config(cls, cfg, run_id: str) -> RunLayout:
+        """The layout of run `run_id` of the dataset a Config (pipeline.config) writes."""
+        dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
+        return cls(dataset, run_id, cfg.read_key(), cfg.token_key())
+
+    @property
+    def work(self) -> Location:
+        return self.dataset / WORK_DIR
+
+    @property
+    def lease(self) -> Location:
+        return self.work / "lease.json"
+
+    @property
+    def run(self) -> Location:
+        return self.work / "runs" / self.run_id
+
+    @property
+    def inputs(self) -> Location:
+        return self.run / "inputs.parquet"
+
+    @property
+    def units(self) -> Location:
+        return self.run / "units.parquet"
+
+    @property
+    def skipped(self) -> Location:
+        return self.run / "skipped.parquet"
+
+    def exact_removed(self, part: int) -> Location:
+        return self.run / f"exact/p{part:04d}.removed.parquet"
+
+    @property
+    def exact_removed_all(self) -> Location:
+        return self.run / "exact/removed.parquet"
+
+    @property
+    def near(self) -> Location:
+        return self.run / "near"
+
+    @property
+    def removed(self) -> Location:
+        return self.run / "removed.parquet"
+
+    @property
+    def quarantine(self) -> Location:
+        return self.run / "quarantine.parquet"
+
+    @property
+    def stats(self) -> Location:
+        return self.run / "stats.json"
+
+    @property
+    def committed(self) -> Location:
+        return self.run / "committed.json"
+
+    def _unit(self, unit: str, suffix: str) -> Location:
+        return self.work / f"units/{self.read_key}/{unit}.{suffix}"
+
+    def read_docs(self, unit: str) -> Location:
+        return self._unit(unit, "docs.parquet")
+
+    def read_quarantine(self, unit: str) -> Location:
+        return self._unit(unit, "quarantine.parquet")
+
+    def read_sigs(self, unit: str, signature_key: str) -> Location:
+        return self._unit(unit, f"sig-{signature_key}.parquet")
+
+    def read_done(self, unit: str) -> Location:
+        return self._unit(unit, "done.json")
+
+    def exact_part(self, part: int, unit: str) -> Location:
+        return self._unit(unit, f"p{part:04d}.parquet")
+
+    def tokens_bin(self, unit: str, removed: str) -> Location:
+        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.bin"
+
+    def tokens_index(self, unit: str, removed: str) -> Location:
+        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.parquet"
+
+    def version(self, version_id: str) -> Location:
+        return self.dataset / version_id
+
+
+def is_version_name(name: str) -> bool:
+    return (
+        not name.startswith(("_", ".")) and "T" in name and name.endswith(tuple("0123456789abcdef"))
+    )

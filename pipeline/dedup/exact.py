@@ -1,0 +1,128 @@
+"""Exact deduplication across the whole corpus (pure core).
+
+Each document's identity for exact dedup is xxh3-128 of its normalised text (text.normalize).
+Hash rows are partitioned by hash, so every copy of a text meets in the same partition whatever
+unit or file it came from; each partition then keeps exactly one copy per hash. The copy kept is
+the smallest (doc_id, source, row): a property of the documents, never of task completion order.
+
+Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id.
+Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
+kept_id, kept_source, kept_row, similarity.
+
+Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set): the
+read tasks PUT M·P hash parts; the P partition tasks GET them (M·P) and PUT P removal files; the
+merge GETs P and PUTs 1. With P growing with the corpus, M·P grows as its square (small parts):
+the next exchange to regroup, as pack's is (tokens/pack.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.core.text import content_hash
+
+HASH_SCHEMA = pa.schema(
+    [
+        ("hash", pa.binary(16)),
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("unit_id", pa.string()),
+    ]
+)
+
+REMOVED_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("unit_id", pa.string()),
+        ("rule", pa.string()),
+        ("kept_id", pa.string()),
+        ("kept_source", pa.string()),
+        ("kept_row", pa.int64()),
+        ("similarity", pa.float64()),
+    ]
+)
+
+
+def hash_rows(docs: pa.Table, unit_id: str) -> pa.Table:
+    """Content hashes of a batch of documents (doc_id, source, row, text)."""
+    hashes = [content_hash(t) for t in docs.column("text").to_pylist()]
+    return pa.table(
+        {
+            "hash": pa.array(hashes, pa.binary(16)),
+            "doc_id": docs.column("doc_id"),
+            "source": docs.column("source"),
+            "row": docs.column("row"),
+            "unit_id": pa.array([unit_id] * docs.num_rows, pa.string()),
+        },
+        schema=HASH_SCHEMA,
+    )
+
+
+def _hash_words(hashes: pa.Array) -> np.ndarray:
+    """The 16-byte hashes as an (n, 2) array of little-endian uint64 words (no copy)."""
+    data = pc.cast(hashes, pa.binary(16))
+    if len(data) == 0:
+        return np.empty((0, 2), dtype="<u8")
+    raw = np.frombuffer(data.buffers()[1], dtype="<u8")
+    return raw[2 * data.offset : 2 * (data.offset + len(data))].reshape(-1, 2)
+
+
+def partition_of(hashes: pa.Array, partitions: int) -> np.ndarray:
+    """Partition index of each 16-byte hash (its first 8 bytes, little-endian, modulo P)."""
+    return (_hash_words(hashes)[:, 0] % np.uint64(partitions)).astype(np.int64)
+
+
+def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
+    """The rows of each partition that has any, given each row's partition index."""
+    order = np.argsort(parts, kind="stable")
+    bounds = np.flatnonzero(np.diff(parts[order])) + 1
+    return {
+        int(parts[idx[0]]): rows.take(pa.array(idx)) for idx in np.split(order, bounds) if len(idx)
+    }
+
+
+def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
+    """Hash rows split by the partition of their hash (exact/p<part>/<unit>.parquet)."""
+    return split_rows(rows, partition_of(rows.column("hash").combine_chunks(), partitions))
+
+
+def exact_removals(rows: pa.Table) -> pa.Table:
+    """Every row whose hash also belongs to a smaller (doc_id, source, row) is removed."""
+    if rows.num_rows == 0:
+        return REMOVED_SCHEMA.empty_table()
+    ordered = rows.sort_by(
+        [
+            ("hash", "ascending"),
+            ("doc_id", "ascending"),
+            ("source", "ascending"),
+            ("row", "ascending"),
+        ]
+    )
+    words = _hash_words(ordered.column("hash").combine_chunks())
+    first = np.ones(len(words), dtype=bool)
+    first[1:] = (words[1:] != words[:-1]).any(axis=1)
+    keeper_index = np.maximum.accumulate(np.where(first, np.arange(len(words)), 0))
+    removed = np.flatnonzero(~first)
+    keepers = pa.array(keeper_index[removed])
+    dropped = ordered.take(pa.array(removed))
+    kept = ordered.take(keepers)
+    n = dropped.num_rows
+    return pa.table(
+        {
+            "doc_id": dropped.column("doc_id"),
+            "source": dropped.column("source"),
+            "row": dropped.column("row"),
+            "unit_id": dropped.column("unit_id"),
+            "rule": pa.array(["exact"] * n, pa.string()),
+            "kept_id": kept.column("doc_id"),
+            "kept_source": kept.column("source"),
+            "kept_row": kept.column("row"),
+            "similarity": pa.array(np.ones(n), pa.float64()),
+        },
+        schema=REMOVED_SCHEMA,
+    )

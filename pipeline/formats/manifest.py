@@ -1,0 +1,236 @@
+"""The dataset manifest: written last, so that a dataset version is complete or absent.
+
+`OUTPUT/<name>/<version>/manifest.json` (UTF-8 JSON, one object) is written only after every shard
+it names has been written and read back with the right size and checksum, in one atomic write
+(local: temp file + rename; S3: one PUT of the complete object). A version folder without it does
+not exist for any command or reader here. Fields:
+
+    format              "pipeline.dataset/1"
+    name, version       dataset name; version id (UTC timestamp + run id, sorts by time)
+    created_at          ISO-8601 UTC time of the commit
+    config              the output-determining config (input selection, dedup, tokenize, pack)
+    config_hash         hash of `config` plus the tokenizer file's digest
+    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size, eos, eos_id, dtype;
+                        since special-token handling: special_tokens_in_text ("text": special
+                        and added tokens' text was encoded as text, so EOS ids occur only at
+                        document ends, checked by verify; "special"), bos and bos_id (null when
+                        none), engine (fastokens | tokenizers: the bytes are the same either
+                        way) and engine_reason (why tokenizers ran, null when fastokens did)
+    counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
+                        quarantined_by_reason {reason: n}
+    lineage             paths (relative to the dataset folder) of the run's records: input_manifest
+                        (with its xxh3-128), units, removed (the dedup audit), quarantine,
+                        skipped (listed files not read), stats (per-stage I/O)
+    shards              [{bin, idx, bin_bytes, idx_bytes, tokens, documents,
+                          bin_xxh3_128, idx_xxh3_128}] in shard order
+    run                 where and when: run_id, input_uri, output_uri, started_at, and
+                        skipped_files (count per reason)
+
+Everything outside `version`, `created_at`, `run`, `lineage` and the tokenizer's engine fields
+(which depend on what the machine could run) is a function of the input's content and the config
+alone: the same input and config give the same manifest, from local or S3 input, with one worker
+or many.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from pipeline.core.layout import MANIFEST, is_version_name
+from pipeline.core.storage import Location
+from pipeline.formats.megatron import token_dtype
+
+FORMAT = "pipeline.dataset/1"
+COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
+SHARD_KEYS = (
+    "bin",
+    "idx",
+    "bin_bytes",
+    "idx_bytes",
+    "tokens",
+    "documents",
+    "bin_xxh3_128",
+    "idx_xxh3_128",
+)
+VARYING_KEYS = ("version", "created_at", "run", "lineage")
+
+
+class ManifestError(Exception):
+    """A version is not a committed, well-formed dataset."""
+
+
+def documents_accounted(counts: dict[str, int]) -> int:
+    """Documents out + removed (per rule) + quarantined: must equal documents in."""
+    return (
+        counts["docs_out"]
+        + counts["removed_exact"]
+        + counts["removed_near"]
+        + counts["quarantined"]
+    )
+
+
+def table_digest(table) -> str:
+    """xxh3-128 of a small table's rows (the input manifest's digest in `lineage`)."""
+    return xxhash.xxh3_128_hexdigest(json.dumps(table.to_pylist(), sort_keys=True).encode())
+
+
+def build_manifest(
+    cfg,
+    layout,
+    version_id: str,
+    tokenizer: dict[str, Any],
+    counts: dict[str, Any],
+    shards: list[dict[str, Any]],
+    input_digest: str,
+    run: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest of a version of `layout.dataset` (cfg: Config, layout: RunLayout)."""
+    dataset = layout.dataset
+    return {
+        "format": FORMAT,
+        "name": cfg.name,
+        "version": version_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "config": cfg.output_config(),
+        "config_hash": cfg.output_hash(),
+        "tokenizer": tokenizer,
+        "counts": counts,
+        "lineage": {
+            "input_manifest": layout.inputs.relative_to(dataset),
+            "input_manifest_xxh3_128": input_digest,
+            "units": layout.units.relative_to(dataset),
+            "removed": layout.removed.relative_to(dataset),
+            "quarantine": layout.quarantine.relative_to(dataset),
+            "skipped": layout.skipped.relative_to(dataset),
+            "stats": layout.stats.relative_to(dataset),
+        },
+        "shards": [{k: s[k] for k in SHARD_KEYS} for s in shards],
+        "run": {"run_id": layout.run_id, "output_uri": dataset.uri, **run},
+    }
+
+
+def commit_manifest(version: Location, manifest: dict[str, Any]) -> None:
+    check_structure(manifest)
+    data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    (version / MANIFEST).write_bytes(data)
+
+
+def load_manifest(version: Location) -> dict[str, Any]:
+    loc = version / MANIFEST
+    try:
+        raw = loc.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(f"{version.uri}: no {MANIFEST}: not a committed version") from None
+    try:
+        manifest = json.loads(raw)
+    except ValueError as e:
+        raise ManifestError(f"{loc.uri}: not valid JSON: {e}") from None
+    check_structure(manifest, where=loc.uri)
+    return manifest
+
+
+def check_structure(manifest: Any, where: str = "manifest") -> None:
+    """Every field a command or reader relies on, with its type: a malformed or hand-edited
+    manifest is a ManifestError naming the field, never a TypeError or KeyError later."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ManifestError(f"{where}: format is not {FORMAT}")
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict) or any(not _count(counts.get(k)) for k in COUNT_KEYS):
+        raise ManifestError(
+            f"{where}: counts must hold non-negative integers {', '.join(COUNT_KEYS)}"
+        )
+    check_tokenizer(manifest.get("tokenizer"), where)
+    check_shard_entries(manifest.get("shards"), where)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_HEX128 = re.compile(r"[0-9a-f]{32}")
+
+
+def check_tokenizer(tokenizer: Any, where: str) -> None:
+    """vocab_size a positive integer and dtype the one the pipeline writes for it
+    (formats/megatron.py): a reader trusting a wider dtype would read two token ids as one."""
+    if not isinstance(tokenizer, dict):
+        raise ManifestError(f"{where}: tokenizer must be an object")
+    vocab, dtype = tokenizer.get("vocab_size"), tokenizer.get("dtype")
+    if not _count(vocab) or vocab == 0:
+        raise ManifestError(f"{where}: tokenizer.vocab_size must be a positive integer")
+    expected = np.dtype(token_dtype(vocab)).name
+    if dtype != expected:
+        raise ManifestError(
+            f"{where}: tokenizer.dtype {dtype!r} is not {expected!r}, the dtype of a"
+            f" {vocab}-token vocabulary"
+        )
+    eos_id = tokenizer.get("eos_id")
+    if eos_id is not None and (not _count(eos_id) or eos_id >= vocab):
+        raise ManifestError(f"{where}: tokenizer.eos_id {eos_id!r} is not an id below {vocab}")
+
+
+def check_shard_entries(shards: Any, where: str) -> None:
+    """Each shard entry: names that stay in the version folder, used once across all shards;
+    sizes and counts non-negative integers; checksums 32 hex digits."""
+    if not isinstance(shards, list):
+        raise ManifestError(f"{where}: shards must be a list")
+    seen: dict[str, int] = {}
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            raise ManifestError(f"{where}: shard {i} is not an object")
+        missing = [k for k in SHARD_KEYS if k not in shard]
+        if missing:
+            raise ManifestError(f"{where}: shard {i} lacks {', '.join(missing)}")
+        for key in ("bin", "idx"):
+            name = shard[key]
+            if (
+                not isinstance(name, str)
+                or not name
+                or any(c in name for c in "/\\\0")
+                or name.startswith(".")
+                or name == MANIFEST
+            ):
+                raise ManifestError(f"{where}: shard {i} {key} {name!r} is not a file name")
+            if name in seen:
+                raise ManifestError(
+                    f"{where}: shard {i} {key} {name!r} is already named by shard {seen[name]}"
+                )
+            seen[name] = i
+        for key in ("bin_bytes", "idx_bytes", "tokens", "documents"):
+            if not _count(shard[key]):
+                raise ManifestError(f"{where}: shard {i} {key} must be a non-negative integer")
+        for key in ("bin_xxh3_128", "idx_xxh3_128"):
+            if not isinstance(shard[key], str) or not _HEX128.fullmatch(shard[key]):
+                raise ManifestError(f"{where}: shard {i} {key} is not an xxh3-128 hex digest")
+
+
+def committed_versions(dataset: Location) -> list[str]:
+    """Version ids under a dataset folder that have a manifest, oldest first."""
+    names = [n for n in dataset.ls_names() if is_version_name(n)]
+    return [n for n in names if (dataset / n / MANIFEST).exists()]
+
+
+def resolve_version(uri_loc: Location) -> Location:
+    """A version folder as given, or the newest committed version of a dataset folder."""
+    if (uri_loc / MANIFEST).exists():
+        return uri_loc
+    versions = committed_versions(uri_loc)
+    if not versions:
+        raise ManifestError(f"{uri_loc.uri}: no committed version (no {MANIFEST} found)")
+    return uri_loc / versions[-1]
+
+
+def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The part of a manifest that must not depend on where, when or with how many workers."""
+    out = {k: v for k, v in manifest.items() if k not in VARYING_KEYS}
+    if isinstance(out.get("tokenizer"), dict):
+        out["tokenizer"] = {
+            k: v for k, v in out["tokenizer"].items() if k not in ("engine", "engine_reason")
+        }
+    return out

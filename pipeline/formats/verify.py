@@ -1,0 +1,198 @@
+"""Check every claim a manifest makes about its shards; stop at the first mismatch."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import xxhash
+
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import (
+    ManifestError,
+    documents_accounted,
+    load_manifest,
+    resolve_version,
+    table_digest,
+)
+from pipeline.formats.megatron import ShardFormatError, decode_index
+
+
+class VerifyError(Exception):
+    """A committed version does not match its manifest."""
+
+
+def verify_version(location: Location) -> dict:
+    """Verify a version folder (or a dataset folder's newest version). Returns its manifest."""
+    try:
+        version = resolve_version(location)
+        manifest = load_manifest(version)
+    except ManifestError as e:
+        raise VerifyError(str(e)) from None
+    except (OSError, ValueError) as e:  # e.g. a folder or unreadable object named manifest.json
+        raise VerifyError(f"{location.uri}: cannot read the manifest: {e}") from None
+    try:
+        return _verify_loaded(version, manifest)
+    except (KeyError, TypeError, ValueError, OSError) as e:  # a field no check above covers
+        raise VerifyError(f"{version.uri}: malformed manifest: {e!r}") from None
+
+
+def _verify_loaded(version: Location, manifest: dict) -> dict:
+    dtype = np.dtype(manifest["tokenizer"]["dtype"])
+    for i, shard in enumerate(manifest["shards"]):
+        where = f"{version.uri}: shard {i}"
+        verify_shard(version, shard, dtype, where)
+        verify_document_boundaries(version, shard, manifest["tokenizer"], where)
+    tokens = sum(shard["tokens"] for shard in manifest["shards"])
+    docs = sum(shard["documents"] for shard in manifest["shards"])
+    counts = manifest["counts"]
+    if tokens != counts["tokens"] or docs != counts["docs_out"]:
+        raise VerifyError(
+            f"{version.uri}: shards hold {tokens} tokens / {docs} documents, counts"
+            f" say {counts['tokens']} / {counts['docs_out']}"
+        )
+    if (accounted := documents_accounted(counts)) != counts["docs_in"]:
+        raise VerifyError(
+            f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
+            f" quarantined = {accounted}"
+        )
+    verify_lineage(version, manifest)
+    return manifest
+
+
+def verify_lineage(version: Location, manifest: dict) -> None:
+    """The run's records agree with the counts: the input manifest has the digest the run
+    recorded, the dedup audit holds removed_exact / removed_near rows, and the quarantine
+    listing the quarantined records per reason. Counts edited so that they still balance fail
+    here. Lineage paths are relative to the dataset folder (the version's parent)."""
+    lineage, counts = manifest.get("lineage"), manifest["counts"]
+    keys = ("input_manifest", "input_manifest_xxh3_128", "removed", "quarantine")
+    if not isinstance(lineage, dict) or any(not isinstance(lineage.get(k), str) for k in keys):
+        raise VerifyError(f"{version.uri}: lineage must name {', '.join(keys)}")
+    dataset = Location(version.fs, version.path.rsplit("/", 1)[0])
+
+    def table(key: str, columns: list[str]):
+        path = lineage[key]
+        if path.startswith("/") or ".." in path.split("/") or "\0" in path:
+            raise VerifyError(f"{version.uri}: lineage {key} {path!r} leaves the dataset folder")
+        try:
+            return (dataset / path).read_parquet(columns=columns)
+        except FileNotFoundError:
+            raise VerifyError(f"{version.uri}: lineage {key} {path} is missing") from None
+        except Exception as e:  # noqa: BLE001 - an unreadable record is a failed check
+            raise VerifyError(f"{version.uri}: lineage {key} {path}: {e}") from None
+
+    inputs = table("input_manifest", None)
+    if table_digest(inputs) != lineage["input_manifest_xxh3_128"]:
+        raise VerifyError(
+            f"{version.uri}: input manifest {lineage['input_manifest']} does not have the"
+            " digest the run recorded"
+        )
+    rules = Counter(table("removed", ["rule"])["rule"].to_pylist())
+    for rule in ("exact", "near"):
+        if rules.get(rule, 0) != counts[f"removed_{rule}"]:
+            raise VerifyError(
+                f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
+                f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
+            )
+    bad = table("quarantine", None)
+    weights = bad["records"].to_pylist() if "records" in bad.column_names else [1] * len(bad)
+    by_reason: Counter = Counter()
+    for reason, n in zip(bad["reason"].to_pylist(), weights, strict=True):
+        by_reason[reason] += n
+    if sum(by_reason.values()) != counts["quarantined"] or dict(by_reason) != {
+        k: v for k, v in (counts.get("quarantined_by_reason") or {}).items() if v
+    }:
+        raise VerifyError(
+            f"{version.uri}: the quarantine listing holds {dict(by_reason)}, counts say"
+            f" {counts['quarantined']} {counts.get('quarantined_by_reason')}"
+        )
+
+
+def verify_shard(version: Location, shard: dict, dtype: np.dtype, where: str) -> None:
+    """Every claim of one shard entry: both files present with the stated sizes and xxh3-128,
+    the .idx well formed and agreeing with the .bin size, the dtype, tokens and documents.
+    Pack runs this on each shard it writes, so `verify` later repeats the same check."""
+    idx_buf = _read_checked(
+        version / shard["idx"], shard["idx_bytes"], shard["idx_xxh3_128"], where
+    )
+    try:
+        info = decode_index(idx_buf)
+    except ShardFormatError as e:
+        raise VerifyError(f"{where}: {shard['idx']}: {e}") from None
+    if info.dtype != dtype:
+        raise VerifyError(f"{where}: {shard['idx']} dtype {info.dtype} != manifest {dtype}")
+    if info.bin_size != shard["bin_bytes"]:
+        raise VerifyError(
+            f"{where}: {shard['idx']} describes {info.bin_size} bytes of tokens,"
+            f" manifest says {shard['bin_bytes']}"
+        )
+    if info.tokens != shard["tokens"] or info.sequence_count != shard["documents"]:
+        raise VerifyError(
+            f"{where}: index holds {info.tokens} tokens in {info.sequence_count}"
+            f" documents, manifest says {shard['tokens']} in {shard['documents']}"
+        )
+    _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
+
+
+def _read_checked(loc: Location, size: int, checksum: str, where: str) -> bytes:
+    try:
+        data = loc.read_bytes()
+    except FileNotFoundError:
+        raise VerifyError(f"{where}: {loc.name} is missing") from None
+    if len(data) != size:
+        raise VerifyError(f"{where}: {loc.name} has {len(data)} bytes, manifest says {size}")
+    actual = xxhash.xxh3_128_hexdigest(data)
+    if actual != checksum:
+        raise VerifyError(f"{where}: {loc.name} checksum {actual} != manifest {checksum}")
+    return data
+
+
+def verify_document_boundaries(version: Location, shard: dict, tokenizer: dict, where: str) -> None:
+    """For versions written with special_tokens_in_text "text" (earlier versions lack the field and
+    are not checked): every document ends with the EOS id and no other EOS id occurs, and with a
+    BOS every document starts with it. A reader that splits on EOS (Megatron's EOD masking) then
+    sees exactly the documents the manifest counts."""
+    if tokenizer.get("special_tokens_in_text") != "text":
+        return
+    dtype = np.dtype(tokenizer["dtype"])
+    info = decode_index((version / shard["idx"]).read_bytes())
+    tokens = np.frombuffer((version / shard["bin"]).read_bytes(), dtype=dtype)
+    problem = boundary_problem(
+        tokens, info.lengths.astype(np.int64), tokenizer["eos_id"], tokenizer.get("bos_id")
+    )
+    if problem:
+        raise VerifyError(f"{where}: {shard['bin']}: {problem}")
+
+
+def boundary_problem(
+    tokens: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None
+) -> str | None:
+    """Where the documents (`lengths` tokens each, in order) break the EOS/BOS rule, or None."""
+    if len(lengths) == 0:
+        return None
+    ends = np.cumsum(lengths)
+    if (lengths < (1 if bos_id is None else 2)).any() or ends[-1] != len(tokens):
+        return "document lengths do not cover the tokens"
+    no_eos = np.flatnonzero(tokens[ends - 1] != eos_id)
+    if len(no_eos):
+        return f"document {int(no_eos[0])} does not end with EOS id {eos_id}"
+    starts = ends - lengths
+    if bos_id is not None:
+        no_bos = np.flatnonzero(tokens[starts] != bos_id)
+        if len(no_bos):
+            return f"document {int(no_bos[0])} does not start with BOS id {bos_id}"
+    expected = len(lengths) * (2 if bos_id == eos_id else 1)
+    eos_at = np.flatnonzero(tokens == eos_id)
+    if len(eos_at) != expected:
+        allowed = np.zeros(len(tokens), dtype=bool)
+        allowed[ends - 1] = True
+        if bos_id == eos_id:
+            allowed[starts] = True
+        stray = int(eos_at[~allowed[eos_at]][0])
+        doc = int(np.searchsorted(ends, stray, side="right"))
+        return (
+            f"EOS id {eos_id} inside document {doc} (token {stray - int(starts[doc])}):"
+            " a reader splitting on EOS would see two documents"
+        )
+    return None

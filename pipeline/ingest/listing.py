@@ -1,0 +1,383 @@
+"""Ingest planning: list the input from metadata alone, then cut it into byte-balanced work units.
+
+Listing never opens an object: on S3 it is one LIST request per 1,000 keys, so planning a run
+over millions of objects costs seconds, and the per-object first-byte latency is paid only by the
+readers (pipeline/ingest/readers.py), inside units big enough to hide it.
+
+On-disk formats
+===============
+
+``inputs.parquet`` — the input manifest, one row per accepted file, sorted by ``path``:
+
+===============  ========  =====================================================================
+column           type      meaning
+===============  ========  =====================================================================
+path             string    relative to the input root, '/' separators
+size             int64     bytes, from the listing
+etag             string    S3 ETag without quotes; null where the store has none (local)
+mtime            float64   modification time, seconds since the epoch (local); null on S3
+format           string    'jsonl' | 'parquet' | 'text'
+compression      string    'none' | 'gzip' | 'zstd'
+===============  ========  =====================================================================
+
+The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
+``hidden`` (a path component starts with '.'), ``marker`` (a name starting with '_', such as
+``_SUCCESS``, or ending with '.crc'), ``excluded`` (no include glob matches, or an exclude glob
+does), ``unsupported_format`` (extension below not recognised), ``own_output`` (under this run's
+own output dataset, ``output.uri/<name>``, when that lies inside the input), ``pipeline_dataset``
+(under any other folder holding a pipeline dataset: one with a ``_work/`` folder, or the parent
+of a version folder with a ``manifest.json``); in a local folder also ``symlink_outside_input``,
+``symlink_loop``, ``dangling_symlink``, ``non_utf8_name`` and ``not_a_regular_file`` (the symlink
+and name policy: ingest/local_listing.py). Nothing is dropped silently, and a pipeline never reads
+its own output or another run's shards, work state and manifests as documents.
+
+Extensions (case-insensitive; an optional ``.gz`` or ``.zst``/``.zstd`` suffix sets compression):
+``.jsonl .ndjson .json`` → jsonl (one JSON object per line), ``.txt .text .md`` → text (the whole
+file is one document), ``.parquet`` → parquet (uncompressed only: Parquet compresses inside).
+
+Globs (``include``/``exclude``) match the whole relative path, as ``PurePath.full_match`` does in
+Python 3.13 (``fsspec.utils.glob_translate``): ``*`` and ``?`` stay within one path component,
+``**`` as a whole component matches any number of components, zero included. So ``*.jsonl``
+matches only top-level files; write ``**/*.jsonl`` for any depth. ``**`` matches everything.
+
+``units.parquet`` — work units, one row per piece (a byte range of one file):
+
+===============  ========  =====================================================================
+unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, and the
+                           ETag, or the mtime where there is no ETag): re-listing unchanged input
+                           gives the same ids; a changed object changes its unit's id
+path             string    as in inputs.parquet
+start, end       int64     the piece's byte range in the file, [start, end); whole file [0, size)
+size             int64     size of the whole file (not of the piece)
+format           string    as in inputs.parquet
+compression      string    as in inputs.parquet
+etag, mtime      string,   as in inputs.parquet: a reader reads the piece only if the object
+                 float64   still has them (ingest/readers.py, "Changed objects")
+===============  ========  =====================================================================
+
+Rows are in the order units were cut (path order), pieces of a unit contiguous. How a range is
+read: a JSONL line belongs to the piece holding its first byte; a Parquet row group belongs to
+the piece holding its first byte (Spark's rule) — so cutting needs only sizes, never content.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import xxhash
+from fsspec.utils import glob_translate
+
+from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
+from pipeline.core.storage import Location
+from pipeline.ingest.local_listing import walk_local
+
+INPUTS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+    ]
+)
+SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
+UNITS_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("path", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("size", pa.int64()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
+    ]
+)
+
+_COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+_FORMAT_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".txt": "text",
+    ".text": "text",
+    ".md": "text",
+    ".parquet": "parquet",
+}
+
+
+# -- listing ---------------------------------------------------------------------------------
+def detect_format(name: str) -> tuple[str, str] | None:
+    """(format, compression) from a file name, or None when the extension is not supported."""
+    lower = name.lower()
+    compression = "none"
+    for suffix, codec in _COMPRESSION_SUFFIXES.items():
+        if lower.endswith(suffix):
+            compression, lower = codec, lower[: -len(suffix)]
+            break
+    for suffix, fmt in _FORMAT_SUFFIXES.items():
+        if lower.endswith(suffix) and len(lower) > len(suffix):
+            if fmt == "parquet" and compression != "none":
+                return None
+            return fmt, compression
+    return None
+
+
+def _compile_globs(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    return [re.compile(glob_translate(p)) for p in patterns]
+
+
+def skip_reason(
+    rel: str, include: list[re.Pattern[str]], exclude: list[re.Pattern[str]]
+) -> str | None:
+    parts = rel.split("/")
+    if any(part.startswith(".") for part in parts):
+        return "hidden"
+    name = parts[-1]
+    if name.startswith("_") or name.lower().endswith(".crc"):
+        return "marker"
+    if not any(p.match(rel) for p in include) or any(p.match(rel) for p in exclude):
+        return "excluded"
+    if detect_format(name) is None:
+        return "unsupported_format"
+    return None
+
+
+def list_inputs(
+    root: Location, include: list[str], exclude: list[str], own_output: str | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads).
+
+    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it."""
+    include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
+    accepted: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for rel, info, listed_reason in _listing(root):
+        size = int(info["size"])
+        reason = listed_reason or skip_reason(rel, include_res, exclude_res)
+        if reason is not None:
+            skipped.append({"path": rel, "size": size, "reason": reason})
+            continue
+        fmt, compression = detect_format(rel)
+        accepted.append(
+            {
+                "path": rel,
+                "size": size,
+                "etag": _etag(info),
+                "mtime": _mtime(info),
+                "format": fmt,
+                "compression": compression,
+            }
+        )
+    accepted, skipped = _without_datasets(accepted, skipped, own_output)
+    accepted.sort(key=lambda r: r["path"])
+    skipped.sort(key=lambda r: r["path"])
+    return (
+        pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
+        pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA),
+    )
+
+
+def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """(relative path, info, skip reason or None) of every file under root. A local folder
+    is walked with the symlink and file-name policy of ingest/local_listing.py."""
+    if root.is_local and os.path.isdir(root.path):
+        for e in walk_local(root.path):
+            yield e.rel, {"size": e.size, "mtime": e.mtime}, e.reason
+        return
+    prefix = root.path.rstrip("/") + "/"
+    for full_path, info in root.find(detail=True).items():
+        if not full_path.startswith(prefix):
+            raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
+        yield full_path[len(prefix) :], info, None
+
+
+OWN_OUTPUT = "own_output"
+PIPELINE_DATASET = "pipeline_dataset"
+
+
+def dataset_folders(paths: Iterable[str]) -> set[str]:
+    """Folders ('' is the root) holding a pipeline dataset, from relative file paths alone: the
+    parent of a `_work/` folder, and the parent of a version folder with a manifest."""
+    found = set()
+    for rel in paths:
+        parts = rel.split("/")
+        if WORK_DIR in parts[:-1]:
+            found.add("/".join(parts[: parts.index(WORK_DIR)]))
+        if len(parts) >= 2 and parts[-1] == MANIFEST and is_version_name(parts[-2]):
+            found.add("/".join(parts[:-2]))
+    return found
+
+
+def _under(rel: str, folder: str) -> bool:
+    return folder == "" or rel == folder or rel.startswith(folder + "/")
+
+
+def _without_datasets(
+    accepted: list[dict[str, Any]], skipped: list[dict[str, Any]], own_output: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every file under a pipeline dataset moves to skipped, with that as its reason."""
+    rows = accepted + skipped
+    folders = dataset_folders(r["path"] for r in rows)
+    if not folders and own_output is None:
+        return accepted, skipped
+    kept, dropped = [], []
+    for row in rows:
+        if own_output is not None and _under(row["path"], own_output):
+            reason = OWN_OUTPUT
+        elif any(_under(row["path"], folder) for folder in folders):
+            reason = PIPELINE_DATASET
+        else:
+            (kept if "reason" not in row else dropped).append(row)
+            continue
+        dropped.append({"path": row["path"], "size": row["size"], "reason": reason})
+    return kept, dropped
+
+
+def inside(root: Location, other: Location) -> str | None:
+    """`other`'s path relative to `root` when it is `root` or lies under it ('' for root)."""
+    if type(root.fs) is not type(other.fs):
+        return None
+    a, b = root.path.rstrip("/"), other.path.rstrip("/")
+    if root.is_local:
+        a, b = os.path.realpath(a), os.path.realpath(b)
+    if b == a:
+        return ""
+    return b[len(a) + 1 :] if b.startswith(a + "/") else None
+
+
+def _version_tag(file: dict[str, Any]) -> str | None:
+    """What says an object changed: its ETag, or its mtime where the store has no ETag."""
+    if file.get("etag"):
+        return file["etag"]
+    return None if file.get("mtime") is None else repr(file["mtime"])
+
+
+def _etag(info: dict[str, Any]) -> str | None:
+    etag = info.get("ETag") or info.get("etag")
+    return str(etag).strip('"') if etag else None
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    mtime = info.get("mtime")
+    return float(mtime) if isinstance(mtime, (int, float)) else None
+
+
+# -- work units (pure) -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Piece:
+    path: str
+    start: int
+    end: int
+    size: int
+    version: str | None  # ETag or mtime: changes when the object does
+    format: str
+    compression: str
+    etag: str | None = None
+    mtime: float | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+def is_splittable(fmt: str, compression: str) -> bool:
+    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet."""
+    return compression == "none" and fmt in ("jsonl", "parquet")
+
+
+def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
+    size = file["size"]
+    n = 1
+    if size > unit_bytes and is_splittable(file["format"], file["compression"]):
+        n = math.ceil(size / unit_bytes)  # equal pieces, each in (unit_bytes/2, unit_bytes]
+    bounds = [size * i // n for i in range(n + 1)]
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        yield _Piece(
+            file["path"],
+            start,
+            end,
+            size,
+            _version_tag(file),
+            file["format"],
+            file["compression"],
+            file.get("etag"),
+            file.get("mtime"),
+        )
+
+
+def _cut_after(piece: _Piece, unit_bytes: int) -> bool:
+    """A cut point that depends on the piece alone: its path hash against its share of a unit.
+
+    The chance of a cut after a piece is 2·size/unit_bytes, so, past the half-unit minimum, units
+    end after unit_bytes/2 more bytes on average. Because the decision is local, a file added to
+    or removed from the listing moves only the unit boundaries next to it (content-defined
+    chunking over the file list), and the other units keep their ids: incremental runs reuse them.
+    """
+    threshold = min(1.0, 2 * piece.nbytes / unit_bytes) * 2.0**64
+    return xxhash.xxh3_64_intdigest(f"{piece.path}\x00{piece.start}".encode()) < threshold
+
+
+def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
+    """Pack pieces in path order into units. Each piece of a file larger than unit_bytes is a
+    unit alone (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a
+    unit ends at a content-defined cut point (_cut_after) once it holds unit_bytes/2, and is
+    closed before a file that would take it past 1.5·unit_bytes. Every unit of small files but
+    the last is thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of file sizes."""
+    current: list[_Piece] = []
+    current_bytes = 0
+    for piece in pieces:
+        if piece.size > unit_bytes:
+            yield [piece]
+            continue
+        if current and current_bytes + piece.nbytes > 1.5 * unit_bytes:
+            yield current
+            current, current_bytes = [], 0
+        current.append(piece)
+        current_bytes += piece.nbytes
+        if current_bytes * 2 >= unit_bytes and _cut_after(piece, unit_bytes):
+            yield current
+            current, current_bytes = [], 0
+    if current:
+        yield current
+
+
+def unit_id(pieces: list[_Piece]) -> str:
+    h = xxhash.xxh3_64()
+    for p in pieces:
+        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.version or ''}\n".encode())
+    return h.hexdigest()
+
+
+def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
+    """Work units of about `unit_bytes` each from an input manifest (pure: sizes only)."""
+    if unit_bytes <= 0:
+        raise ValueError(f"unit_bytes must be positive, got {unit_bytes}")
+    files = sorted(inputs.to_pylist(), key=lambda r: r["path"])
+    pieces = (piece for file in files for piece in _pieces(file, unit_bytes))
+    rows = []
+    for unit in _pack(pieces, unit_bytes):
+        uid = unit_id(unit)
+        rows += [
+            {
+                "unit_id": uid,
+                "path": p.path,
+                "start": p.start,
+                "end": p.end,
+                "size": p.size,
+                "format": p.format,
+                "compression": p.compression,
+                "etag": p.etag,
+                "mtime": p.mtime,
+            }
+            for p in unit
+        ]
+    return pa.Table.from_pylist(rows, schema=UNITS_SCHEMA)

@@ -1,0 +1,216 @@
+"""The cost report: gather a listing, the run's stage counters and the training reads; price them
+(report/cost.py); render as Markdown (report/markdown.py), JSON, and HTML (report/html.py), both
+laying out the same tables (report/tables.py).
+
+Inputs it consumes:
+- the retention plan (retention/apply.py): the listing with data and storage classes, before /
+after;
+- pipeline stage counters, `_work/runs/<run_id>/stats.json` (STATS_SCHEMA below), of the run
+  that made the newest committed version unless a run id or file is given; times runs per month;
+- training reads: a reader counters JSON (READER_SCHEMA) for some epochs, or else an estimate:
+  per epoch, every shard of the newest committed version read once in `range_bytes` range GETs
+  plus one GET of each .idx; multiplied by epochs per month.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from typing import Any
+
+from pipeline.config import Config
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import ManifestError, load_manifest
+from pipeline.report import cost
+from pipeline.retention.apply import Plan, plan_retention
+
+STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
+ "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),
+             "io": {"bytes_read": int, "bytes_written": int, "list_requests": int,
+                    "get_requests": int, "head_requests": int, "put_requests": int,
+                    "copy_requests": int, "delete_requests": int, "other_requests": int}}]}"""
+READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
+ "head_requests": int, "list_requests": int}  (or the same keys under "io": an IO.delta;
+ or reader_fetch.FetchStats' {"requests", "bytes"}, read as range GETs)"""
+
+# A stage reads the data class its input lives in (first matching name prefix wins).
+STAGE_READS = (
+    ("list", "raw"),
+    ("read", "raw"),
+    ("quarantine", "quarantine"),
+    ("exact", "exact_hashes"),
+    ("dedup", "exact_hashes"),
+    ("near", "near_dedup"),
+    ("audit", "exact_hashes"),
+    ("tokenize", "read_docs"),
+    ("pack", "token_parts"),
+    ("commit", "versions"),
+    ("verify", "versions"),
+)
+RANGE_BYTES = 16 * 2**20
+
+
+def stage_class(stage: dict[str, Any]) -> str:
+    if stage.get("reads_class"):
+        return str(stage["reads_class"])
+    name = str(stage.get("stage", "")).lower()
+    return next((c for prefix, c in STAGE_READS if name.startswith(prefix)), "other")
+
+
+def pipeline_streams(stats: Any, runs_per_month: float) -> list[cost.ReadStream]:
+    stages = stats.get("stages", []) if isinstance(stats, dict) else stats or []
+    return [
+        cost.ReadStream(
+            f"pipeline {s.get('stage', '?')}",
+            stage_class(s),
+            float(s.get("io", {}).get("bytes_read", 0)) * runs_per_month,
+            {k: n * runs_per_month for k, n in cost.requests_from_io(s.get("io", {})).items()},
+        )
+        for s in stages
+    ]
+
+
+def _newest_manifest(plan: Plan) -> dict[str, Any] | None:
+    live = sorted(
+        {d.group for d in plan.decisions if d.data_class == "versions" and d.action != "delete"}
+    )
+    for version in reversed(live):
+        try:
+            return load_manifest(plan.dataset / version)
+        except ManifestError:
+            continue
+    return None
+
+
+def _read_json(uri: str, cfg: Config) -> Any:
+    return json.loads(Location.from_uri(uri, cfg.storage).read_bytes())
+
+
+def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Location | None:
+    """_work/runs/<run>/stats.json of the given run, else of the newest version's run, else the
+    newest one there is."""
+    stats = {
+        d.obj.key.split("/")[2]: d.obj
+        for d in plan.decisions
+        if d.obj.root == "dataset"
+        and d.obj.key.startswith("_work/runs/")
+        and d.obj.key.endswith("/stats.json")
+        and d.obj.key.count("/") == 3
+    }
+    run_id = run_id or (manifest or {}).get("run", {}).get("run_id")
+    if run_id not in stats:
+        if not stats or run_id:
+            return None
+        run_id = max(stats, key=lambda r: stats[r].mtime)
+    return plan.dataset / stats[run_id].key
+
+
+def training_per_epoch(
+    manifest: dict | None, reader: dict | None, range_bytes: int
+) -> tuple[float, dict[str, float], str]:
+    """(bytes, requests, how) of one epoch of training reads."""
+    if reader is not None:
+        io = reader.get("io", reader)
+        if "bytes_read" not in io and "bytes" in io:  # reader_fetch.FetchStats: range GETs
+            io = {"bytes_read": io["bytes"], "get_requests": io.get("requests", 0)}
+        epochs = float(reader.get("epochs", 1)) or 1.0
+        requests = {k: n / epochs for k, n in cost.requests_from_io(io).items()}
+        return float(io.get("bytes_read", 0)) / epochs, requests, "reader counters"
+    if manifest is None:
+        return 0.0, {}, "no committed version"
+    shards = manifest["shards"]
+    gets = sum(math.ceil(s["bin_bytes"] / range_bytes) + 1 for s in shards)
+    size = sum(s["bin_bytes"] + s["idx_bytes"] for s in shards)
+    return float(size), {"get": float(gets)}, f"estimated: {range_bytes} B ranges per shard"
+
+
+def build_report(
+    cfg: Config,
+    plan: Plan | None = None,
+    *,
+    run_id: str | None = None,
+    stats_uri: str | None = None,
+    runs_per_month: float = 1.0,
+    reader_stats_uri: str | None = None,
+    epochs_per_month: float = 1.0,
+    range_bytes: int = RANGE_BYTES,
+) -> dict[str, Any]:
+    plan = plan if plan is not None else plan_retention(cfg)
+    prices = cfg.prices
+    manifest = _newest_manifest(plan)
+    stats_loc = (
+        Location.from_uri(stats_uri, cfg.storage)
+        if stats_uri
+        else _find_stats(plan, manifest, run_id)
+    )
+    stats = json.loads(stats_loc.read_bytes()) if stats_loc is not None else []
+    streams = pipeline_streams(stats, runs_per_month)
+    reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
+    epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)
+    if epochs_per_month and epoch_bytes:
+        streams.append(
+            cost.ReadStream(
+                "training",
+                "versions",
+                epoch_bytes * epochs_per_month,
+                {k: n * epochs_per_month for k, n in epoch_requests.items()},
+            )
+        )
+
+    before_rows = cost.retained_rows(plan.decisions, after=False)
+    after_rows = cost.retained_rows(plan.decisions, after=True)
+    before = cost.monthly(before_rows, streams, prices)
+    after = cost.monthly(after_rows, streams, prices)
+    once = cost.apply_once(plan.decisions, plan.now, prices)
+    report: dict[str, Any] = {
+        "format": "pipeline.report.cost-report/1",
+        "dataset": plan.dataset.uri,
+        "generated_at": dt.datetime.fromtimestamp(plan.now, dt.timezone.utc).isoformat(),
+        "assumptions": {
+            "runs_per_month": runs_per_month,
+            "stats": stats_loc.uri if stats_loc else None,
+            "epochs_per_month": epochs_per_month,
+            "training_reads": how,
+            "bytes_per_gb": prices.bytes_per_gb,
+            "prices": prices.model_dump(mode="json"),
+        },
+        "before": before,
+        "after": after,
+        "savings_usd_per_month": before["total_usd"] - after["total_usd"],
+        "apply_once": once,
+        "by_class": cost.by_class(before_rows, after_rows, streams),
+        "requests": cost.request_table(streams, once),
+        "napkin": None,
+    }
+    if manifest is not None:
+        gets = epoch_requests.get("get", 0.0)
+        report["napkin"] = {
+            "version": manifest.get("version"),
+            **cost.layout_napkin(
+                manifest["counts"]["docs_out"],
+                int(epoch_bytes),
+                len(manifest["shards"]),
+                gets,
+                prices,
+            ),
+        }
+    return report
+
+
+def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
+    """Store the report as _reports/cost-<time>.{json,md,html} (each an atomic write)."""
+    from pipeline.report.html import format_html
+    from pipeline.report.markdown import format_markdown
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    out = []
+    for ext, text in (
+        ("json", json.dumps(report, indent=1, sort_keys=True)),
+        ("md", format_markdown(report)),
+        ("html", format_html(report)),
+    ):
+        loc = dataset / f"_reports/cost-{stamp}.{ext}"
+        loc.write_bytes(text.encode())
+        out.append(loc)
+    return out

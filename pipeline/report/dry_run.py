@@ -1,0 +1,320 @@
+"""Dry run at any corpus size: tasks, requests, bytes, memory, core-hours and dollars per stage.
+
+    python -m pipeline plan --corpus-bytes 10TB [--docs N] [--unit-bytes 256MiB]
+        [--shard-bytes 256MiB] [--file-bytes 1GiB] [--rates FILE] [--config FILE]
+
+No data is read. The cut comes from the pipeline's own functions: a synthetic listing of files of
+`--file-bytes` goes through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and
+near partitions) and `pack.pack_plan` (shards, buckets, groups). Request counts are each stage's
+formula (written in its format docstring: tokens/pack.py, run/neardup.py) over those counts; sizes
+use the ratios below, measured on the sample and make_corpus runs. Core-hours come from per-core
+rates (MB of input per second per core, per stage): by default those `bench scaling` measured with
+one worker on a 37.5 MB real corpus (DEFAULT_RATES); `--rates` takes that benchmark's JSON line
+instead. Dollars price the
+requests with the cost report's price table (STANDARD); compute is left in core-hours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from pipeline.config import Config, DedupConfig
+from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
+from pipeline.retention.policy import PricesConfig
+from pipeline.tokens.pack import pack_plan
+
+MiB = 2**20
+S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size
+DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
+TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
+HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
+BAND_ROW_BYTES = 16  # one band hash + key
+WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
+# MB/s of input per core per stage: `bench scaling`, W=1, on a 37.5 MB make_corpus corpus with
+# fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates)
+DEFAULT_RATES = {
+    "list": 1975.0,
+    "read+hash": 11.2,
+    "quarantine": 560.0,
+    "exact": 74.0,
+    "near": 10.9,
+    "audit": 1443.0,
+    "tokenize": 17.8,
+    "pack": 98.8,
+}
+
+
+@dataclass
+class StagePlan:
+    name: str
+    tasks: int
+    requests: dict[str, int] = field(default_factory=dict)
+    bytes_read: float = 0.0
+    bytes_written: float = 0.0
+    peak_mb: float = 0.0  # per task
+    core_hours: float = 0.0
+    dollars: float = 0.0
+
+
+def puts(size: float) -> int:
+    """PUT requests of one object written through s3fs: one PUT, or a multipart upload."""
+    return 1 if size <= S3FS_BLOCK else 2 + math.ceil(size / S3FS_BLOCK)
+
+
+def gets(size: float) -> int:
+    """GET requests of one object read through a buffered s3fs file."""
+    return max(1, math.ceil(size / S3FS_BLOCK))
+
+
+def rates_from_bench(data: dict) -> dict[str, float]:
+    """MB/s per core per stage from `bench scaling`'s JSON (its first, baseline worker count)."""
+    w = str(data["workers"][0])
+    secs = data["stages_s"][w]
+    return {k: data["input_mb"] / (s * int(w)) for k, s in secs.items() if s > 0}
+
+
+def synthetic_listing(corpus_bytes: int, file_bytes: int) -> pa.Table:
+    n = max(1, math.ceil(corpus_bytes / file_bytes))
+    sizes = [file_bytes] * (n - 1) + [corpus_bytes - file_bytes * (n - 1)]
+    return pa.table(
+        {
+            "path": [f"part-{i:08d}.jsonl" for i in range(n)],
+            "size": sizes,
+            "etag": [f"e{i}" for i in range(n)],
+            "mtime": [0.0] * n,
+            "format": ["jsonl"] * n,
+            "compression": ["none"] * n,
+        },
+        schema=INPUTS_SCHEMA,
+    )
+
+
+def dry_run(
+    corpus_bytes: int,
+    *,
+    docs: int | None = None,
+    unit_bytes: int = 256 * MiB,
+    shard_bytes: int = 256 * MiB,
+    file_bytes: int = 2**30,
+    dedup: DedupConfig | None = None,
+    exchange_request_bytes: int = 16 * MiB,
+    num_perm: int = 256,
+    bands: int = 32,
+    rates: dict[str, float] | None = None,
+    prices: PricesConfig | None = None,
+) -> tuple[dict, list[StagePlan]]:
+    """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out)."""
+    dedup, rates = dedup or DedupConfig(), {**DEFAULT_RATES, **(rates or {})}
+    prices = prices or PricesConfig()
+    docs = docs or max(1, corpus_bytes // 4000)
+    listing = synthetic_listing(corpus_bytes, file_bytes)
+    units_table = cut_units(listing, unit_bytes)
+    m = len(set(units_table["unit_id"].to_pylist()))
+    pieces = units_table.num_rows
+    p = dedup.partition_count(corpus_bytes)
+    token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
+    plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes)
+    s, k, g = plan.shards, plan.buckets, plan.groups
+    per_unit = corpus_bytes / m
+    docs_pq, sig_doc = per_unit * DOCS_PARQUET_RATIO, num_perm * 4 + 60
+    unit_docs = docs / m
+    cut = {
+        "corpus_bytes": corpus_bytes,
+        "docs": docs,
+        "files": listing.num_rows,
+        "units": m,
+        "partitions": p,
+        "shards": s,
+        "pack_buckets": k,
+        "pack_groups": g,
+        "token_bytes": token_bytes,
+    }
+    st: list[StagePlan] = []
+    st.append(StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0))
+    # read: the pieces; writes docs, quarantine, P hash parts, signatures, done marker
+    st.append(
+        StagePlan(
+            "read+hash",
+            m,
+            {
+                "get": pieces * gets(per_unit / max(1, pieces / m)),
+                "put": m * (puts(docs_pq) + puts(unit_docs * sig_doc) + p + 2),
+                "head": m,
+            },
+            corpus_bytes,
+            m * (docs_pq + unit_docs * (sig_doc + HASH_ROW_BYTES)),
+            WORKER_BASE_MB + 3 * per_unit / MiB,
+        )
+    )
+    hash_bytes = docs * HASH_ROW_BYTES
+    st.append(
+        StagePlan(
+            "exact",
+            p + 1,
+            {"get": m * p + p, "put": p + 1, "head": 0},
+            2 * hash_bytes,
+            hash_bytes,
+            WORKER_BASE_MB + 3 * hash_bytes / p / MiB,
+        )
+    )
+    near_part = docs / p * (sig_doc + bands * BAND_ROW_BYTES)
+    st.append(
+        StagePlan(
+            "near",
+            m + 5 * p,
+            {
+                # per unit: signatures + removals in, P sig and P band parts out; per partition:
+                # band parts of every unit, then P x P edge / half / member pieces
+                "get": 2 * m + 4 * m * p + 3 * p * p,
+                "put": 2 * m * p + 3 * p * p + p,
+                "head": m + p,
+            },
+            docs * (2 * sig_doc + 4 * bands * BAND_ROW_BYTES),
+            docs * (2 * sig_doc + bands * BAND_ROW_BYTES),
+            WORKER_BASE_MB + 3 * near_part / MiB,
+        )
+    )
+    st.append(StagePlan("audit", 1, {"get": p + 1, "put": 1}, 2 * hash_bytes, hash_bytes, 0))
+    st[-1].peak_mb = WORKER_BASE_MB + 3 * hash_bytes / MiB * 0.2
+    st.append(
+        StagePlan(
+            "tokenize",
+            m,
+            {"get": m * (gets(docs_pq) + 2), "put": m * (puts(token_bytes / m) + 1), "head": m},
+            m * docs_pq,
+            token_bytes * 1.02,
+            WORKER_BASE_MB + (3 * per_unit + token_bytes / m) / MiB,
+        )
+    )
+    # pack pass 1 (G x K exchange tasks) + pass 2 (S shard tasks, each verified after writing)
+    st.append(
+        StagePlan(
+            "pack",
+            g * k + s,
+            {
+                "get": 2 * m * k + g * s + s,
+                "put": g * k * (puts(token_bytes / (g * k)) + 1) + s * (puts(shard_bytes) + 1),
+                "head": g * k,
+            },
+            3 * token_bytes,
+            2 * token_bytes,
+            WORKER_BASE_MB + 4 * shard_bytes / MiB,
+        )
+    )
+    for stage in st:
+        stage.core_hours = corpus_bytes / 1e6 / rates.get(stage.name, 1e6) / 3600
+        r = stage.requests
+        stage.dollars = (
+            (r.get("put", 0) + r.get("list", 0)) * prices.standard.put_per_1000
+            + (r.get("get", 0) + r.get("head", 0)) * prices.standard.get_per_1000
+        ) / 1000
+    return cut, st
+
+
+def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, list[StagePlan]]:
+    if cfg is not None:
+        kw.setdefault("unit_bytes", int(cfg.ingest.unit_bytes))
+        kw.setdefault("shard_bytes", int(cfg.pack.shard_bytes))
+        kw.setdefault("dedup", cfg.dedup)
+        kw.setdefault("exchange_request_bytes", int(cfg.pack.exchange_request_bytes))
+        kw.setdefault("num_perm", cfg.dedup.near.num_perm)
+        kw.setdefault("bands", cfg.dedup.near.bands)
+        kw.setdefault("prices", cfg.prices)
+    return dry_run(corpus_bytes, **{k: v for k, v in kw.items() if v is not None})
+
+
+def _si(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
+    lines = [
+        f"corpus {_si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
+        f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
+        f" shards ({_si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
+        f" unit groups x {cut['pack_buckets']} key buckets)",
+        f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
+        f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}",
+    ]
+    for s in stages:
+        r = s.requests
+        mean_get = s.bytes_read / r["get"] if r.get("get") else 0
+        lines.append(
+            f"{s.name:<10}{s.tasks:>9,}{_si(r.get('get', 0)):>9}{_si(r.get('put', 0)):>9}"
+            f"{_si(r.get('head', 0)):>8}{_si(r.get('list', 0)):>6}{_si(mean_get) + 'B':>10}"
+            f"{_si(s.bytes_read) + 'B':>8}{_si(s.bytes_written) + 'B':>8}{s.peak_mb:>9,.0f}"
+            f"{s.core_hours:>9,.0f}{s.dollars:>9,.2f}"
+        )
+    total_req = sum(sum(s.requests.values()) for s in stages)
+    lines.append(
+        f"{'total':<10}{sum(s.tasks for s in stages):>9,}  requests {_si(total_req)},"
+        f" core-hours {sum(s.core_hours for s in stages):,.0f},"
+        f" request $ {sum(s.dollars for s in stages):,.2f}"
+    )
+    return lines
+
+
+def dry_run_json(cut: dict, stages: list[StagePlan]) -> str:
+    return json.dumps({"cut": cut, "stages": [s.__dict__ for s in stages]})
+
+
+def projected_bill(
+    report: dict,
+    corpus_bytes: int,
+    stages: list[StagePlan],
+    cut: dict,
+    *,
+    runs_per_month: float,
+    epochs_per_month: float,
+    range_bytes: int,
+    prices: PricesConfig,
+) -> dict:
+    """The monthly bill of `report` (a cost report of this dataset) at `corpus_bytes` of input:
+    storage retained under the same retention plan scaled by corpus / this dataset's raw bytes,
+    the dry run's requests per pipeline run, and training's range GETs over the tokens."""
+    raw = sum(r["bytes"] for r in report["before"]["retained"] if r["data_class"] == "raw")
+    if not raw:
+        raise ValueError("the report lists no raw input bytes to scale from (input not listed)")
+    scale = corpus_bytes / raw
+    storage = {}
+    for r in report["after"]["retained"]:
+        storage[r["data_class"]] = storage.get(r["data_class"], 0.0) + r["usd_month"] * scale
+    run_usd = sum(s.dollars for s in stages) * runs_per_month
+    epoch_gets = math.ceil(cut["token_bytes"] / range_bytes) + cut["shards"]
+    training_usd = epochs_per_month * epoch_gets * prices.standard.get_per_1000 / 1000
+    return {
+        "corpus_bytes": corpus_bytes,
+        "scale": scale,
+        "storage_usd_by_class": storage,
+        "storage_usd": sum(storage.values()),
+        "pipeline_request_usd": run_usd,
+        "pipeline_core_hours": sum(s.core_hours for s in stages) * runs_per_month,
+        "training_request_usd": training_usd,
+        "total_usd": sum(storage.values()) + run_usd + training_usd,
+    }
+
+
+def bill_lines(bill: dict) -> list[str]:
+    lines = [
+        f"## Projected monthly bill at {_si(bill['corpus_bytes'])}B of input"
+        f" (this dataset x {bill['scale']:,.0f}; `plan --corpus-bytes` dry run)",
+        "",
+        "| item | $ / month |",
+        "|---|---|",
+    ]
+    for data_class, usd in sorted(bill["storage_usd_by_class"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"| storage retained: {data_class} | {usd:,.2f} |")
+    lines += [
+        f"| pipeline run requests ({bill['pipeline_core_hours']:,.0f} core-hours not priced)"
+        f" | {bill['pipeline_request_usd']:,.2f} |",
+        f"| training reads (range GETs) | {bill['training_request_usd']:,.2f} |",
+        f"| **total** | **{bill['total_usd']:,.2f}** |",
+    ]
+    return lines

@@ -1,0 +1,418 @@
+"""Retention: plan from a listing, apply with an audit log. The decisions are retention_core's.
+
+    plan = plan_retention(cfg)        # lists the dataset (and the raw inputs); changes nothing
+    print(format_plan(plan))
+    audit = apply_plan(plan, cfg)     # deletes / moves exactly the plan's objects; logs each one
+
+Ages come from listing metadata (mtime / LastModified), never from reading objects. Applying
+takes the dataset's lease (core/lease.py) when it touches `_work/` (if a run holds it, those actions
+are skipped and logged), re-lists, and acts only on objects still as planned (same size and
+mtime); an object already gone or already in the target class is skipped silently, so applying
+a plan twice, or planning again after applying, changes nothing and writes no second audit log.
+
+Storage classes. On S3 a transition is a copy of the object onto itself with a new StorageClass
+(one COPY; S3 gives it a new LastModified). Local files have no storage class: the class the
+policy gives them is recorded in a ledger and reported as if it were real. The ledger,
+`_audit/storage-classes.json` (atomic JSON), keeps per transitioned object its class, when it was
+first written (`born`, so that a copy does not make an S3 object young again) and when it entered
+the class (`since`, for minimum-duration charges); an entry whose object has since been rewritten
+no longer matches and is ignored. Audit logs: `_audit/retention-<UTC time>.jsonl`, one JSON
+object per action (time, action, uri, bytes, data class, storage classes, rule, reason, status).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.config import Config
+from pipeline.core.layout import MANIFEST, WORK_DIR
+from pipeline.core.lease import LeaseHeld, held
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import ManifestError, load_manifest
+from pipeline.retention.decide import (
+    LEASE_KEY,
+    LEDGER_KEY,
+    Decision,
+    StoredObject,
+    classify,
+    decide,
+    deletion_order,
+)
+
+LEDGER_FORMAT = "pipeline.core.storage-classes/1"
+AUDIT_DIR = "_audit"
+LEASE_RENEW_S = 60.0  # the lease (core/lease.py) expires after 900 s unless renewed
+
+
+@dataclass
+class Plan:
+    dataset: Location
+    raw: Location
+    now: float
+    grace_days: float
+    decisions: list[Decision]
+    # raw objects under input.uri that no run of this dataset read (excluded, hidden, skipped,
+    # another dataset's): never planned; a lifecycle rule on the raw prefix would reach them
+    raw_foreign: list[str] = field(default_factory=list)
+
+    @property
+    def actions(self) -> list[Decision]:
+        return [d for d in self.decisions if d.changes]
+
+    def committed_versions(self) -> list[str]:
+        """Version ids with a manifest (live or planned for deletion), oldest first."""
+        return sorted({d.group for d in self.decisions if d.data_class == "versions"})
+
+    def runs(self) -> list[str]:
+        """Run ids with a folder under _work/runs/."""
+        return sorted(
+            {
+                d.obj.key.split("/")[2]
+                for d in self.decisions
+                if d.obj.root == "dataset"
+                and d.obj.key.startswith("_work/runs/")
+                and d.obj.key.count("/") >= 3
+            }
+        )
+
+
+def dataset_location(cfg: Config) -> Location:
+    return Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
+
+
+# -- listing ---------------------------------------------------------------------------------
+def _mtime(info: dict[str, Any]) -> float:
+    value = info.get("mtime", info.get("LastModified"))
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    return float(value) if value is not None else 0.0
+
+
+def list_objects(
+    root: Location, root_name: str, ledger: dict[str, dict[str, Any]]
+) -> list[StoredObject]:
+    """Every object under root with size, mtime and storage class (metadata only)."""
+    root.fs.invalidate_cache(root.path)  # a stale listing cache would hide recent writes
+    base = root.path.rstrip("/")
+    try:
+        listing = root.find(detail=True)
+    except FileNotFoundError:
+        listing = {}
+    out = []
+    for path, info in sorted(listing.items()):
+        if info.get("type", "file") != "file":
+            continue
+        key = path[len(base) + 1 :] if path.startswith(base + "/") else path.rsplit("/", 1)[-1]
+        obj = StoredObject(
+            root_name,
+            key,
+            Location(root.fs, path).uri,
+            int(info["size"]),
+            _mtime(info),
+            info.get("StorageClass", "STANDARD"),
+        )
+        out.append(_with_ledger(obj, ledger.get(obj.uri), root.is_local))
+    return out
+
+
+def _with_ledger(obj: StoredObject, entry: dict[str, Any] | None, local: bool) -> StoredObject:
+    if not entry or entry.get("size") != obj.size:
+        return obj
+    if local and entry.get("mtime") == obj.mtime:
+        return replace(
+            obj,
+            storage_class=entry["storage_class"],
+            born=entry["born"],
+            class_since=entry["since"],
+        )
+    if not local and entry.get("storage_class") == obj.storage_class:
+        return replace(obj, born=entry["born"], class_since=obj.mtime)
+    return obj  # rewritten since the ledger saw it
+
+
+def load_ledger(dataset: Location) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads((dataset / LEDGER_KEY).read_bytes())
+    except FileNotFoundError:
+        return {}
+    return dict(data.get("objects", {}))
+
+
+def _write_ledger(dataset: Location, ledger: dict[str, dict[str, Any]]) -> None:
+    data = {"format": LEDGER_FORMAT, "objects": dict(sorted(ledger.items()))}
+    (dataset / LEDGER_KEY).write_bytes(json.dumps(data, indent=1).encode())
+
+
+def _lineage(dataset: Location, objects: list[StoredObject]) -> dict[str, list[str] | None]:
+    """Committed version -> the paths its manifest's lineage names (None: unreadable)."""
+    versions = sorted(
+        {
+            classify(o.root, o.key)[1]
+            for o in objects
+            if o.key.endswith(f"/{MANIFEST}")
+            and o.key.count("/") == 1
+            and classify(o.root, o.key)[0] == "versions"
+        }
+    )
+    lineage: dict[str, list[str] | None] = {}
+    for v in versions:
+        try:
+            manifest = load_manifest(dataset / v)
+        except (ManifestError, OSError, ValueError) as e:
+            print(f"warning: retention skips version {v} (kept untouched): {e}", file=sys.stderr)
+            lineage[v] = None
+            continue
+        named = manifest.get("lineage")
+        named = named.values() if isinstance(named, dict) else ()
+        paths = {x for x in named if isinstance(x, str)}
+        # the run's committed.json too: without it a rerun of the same input and config would
+        # recompute everything and commit a duplicate version
+        for path in list(paths):
+            if path.endswith("/inputs.parquet"):
+                paths.add(path.rsplit("/", 1)[0] + "/committed.json")
+        lineage[v] = sorted(paths)
+    return lineage
+
+
+# -- plan ------------------------------------------------------------------------------------
+def plan_retention(cfg: Config, now: float | None = None) -> Plan:
+    """What the policy would do now. Reads listings and manifests only; changes nothing."""
+    now = time.time() if now is None else now
+    dataset = dataset_location(cfg)
+    raw = Location.from_uri(cfg.input.uri, cfg.storage)
+    ledger = load_ledger(dataset)
+    objects = list_objects(dataset, "dataset", ledger)
+    inside = dataset.uri.rstrip("/") + "/"
+    read = read_inputs(dataset, objects)
+    raw_objects, foreign = [], []
+    for o in list_objects(raw, "raw", ledger):
+        if o.uri.startswith(inside):
+            continue
+        (raw_objects if o.key in read else foreign).append(o)
+    objects += raw_objects
+    decisions = decide(
+        objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
+    )
+    return Plan(
+        dataset, raw, now, cfg.retention.grace_days, decisions, sorted(o.key for o in foreign)
+    )
+
+
+def read_inputs(dataset: Location, objects: list[StoredObject]) -> set[str]:
+    """Input paths (relative to input.uri) some run of this dataset listed and read: the union
+    of the runs' input manifests. The raw rule applies to these files only."""
+    read: set[str] = set()
+    for o in objects:
+        parts = o.key.split("/")
+        if o.root == "dataset" and parts[:2] == [WORK_DIR, "runs"] and parts[3:] == [
+            "inputs.parquet"
+        ]:
+            try:
+                paths = (dataset / o.key).read_parquet(columns=["path"])["path"].to_pylist()
+            except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
+                print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
+                continue
+            read.update(paths)
+    return read
+
+
+# -- apply -----------------------------------------------------------------------------------
+def apply_plan(plan: Plan, cfg: Config) -> list[dict[str, Any]]:
+    """Carry out the plan's deletes and transitions; returns (and logs) the audit entries."""
+    actions = plan.actions
+    if not actions:
+        return []
+    audit: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        lease = None
+        if any(_is_work(d) for d in actions):
+            try:  # no run may start while work files go: it could be about to reuse them
+                lease = stack.enter_context(held(plan.dataset / LEASE_KEY, "retention"))
+            except LeaseHeld as e:
+                audit += [_entry(d, f"skipped: {e}") for d in actions if _is_work(d)]
+                actions = [d for d in actions if not _is_work(d)]
+        ledger = load_ledger(plan.dataset)
+        try:
+            _apply(plan, _still_as_planned(plan, actions, ledger, audit), ledger, audit, lease)
+        finally:
+            if audit:
+                _write_ledger(plan.dataset, ledger)
+                stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+                log = plan.dataset / f"{AUDIT_DIR}/retention-{stamp}.jsonl"
+                log.write_bytes(
+                    "".join(json.dumps(e, sort_keys=True) + "\n" for e in audit).encode()
+                )
+    return audit
+
+
+def _is_work(d: Decision) -> bool:
+    return d.obj.root == "dataset" and d.obj.key.startswith(f"{WORK_DIR}/")
+
+
+def _still_as_planned(
+    plan: Plan, actions: list[Decision], ledger: dict, audit: list[dict[str, Any]]
+) -> list[Decision]:
+    """The actions whose object is still as listed when planning (a fresh listing)."""
+    current = {o.uri: o for o in list_objects(plan.dataset, "dataset", ledger)}
+    if any(d.obj.root == "raw" for d in actions):
+        current.update((o.uri, o) for o in list_objects(plan.raw, "raw", ledger))
+    todo = []
+    for d in actions:
+        now_obj = current.get(d.obj.uri)
+        if now_obj is None or (
+            d.action == "transition" and now_obj.storage_class == d.target_class
+        ):
+            continue  # already done
+        if (now_obj.size, now_obj.mtime) != (d.obj.size, d.obj.mtime):
+            audit.append(_entry(d, "skipped: changed since the plan was made"))
+            continue
+        todo.append(d)
+    return todo
+
+
+def _apply(
+    plan: Plan, todo: list[Decision], ledger: dict, audit: list[dict[str, Any]], lease: Any
+) -> None:
+    renewed = time.monotonic()
+    deletes = sorted(
+        (d for d in todo if d.action == "delete"),
+        key=lambda d: (deletion_order(d.obj.key), d.obj.root, d.obj.key),
+    )
+    for d in deletes:
+        if lease is not None and time.monotonic() - renewed > LEASE_RENEW_S:
+            lease.renew()
+            renewed = time.monotonic()
+        (_root(plan, d) / d.obj.key).remove()
+        ledger.pop(d.obj.uri, None)
+        audit.append(_entry(d, "done"))
+    _prune_empty_dirs(plan.dataset, [d for d in deletes if d.obj.root == "dataset"])
+    for d in (d for d in todo if d.action == "transition"):
+        audit.append(_transition(plan, d, ledger))
+
+
+def _root(plan: Plan, d: Decision) -> Location:
+    return plan.raw if d.obj.root == "raw" else plan.dataset
+
+
+def _transition(plan: Plan, d: Decision, ledger: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    loc = _root(plan, d) / d.obj.key
+    try:
+        if not loc.is_local:
+            loc.copy_in_place(StorageClass=d.target_class)
+    except Exception as e:  # e.g. an archived source needs a restore: log it, go on
+        return _entry(d, f"failed: {type(e).__name__}: {e}")
+    ledger[d.obj.uri] = {
+        "storage_class": d.target_class,
+        "born": d.obj.first_written,
+        "since": time.time(),
+        "size": d.obj.size,
+        "mtime": d.obj.mtime,
+    }
+    return _entry(d, "done")
+
+
+def _entry(d: Decision, status: str) -> dict[str, Any]:
+    return {
+        "time": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "action": d.action,
+        "uri": d.obj.uri,
+        "root": d.obj.root,
+        "key": d.obj.key,
+        "bytes": d.obj.size,
+        "data_class": d.data_class,
+        "storage_class": d.obj.storage_class,
+        "target_class": d.target_class,
+        "rule": d.rule,
+        "reason": d.reason,
+        "status": status,
+    }
+
+
+def _prune_empty_dirs(dataset: Location, deleted: list[Decision]) -> None:
+    """Locally, drop folders the deletes emptied (a bare version folder would look in progress)."""
+    if not dataset.is_local:
+        return
+    base = dataset.path.rstrip("/")
+    folders = {os.path.dirname(f"{base}/{d.obj.key}") for d in deleted}
+    for folder in sorted(folders, key=len, reverse=True):
+        while folder.startswith(base + "/"):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break  # not empty (or gone)
+            folder = os.path.dirname(folder)
+
+
+# -- printing --------------------------------------------------------------------------------
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def _display_key(d: Decision) -> str:
+    return f"raw:{d.obj.key}" if d.obj.root == "raw" else d.obj.key
+
+
+def plan_rows(plan: Plan, verbose: bool = False) -> list[dict[str, Any]]:
+    """Actions grouped per (action, rule, class, target, group): object or common prefix."""
+    rows: dict[tuple, list[Decision]] = defaultdict(list)
+    for d in plan.actions:
+        key = (d.action, d.rule, d.data_class, d.target_class or "", d.group)
+        rows[key + ((d.obj.uri,) if verbose else ())].append(d)
+    out = []
+    for (action, rule, data_class, target, *_), ds in sorted(rows.items()):
+        keys = [_display_key(d) for d in ds]
+        where = keys[0] if len(keys) == 1 else os.path.commonpath(keys) + "/"
+        out.append(
+            {
+                "action": action + (f"->{target}" if target else ""),
+                "rule": rule,
+                "data_class": data_class,
+                "objects": len(ds),
+                "bytes": sum(d.obj.size for d in ds),
+                "where": where,
+            }
+        )
+    return out
+
+
+def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str:
+    when = dt.datetime.fromtimestamp(plan.now, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"retention plan for {plan.dataset.uri} at {when} (grace {plan.grace_days:g} d)"
+        + ("" if applied else ": dry run, nothing changed (--apply to carry it out)")
+    ]
+    rows = plan_rows(plan, verbose)
+    if rows:
+        lines.append(
+            f"{'action':<24} {'bytes':>10} {'objects':>7}  {'class':<20} {'rule':<40}"
+            " object or prefix"
+        )
+        lines += [
+            f"{r['action']:<24} {_size(r['bytes']):>10} {r['objects']:>7}  "
+            f"{r['data_class']:<20} {r['rule']:<40} {r['where']}"
+            for r in rows
+        ]
+    else:
+        lines.append("nothing to do")
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for d in plan.decisions:
+        kind = "protected" if d.rule == "protected" else d.action
+        totals[kind][0] += 1
+        totals[kind][1] += d.obj.size
+    lines.append(
+        "totals: "
+        + "; ".join(f"{k} {n} objects {_size(b)}" for k, (n, b) in sorted(totals.items()))
+    )
+    return "\n".join(lines)

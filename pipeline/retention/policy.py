@@ -1,0 +1,162 @@
+"""The `retention` and `prices` sections of the config (see retention/apply.py and report/cost.py).
+
+Data classes (where each lives is in retention/decide.classify):
+
+    raw                   the input objects under input.uri
+    read_docs             _work/units/<read_key>/<unit>.docs.parquet
+    exact_hashes          _work/units/<read_key>/<unit>.p<part>.parquet, _work/runs/<run>/exact/**
+    near_dedup            _work/runs/<run>/near/**, _work/units/<read_key>/<unit>.sig-*.parquet
+    token_parts           _work/tokens/<token_key>/** (token files and their .parquet markers),
+                          _work/runs/<run>/pack/** (pack's exchange objects)
+    work_state            the rest of _work/: run inputs, units, skipped, removed, stats,
+                          committed.json; unit done markers; the lease (never deleted)
+    quarantine            _work/units/<read_key>/<unit>.quarantine.parquet,
+                          _work/runs/<run>/quarantine.parquet
+    versions              committed version folders (with manifest.json)
+    uncommitted_versions  version folders without manifest.json
+    reports               _audit/** (retention audit logs, storage-class ledger), _reports/**
+
+Default policy: keep everything, except the bulky intermediates (read_docs, exact_hashes,
+near_dedup, token_parts: deleted 14 days after their folder was last written, and never while a
+run is writing; a later run recomputes what it needs) and version folders left by a commit that
+never finished (deleted 7 days after their last write, and only once a newer version is
+committed). Raw inputs are deleted only if `retention.rules.raw` names a delete rule explicitly.
+Whatever the rules say, the newest committed version, every version kept by the rules and the
+lineage files their manifests name are never deleted (retention/decide.py lists all protections).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+StorageClass = Literal["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"]
+STORAGE_CLASSES: tuple[str, ...] = get_args(StorageClass)  # warm to cold
+# Classes an object can be read from without a restore request first.
+INSTANT_ACCESS = frozenset({"STANDARD", "STANDARD_IA", "GLACIER_IR"})
+
+DATA_CLASSES = (
+    "raw",
+    "read_docs",
+    "exact_hashes",
+    "near_dedup",
+    "token_parts",
+    "work_state",
+    "quarantine",
+    "versions",
+    "uncommitted_versions",
+    "reports",
+)
+
+
+def coldness(storage_class: str) -> int:
+    """Rank of a storage class from warm (0) to cold; unknown classes rank as STANDARD."""
+    return STORAGE_CLASSES.index(storage_class) if storage_class in STORAGE_CLASSES else 0
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Transition(_Strict):
+    after_days: float = Field(ge=0)
+    storage_class: StorageClass
+
+
+class ClassRule(_Strict):
+    """What happens to one data class. No field set, or keep_forever, means keep forever."""
+
+    keep_forever: bool = False
+    delete_after_days: float | None = Field(default=None, ge=0)
+    keep_newest: int | None = Field(default=None, ge=1)  # versions only
+    transitions: list[Transition] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClassRule:
+        if self.keep_forever and (self.delete_after_days is not None or self.keep_newest):
+            raise ValueError("keep_forever excludes delete_after_days and keep_newest")
+        days = [t.after_days for t in self.transitions]
+        ranks = [coldness(t.storage_class) for t in self.transitions]
+        if days != sorted(days) or any(a >= b for a, b in zip(ranks, ranks[1:], strict=False)):
+            raise ValueError("transitions must go to colder classes at increasing after_days")
+        if ranks and ranks[0] == 0:
+            raise ValueError("a transition to STANDARD moves nothing")
+        return self
+
+    @property
+    def deletes(self) -> bool:
+        return self.delete_after_days is not None or self.keep_newest is not None
+
+
+class RetentionRules(_Strict):
+    raw: ClassRule = ClassRule(keep_forever=True)
+    read_docs: ClassRule = ClassRule(delete_after_days=14)
+    exact_hashes: ClassRule = ClassRule(delete_after_days=14)
+    near_dedup: ClassRule = ClassRule(delete_after_days=14)
+    token_parts: ClassRule = ClassRule(delete_after_days=14)
+    work_state: ClassRule = ClassRule(keep_forever=True)
+    quarantine: ClassRule = ClassRule(keep_forever=True)
+    versions: ClassRule = ClassRule(keep_forever=True)
+    uncommitted_versions: ClassRule = ClassRule(delete_after_days=7)
+    reports: ClassRule = ClassRule(keep_forever=True)
+
+    @model_validator(mode="after")
+    def _keep_newest_only_for_versions(self) -> RetentionRules:
+        for name in DATA_CLASSES:
+            if name != "versions" and getattr(self, name).keep_newest is not None:
+                raise ValueError(f"{name}: keep_newest applies to versions only")
+        return self
+
+    def for_class(self, data_class: str) -> ClassRule:
+        return getattr(self, data_class, None) or ClassRule(keep_forever=True)
+
+
+class RetentionConfig(_Strict):
+    # A run folder or uncommitted version with any object younger than this is in progress:
+    # nothing in it is touched.
+    grace_days: float = Field(default=1.0, ge=0)
+    apply_after_run: bool = False  # the driver may apply the plan at the end of `run`
+    rules: RetentionRules = RetentionRules()
+
+
+class ClassPrice(_Strict):
+    gb_month: float = Field(ge=0)
+    put_per_1000: float = Field(ge=0)  # PUT, COPY, POST, LIST
+    get_per_1000: float = Field(ge=0)  # GET, HEAD (and SELECT)
+    retrieval_per_gb: float = Field(default=0.0, ge=0)
+    min_days: int = Field(default=0, ge=0)  # minimum storage duration billed
+
+
+class PricesConfig(_Strict):
+    """us-east-1 list prices (BRIEF §4). GLACIER and DEEP_ARCHIVE request and retrieval prices
+    are AWS list prices (standard retrieval) that the brief does not give: check before use."""
+
+    standard: ClassPrice = ClassPrice(gb_month=0.023, put_per_1000=0.005, get_per_1000=0.0004)
+    standard_ia: ClassPrice = ClassPrice(
+        gb_month=0.0125, put_per_1000=0.01, get_per_1000=0.001, retrieval_per_gb=0.01, min_days=30
+    )
+    glacier_ir: ClassPrice = ClassPrice(
+        gb_month=0.004, put_per_1000=0.02, get_per_1000=0.01, retrieval_per_gb=0.03, min_days=90
+    )
+    glacier: ClassPrice = ClassPrice(
+        gb_month=0.0036, put_per_1000=0.03, get_per_1000=0.0004, retrieval_per_gb=0.01, min_days=90
+    )
+    deep_archive: ClassPrice = ClassPrice(
+        gb_month=0.00099,
+        put_per_1000=0.05,
+        get_per_1000=0.0004,
+        retrieval_per_gb=0.02,
+        min_days=180,
+    )
+    egress_per_gb: float = Field(default=0.09, ge=0)
+    bytes_per_gb: int = Field(default=2**30, ge=1)  # AWS bills GB-months of 2^30 bytes
+    days_per_month: float = Field(default=30.0, gt=0)  # for minimum-duration charges
+
+    def for_class(self, storage_class: str) -> ClassPrice:
+        """Prices of a storage class; classes not in the table are priced as STANDARD."""
+        return (
+            getattr(self, storage_class.lower())
+            if storage_class in STORAGE_CLASSES
+            else self.standard
+        )

@@ -1,0 +1,66 @@
+"""The end-of-run summary table: documents, bytes and time per stage; removals; quarantine."""
+
+from __future__ import annotations
+
+from pipeline.run.driver import RunResult
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def format_summary(result: RunResult) -> str:
+    m = result.manifest
+    counts = m["counts"]
+    if result.already_committed:
+        return (
+            f"already committed: this input and config are version {m['version']}"
+            f" ({result.version.uri}); nothing was written"
+        )
+    lines = [
+        f"{'stage':<10} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'MB/s':>7}"
+        f" {'tasks':>6} {'reused':>6} {'peak RSS':>9}"
+    ]
+    for s in result.stages:
+        rate = s.bytes / 1e6 / s.seconds if s.seconds else 0.0
+        lines.append(
+            f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f} {rate:>7.1f}"
+            f" {s.tasks:>6} {s.reused:>6} {s.peak_rss_mb:>6.0f} MB"
+        )
+    reused = {s.name: s.reused for s in result.stages if s.reused}
+    if reused:
+        lines.append(
+            "reused from earlier runs (unchanged inputs): "
+            + ", ".join(f"{name} {n} units" for name, n in reused.items())
+        )
+    lines.append("")
+    lines.append(f"documents in      {counts['docs_in']:>10,}")
+    lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
+    lines.append(f"  removed near    {counts['removed_near']:>10,}")
+    lines.append(f"  quarantined     {counts['quarantined']:>10,}")
+    for reason, n in counts["quarantined_by_reason"].items():
+        lines.append(f"    {reason:<14}{n:>10,}")
+    lines.append(f"documents out     {counts['docs_out']:>10,}")
+    lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
+    tok = m["tokenizer"]
+    if "engine" in tok:
+        why = f"  ({tok['engine_reason']})" if tok.get("engine_reason") else ""
+        lines.append(f"tokenizer engine  {tok['engine']:>10}{why}")
+    total = sum(s["bin_bytes"] for s in m["shards"])
+    lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
+    skipped = m["run"].get("skipped_files", {})
+    if skipped:
+        listing = m["lineage"]["skipped"]
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
+        lines.append(f"files skipped     {reasons}  (listed in {listing})")
+    lines.append(f"committed         {result.version.uri}")
+    if result.retention_actions is not None:
+        lines.append(f"retention         {result.retention_actions} actions applied")
+    for report in result.reports:
+        if report.endswith(".md"):
+            lines.append(f"cost report       {report}")
+    return "\n".join(lines)
+
+
+def print_summary(result: RunResult) -> None:
+    print(format_summary(result))

@@ -1,0 +1,497 @@
+"""The work of each Ray task: read storage, call a pure core, write storage, return a small summary.
+
+Every function here takes only picklable descriptions (Locations, configs, unit ids) and never
+returns document text: the driver sees counts. Each unit-level output is committed atomically and
+then marked done, so a rerun skips finished units (resume).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from pipeline.config import Config
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import IO, Location
+from pipeline.core.text import shuffle_key
+from pipeline.dedup import exact
+from pipeline.formats.megatron import ShardWriter
+from pipeline.formats.verify import verify_shard
+from pipeline.ingest.listing import cut_units, inside, list_inputs
+from pipeline.ingest.readers import (
+    DOCS_SCHEMA,
+    QUARANTINE_SCHEMA,
+    ObjectChanged,
+    changed_quarantine,
+    read_piece,
+)
+from pipeline.tokens import pack
+from pipeline.tokens.check import EngineMismatch, compare_engines, hard_strings, sample_rows
+from pipeline.tokens.encode import (
+    Batch,
+    EngineUnavailable,
+    cached_encoder,
+    token_id,
+    tokenize_batches,
+    tokenizer_info,
+)
+
+DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
+
+
+class TaskTimer:
+    """Time, storage I/O and peak memory of one task, reported in its summary."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.io = IO.snapshot()
+        reset_peak_rss()
+
+    def summary(self, **fields: Any) -> dict[str, Any]:
+        fields["seconds"] = time.perf_counter() - self.start
+        fields["io"] = IO.delta(IO.snapshot(), self.io)
+        fields["peak_rss_mb"] = peak_rss_mb()
+        return fields
+
+
+def reset_peak_rss() -> None:
+    """Start the process's peak-RSS count afresh (Linux), so that a task reports its own peak,
+    not that of an earlier task the same Ray worker ran; elsewhere the peak stays cumulative."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this worker since its task started (see reset_peak_rss)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# -- ingest ----------------------------------------------------------------------------------
+def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
+    """The listing and its work units (metadata only: they are small tables)."""
+    timer = TaskTimer()
+    own = inside(input_root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
+    inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude, own)
+    units = cut_units(inputs, int(cfg.ingest.unit_bytes))
+    return timer.summary(
+        inputs=inputs,
+        units=units,
+        files=inputs.num_rows,
+        skipped=skipped,
+        bytes=int(pc.sum(inputs["size"]).as_py() or 0),
+        unit_count=len(set(units["unit_id"].to_pylist())),
+    )
+
+
+def read_unit(
+    layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict], cfg: Config
+) -> dict[str, Any]:
+    timer = TaskTimer()
+    done = layout.read_done(unit_id)
+    if done.exists():
+        earlier = json.loads(done.read_bytes())
+        return {**earlier, **timer.summary(reused=True)}
+    doc_parts, bad_parts = [], []
+    for piece in pieces:
+        piece_docs, piece_bad = [], []
+        try:
+            for docs, bad in read_piece(
+                input_root,
+                piece,
+                cfg.input.text_field,
+                cfg.input.id_field,
+                max_doc_bytes=int(cfg.ingest.max_doc_bytes),
+            ):
+                piece_docs.append(docs)
+                piece_bad.append(bad)
+        except ObjectChanged as changed:  # not the object listed: nothing of it is kept
+            piece_docs = []
+            piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
+        doc_parts += piece_docs
+        bad_parts += piece_bad
+    docs = _concat(doc_parts, DOCS_SCHEMA)
+    bad = _concat(bad_parts, QUARANTINE_SCHEMA)
+    layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
+    layout.read_quarantine(unit_id).write_parquet(bad)
+    if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
+        from pipeline.run import neardup  # neardup imports this module
+
+        sigs = neardup.signature_rows(docs, unit_id, cfg)
+        layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
+    hashes = exact.hash_rows(docs, unit_id)
+    partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
+    for part, rows in partitions.items():
+        layout.exact_part(part, unit_id).write_parquet(rows)
+    text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
+    quarantined: Counter = Counter()
+    for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
+        quarantined[reason] += records  # a file rejected whole counts its records (readers.py)
+    summary = timer.summary(
+        unit=unit_id,
+        docs_in=docs.num_rows + sum(quarantined.values()),
+        docs=docs.num_rows,
+        text_bytes=text_bytes,
+        partitions=sorted(partitions),
+        quarantined=dict(quarantined),
+        quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
+    )
+    done.write_bytes(json.dumps(summary).encode())
+    return summary
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables, promote_options="default")
+
+
+# -- exact dedup -----------------------------------------------------------------------------
+def exact_partition(
+    layout: RunLayout, part: int, units: list[str], enabled: bool = True
+) -> dict[str, Any]:
+    """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
+    timer = TaskTimer()
+    units = units if enabled else []
+    tables = [layout.exact_part(part, unit).read_parquet() for unit in units]
+    rows = _concat(tables, exact.HASH_SCHEMA)
+    removed = exact.exact_removals(rows)
+    layout.exact_removed(part).write_parquet(removed)
+    return timer.summary(part=part, rows=rows.num_rows, removed=removed.num_rows)
+
+
+def merge_exact(layout: RunLayout, partitions: int) -> dict[str, Any]:
+    """All exact removals in one file sorted by unit, so a unit's task reads only its rows."""
+    timer = TaskTimer()
+    parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
+    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+    layout.exact_removed_all.write_parquet(removed, row_group_size=65536)
+    return timer.summary(removed_exact=removed.num_rows)
+
+
+def merge_quarantine(layout: RunLayout, units: list[str]) -> dict[str, Any]:
+    """Every unit's bad records in one listing, sorted by source and row."""
+    timer = TaskTimer()
+    bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
+    layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
+    return timer.summary(quarantined=bad.num_rows)
+
+
+def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
+    """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
+    timer = TaskTimer()
+    parts = [layout.exact_removed_all.read_parquet()]
+    parts += [(layout.near / f"removed/l{p:04d}.parquet").read_parquet() for p in range(near_parts)]
+    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+    layout.removed.write_parquet(removed, row_group_size=65536)
+    rules = Counter(removed["rule"].to_pylist())
+    return timer.summary(removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0))
+
+
+_BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
+
+
+# -- tokenize --------------------------------------------------------------------------------
+PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
+PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
+
+
+def tokenize_probe(
+    layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
+) -> dict[str, Any]:
+    """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
+    the hard strings and the first documents of several units, else tokenizers with the reason.
+    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
+    timer = TaskTimer()
+    special_as_text = cfg.tokenize.special_tokens_in_text == "text"
+    try:
+        fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
+    except EngineUnavailable as e:
+        if cfg.tokenize.engine == "fastokens":
+            return timer.summary(error=f"tokenize.engine is fastokens but {e}")
+        return timer.summary(engine="tokenizers", reason=str(e), probe_docs=0)
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
+    named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
+    for unit in unit_ids[:PROBE_UNITS]:
+        named += _first_documents(layout, unit, PROBE_BYTES_PER_UNIT)
+    names, texts = [n for n, _ in named], [t for _, t in named]
+    diff = compare_engines(reference, fast, texts, names)
+    if diff is not None:
+        return timer.summary(
+            engine="tokenizers", reason=f"equality probe failed: {diff}", probe_docs=len(texts)
+        )
+    return timer.summary(engine="fastokens", reason=None, probe_docs=len(texts))
+
+
+def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
+    out, size = [], 0
+    with layout.read_docs(unit_id).open_read() as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
+            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
+                                    strict=True):
+                if size >= max_bytes:
+                    return out
+                out.append((doc_id, text))
+                size += len(text)
+    return out
+
+
+def tokenize_unit_task(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str,
+    rewrite: bool = False,
+) -> dict[str, Any]:
+    """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
+    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
+    every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
+    try:
+        return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
+    except (EngineMismatch, EngineUnavailable) as e:
+        return {"unit": unit_id, "mismatch": f"unit {unit_id}: {e}", "docs": 0, "tokens": 0}
+
+
+def tokenize_unit(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str = "tokenizers",
+    rewrite: bool = False,
+) -> dict[str, Any]:
+    """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
+
+    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
+    is re-encoded with tokenizers before anything is committed: EngineMismatch on a difference.
+    `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
+    timer = TaskTimer()
+    with layout.removed.open_read() as f:
+        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
+    removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
+    digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
+    index_loc = layout.tokens_index(unit_id, digest)
+    if not rewrite and index_loc.exists():
+        index = index_loc.read_parquet(columns=["length"])
+        return timer.summary(
+            unit=unit_id,
+            removed=digest,
+            docs=index.num_rows,
+            tokens=int(pc.sum(index["length"]).as_py() or 0),
+            reused=True,
+        )
+    if rewrite and index_loc.exists():
+        index_loc.remove()  # the unit stays not-done until the new index lands
+    tok = cfg.tokenize
+    special_as_text = tok.special_tokens_in_text == "text"
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    encoder = cached_encoder(engine, tokenizer_json, special_as_text)
+    _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
+    bos_id = token_id(reference.tokenizer, tok.bos)
+    check = engine != "tokenizers"  # the reference need not check itself
+    dtype = np.dtype(info.dtype)
+    docs = layout.read_docs(unit_id).read_parquet()
+    if removed.num_rows:
+        docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
+    check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if check else []
+    lengths = []
+    texts, step = docs["text"], tok.batch_docs
+
+    def batches():
+        at = 0
+        for i in range(0, docs.num_rows, step):
+            check = []
+            while at < len(checked) and checked[at] < i + step:
+                check.append((int(checked[at]) - i, check_ids[at]))
+                at += 1
+            yield Batch(texts.slice(i, step).to_pylist(), check)
+
+    with layout.tokens_bin(unit_id, digest).atomic_writer() as out:
+        for flat, lens in tokenize_batches(
+            encoder, batches(), info.eos_id, bos_id, dtype, reference if check else None
+        ):
+            out.write(flat.tobytes())
+            lengths.append(lens)
+    length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+    index = pa.table(
+        {
+            "doc_id": docs["doc_id"],
+            "source": docs["source"],
+            "row": docs["row"],
+            "key": docs["key"],
+            "length": pa.array(length, pa.int64()),
+        },
+        schema=pack.TOKEN_INDEX_SCHEMA,
+    )
+    index_loc.write_parquet(index)  # written last: its presence marks the unit done
+    return timer.summary(
+        unit=unit_id,
+        removed=digest,
+        docs=index.num_rows,
+        tokens=int(length.sum()),
+        engine=engine,
+        checked=len(checked),
+    )
+
+
+# -- pack ------------------------------------------------------------------------------------
+def exchange_bucket(
+    layout: RunLayout,
+    plan: pack.PackPlan,
+    group: int,
+    bucket: int,
+    units: list[tuple[str, str]],
+    dtype_name: str,
+) -> dict[str, Any]:
+    """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
+
+    Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
+    file already cut by shard (tokens and index rows), so memory holds one unit's index and the
+    piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
+    timer = TaskTimer()
+    folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
+    done = folder / f"{name}.json"
+    if done.exists():
+        return {**json.loads(done.read_bytes()), **timer.summary(reused=True)}
+    itemsize = np.dtype(dtype_name).itemsize
+    lo, hi = plan.bucket_range(bucket)
+    span = plan.bucket_shards(bucket)
+    shard_lows = np.array([pack.key_range(k, plan.shards)[0] for k in span], dtype=np.uint64)
+    # per unit with rows in the bucket: (shards in span, 4) = token offset, token bytes, index
+    # offset, index bytes of its piece of each shard in the spill file
+    placed: list[np.ndarray] = []
+    with tempfile.TemporaryFile() as spill:
+        for unit, removed in units:
+            index = layout.tokens_index(unit, removed).read_parquet()
+            i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+            if i0 == i1:
+                continue
+            starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+            raw = layout.tokens_bin(unit, removed).read_bytes(
+                int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
+            )
+            piece = index.slice(i0, i1 - i0)
+            rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
+            rows = np.append(rows, i1 - i0)
+            rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
+            at = spill.tell()
+            spill.write(raw)
+            where = np.zeros((len(span), 4), dtype=np.int64)
+            for j in range(len(span)):
+                j0, j1 = int(rows[j]), int(rows[j + 1])
+                if j0 == j1:
+                    continue
+                ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
+                where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
+                spill.write(ipc)
+            placed.append(where)
+            del raw, index, piece
+        spill.flush()
+        sections, fd = [], spill.fileno()
+        with (folder / f"{name}.bin").atomic_writer() as out:
+            offset = 0
+            for j in range(len(span)):
+                token_bytes, tables = 0, []
+                for where in placed:
+                    tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
+                    if tok_n == 0:
+                        continue
+                    out.write(os.pread(fd, tok_n, tok_at))
+                    token_bytes += tok_n
+                    tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
+                ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
+                out.write(ipc)
+                sections.append([offset, token_bytes, len(ipc)])
+                offset += token_bytes + len(ipc)
+    summary = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
+    done.write_bytes(json.dumps(summary).encode())  # written last: the exchange object is whole
+    return {**summary, **timer.summary()}
+
+
+def pack_shard(
+    layout: RunLayout,
+    version: Location,
+    plan: pack.PackPlan,
+    shard: int,
+    sections: list[tuple[str, int, int, int]],
+    dtype_name: str,
+) -> dict[str, Any]:
+    """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
+    ((object name, offset, token bytes, index bytes) per group): one GET per group."""
+    timer = TaskTimer()
+    dtype = np.dtype(dtype_name)
+    index_parts, token_parts, offset = [], [], 0
+    for name, at, token_bytes, index_bytes in sections:
+        if token_bytes == 0:
+            continue
+        loc = layout.run / f"pack/{plan.name}/{name}"
+        raw = loc.read_bytes(at, at + token_bytes + index_bytes)
+        tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
+        index = pack.index_from_ipc(raw[token_bytes:])
+        lengths = index["length"].to_numpy()
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
+        token_parts.append(tokens)
+        index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
+        offset += len(tokens)
+    name = f"shard-{shard:05d}"
+    bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
+    with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
+        writer = ShardWriter(bin_f, idx_f, dtype)
+        if index_parts:
+            merged = pa.concat_tables(index_parts).sort_by(pack.SORT_KEYS)
+            tokens = np.concatenate(token_parts)
+            lengths = merged["length"].to_numpy()
+            starts = merged["start"].to_numpy()
+            for i in range(0, len(lengths), 4096):  # bounded gather buffers
+                sl = slice(i, i + 4096)
+                writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
+        info = writer.close()
+    shard_entry = {"bin": bin_loc.name, "idx": idx_loc.name, **dataclasses.asdict(info)}
+    # a shard counts as written only once storage returns what the manifest will claim
+    verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
+    return timer.summary(shard=shard, **shard_entry)
+
+
+def pack_in_process(
+    layout: RunLayout,
+    version: Location,
+    units: list[tuple[str, str]],
+    token_bytes: int,
+    cfg: Config,
+    dtype_name: str,
+) -> list[dict[str, Any]]:
+    """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
+    plan and sections as the driver (run/driver.py) builds."""
+    plan = pack.pack_plan(
+        token_bytes, len(units), int(cfg.pack.shard_bytes), int(cfg.pack.exchange_request_bytes)
+    )
+    groups = plan.unit_groups(units)
+    exchanged = [
+        exchange_bucket(layout, plan, g, k, groups[g], dtype_name)
+        for g in range(plan.groups)
+        for k in range(plan.buckets)
+    ]
+    sections = pack.shard_sections(plan, exchanged)
+    return [
+        pack_shard(layout, version, plan, k, sections[k], dtype_name) for k in range(plan.shards)
+    ]

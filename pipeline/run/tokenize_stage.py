@@ -1,0 +1,76 @@
+"""The driver's side of the tokenize stage: choose the engine, run the tasks, fall back.
+
+1. `tokenize.engine: tokenizers` runs tokenizers. Otherwise a probe task (stages.tokenize_probe)
+   loads fastokens on a worker and compares it with tokenizers on hard strings and the first
+   documents of several units: fastokens only if it loads and agrees; else tokenizers, with the
+   reason (the first differing document and position, or why it could not load).
+2. Every task re-encodes a sample of its documents with tokenizers before committing anything.
+   If any task reports a mismatch, the driver waits for the whole wave, then reruns every unit
+   with tokenizers, rewriting the token files this wave wrote: no token file made by an engine
+   that disagreed on this data is used.
+The engine and the reason go into the manifest (`tokenizer.engine`, `tokenizer.engine_reason`)
+and the run summary.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import ray
+
+from pipeline.config import Config
+from pipeline.core.layout import RunLayout
+
+
+def tokenize_stage(
+    drv, cfg: Config, layout: RunLayout, unit_ids: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Token files for every unit; returns the tasks' results and {engine, engine_reason}.
+    RunError when the configured engine cannot run (engine fastokens without fastokens)."""
+    from pipeline.run.driver import RunError  # run imports this module
+    with open(cfg.tokenize.tokenizer, "rb") as f:  # tasks get the bytes, not a driver path
+        tokenizer_json = ray.put(f.read())
+    remote = drv.remote
+    if cfg.tokenize.engine == "tokenizers":
+        engine, reason = "tokenizers", "configured (tokenize.engine: tokenizers)"
+    else:
+        [probe] = drv.stage(
+            "tokenize", [remote["tokenize_probe"].remote(layout, unit_ids, cfg, tokenizer_json)]
+        )
+        if probe.get("error"):
+            raise RunError(f"{probe['error']}; nothing was committed")
+        engine, reason = probe["engine"], probe["reason"]
+        if engine != "fastokens":
+            _say(f"tokenize: using tokenizers: {reason}")
+
+    def wave(engine: str, rewrite: bool) -> list[dict[str, Any]]:
+        return drv.stage(
+            "tokenize",
+            [
+                remote["tokenize_unit_task"].remote(
+                    layout, u, cfg, tokenizer_json, engine, rewrite
+                )
+                for u in unit_ids
+            ],
+            merge=True,
+        )
+
+    results = wave(engine, False)
+    failed = [r["mismatch"] for r in results if r.get("mismatch")]
+    if failed:
+        reason = (
+            f"{engine} disagreed with tokenizers in {len(failed)} task(s), first: {failed[0]};"
+            " the stage was rerun with tokenizers"
+        )
+        _say(f"tokenize: {reason}")
+        engine = "tokenizers"
+        results = wave(engine, True)
+        still = [r["mismatch"] for r in results if r.get("mismatch")]
+        if still:  # tokenizers against itself cannot disagree: something else is wrong
+            raise RunError(f"tokenize failed with tokenizers: {still[0]}")
+    return results, {"engine": engine, "engine_reason": reason}
+
+
+def _say(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)

@@ -1,0 +1,437 @@
+"""Stream a committed dataset version into training windows, with large ranges kept in flight.
+
+    with StreamReader("s3://bucket/out/name", seq_len=2048, rank=r, world_size=W) as reader:
+        for window in reader:            # numpy array of seq_len + 1 tokens: inputs + labels
+            ...
+            ckpt["data"] = reader.state_dict()
+
+What is read: only a version with a valid manifest.json (else ManifestError); its shards in
+manifest order, permuted per epoch by (seed, epoch), their tokens concatenated, cut into windows
+of seq_len + 1 tokens at stride seq_len (window j = tokens [j*L, j*L + L + 1); the stream's last
+< L tokens are unused). Rank r of W reads the r-th of W contiguous, equal (± 1) runs of windows,
+so ranks never overlap, together cover every window, and each reads only its own stretch of bytes
+(details in `reader_windows`). One `for` loop over the reader yields the rest of the current epoch;
+the next loop starts the next epoch.
+
+How: the rank's windows become range requests of `plan.request_bytes` (default from latency x
+bandwidth, the 10 % rule) fetched by `plan.inflight` threads (Little's law), never buffering more
+than `max_buffer_bytes` (`plan.read_plan`, `reader_fetch.RangeFetcher`). A failed fetch raises
+FetchError naming the object in the consumer. With `verify_checksums`, every shard touched is read
+whole and its .idx and .bin are checked against the manifest's xxh3-128 (VerifyError); a .bin
+mismatch is found at the end of that shard, so windows from it may already have been yielded:
+treat the error as fatal for the job.
+
+Resume: `state_dict()` is JSON-able: the epoch, the set of windows the assignment started from
+(`base`, intervals of window ids), world_size, rank and how many windows this rank consumed.
+- Same world size and rank: the rank continues exactly where it was (ranks may differ in count).
+- Another world size (or rank): every rank of the new job loads the *same* state. A state merged
+  with `StreamReader.merge_states(all ranks' states)` is exact whatever the ranks consumed. A
+  single rank's state is read as "every rank consumed this many" (synchronous data-parallel
+  training: a checkpoint at a step boundary), which is exact there too. The job's remaining
+  windows are then split over the new ranks: nothing repeated, nothing skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import xxhash
+
+from pipeline.core.storage import Location, check_reachable
+from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
+from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
+from pipeline.formats.verify import VerifyError
+from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
+from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, MiB, ReadPlan, read_plan
+from pipeline.stream.windows import (
+    ByteRange,
+    Intervals,
+    count,
+    iter_windows,
+    normalize,
+    plan_ranges,
+    rank_windows,
+    remaining_after,
+    shard_order,
+    token_ranges,
+    window_count,
+)
+
+STATE_FORMAT = "pipeline.stream.reader/1"
+_STREAM_KEYS = ("name", "version", "tokens", "seq_len", "seed")
+
+
+class _Piece(NamedTuple):
+    start: int  # stream offset of tokens[0]
+    tokens: np.ndarray
+    nbytes: int  # budget it holds until dropped
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.tokens)
+
+
+class StreamReader:
+    def __init__(
+        self,
+        uri_or_location: str | Location,
+        seq_len: int,
+        *,
+        storage: Any = None,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        epoch: int = 0,
+        request_bytes: int | None = None,
+        inflight: int | None = None,
+        target_bytes_per_s: float | None = None,
+        latency_s: float | None = None,
+        bandwidth_bytes_per_s: float | None = None,
+        probe: bool = False,
+        max_buffer_bytes: int = 512 * MiB,
+        verify_checksums: bool = False,
+        retries: int = 3,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside [0, world_size={world_size})")
+        loc = (
+            uri_or_location
+            if isinstance(uri_or_location, Location)
+            else Location.from_uri(uri_or_location, storage)
+        )
+        check_reachable(loc)  # a stopped or wrong endpoint: StorageUnreachable within seconds
+        version = resolve_version(loc)
+        self.manifest = load_manifest(version)
+        try:
+            self.dtype = np.dtype(self.manifest["tokenizer"]["dtype"]).newbyteorder("<")
+        except (KeyError, TypeError) as e:
+            raise ManifestError(f"{version.uri}: manifest has no tokenizer dtype: {e}") from None
+        self.seq_len, self.rank, self.world_size, self.seed = seq_len, rank, world_size, seed
+        self.verify_checksums, self.retries = verify_checksums, retries
+        self._shards = self.manifest["shards"]
+        _check_index_header(version, self._shards, self.dtype)
+        self._shard_tokens = [int(s["tokens"]) for s in self._shards]
+        self.total_tokens = sum(self._shard_tokens)
+        self.windows_per_epoch = window_count(self.total_tokens, seq_len)
+        window_bytes = (seq_len + 1) * self.dtype.itemsize
+        if 2 * window_bytes > max_buffer_bytes:
+            raise ValueError(
+                f"max_buffer_bytes {max_buffer_bytes} must hold at least two windows"
+                f" ({window_bytes} bytes each)"
+            )
+        self.probe = None
+        if probe and self._shards:
+            big = max(self._shards, key=lambda s: s["bin_bytes"])
+            self.probe = probe_storage(version / big["bin"], int(big["bin_bytes"]))
+            latency_s, bandwidth_bytes_per_s = self.probe.latency_s, self.probe.bandwidth
+        self.plan: ReadPlan = read_plan(
+            DEFAULT_LATENCY_S if latency_s is None else latency_s,
+            bandwidth_bytes_per_s or DEFAULT_BANDWIDTH,
+            target_bytes_per_s,
+            max_buffer_bytes,
+            request_bytes,
+            inflight,
+        )
+        self.version = _with_pool(version, self.plan.inflight + 2)
+        self.stats = FetchStats()
+        self._active: Iterator[np.ndarray] | None = None
+        self._start_epoch(epoch)
+
+    # -- iteration ---------------------------------------------------------------------------------
+    def _start_epoch(self, epoch: int, base: Intervals | None = None, consumed: int = 0) -> None:
+        self.close()
+        self.epoch = epoch
+        self._base = normalize(base if base is not None else [(0, self.windows_per_epoch)])
+        self._consumed = consumed
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its beginning (shard order depends on seed and epoch)."""
+        self._start_epoch(epoch)
+
+    def remaining(self) -> int:
+        """Windows this rank has left in the current epoch."""
+        return count(rank_windows(self._base, self.rank, self.world_size, self._consumed))
+
+    def __iter__(self) -> StreamReader:
+        if self._active is None and self.remaining() == 0:
+            self._start_epoch(self.epoch + 1)
+        return self
+
+    def __next__(self) -> np.ndarray:
+        if self._active is None:
+            if self.remaining() == 0:
+                raise StopIteration
+            self._active = self._windows()
+        try:
+            return next(self._active)
+        except BaseException:
+            self._active = None
+            raise
+
+    def _windows(self) -> Iterator[np.ndarray]:
+        windows = rank_windows(self._base, self.rank, self.world_size, self._consumed)
+        order = shard_order(len(self._shards), self.seed, self.epoch)
+        ranges = plan_ranges(
+            token_ranges(windows, self.seq_len),
+            order,
+            self._shard_tokens,
+            self.dtype.itemsize,
+            self.plan.request_bytes,
+            whole_shards=self.verify_checksums,
+        )
+        entries, requests = self._requests(ranges)
+        fetcher = RangeFetcher(
+            requests,
+            self.plan.inflight,
+            self.plan.max_buffer_bytes,
+            self.retries,
+            self.stats,
+            name=f"stream-reader-r{self.rank}",
+        )
+        try:
+            pieces = self._pieces(fetcher, entries)
+            pending: deque[_Piece] = deque()
+            L = self.seq_len
+            for j in iter_windows(windows):
+                w0, w1 = j * L, j * L + L + 1
+                while pending and pending[0].end <= w0:
+                    fetcher.release(pending.popleft().nbytes)
+                while not pending or pending[-1].end < w1:
+                    piece = next(pieces)
+                    if piece.end <= w0:  # bytes read only for a checksum
+                        fetcher.release(piece.nbytes)
+                    else:
+                        pending.append(piece)
+                window = _cut(pending, w0, w1)
+                self._consumed += 1
+                self.stats.windows += 1
+                yield window
+            for piece in pieces:  # rest of the last shard, read for its checksum
+                fetcher.release(piece.nbytes)
+        finally:
+            fetcher.close()
+
+    def _requests(self, ranges: list[ByteRange]) -> tuple[list[ByteRange | int], list[Request]]:
+        """Fetch list: the ranges, each shard's .idx before its first range when verifying."""
+        entries: list[ByteRange | int] = []
+        requests: list[Request] = []
+        for r in ranges:
+            shard = self._shards[r.shard]
+            if self.verify_checksums and r.start == 0:
+                entries.append(r.shard)
+                requests.append(Request(self.version / shard["idx"], 0, int(shard["idx_bytes"])))
+            entries.append(r)
+            requests.append(Request(self.version / shard["bin"], r.start, r.end))
+        return entries, requests
+
+    def _pieces(self, fetcher: RangeFetcher, entries: list[ByteRange | int]) -> Iterator[_Piece]:
+        hashers: dict[int, Any] = {}
+        for i, entry in enumerate(entries):
+            data = fetcher.get(i)
+            if isinstance(entry, int):
+                self._check_index(entry, data)
+                fetcher.release(len(data))
+                continue
+            if self.verify_checksums:
+                hasher = hashers.setdefault(entry.shard, xxhash.xxh3_128())
+                hasher.update(data)
+                if entry.end == self._shards[entry.shard]["bin_bytes"]:
+                    self._check_digest(entry.shard, "bin", hashers.pop(entry.shard).hexdigest())
+            yield _Piece(entry.stream_token, np.frombuffer(data, self.dtype), len(data))
+
+    def _check_digest(self, shard: int, kind: str, digest: str) -> None:
+        expected = self._shards[shard][f"{kind}_xxh3_128"]
+        if digest != expected:
+            name = self._shards[shard][kind]
+            raise VerifyError(
+                f"{(self.version / name).uri}: streamed bytes have xxh3-128 {digest},"
+                f" manifest says {expected}"
+            )
+
+    def _check_index(self, shard: int, data: bytes) -> None:
+        self._check_digest(shard, "idx", xxhash.xxh3_128_hexdigest(data))
+        meta = self._shards[shard]
+        where = (self.version / meta["idx"]).uri
+        try:
+            info = decode_index(data)
+        except ShardFormatError as e:
+            raise VerifyError(f"{where}: {e}") from None
+        if info.dtype != self.dtype or info.bin_size != meta["bin_bytes"]:
+            raise VerifyError(
+                f"{where}: index describes {info.bin_size} bytes of {info.dtype},"
+                f" manifest {meta['bin_bytes']} bytes of {self.dtype}"
+            )
+
+    def close(self) -> None:
+        """Stop the fetcher threads of the epoch in progress (the position is kept)."""
+        active, self._active = self._active, None
+        if active is not None:
+            active.close()  # runs the generator's `finally`: joins every fetcher thread
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- resume ------------------------------------------------------------------------------------
+    def _stream_id(self) -> dict[str, Any]:
+        return {
+            "name": self.manifest.get("name"),
+            "version": self.manifest.get("version"),
+            "tokens": self.total_tokens,
+            "seq_len": self.seq_len,
+            "seed": self.seed,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            **self._stream_id(),
+            "epoch": self.epoch,
+            "base": [list(iv) for iv in self._base],
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "consumed": self._consumed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _check_state(state)
+        mine = self._stream_id()
+        wrong = [k for k in _STREAM_KEYS if state.get(k) != mine[k]]
+        if wrong:
+            raise ValueError(
+                f"state is for another stream: {', '.join(wrong)} differ"
+                f" ({[state.get(k) for k in wrong]} vs {[mine[k] for k in wrong]})"
+            )
+        base = normalize(state["base"])
+        if state["rank"] == self.rank and state["world_size"] == self.world_size:
+            self._start_epoch(state["epoch"], base, state["consumed"])
+        else:
+            self._start_epoch(state["epoch"], _job_remaining(state))
+
+    @staticmethod
+    def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """One job state from every rank's state: exactly the windows no rank has consumed yet."""
+        if not states:
+            raise ValueError("no states to merge")
+        for s in states:
+            _check_state(s)
+        first = states[0]
+        same = ("format", *_STREAM_KEYS, "epoch", "base", "world_size")
+        if any(s.get(k) != first.get(k) for s in states for k in same):
+            raise ValueError(f"states disagree on one of {same}: not from one job and epoch")
+        world = first["world_size"]
+        by_rank = {s["rank"]: s["consumed"] for s in states}
+        if sorted(by_rank) != list(range(world)):
+            raise ValueError(f"need the state of every rank 0..{world - 1}, got {sorted(by_rank)}")
+        remaining = remaining_after(
+            normalize(first["base"]), world, [by_rank[r] for r in range(world)]
+        )
+        return {
+            **first,
+            "base": [list(iv) for iv in remaining],
+            "world_size": None,
+            "rank": None,
+            "consumed": 0,
+        }
+
+
+def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) -> None:
+    """The first non-empty shard's .idx header (34 bytes, one ranged read) must state the
+    manifest's dtype and document count: otherwise every token read would be misdecoded (two
+    uint16 ids read as one uint32), checksums or not."""
+    shard = next((s for s in shards if s["documents"]), None)
+    if shard is None:
+        return
+    where = (version / shard["idx"]).uri
+    try:
+        header_dtype, seq_count = header_fields((version / shard["idx"]).read_bytes(0, HEADER_SIZE))
+    except OSError as e:
+        raise ManifestError(f"{where}: cannot read the index header: {e}") from None
+    if header_dtype != dtype or seq_count != shard["documents"]:
+        raise ManifestError(
+            f"{where}: the index header states {header_dtype} tokens in {seq_count} documents,"
+            f" the manifest {dtype} in {shard['documents']}: refusing to misread the shards"
+        )
+
+
+def _check_state(state: dict[str, Any]) -> None:
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError(f"not a {STATE_FORMAT} state")
+
+
+def _job_remaining(state: dict[str, Any]) -> Intervals:
+    """Windows the job has left: a merged state's set, or a rank state read as lockstep."""
+    base = normalize(state["base"])
+    if state["world_size"] is None:
+        return base
+    world = state["world_size"]
+    return remaining_after(base, world, [state["consumed"]] * world)
+
+
+def _cut(pending: deque[_Piece], w0: int, w1: int) -> np.ndarray:
+    """Tokens [w0, w1) of the stream from the contiguous pieces held, as a new array."""
+    parts = [
+        p.tokens[max(w0 - p.start, 0) : w1 - p.start]
+        for p in pending
+        if p.start < w1 and p.end > w0
+    ]
+    window = parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+    if len(window) != w1 - w0:
+        raise RuntimeError(f"internal: window [{w0}, {w1}) assembled {len(window)} tokens")
+    return window
+
+
+def _with_pool(loc: Location, connections: int) -> Location:
+    """The same location with an S3 connection pool of at least `connections`."""
+    if loc.is_local:
+        return loc
+    options = dict(loc.fs.storage_options)
+    config = dict(options.get("config_kwargs") or {})
+    if config.get("max_pool_connections", 10) >= connections:
+        return loc
+    options["config_kwargs"] = {**config, "max_pool_connections": connections}
+    return Location(type(loc.fs)(**options), loc.path)
+
+
+@functools.cache
+def _torch_dataset_class() -> type:
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(
+            "pipeline.stream.reader.TorchIterableDataset needs torch (pip install torch)"
+        ) from e
+
+    class TorchIterableDataset(torch.utils.data.IterableDataset):
+        """StreamReader for a DataLoader: each worker is a rank (rank * workers + worker id of
+        world_size * workers); windows come as int64 tensors. Resume state is per reader, so use
+        StreamReader directly where state_dict() is needed."""
+
+        def __init__(self, uri_or_location: str | Location, seq_len: int, **kwargs: Any):
+            super().__init__()
+            self._args, self._kwargs = (uri_or_location, seq_len), kwargs
+
+        def __iter__(self) -> Iterator[Any]:
+            kwargs = dict(self._kwargs)
+            worker = torch.utils.data.get_worker_info()
+            if worker is not None:
+                kwargs["rank"] = kwargs.get("rank", 0) * worker.num_workers + worker.id
+                kwargs["world_size"] = kwargs.get("world_size", 1) * worker.num_workers
+            with StreamReader(*self._args, **kwargs) as reader:
+                for window in reader:
+                    yield torch.from_numpy(window.astype(np.int64))
+
+    return TorchIterableDataset
+
+
+def __getattr__(name: str) -> Any:
+    """`TorchIterableDataset` is built on first use, so torch is imported only if wanted."""
+    if name == "TorchIterableDataset":
+        return _torch_dataset_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,164 @@
+"""Committed dataset versions of synthetic tokens, for tests and benchmarks.
+
+Shards are written exactly as the pipeline's pack stage writes them (`ShardWriter` into
+`Location.atomic_writer`s) and committed with `commit_manifest`, with every manifest field,
+size and checksum right, so `verify_version` passes. Documents have random lengths; each ends
+with the EOS id (vocab_size - 1). Generation is streamed in chunks: memory stays bounded whatever
+the shard size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import xxhash
+
+from pipeline.core.layout import new_version_id
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import FORMAT, commit_manifest
+from pipeline.formats.megatron import ShardWriter, token_dtype
+
+CHUNK_TOKENS = 4 * 2**20
+
+
+def doc_lengths(rng: np.random.Generator, tokens: int, low: int, high: int) -> np.ndarray:
+    """Random document lengths in [low, high) summing to exactly `tokens` (last one cut short)."""
+    if tokens == 0:
+        return np.zeros(0, np.int64)
+    lengths = rng.integers(low, high, size=tokens // low + 1, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    n = int(np.searchsorted(ends, tokens)) + 1
+    lengths = lengths[:n].copy()
+    lengths[-1] -= int(ends[n - 1]) - tokens
+    return lengths
+
+
+def _chunks(lengths: np.ndarray, chunk_tokens: int) -> Iterator[np.ndarray]:
+    """Consecutive runs of documents of about `chunk_tokens` tokens."""
+    ends = np.cumsum(lengths)
+    start = 0
+    while start < len(lengths):
+        stop = max(start + 1, int(np.searchsorted(ends, ends[start] + chunk_tokens, "right")))
+        yield lengths[start:stop]
+        start = stop
+
+
+def write_shard(
+    bin_loc: Location,
+    idx_loc: Location,
+    lengths: np.ndarray,
+    vocab_size: int,
+    rng: np.random.Generator,
+) -> dict:
+    """One shard of random tokens, documents of `lengths`; returns its manifest entry."""
+    dtype = token_dtype(vocab_size)
+    eos = vocab_size - 1
+    with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
+        writer = ShardWriter(bin_f, idx_f, dtype)
+        for lens in _chunks(lengths, CHUNK_TOKENS):
+            tokens = rng.integers(0, eos, size=int(lens.sum()), dtype=dtype)
+            tokens[np.cumsum(lens)[lens > 0] - 1] = eos
+            writer.add(tokens, lens)
+        info = writer.close()
+    return {
+        "bin": bin_loc.name,
+        "idx": idx_loc.name,
+        "bin_bytes": info.bin_bytes,
+        "idx_bytes": info.idx_bytes,
+        "tokens": info.tokens,
+        "documents": info.documents,
+        "bin_xxh3_128": info.bin_xxh3_128,
+        "idx_xxh3_128": info.idx_xxh3_128,
+    }
+
+
+def write_version(
+    dataset: Location,
+    shard_tokens: Sequence[int],
+    *,
+    name: str = "synthetic",
+    vocab_size: int = 50_000,
+    seed: int = 0,
+    doc_tokens: tuple[int, int] = (64, 4096),
+    commit: bool = True,
+) -> Location:
+    """Write shards of `shard_tokens[k]` tokens under a new version of `dataset`, then commit.
+
+    With `commit=False` the shards are written but no manifest: a version that does not exist.
+    """
+    rng = np.random.default_rng(seed)
+    run_id = xxhash.xxh3_64_hexdigest(f"{name}:{seed}:{list(shard_tokens)}".encode())
+    version_id = new_version_id(run_id)
+    version = dataset / version_id
+    shards = []
+    for k, tokens in enumerate(shard_tokens):
+        lengths = doc_lengths(rng, int(tokens), *doc_tokens)
+        shards.append(
+            write_shard(
+                version / f"shard-{k:05d}.bin",
+                version / f"shard-{k:05d}.idx",
+                lengths,
+                vocab_size,
+                rng,
+            )
+        )
+    docs = sum(s["documents"] for s in shards)
+    manifest = {
+        "format": FORMAT,
+        "name": name,
+        "version": version_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "config": {
+            "synthetic": {
+                "shard_tokens": list(map(int, shard_tokens)),
+                "seed": seed,
+                "doc_tokens": list(doc_tokens),
+            }
+        },
+        "config_hash": run_id,
+        "tokenizer": {
+            "fingerprint": "synthetic",
+            "vocab_size": vocab_size,
+            "eos": "<eos>",
+            "eos_id": vocab_size - 1,
+            "dtype": np.dtype(token_dtype(vocab_size)).name,
+        },
+        "counts": {
+            "docs_in": docs,
+            "docs_out": docs,
+            "removed_exact": 0,
+            "removed_near": 0,
+            "quarantined": 0,
+            "tokens": sum(s["tokens"] for s in shards),
+            "quarantined_by_reason": {},
+        },
+        "lineage": _empty_lineage(dataset, run_id) if commit else {},
+        "shards": shards,
+        "run": {"run_id": run_id, "output_uri": dataset.uri, "synthetic": True},
+    }
+    if commit:
+        commit_manifest(version, manifest)
+    return version
+
+
+def _empty_lineage(dataset: Location, run_id: str) -> dict[str, str]:
+    """The run records verify checks (verify_lineage), for a version read from no input: an
+    empty input manifest, dedup audit and quarantine listing."""
+    from pipeline.dedup.exact import REMOVED_SCHEMA
+    from pipeline.formats.manifest import table_digest
+    from pipeline.ingest.listing import INPUTS_SCHEMA
+    from pipeline.ingest.readers import QUARANTINE_SCHEMA
+
+    run = f"_work/runs/{run_id}"
+    lineage = {}
+    for key, name, schema in (
+        ("input_manifest", "inputs.parquet", INPUTS_SCHEMA),
+        ("removed", "removed.parquet", REMOVED_SCHEMA),
+        ("quarantine", "quarantine.parquet", QUARANTINE_SCHEMA),
+    ):
+        (dataset / run / name).write_parquet(schema.empty_table())
+        lineage[key] = f"{run}/{name}"
+    lineage["input_manifest_xxh3_128"] = table_digest(INPUTS_SCHEMA.empty_table())
+    return lineage

@@ -1,0 +1,143 @@
+"""Equality of tokenizer engines, proven on the data rather than assumed (pure core).
+
+A fast engine is used only while it gives the reference engine's (Hugging Face tokenizers) ids:
+
+- the probe, before the tokenize stage: a fixed set of hard strings (`hard_strings`: scripts,
+  emoji sequences, combining marks, bidi and control characters, long runs, code, and the text of
+  every special/added token inside prose) plus the first documents of several units; any
+  difference and the whole run uses the reference;
+- in every tokenize task, a deterministic sample of the documents (`sample_rows`: chosen by the
+  document's shuffle key, a hash of its stable id) is re-encoded with the reference before the
+  task writes anything; a difference fails the task (EngineMismatch, naming the document).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.tokens.encode import Encoder
+
+SAMPLE_SCALE = 1 << 20  # resolution of tokenize.verify_fraction
+
+
+class EngineMismatch(Exception):
+    """Two engines gave different ids for the same document."""
+
+
+def first_difference(
+    a_ids: np.ndarray, a_lens: np.ndarray, b_ids: np.ndarray, b_lens: np.ndarray
+) -> tuple[int, int] | None:
+    """(document, token position) of the first difference between two encodings, or None."""
+    if np.array_equal(a_lens, b_lens) and np.array_equal(a_ids, b_ids):
+        return None
+    a_off = np.concatenate([[0], np.cumsum(a_lens)])
+    b_off = np.concatenate([[0], np.cumsum(b_lens)])
+    for doc in range(len(a_lens)):  # only on a difference: find where
+        a = a_ids[a_off[doc] : a_off[doc + 1]]
+        b = b_ids[b_off[doc] : b_off[doc + 1]]
+        if not np.array_equal(a, b):
+            n = min(len(a), len(b))
+            unequal = np.flatnonzero(a[:n] != b[:n])
+            return doc, int(unequal[0]) if len(unequal) else n
+    raise AssertionError("encodings differ but no document does")  # lengths sum differ only
+
+
+def describe(
+    doc: int, pos: int, name: str, ref: tuple, got: tuple, engine: str
+) -> str:
+    """One line naming the document, the position and both engines' ids there."""
+    def at(ids, lens):
+        start = int(np.sum(lens[:doc]))
+        seq = ids[start : start + int(lens[doc])]
+        return int(seq[pos]) if pos < len(seq) else "end of document"
+
+    return (
+        f"document {name!r} differs at token {pos}: {engine} {at(*got)},"
+        f" tokenizers {at(*ref)}"
+    )
+
+
+def check_against(
+    reference: Encoder,
+    encoder: Encoder,
+    texts: list[str],
+    ids: np.ndarray,
+    lengths: np.ndarray,
+    check: list[tuple[int, str]],
+) -> None:
+    """Re-encode the `check` documents (row in `texts`, name) with `reference` and compare them
+    with the same documents inside (`ids`, `lengths`); EngineMismatch on the first difference."""
+    rows = np.array([row for row, _ in check], dtype=np.int64)
+    ref_ids, ref_lens = reference.encode_flat([texts[r] for r in rows])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    got_lens = lengths[rows]
+    got_ids = (
+        np.concatenate([ids[offsets[r] : offsets[r + 1]] for r in rows])
+        if len(rows)
+        else ids[:0]
+    )
+    diff = first_difference(ref_ids, ref_lens, got_ids, got_lens)
+    if diff is not None:
+        doc, pos = diff
+        raise EngineMismatch(
+            describe(doc, pos, check[doc][1], (ref_ids, ref_lens), (got_ids, got_lens),
+                     encoder.name)
+        )
+
+
+def sample_rows(keys: np.ndarray, fraction: float) -> np.ndarray:
+    """Rows to re-encode: those whose uint64 shuffle key (a hash of the document's stable id)
+    falls in the lowest `fraction` of its low bits; row 0 when none does, so that every task
+    checks at least one document (unless the fraction is 0)."""
+    if len(keys) == 0 or fraction <= 0:
+        return np.empty(0, np.int64)
+    low = keys.astype(np.uint64) % np.uint64(SAMPLE_SCALE)
+    chosen = np.flatnonzero(low < np.uint64(max(1, round(fraction * SAMPLE_SCALE))))
+    return chosen if len(chosen) else np.zeros(1, np.int64)
+
+
+def compare_engines(
+    reference: Encoder, encoder: Encoder, texts: list[str], names: list[str]
+) -> str | None:
+    """The probe: None when both engines give the same ids for every text, else a line naming
+    the first differing document and position."""
+    ref = reference.encode_flat(texts)
+    got = encoder.encode_flat(texts)
+    diff = first_difference(*ref, *got)
+    if diff is None:
+        return None
+    doc, pos = diff
+    return describe(doc, pos, names[doc], ref, got, encoder.name)
+
+
+def hard_strings(special_tokens: list[str]) -> list[tuple[str, str]]:
+    """(name, text) pairs that tokenizers get wrong in different ways; the special tokens' text
+    is placed inside prose, at the start, at the end, and glued to words."""
+    cases = {
+        "cjk": "漢字かなカナ한국어 中文文本，标点。日本語の文章です。",
+        "emoji-zwj": "family 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 keycap 1️⃣ rainbow 🏳️‍🌈",
+        "combining": "e\u0301 a\u0308 n\u0303 Z\u0351\u0334\u0335a\u0317\u0318lgo \u1e9b\u0323",
+        "rtl": "English عربي עברית mixed \u202eevil\u202c \u200fmark\u200e fin",
+        "control": "nul\x00tab\tbell\x07esc\x1b[0mform\x0cvt\x0bcr\r\nend\x7f\x85",
+        "long-word": "a" * 5000 + " " + "xyz" * 3000,
+        "long-line": ("lorem ipsum dolor sit amet " * 800).strip(),
+        "whitespace": " " * 3000 + "\t" * 500 + "\n" * 500 + "\u00a0\u2003\u3000" * 100,
+        "digits": "1234567890" * 500 + " 3.14159e-10 0x1F -42 1,000,000",
+        "code": (
+            "def f(x: int) -> int:\n    return x ** 2  # square\n\n"
+            "int main(void) { printf(\"%d\\n\", 42); return 0; }\n"
+            "fn main() { let v: Vec<u8> = vec![1, 2]; }\n<div class=\"a\">&amp;</div>\n"
+        ),
+        "surrogate-range": "\ud7ff\ue000\uffff\U0001f600\U0010ffff",
+        "mixed-case": "HTTPServer getHTTPResponseCode iPhone McDonald's don't I'M",
+        "empty": "",
+    }
+    out = list(cases.items())
+    for token in special_tokens:
+        out += [
+            (f"special-in-prose {token}", f"The end {token} and a new start."),
+            (f"special-edges {token}", f"{token}begin{token}middle {token}{token} end{token}"),
+            (f"special-alone {token}", token),
+            (f"special-partial {token}", token[:-1] + " " + token[1:]),
+        ]
+    return out

@@ -1,0 +1,253 @@
+"""Tokenize once (pure core): texts -> one concatenated token array + per-document lengths.
+
+The tokenizer is any Hugging Face `tokenizer.json`. Two engines encode it behind one interface
+(`Encoder.encode_flat(texts) -> (uint32 ids of all texts concatenated, int64 lengths)`):
+
+- `fastokens` (Rust; `encode_batch_flat` returns two flat buffers, no Python object per document
+  or token). It refuses at load what it cannot reproduce (e.g. NFKC or BERT normalizers).
+- `tokenizers` (Hugging Face): the reference. Its API returns one Python object per document, so
+  collecting the ids costs a Python step per document.
+
+Both encode the text of special and added tokens inside a document as ordinary text when
+`special_as_text` is set (fastokens `split_special_tokens=True`, tokenizers
+`encode_special_tokens = True`), so the EOS id appears only where `frame` appends it. `frame` adds
+the optional BOS and the EOS around every document and converts to the on-disk dtype in numpy.
+
+The engines are checked against each other rather than trusted: see tokens/check.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from pipeline.formats.megatron import token_dtype
+
+ENGINES = ("fastokens", "tokenizers")
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot be imported here or cannot load this tokenizer.json."""
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    fingerprint: str  # sha256 of tokenizer.json
+    vocab_size: int
+    eos: str
+    eos_id: int
+    dtype: str  # numpy dtype name of the tokens on disk
+
+    def as_dict(self) -> dict:
+        return {
+            "fingerprint": self.fingerprint,
+            "vocab_size": self.vocab_size,
+            "eos": self.eos,
+            "eos_id": self.eos_id,
+            "dtype": self.dtype,
+        }
+
+
+def load_tokenizer(path: str, eos: str) -> tuple[Tokenizer, TokenizerInfo]:
+    with open(path, "rb") as f:
+        return tokenizer_from_json(f.read(), eos, path)
+
+
+def tokenizer_from_json(
+    raw: bytes, eos: str, name: str = "tokenizer.json"
+) -> tuple[Tokenizer, TokenizerInfo]:
+    return tokenizer_info(Tokenizer.from_str(raw.decode("utf-8")), raw, eos, name)
+
+
+def tokenizer_info(
+    tokenizer: Tokenizer, raw: bytes, eos: str, name: str = "tokenizer.json"
+) -> tuple[Tokenizer, TokenizerInfo]:
+    """The facts recorded about a tokenizer (parsed from `raw`) and its EOS."""
+    eos_id = tokenizer.token_to_id(eos)
+    if eos_id is None:
+        raise ValueError(f"EOS token {eos!r} is not in tokenizer {name}")
+    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+    info = TokenizerInfo(
+        fingerprint=hashlib.sha256(raw).hexdigest(),
+        vocab_size=vocab,
+        eos=eos,
+        eos_id=eos_id,
+        dtype=np.dtype(token_dtype(vocab)).name,
+    )
+    return tokenizer, info
+
+
+def token_id(tokenizer: Tokenizer, token: str | None, name: str = "tokenizer.json") -> int | None:
+    """The id of a configured token (BOS); None when none is configured."""
+    if token is None:
+        return None
+    tid = tokenizer.token_to_id(token)
+    if tid is None:
+        raise ValueError(f"token {token!r} is not in tokenizer {name}")
+    return tid
+
+
+def encode_batch(tokenizer: Tokenizer, texts: list[str]):
+    fast = getattr(tokenizer, "encode_batch_fast", None)
+    return (
+        fast(texts, add_special_tokens=False)
+        if fast
+        else tokenizer.encode_batch(texts, add_special_tokens=False)
+    )
+
+
+class Encoder(Protocol):
+    name: str
+
+    def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(uint32 ids of every text concatenated, int64 token count of each text)."""
+        ...
+
+
+class TokenizersEncoder:
+    name = "tokenizers"
+
+    def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
+        self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+        self.tokenizer.encode_special_tokens = special_as_text
+
+    def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        encodings = encode_batch(self.tokenizer, texts) if texts else []
+        lengths = np.fromiter((len(e) for e in encodings), np.int64, len(encodings))
+        ids = np.fromiter(
+            itertools.chain.from_iterable(e.ids for e in encodings), np.uint32, int(lengths.sum())
+        )
+        return ids, lengths
+
+
+class FastokensEncoder:
+    name = "fastokens"
+
+    def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
+        try:
+            import fastokens  # optional: no wheel for every platform
+        except ImportError as e:
+            raise EngineUnavailable(f"fastokens cannot be imported: {e}") from None
+        try:
+            self.tokenizer = fastokens.Tokenizer.from_json_str(raw.decode("utf-8"))
+        except Exception as e:  # noqa: BLE001 - fastokens refuses what it cannot reproduce
+            raise EngineUnavailable(f"fastokens cannot load the tokenizer.json: {e}") from None
+        self.split_special = special_as_text
+
+    def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self.tokenizer.encode_batch_flat(
+            texts, add_special_tokens=False, split_special_tokens=self.split_special
+        )
+        lengths = np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
+        ids = np.frombuffer(ids, "<u4")
+        if FAULT_MARKER:
+            ids = _alter_marked(texts, ids, lengths)
+        return ids, lengths
+
+
+# Fault injection for tests, like testing/fault_proxy.py for storage: with this variable set in the
+# workers' environment, fastokens' first id of every text containing its value is changed, so a
+# test can watch a disagreeing engine be caught (tests/test_tokenize_engine.py).
+FAULT_ENV = "PIPELINE_FAULT_FASTOKENS_ALTER"
+FAULT_MARKER = os.environ.get(FAULT_ENV, "")
+
+
+def _alter_marked(texts: list[str], ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    ids = ids.copy()
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, text in enumerate(texts):
+        if FAULT_MARKER in text and lengths[i]:
+            ids[starts[i]] ^= 1
+    return ids
+
+
+def make_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Encoder:
+    if engine == "fastokens":
+        return FastokensEncoder(raw, special_as_text)
+    if engine == "tokenizers":
+        return TokenizersEncoder(raw, special_as_text)
+    raise ValueError(f"unknown tokenizer engine {engine!r}; known: {', '.join(ENGINES)}")
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(engine: str, digest: str, special_as_text: bool, raw: bytes) -> Encoder:
+    return make_encoder(engine, raw, special_as_text)
+
+
+def cached_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Encoder:
+    """make_encoder, kept per process: a Ray worker runs many tasks with the same tokenizer, and
+    loading one costs tens to hundreds of milliseconds. Encoders are read-only once built."""
+    digest = hashlib.sha256(raw).hexdigest()
+    return _cached(engine, digest, special_as_text, raw)
+
+
+def frame(
+    ids: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray]:
+    """Documents as stored: [BOS] ids EOS each, concatenated in `dtype`; their int64 lengths."""
+    extra = 1 if bos_id is None else 2
+    out_lengths = lengths.astype(np.int64) + extra
+    ends = np.cumsum(out_lengths)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=dtype)
+    content = np.ones(len(out), dtype=bool)
+    content[ends - 1] = False
+    if bos_id is not None:
+        content[ends - out_lengths] = False
+        out[ends - out_lengths] = bos_id
+    out[ends - 1] = eos_id
+    out[content] = ids
+    return out, out_lengths
+
+
+@dataclass
+class Batch:
+    """Texts to encode, and which of them (row in batch, document id) to check."""
+
+    texts: list[str]
+    check: list[tuple[int, str]] = field(default_factory=list)
+
+
+def tokenize_batches(
+    encoder: Encoder,
+    batches: Iterable[Batch],
+    eos_id: int,
+    bos_id: int | None,
+    dtype: np.dtype,
+    reference: Encoder | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Frame each batch's documents, in order, two batches at a time.
+
+    The engines release the GIL while they encode, so one batch's framing overlaps the next
+    one's encoding instead of adding to it. At most three batches are held at once. With a
+    `reference`, each batch's `check` documents are re-encoded by it and compared first
+    (tokenize_check.EngineMismatch on a difference).
+    """
+    from pipeline.tokens.check import check_against
+
+    def one(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        ids, lengths = encoder.encode_flat(batch.texts) if batch.texts else _EMPTY
+        if reference is not None and batch.check:
+            check_against(reference, encoder, batch.texts, ids, lengths, batch.check)
+        return frame(ids, lengths, eos_id, bos_id, dtype)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending: deque = deque()
+        for batch in batches:
+            pending.append(pool.submit(one, batch))
+            if len(pending) > 2:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+_EMPTY = (np.empty(0, np.uint32), np.empty(0, np.int64))

@@ -1,0 +1,285 @@
+"""The cluster path: a job submitted to a real Ray head, and several Ray nodes that share only S3.
+
+Both tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
+stop every Ray on the machine, other users' included). Ray's temp dir (sessions, sockets and the
+"current cluster" address file that a bare `ray.init()` reads) is private to each test through
+RAY_TMPDIR, so no other Ray on the machine can be joined by mistake. Each test takes 30-60 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+from helpers import REPO, SAMPLE_CONFIG
+
+from pipeline.config import load_config
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import comparable
+from pipeline.formats.verify import verify_version
+from pipeline.run.driver import run_pipeline
+from pipeline.testing.s3 import free_port
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
+    return [(version / s[k]).read_bytes() for s in manifest["shards"] for k in ("bin", "idx")]
+
+
+@pytest.fixture
+def ray_tmpdir() -> Iterator[str]:
+    # Short, under /tmp: Ray's Unix socket paths must stay under ~107 characters.
+    path = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def live_processes(marker: str | None = None, session: int | None = None) -> list[str]:
+    """Running (not zombie) processes whose command line names `marker` or whose session id is
+    `session`: what a stopped Ray must not leave behind. Read-only: it signals nothing."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, sid = fields[0], int(fields[3])
+        if state != "Z" and ((marker is not None and marker in cmd) or sid == session):
+            found.append(f"{pid} {cmd[:160]}")
+    return found
+
+
+def ray_env(tmpdir: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "RAY_TMPDIR": tmpdir,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+        # A loopback test cluster: no token (a real cluster keeps Ray's token auth, jobs/README)
+        "RAY_AUTH_MODE": "disabled",
+        # The job's `python` is the cluster's python: this venv's.
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@contextlib.contextmanager
+def ray_head(tmpdir: str, num_cpus: int = 2) -> Iterator[tuple[str, dict, subprocess.Popen]]:
+    """`ray start --head --block` in a session of its own; yields (dashboard URL, env, process).
+
+    Every port is a free one (two Ray heads on one machine collide on the fixed defaults). On exit
+    the head gets SIGTERM (with --block it stops all its processes), then its process group gets
+    SIGKILL if anything of it is still running."""
+    env = ray_env(tmpdir)
+    dashboard = free_port()
+    ports = {
+        "port": free_port(),
+        "dashboard-port": dashboard,
+        "ray-client-server-port": free_port(),
+        "dashboard-agent-listen-port": free_port(),
+        "dashboard-agent-grpc-port": free_port(),
+        "runtime-env-agent-port": free_port(),
+        "metrics-export-port": free_port(),
+    }
+    log = open(os.path.join(tmpdir, "head.log"), "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            str(VENV_BIN / "ray"),
+            "start",
+            "--head",
+            "--block",
+            f"--num-cpus={num_cpus}",
+            "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            f"--temp-dir={tmpdir}",
+            "--disable-usage-stats",
+            *(f"--{name}={port}" for name, port in ports.items()),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{dashboard}"
+    try:
+        _wait_for_dashboard(url, proc, tmpdir, timeout=90)
+        yield url, env, proc
+    finally:
+        _stop_head(proc)
+        log.close()
+
+
+def _wait_for_dashboard(url: str, proc: subprocess.Popen, tmpdir: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = Path(tmpdir, "head.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"ray start exited with {proc.returncode}:\n{log}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/version", timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers (an auth error is an answer)
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)
+    raise TimeoutError(f"the Ray dashboard at {url} did not answer within {timeout} s")
+
+
+def _stop_head(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while live_processes(session=proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if live_processes(session=proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the group we started, by its id
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def test_job_on_a_real_head_runs_verifies_and_leaves_nothing(ray_tmpdir, tmp_path):
+    out = tmp_path / "out"  # absolute: the job runs in its own copy of the working dir
+    with ray_head(ray_tmpdir) as (url, env, head):
+        job = subprocess.run(
+            [
+                str(VENV_BIN / "ray"),
+                "job",
+                "submit",
+                "--address",
+                url,
+                "--working-dir",
+                str(REPO),
+                "--",
+                "python",
+                "jobs/run.py",
+                "--config",
+                "configs/sample.yaml",
+                "--output",
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        log = job.stdout + job.stderr
+        assert job.returncode == 0, log[-4000:]
+        assert "succeeded" in log and "committed" in log and "1 nodes, 2 CPUs" in log
+        # the driver ran from the uploaded working dir, not from this checkout
+        assert _uploaded_copies(ray_tmpdir, "jobs/run.py")
+    assert live_processes(ray_tmpdir, session=head.pid) == []
+    verify = subprocess.run(
+        [sys.executable, "-m", "pipeline", "verify", str(out / "sample")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert verify.returncode == 0 and "verify OK" in verify.stdout, verify.stderr
+
+
+def _uploaded_copies(tmpdir: str, name: str) -> list[Path]:
+    return list(Path(tmpdir).glob(f"session_*/runtime_resources/working_dir_files/*/{name}"))
+
+
+def nodes_per_task_name(expect: set[str], timeout: float = 15) -> dict[str, set[str]]:
+    """Which nodes ran tasks of each name, from the task events the GCS keeps.
+
+    Workers report task events every second or so, hence the wait for the `expect`ed names.
+    `ray.util.state.list_tasks` would say the same but needs the dashboard, which these nodes do
+    not start; this reads the events through Ray's GlobalState (a private API)."""
+    from ray._private.state import state
+
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes: dict[str, set[str]] = {}
+        for event in state._get_all_task_events():
+            node = event.state_updates.node_id.hex() if event.HasField("state_updates") else ""
+            if event.task_info.name and node:
+                nodes.setdefault(event.task_info.name, set()).add(node)
+        if expect <= set(nodes) or time.monotonic() > deadline:
+            return nodes
+        time.sleep(0.5)
+
+
+def test_three_nodes_sharing_only_s3_give_the_single_node_bytes(
+    s3_bucket, s3_storage, tmp_path, ray_tmpdir, monkeypatch
+):
+    from ray.cluster_utils import Cluster
+
+    fs = Location.from_uri(f"s3://{s3_bucket}", s3_storage).fs
+    fs.put(str(REPO / "sample") + "/", f"{s3_bucket}/raw/", recursive=True)
+    fs.invalidate_cache()
+    endpoint = f"storage.endpoint_url={s3_storage.endpoint_url}"
+    ray.shutdown()  # nothing of an earlier test's Ray may be joined
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmpdir)
+    # Node processes inherit this process's environment: the S3 fixture's dummy credentials.
+    assert os.environ.get("AWS_ACCESS_KEY_ID")
+
+    # Reference: one node with one CPU, the same S3 input, output on the local disk.
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        single = run_pipeline(
+            load_config(
+                SAMPLE_CONFIG,
+                input_uri=f"s3://{s3_bucket}/raw",
+                output_uri=str(tmp_path / "single"),
+                overrides=[endpoint],
+            ),
+            show_progress=False,
+        )
+    finally:
+        ray.shutdown()
+
+    saved_sigterm = signal.getsignal(signal.SIGTERM)  # Ray's Node installs its own handler
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cfg = load_config(
+            SAMPLE_CONFIG,
+            input_uri=f"s3://{s3_bucket}/raw",
+            output_uri=f"s3://{s3_bucket}/out",
+            overrides=[endpoint, f"ray.address={cluster.address}"],
+        )
+        result = run_pipeline(cfg, show_progress=False)
+        assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
+        ran_on = nodes_per_task_name(expect={"read_unit", "tokenize_unit_task", "pack_shard"})
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        signal.signal(signal.SIGTERM, saved_sigterm)
+
+    assert live_processes(ray_tmpdir) == []
+    # The work really was spread (where each task lands is the scheduler's choice, so only the
+    # union is asserted: the stages' tasks ran on more than one node).
+    assert len(set().union(*ran_on.values())) >= 2, ran_on
+    assert result.version.uri.startswith("s3://")
+    verify_version(result.version)
+    assert shard_bytes(result.version, result.manifest) == shard_bytes(
+        single.version, single.manifest
+    )
+    assert comparable(result.manifest) == comparable(single.manifest)

@@ -1,0 +1,156 @@
+"""Resume, already-committed, incremental reuse and the single-writer lease, on the sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO, SAMPLE_CONFIG
+
+from pipeline.config import load_config
+from pipeline.core.layout import RunLayout
+from pipeline.core.lease import LeaseHeld
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import committed_versions, resolve_version
+from pipeline.run.driver import run_pipeline
+
+
+def files_under(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+def shards(version: Location) -> dict[str, bytes]:
+    return {n: (version / n).read_bytes() for n in version.ls_names() if n.startswith("shard")}
+
+
+def test_rerun_of_a_committed_run_writes_nothing(ray_local, tmp_path):
+    cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
+    first = run_pipeline(cfg, show_progress=False)
+    before = files_under(tmp_path)
+    again = run_pipeline(cfg, show_progress=False)
+    assert again.already_committed and again.version.name == first.version.name
+    assert files_under(tmp_path) == before
+
+
+def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path):
+    cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
+    first = run_pipeline(cfg, show_progress=False)
+    layout = RunLayout.for_config(cfg, first.manifest["run"]["run_id"])
+    units = sorted({u["unit_id"] for u in layout.units.read_parquet().to_pylist()})
+    # a crash mid-unit: no completion marker, a half-written temp file, no committed version
+    layout.read_done(units[0]).remove()
+    Path(layout.read_docs(units[0]).path + ".tmp-deadbeef").write_bytes(b"partial")
+    layout.committed.remove()
+    (first.version / "manifest.json").remove()
+    second = run_pipeline(cfg, show_progress=False)
+    read = next(s for s in second.stages if s.name == "read+hash")
+    assert (read.tasks, read.reused) == (len(units), len(units) - 1)
+    assert shards(second.version) == shards(first.version)
+
+
+def test_driver_killed_mid_run_then_rerun_is_byte_identical(ray_local, tmp_path):
+    reference = run_pipeline(
+        load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "ref")), show_progress=False
+    )
+    out = tmp_path / "crash"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--config",
+            str(SAMPLE_CONFIG),
+            "--output",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(out.glob("sample/_work/units/*/*.done.json")):
+        assert proc.poll() is None and time.monotonic() < deadline, "run ended before the kill"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray, mid-stage
+    proc.wait()
+    dataset = Location.from_uri(str(out / "sample"))
+    assert committed_versions(dataset) == []
+    assert (out / "sample/_work/lease.json").exists()  # left behind by the dead driver
+    result = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(out)), show_progress=False)
+    assert shards(result.version) == shards(reference.version)
+    assert resolve_version(dataset).name == result.version.name
+
+
+def test_concurrent_run_is_refused(ray_local, tmp_path):
+    lease = tmp_path / "sample" / "_work" / "lease.json"
+    lease.parent.mkdir(parents=True)
+    holder = {
+        "run_id": "other",
+        "host": "another-host",
+        "pid": 1,
+        "acquired_at": time.time(),
+        "expires_at": time.time() + 600,
+    }
+    lease.write_text(json.dumps(holder))
+    with pytest.raises(LeaseHeld, match="refusing a concurrent run"):
+        run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
+    assert json.loads(lease.read_text()) == holder  # the holder's lease is untouched
+    holder["expires_at"] = time.time() - 61  # expired, past the clock-skew margin: taken over
+    lease.write_text(json.dumps(holder))
+    result = run_pipeline(load_config(SAMPLE_CONFIG, output_uri=str(tmp_path)), show_progress=False)
+    assert result.version.exists() and not lease.exists()
+
+
+def test_added_file_reuses_unchanged_units(ray_local, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(12):
+        lines = [
+            json.dumps({"id": f"{i}-{j}", "text": f"file {i} document {j} " + "x " * 40})
+            for j in range(50)
+        ]
+        (data / f"part-{i}.jsonl").write_text("\n".join(lines) + "\n")
+    sets = ["ingest.unit_bytes=4KiB"]
+    cfg = load_config(
+        SAMPLE_CONFIG, input_uri=str(data), output_uri=str(tmp_path / "out"), overrides=sets
+    )
+    first = run_pipeline(cfg, show_progress=False)
+    # a file lands in the middle of the path order: only the units next to it are cut anew
+    (data / "part-3a.jsonl").write_text(json.dumps({"id": "new", "text": "a new document"}) + "\n")
+    second = run_pipeline(cfg, show_progress=False)
+    read = next(s for s in second.stages if s.name == "read+hash")
+    first_read = next(s for s in first.stages if s.name == "read+hash")
+    assert first_read.tasks >= 6
+    assert read.tasks - read.reused <= 2 and read.reused >= first_read.tasks - 2
+    assert second.manifest["counts"]["docs_out"] == first.manifest["counts"]["docs_out"] + 1
+    # a changed object (new mtime and content) is read again
+    (data / "part-7.jsonl").write_text(json.dumps({"id": "7-x", "text": "changed"}) + "\n")
+    third = run_pipeline(cfg, show_progress=False)
+    read = next(s for s in third.stages if s.name == "read+hash")
+    assert 1 <= read.tasks - read.reused <= 2
+
+
+def test_lease_is_renewed_before_it_expires(tmp_path):
+    from pipeline.core.lease import Lease
+
+    lease = Lease(Location.from_uri(str(tmp_path / "lease.json")), "run", ttl_s=0.3)
+    lease.acquire()
+    first = json.loads((tmp_path / "lease.json").read_text())["expires_at"]
+    lease.renew_if_due()  # too early: nothing written
+    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] == first
+    time.sleep(0.15)
+    lease.renew_if_due()
+    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] > first
+    lease.release()
+    assert not (tmp_path / "lease.json").exists()

@@ -1,0 +1,197 @@
+"""Case 1 of "nothing wrong committed": every reused intermediate is keyed by every config key
+that decides its bytes (Config.stage_keys), checked key by key, and end to end on a real run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import typing
+from pathlib import Path
+
+import numpy as np
+import pydantic
+import pytest
+from helpers import SAMPLE_CONFIG
+from pydantic import BaseModel, ByteSize
+
+from pipeline.config import Config, load_config
+from pipeline.formats.megatron import decode_index
+from pipeline.run.driver import run_pipeline
+from pipeline.tokens.encode import load_tokenizer
+
+STAGES = ("read", "tokens", "run")
+
+# Which intermediates a change of each key must recompute; a key not listed here (added later)
+# must change all of them (the safe default of stage_keys).
+EXPECT = {
+    "input.uri": set(),
+    "input.include": {"run"},  # selection: same units keep their outputs
+    "input.exclude": {"run"},
+    "ingest.unit_bytes": {"run"},  # decides the units (their ids), not what a unit holds
+    "ingest.max_error_rate": {"run"},
+    "dedup.exact": {"run"},  # dedup decisions reach token files through <removed>
+    "tokenize.tokenizer": set(),  # a copy with the same content: by content, not by path
+    "tokenize.eos": {"tokens", "run"},
+    "tokenize.batch_docs": {"run"},
+    "tokenize.engine": set(),  # same ids whatever the engine: not even a new run (issue 11)
+    "tokenize.verify_fraction": set(),  # how much is re-checked: not part of the output at all
+    "pack.shard_bytes": {"run"},
+    "pack.seed": {"tokens", "run"},
+}
+_NEVER = ("name", "output.", "storage.", "ray.", "retention.", "prices.")
+
+
+def expected(key: str) -> set[str]:
+    if key in EXPECT:
+        return EXPECT[key]
+    if key.startswith(_NEVER):
+        return {"run"} if key == "name" else set()
+    if key.startswith("dedup.near."):
+        return {"run"}
+    if key.startswith(("tokenize.", "pack.")):
+        return {"tokens", "run"}
+    return set(STAGES)  # input, ingest, dedup and new sections: everything downstream
+
+
+def leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, typing.Any]]:
+    out = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out += leaves(ann, f"{prefix}{name}.")
+        else:
+            out.append((f"{prefix}{name}", ann))
+    return out
+
+
+def candidates(key: str, ann: typing.Any, current: typing.Any, tmp: Path) -> list[typing.Any]:
+    if key == "tokenize.tokenizer":
+        copy = tmp / "same-content.json"
+        shutil.copyfile(current, copy)
+        return [str(copy)]
+    if key == "tokenize.eos":
+        return ["<|pad|>", "<pad>", "<unk>", "</s>", "<s>"]
+    if typing.get_origin(ann) is typing.Literal:  # a choice: every other allowed value
+        return [v for v in typing.get_args(ann) if v != current]
+    if isinstance(current, bool):
+        return [not current]
+    if isinstance(current, (ByteSize, int)):
+        return [current + 1, current * 2 + 1, 1]
+    if isinstance(current, float):
+        return [current / 2, current + 1, 0.5, 0.9]
+    if isinstance(current, str):
+        return [current + "x", current + "/x", "x"]
+    if isinstance(current, list):
+        return [[*current, "**/*.x"], ["x"], []]
+    if current is None:
+        return ["x", 1, 1.0, True, "http://127.0.0.1:1"]
+    if isinstance(current, dict):
+        return [{}]
+    return []
+
+
+def set_key(raw: dict, key: str, value: typing.Any) -> dict:
+    raw = json.loads(json.dumps(raw))
+    node = raw
+    *path, last = key.split(".")
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return raw
+
+
+def fingerprint(cfg: Config) -> dict[str, str]:
+    return {**cfg.stage_keys(), "run": cfg.output_hash()}
+
+
+def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path):
+    base = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "out"))
+    raw = base.model_dump(mode="python")
+    before = fingerprint(base)
+    walked, unchangeable = [], []
+    for key, ann in leaves(Config):
+        node = raw
+        for part in key.split("."):
+            node = node[part]
+        changed = None
+        for value in candidates(key, ann, node, tmp_path):
+            try:
+                changed = Config.model_validate(set_key(raw, key, value))
+            except pydantic.ValidationError:
+                continue
+            if changed.model_dump() != base.model_dump():
+                break
+            changed = None
+        if changed is None:
+            unchangeable.append(key)
+            continue
+        after = fingerprint(changed)
+        recomputed = {s for s in STAGES if after[s] != before[s]}
+        assert recomputed == expected(key), f"{key}: recomputes {recomputed}"
+        walked.append(key)
+    # retention rules validate as a whole (keep_forever excludes delete_after_days, ...): they
+    # are retention's, excluded from every key as one section, and walked where a value validates
+    assert all(k.startswith("retention.rules.") for k in unchangeable), unchangeable
+    # the walk covers the whole config, including the keys that decide the read and token files
+    assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(walked)
+
+
+def _decoded_start(version, tokenizer_path: str) -> str:
+    manifest = json.loads((version / "manifest.json").read_bytes())
+    shard = manifest["shards"][0]
+    idx = decode_index((version / shard["idx"]).read_bytes())
+    tokens = np.frombuffer((version / shard["bin"]).read_bytes(), idx.dtype)
+    tokenizer, _ = load_tokenizer(tokenizer_path, "<|endoftext|>")
+    return tokenizer.decode(tokens[:64].tolist())
+
+
+def _stage(result, name):
+    return next(s for s in result.stages if s.name == name)
+
+
+@pytest.mark.parametrize(
+    "change, read_reused, tokens_reused",
+    [
+        ("pack.shard_bytes=600KiB", True, True),  # only packing: every unit output reused
+        ("pack.seed=7", True, False),  # shuffle order is in the token files
+        ("input.text_field=raw_html", False, False),
+    ],
+)
+def test_reruns_recompute_exactly_what_a_change_decides(
+    ray_local, tmp_path, change, read_reused, tokens_reused
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = [
+        json.dumps({"id": i, "text": f"clean text {i} " * 20, "raw_html": f"<html>RAW-HTML {i}"})
+        for i in range(300)
+    ]
+    (corpus / "a.jsonl").write_text("\n".join(lines[:150]) + "\n")
+    (corpus / "b.jsonl").write_text("\n".join(lines[150:]) + "\n")
+    common = dict(input_uri=str(corpus), output_uri=str(tmp_path / "out"))
+    first = run_pipeline(load_config(SAMPLE_CONFIG, **common), show_progress=False)
+    second_cfg = load_config(SAMPLE_CONFIG, **common, overrides=[change])
+    second = run_pipeline(second_cfg, show_progress=False)
+    assert not second.already_committed
+    units = _stage(second, "read+hash").tasks  # one task per unit (tokenize also runs a probe)
+    for stage, reused in (("read+hash", read_reused), ("tokenize", tokens_reused)):
+        report = _stage(second, stage)
+        assert report.reused == (units if reused else 0), (stage, report)
+    # what the reused or recomputed files give is what a fresh output gives
+    fresh = run_pipeline(
+        load_config(
+            SAMPLE_CONFIG,
+            input_uri=str(corpus),
+            output_uri=str(tmp_path / "fresh"),
+            overrides=[change],
+        ),
+        show_progress=False,
+    )
+    names = [s["bin"] for s in fresh.manifest["shards"]]
+    assert [s["bin_xxh3_128"] for s in second.manifest["shards"]] == [
+        s["bin_xxh3_128"] for s in fresh.manifest["shards"]
+    ], names
+    if change.startswith("input.text_field"):
+        assert second.manifest["counts"]["tokens"] != first.manifest["counts"]["tokens"]
+        text = _decoded_start(second.version, second_cfg.tokenize.tokenizer)
+        assert "RAW-HTML" in text and "clean text" not in text

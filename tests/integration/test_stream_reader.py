@@ -1,0 +1,354 @@
+import importlib.util
+import json
+import os
+import threading
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pipeline.config import StorageConfig
+from pipeline.core.storage import IO, Location
+from pipeline.formats.manifest import MANIFEST, ManifestError, load_manifest
+from pipeline.formats.verify import VerifyError, verify_version
+from pipeline.stream import plan
+from pipeline.stream.fetch import FetchError
+from pipeline.stream.reader import StreamReader
+from pipeline.stream.windows import shard_order
+from pipeline.testing.latency_proxy import LatencyProxy, ResponseFraming
+from pipeline.testing.synthetic import write_version
+
+L = 1000  # seq_len
+# Odd sizes, an empty shard and one shorter than a window: windows must cross every boundary.
+SHARDS = [30_000, 11_111, 0, 52_345, 7, 20_500]
+SMALL = {"request_bytes": 8192, "inflight": 4}  # many requests per shard
+
+
+@pytest.fixture
+def version(tmp_path):
+    v = write_version(Location.from_uri(str(tmp_path)) / "ds", SHARDS, seed=7)
+    verify_version(v)
+    return v
+
+
+def stream_of(version, seed=0, epoch=0):
+    shards = load_manifest(version)["shards"]
+    order = shard_order(len(shards), seed, epoch)
+    return np.concatenate(
+        [np.fromfile(f"{version.path}/{shards[k]['bin']}", np.uint16) for k in order]
+    )
+
+
+def windows_of(stream):
+    return [stream[j * L : j * L + L + 1] for j in range((len(stream) - 1) // L)]
+
+
+def same(got, expected):
+    return len(got) == len(expected) and all(
+        np.array_equal(g, e) for g, e in zip(got, expected, strict=True)
+    )
+
+
+def index_of(windows):
+    """window bytes -> window id (random tokens: every window is distinct)."""
+    index = {w.tobytes(): j for j, w in enumerate(windows)}
+    assert len(index) == len(windows)
+    return index
+
+
+def read(reader, n=None):
+    out = []
+    for w in reader:
+        out.append(w)
+        if n is not None and len(out) == n:
+            break
+    return out
+
+
+def test_windows_are_exact_across_shard_and_request_boundaries(version):
+    with StreamReader(version.uri, L, **SMALL) as reader:
+        got = read(reader)
+        expected = windows_of(stream_of(version))
+        assert len(got) == len(expected) == reader.windows_per_epoch == sum(SHARDS) // L
+        assert same(got, expected) and got[0].shape == (L + 1,)
+        assert same([w[-1:] for w in got[:-1]], [w[:1] for w in got[1:]])  # labels shift by one
+        # the next loop is the next epoch: another shard order, same exactness
+        second = read(reader)
+    assert reader.epoch == 1
+    assert same(second, windows_of(stream_of(version, 0, 1)))
+    assert not same(got, second)
+
+
+def test_dataset_folder_reads_newest_committed_version(version):
+    dataset = Location.from_uri(version.path.rsplit("/", 1)[0])
+    reader = StreamReader(dataset, L, **SMALL)
+    assert reader.manifest["version"] == version.name
+
+
+def test_rank_pieces_are_disjoint_contiguous_and_complete(version):
+    expected = windows_of(stream_of(version))
+    per_rank = [read(StreamReader(version.uri, L, rank=r, world_size=3, **SMALL)) for r in range(3)]
+    assert sorted(len(p) for p in per_rank)[-1] - sorted(len(p) for p in per_rank)[0] <= 1
+    joined = [w for part in per_rank for w in part]
+    assert same(joined, expected)
+
+
+def test_resume_same_world_size_is_exact(version):
+    full = read(StreamReader(version.uri, L, rank=1, world_size=2, **SMALL))
+    first = StreamReader(version.uri, L, rank=1, world_size=2, **SMALL)
+    head = read(first, 7)
+    state = json.loads(json.dumps(first.state_dict()))
+    first.close()
+    resumed = StreamReader(version.uri, L, rank=1, world_size=2, **SMALL)
+    resumed.load_state_dict(state)
+    tail = read(resumed)
+    assert len(head) + len(tail) == len(full)
+    assert same(head + tail, full)
+    assert resumed.state_dict()["consumed"] == len(full)
+
+
+def coverage(windows, index):
+    return Counter(index[w.tobytes()] for w in windows)
+
+
+def test_elastic_resume_from_merged_states_covers_the_rest_once(version):
+    index = index_of(windows_of(stream_of(version)))
+    seen = Counter()
+    job = None
+    # 3 ranks out of step -> 2 ranks out of step -> 5 ranks to the end: no window twice or never
+    for world, counts in ((3, (5, 9, 2)), (2, (4, 11)), (5, (None,) * 5)):
+        readers = [
+            StreamReader(version.uri, L, rank=r, world_size=world, **SMALL) for r in range(world)
+        ]
+        for reader, n in zip(readers, counts, strict=True):
+            if job is not None:
+                reader.load_state_dict(job)
+            seen += coverage(read(reader, n), index)
+            reader.close()
+        job = json.loads(json.dumps(StreamReader.merge_states([r.state_dict() for r in readers])))
+    assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
+    assert job["base"] == []
+
+
+def test_elastic_resume_from_one_lockstep_state(version):
+    index = index_of(windows_of(stream_of(version)))
+    readers = [StreamReader(version.uri, L, rank=r, world_size=4, **SMALL) for r in range(4)]
+    before = [w for r in readers for w in read(r, 6)]  # synchronous training: same count
+    state = readers[2].state_dict()
+    after = []
+    for rank in range(3):
+        resumed = StreamReader(version.uri, L, rank=rank, world_size=3, **SMALL)
+        resumed.load_state_dict(state)
+        after += read(resumed)
+    seen = coverage(before + after, index)
+    assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
+
+
+def test_state_of_another_stream_is_refused(version):
+    state = StreamReader(version.uri, L).state_dict()
+    with pytest.raises(ValueError, match="seq_len"):
+        StreamReader(version.uri, L + 1).load_state_dict(state)
+
+
+def test_missing_shard_object_is_named_in_the_consumer(version):
+    os.remove(f"{version.path}/shard-00003.bin")
+    reader = StreamReader(version.uri, L, **SMALL)
+    with pytest.raises(FetchError, match="shard-00003.bin"):
+        read(reader)
+    assert reader.stats.retries == 0  # a missing object is not worth retrying
+
+
+def test_failing_fetch_is_retried_then_raised(version):
+    path = f"{version.path}/shard-00001.bin"
+    with open(path, "r+b") as f:
+        f.truncate(1000)  # every range past byte 1000 comes back short
+    reader = StreamReader(
+        version.uri, L, rank=0, world_size=1, retries=2, request_bytes=1 << 20, inflight=1
+    )
+    with pytest.raises(FetchError, match=r"shard-00001\.bin.*3 attempt"):
+        read(reader)
+    assert reader.stats.retries == 2
+
+
+def test_uncommitted_or_broken_version_is_refused(tmp_path):
+    dataset = Location.from_uri(str(tmp_path)) / "ds"
+    version = write_version(dataset, [5000], commit=False)
+    with pytest.raises(ManifestError, match="no committed version"):
+        StreamReader(version, L)
+    with pytest.raises(ManifestError, match="no committed version"):
+        StreamReader(dataset, L)
+    (version / MANIFEST).write_bytes(b'{"format": "pipeline.dataset/1", "counts": {}')
+    with pytest.raises(ManifestError, match="not valid JSON"):
+        StreamReader(version, L)
+
+
+def test_corrupted_shard_is_refused_when_verifying(version):
+    path = f"{version.path}/shard-00003.bin"
+    with open(path, "r+b") as f:
+        f.seek(12345)
+        byte = f.read(1)
+        f.seek(12345)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert len(read(StreamReader(version.uri, L, **SMALL))) == sum(SHARDS) // L  # unchecked
+    with pytest.raises(VerifyError, match=r"shard-00003\.bin: streamed bytes have xxh3-128"):
+        read(StreamReader(version.uri, L, verify_checksums=True, **SMALL))
+
+
+def test_corrupted_index_is_refused_when_verifying(version):
+    with open(f"{version.path}/shard-00000.idx", "r+b") as f:
+        f.seek(40)
+        f.write(b"\x01")
+    with pytest.raises(VerifyError, match=r"shard-00000\.idx"):
+        read(StreamReader(version.uri, L, verify_checksums=True, **SMALL))
+
+
+def test_verified_read_of_a_rank_piece_is_exact(version):
+    expected = windows_of(stream_of(version))
+    got = read(StreamReader(version.uri, L, rank=1, world_size=2, verify_checksums=True, **SMALL))
+    assert same(got, expected[len(expected) - len(got) :])
+
+
+def test_probe_sizes_the_plan(version):
+    reader = StreamReader(version.uri, L, probe=True)
+    assert reader.probe is not None and reader.probe.latency_s > 0 and reader.probe.bandwidth > 0
+    assert reader.plan.latency_s == reader.probe.latency_s
+
+
+def test_torch_adapter_is_optional():
+    import pipeline.stream.reader as reader_module
+
+    if importlib.util.find_spec("torch") is None:
+        with pytest.raises(ImportError, match="torch"):
+            reader_module.TorchIterableDataset  # noqa: B018
+    else:
+        assert reader_module.TorchIterableDataset.__name__ == "TorchIterableDataset"
+
+
+# -- S3 through the latency proxy ------------------------------------------------------------------
+LATENCY, BANDWIDTH, REQUEST = 0.03, 20e6, 128 * 1024
+
+
+@pytest.fixture
+def s3_version(s3_bucket, s3_storage):
+    dataset = Location.from_uri(f"s3://{s3_bucket}/out/ds", s3_storage)
+    return write_version(dataset, [700_000, 800_000], seed=3)
+
+
+@pytest.fixture
+def proxy(s3_server):
+    with LatencyProxy(s3_server, LATENCY, BANDWIDTH) as p:
+        yield p
+
+
+def proxied_reader(version, proxy, **kwargs):
+    storage = StorageConfig(endpoint_url=proxy.endpoint)
+    return StreamReader(
+        version.uri,
+        2048,
+        storage=storage,
+        latency_s=LATENCY,
+        bandwidth_bytes_per_s=BANDWIDTH,
+        request_bytes=REQUEST,
+        **kwargs,
+    )
+
+
+def test_keeps_littles_law_depth_in_flight(s3_version, proxy, s3_storage):
+    target = 28e6  # N = ceil(28 MB/s * (30 ms + 128 KiB / 20 MB/s) / 128 KiB) = ceil(7.8) = 8
+    expected = windows_of_s3(s3_version, s3_storage)
+    reader = proxied_reader(s3_version, proxy, target_bytes_per_s=target)
+    assert reader.plan.inflight == plan.inflight_needed(target, LATENCY, BANDWIDTH, REQUEST) == 8
+    proxy.reset_counters()
+    io_before = IO.snapshot()
+    with reader:
+        got = read(reader)
+    counted = proxy.counters()
+    io = IO.delta(IO.snapshot(), io_before)
+    assert same(got, expected)
+    assert counted.max_active == reader.stats.max_inflight == 8
+    needed = (len(expected) * 2048 + 1) * 2  # bytes of the windows' tokens, nothing more
+    assert reader.stats.bytes == io["bytes_read"] == needed
+    assert counted.requests == reader.stats.requests == io["get_requests"]
+    assert -(-needed // REQUEST) <= reader.stats.requests <= -(-needed // REQUEST) + 1
+    assert counted.bytes_to_client > reader.stats.bytes  # plus HTTP headers
+
+
+def test_memory_cap_limits_depth_and_buffer(s3_version, proxy):
+    cap = 4 * REQUEST
+    reader = proxied_reader(s3_version, proxy, target_bytes_per_s=1e9, max_buffer_bytes=cap)
+    assert reader.plan.little_inflight > 3 and reader.plan.inflight == 3
+    proxy.reset_counters()
+    with reader:
+        for _ in reader:
+            time.sleep(0.0005)  # a consumer slower than the fetchers: the buffer fills up
+    assert proxy.counters().max_active == 3
+    assert REQUEST * 3 <= reader.stats.max_buffered_bytes <= cap
+
+
+def windows_of_s3(version, storage):
+    shards = load_manifest(version)["shards"]
+    order = shard_order(len(shards), 0, 0)
+    stream = np.concatenate(
+        [np.frombuffer((version / shards[k]["bin"]).read_bytes(), np.uint16) for k in order]
+    )
+    return [stream[j * 2048 : j * 2048 + 2049] for j in range((len(stream) - 1) // 2048)]
+
+
+def test_close_stops_every_fetcher_thread(s3_version, proxy):
+    # the client's own threads (fsspec's event loop, its executor) start with a first read
+    warm = proxied_reader(s3_version, proxy, inflight=6)
+    read(warm, 1)
+    warm.close()
+    before = set(threading.enumerate())
+    reader = proxied_reader(s3_version, proxy, inflight=6, max_buffer_bytes=8 * REQUEST)
+    with reader:
+        read(reader, 3)
+        assert len(set(threading.enumerate()) - before) == 6  # fetchers mid-request
+    assert set(threading.enumerate()) - before == set()
+    resumed = proxied_reader(s3_version, proxy, inflight=6)
+    resumed.load_state_dict(reader.state_dict())
+    read(resumed, 2)
+    resumed.close()
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_proxy_adds_latency_caps_bandwidth_and_counts(s3_bucket, s3_storage, proxy):
+    direct = Location.from_uri(f"s3://{s3_bucket}/blob", s3_storage)
+    direct.write_bytes(os.urandom(600_000))
+    via = Location.from_uri(f"s3://{s3_bucket}/blob", StorageConfig(endpoint_url=proxy.endpoint))
+    via.read_bytes(0, 10)  # connect once
+    proxy.reset_counters()
+    t0 = time.perf_counter()
+    assert via.read_bytes(0, 10) == direct.read_bytes(0, 10)
+    small = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    assert len(via.read_bytes(0, 600_000)) == 600_000
+    large = time.perf_counter() - t0
+    assert small >= LATENCY
+    assert large >= LATENCY + 600_000 / BANDWIDTH * 0.9  # token bucket: burst of one chunk
+    # the proxy closes its books on a request just after the client has the last byte
+    deadline = time.monotonic() + 5
+    while proxy.counters().active and time.monotonic() < deadline:
+        time.sleep(0.01)
+    counted = proxy.counters()
+    assert (counted.requests, counted.active, counted.max_active) == (2, 0, 1)
+    assert 600_010 < counted.bytes_to_client < 600_010 + 4096
+
+
+def test_response_framing_finds_the_end_of_each_response():
+    body = ResponseFraming(b"GET")
+    assert not body.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab")
+    assert body.feed(b"cde")
+    head = ResponseFraming(b"HEAD")
+    assert head.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n")
+    put = ResponseFraming(b"PUT")  # 100 Continue first, then the real response
+    assert not put.feed(b"HTTP/1.1 100 Continue\r\n\r\n")
+    assert put.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    chunked = ResponseFraming(b"GET")
+    msg = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"4\r\nwiki\r\n3;x=y\r\nabc\r\n0\r\n\r\n"
+    )
+    assert not any(chunked.feed(msg[i : i + 1]) for i in range(len(msg) - 1))  # byte by byte
+    assert chunked.feed(msg[-1:])

@@ -1,0 +1,312 @@
+"""Tokenizer engines: fastokens gives tokenizers' bytes or is not used; special-token text is
+text; EOS only at document ends (checked by verify); optional BOS. Real runs on a real Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+import xxhash
+from helpers import REPO, SAMPLE_CONFIG
+from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+from tokenizers.models import BPE
+
+from pipeline.config import load_config
+from pipeline.core.layout import MANIFEST
+from pipeline.formats.megatron import read_shard
+from pipeline.formats.verify import VerifyError, boundary_problem, verify_version
+from pipeline.run.driver import RunError, run_pipeline
+from pipeline.run.summary import format_summary
+from pipeline.tokens.check import (
+    EngineMismatch,
+    check_against,
+    compare_engines,
+    hard_strings,
+    sample_rows,
+)
+from pipeline.tokens.encode import (
+    FAULT_ENV,
+    EngineUnavailable,
+    FastokensEncoder,
+    TokenizersEncoder,
+    frame,
+)
+
+SHIPPED = REPO / "configs" / "tokenizer.json"
+MARKER = "zqxFAULTMARKERzqx"  # fastokens alters the first id of any text containing it
+EXTRA_TOKENS = ["<s>", "<|im_start|>"]
+
+
+@pytest.fixture(scope="module")
+def ray_fault(s3_server):
+    """A local Ray whose workers carry the fault variable (it only touches MARKER texts)."""
+    ray.shutdown()
+    os.environ[FAULT_ENV] = MARKER
+    try:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield
+    finally:
+        ray.shutdown()
+        os.environ.pop(FAULT_ENV, None)
+
+
+@pytest.fixture(scope="module")
+def extra_tokenizer(tmp_path_factory) -> Path:
+    """The shipped tokenizer plus two special tokens: a BOS and a chat marker."""
+    tok = Tokenizer.from_file(str(SHIPPED))
+    tok.add_special_tokens(EXTRA_TOKENS)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def words(rng: random.Random, n: int) -> str:
+    vocab = ["alpha", "beta", "gamma", "delta", "river", "stone", "light", "north", "quiet",
+             "seven", "forest", "window", "paper", "signal", "orange", "market", "cloud"]
+    return " ".join(rng.choice(vocab) + str(rng.randrange(1000)) for _ in range(n))
+
+
+def write_corpus(folder: Path, texts: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "docs.jsonl", "w", encoding="utf-8") as f:
+        for i, text in enumerate(texts):
+            f.write(json.dumps({"id": f"d{i:05d}", "text": text}) + "\n")
+    return folder
+
+
+def config(tmp: Path, name: str, input_dir: Path | None = None, *sets: str):
+    """The sample config (optionally on another input), output under tmp/name; quiet runs."""
+    return load_config(
+        SAMPLE_CONFIG,
+        input_uri=str(input_dir) if input_dir else None,
+        output_uri=str(tmp / name),
+        overrides=list(sets),
+    )
+
+
+def shards(result) -> list[bytes]:
+    m = result.manifest
+    return [(result.version / s[k]).read_bytes() for s in m["shards"] for k in ("bin", "idx")]
+
+
+def documents(result) -> list[np.ndarray]:
+    out = []
+    for s in result.manifest["shards"]:
+        out += read_shard(
+            (result.version / s["bin"]).read_bytes(), (result.version / s["idx"]).read_bytes()
+        )
+    return out
+
+
+# -- pure cores ------------------------------------------------------------------------------
+def test_frame_inserts_bos_and_eos_vectorised():
+    ids = np.array([5, 6, 7, 8, 9], np.uint32)
+    lengths = np.array([2, 0, 3], np.int64)
+    out, lens = frame(ids, lengths, 0, None, np.dtype("uint16"))
+    assert out.tolist() == [5, 6, 0, 0, 7, 8, 9, 0] and lens.tolist() == [3, 1, 4]
+    out, lens = frame(ids, lengths, 0, 1, np.dtype("uint32"))
+    assert out.tolist() == [1, 5, 6, 0, 1, 0, 1, 7, 8, 9, 0] and lens.tolist() == [4, 2, 5]
+    assert out.dtype == np.uint32
+
+
+def test_engines_agree_on_hard_strings_and_mismatch_names_document(extra_tokenizer):
+    raw = extra_tokenizer.read_bytes()
+    ref, fast = TokenizersEncoder(raw), FastokensEncoder(raw)
+    named = hard_strings(["<|endoftext|>", *EXTRA_TOKENS])
+    texts, names = [t for _, t in named], [n for n, _ in named]
+    assert compare_engines(ref, fast, texts, names) is None
+    ids, lengths = fast.encode_flat(texts)
+    assert int(lengths.sum()) > 10000  # the long runs were really encoded
+    eos_id = ref.tokenizer.token_to_id("<|endoftext|>")
+    assert eos_id not in ids  # special-token text was encoded as text
+    altered = ids.copy()
+    row = names.index("code")
+    altered[int(lengths[:row].sum()) + 3] ^= 1
+    with pytest.raises(EngineMismatch, match="'doc-code' differs at token 3"):
+        check_against(ref, fast, texts, altered, lengths, [(0, "doc-cjk"), (row, "doc-code")])
+    check_against(ref, fast, texts, ids, lengths, [(0, "doc-cjk"), (row, "doc-code")])
+
+
+def test_sample_rows_by_key_hash():
+    keys = np.array([xxhash.xxh3_64_intdigest(f"d{i}".encode()) for i in range(20000)], np.uint64)
+    rows = sample_rows(keys, 0.01)
+    assert 120 < len(rows) < 280 and np.array_equal(rows, sample_rows(keys, 0.01))
+    assert len(sample_rows(keys, 1.0)) == len(keys)
+    assert sample_rows(keys[:3], 1e-9).tolist() in ([0], [0, 1], [0, 1, 2], [1], [2])
+    assert len(sample_rows(keys, 0.0)) == 0
+
+
+def test_boundary_problem_finds_stray_eos_and_missing_bos():
+    tokens = np.array([1, 5, 0, 1, 6, 7, 0], np.uint16)
+    lengths = np.array([3, 4], np.int64)
+    assert boundary_problem(tokens, lengths, 0, 1) is None
+    assert boundary_problem(tokens, lengths, 0, None) is None
+    planted = tokens.copy()
+    planted[4] = 0
+    assert "inside document 1 (token 1)" in boundary_problem(planted, lengths, 0, 1)
+    assert "does not start with BOS" in boundary_problem(tokens, lengths, 0, 5)
+    assert "does not end with EOS" in boundary_problem(tokens[:-1], np.array([3, 3]), 0, None)
+
+
+# -- real runs -------------------------------------------------------------------------------
+def test_sample_shards_identical_whichever_engine(ray_fault, tmp_path):
+    fast = run_pipeline(config(tmp_path, "fast", None, "tokenize.engine=fastokens"), False)
+    slow = run_pipeline(config(tmp_path, "slow", None, "tokenize.engine=tokenizers"), False)
+    assert fast.manifest["tokenizer"]["engine"] == "fastokens"
+    assert fast.manifest["tokenizer"]["engine_reason"] is None
+    assert slow.manifest["tokenizer"]["engine"] == "tokenizers"
+    assert shards(fast) == shards(slow)
+    assert fast.manifest["config_hash"] == slow.manifest["config_hash"]
+    verify_version(fast.version)
+    assert "tokenizer engine   fastokens" in format_summary(fast)
+
+
+def test_hard_string_corpus_identical_whichever_engine(ray_fault, tmp_path, extra_tokenizer):
+    rng = random.Random(7)
+    named = hard_strings(["<|endoftext|>", *EXTRA_TOKENS])
+    texts = [f"{text} {words(rng, 3)}" for _, text in named]  # distinct: none deduplicated
+    corpus = write_corpus(tmp_path / "hard", texts)
+    sets = [f"tokenize.tokenizer={extra_tokenizer}", "dedup.near.enabled=false"]
+    fast = run_pipeline(config(tmp_path, "fast", corpus, *sets, "tokenize.engine=fastokens"))
+    slow = run_pipeline(config(tmp_path, "slow", corpus, *sets, "tokenize.engine=tokenizers"))
+    assert fast.manifest["tokenizer"]["engine"] == "fastokens"
+    assert fast.manifest["counts"]["docs_out"] == len(texts)
+    assert shards(fast) == shards(slow)
+    verify_version(fast.version)
+
+
+def nfkc_tokenizer(path: Path) -> Path:
+    tok = Tokenizer(BPE())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    rng = random.Random(1)
+    tok.train_from_iterator([words(rng, 50) for _ in range(200)], trainer=trainer)
+    tok.save(str(path))
+    return path
+
+
+def test_tokenizer_fastokens_cannot_load_runs_with_tokenizers(ray_fault, tmp_path):
+    tok = nfkc_tokenizer(tmp_path / "nfkc.json")
+    with pytest.raises(EngineUnavailable, match="NFKC"):
+        FastokensEncoder(tok.read_bytes())  # the premise: fastokens refuses NFKC
+    result = run_pipeline(config(tmp_path, "auto", None, f"tokenize.tokenizer={tok}"), False)
+    entry = result.manifest["tokenizer"]
+    assert entry["engine"] == "tokenizers"
+    assert "fastokens cannot load the tokenizer.json" in entry["engine_reason"]
+    summary = format_summary(result)
+    assert "tokenizer engine  tokenizers  (fastokens cannot load" in summary
+    verify_version(result.version)
+    with pytest.raises(RunError, match="tokenize.engine is fastokens but fastokens cannot load"):
+        run_pipeline(
+            config(
+                tmp_path, "forced", None, f"tokenize.tokenizer={tok}", "tokenize.engine=fastokens"
+            ),
+            False,
+        )
+    assert not (tmp_path / "forced" / "sample").exists() or not any(
+        (p / MANIFEST).exists() for p in (tmp_path / "forced" / "sample").iterdir()
+    )
+
+
+@pytest.mark.parametrize("where", ["probe", "task"])
+def test_disagreeing_engine_is_caught_and_nothing_wrong_committed(ray_fault, tmp_path, where):
+    """The marked document is first (the probe reads it) or after the probe's 128 KiB (only the
+    task's sampled check, at verify_fraction 1, sees it)."""
+    rng = random.Random(3)
+    filler = [words(rng, 200) for _ in range(400)]  # ~600 KB
+    marked = f"Some prose with {MARKER} inside it. " + words(rng, 20)
+    texts = [marked, *filler] if where == "probe" else [*filler, marked]
+    corpus = write_corpus(tmp_path / "in", texts)
+    sets = ["ingest.unit_bytes=64MiB", "tokenize.verify_fraction=1.0", "dedup.near.enabled=false"]
+    result = run_pipeline(config(tmp_path, "auto", corpus, *sets), False)
+    reference = run_pipeline(
+        config(tmp_path, "ref", corpus, *sets, "tokenize.engine=tokenizers"), False
+    )
+    marked_id = "d00000" if where == "probe" else "d00400"
+    entry = result.manifest["tokenizer"]
+    assert entry["engine"] == "tokenizers"
+    if where == "probe":
+        assert entry["engine_reason"].startswith(
+            "equality probe failed: document 'd00000' differs at token 0"
+        )
+    else:
+        assert "disagreed with tokenizers in 1 task(s)" in entry["engine_reason"]
+        assert f"document '{marked_id}' differs at token 0" in entry["engine_reason"]
+        assert "rerun with tokenizers" in entry["engine_reason"]
+    assert shards(result) == shards(reference)  # the altered id never reached a shard
+    assert "tokenizer engine  tokenizers" in format_summary(result)
+    verify_version(result.version)
+
+
+def test_special_token_text_is_text_and_verify_catches_planted_eos(
+    ray_fault, tmp_path, extra_tokenizer
+):
+    rng = random.Random(5)
+    texts = [words(rng, 30) for _ in range(40)]
+    for i in range(0, 40, 4):
+        texts[i] += " then <|endoftext|> and <|im_start|>user hi <s>" + words(rng, 5)
+    corpus = write_corpus(tmp_path / "in", texts)
+    base = [f"tokenize.tokenizer={extra_tokenizer}", "dedup.near.enabled=false"]
+    eos_id = Tokenizer.from_file(str(extra_tokenizer)).token_to_id("<|endoftext|>")
+    im_id = Tokenizer.from_file(str(extra_tokenizer)).token_to_id("<|im_start|>")
+
+    result = run_pipeline(config(tmp_path, "text", corpus, *base), False)
+    docs = documents(result)
+    assert len(docs) == result.manifest["counts"]["docs_out"] == 40
+    flat = np.concatenate(docs)
+    assert int((flat == eos_id).sum()) == len(docs)  # EOS count == documents
+    assert all(d[-1] == eos_id for d in docs) and im_id not in flat
+    assert result.manifest["tokenizer"]["special_tokens_in_text"] == "text"
+    verify_version(result.version)
+
+    # the old behaviour, still available: the texts' own special tokens become their ids
+    special = run_pipeline(
+        config(tmp_path, "special", corpus, *base, "tokenize.special_tokens_in_text=special"),
+        False,
+    )
+    flat = np.concatenate(documents(special))
+    assert int((flat == eos_id).sum()) == 40 + 10 and im_id in flat
+    verify_version(special.version)  # not checked in that mode
+
+    # plant an EOS id mid-document, with checksums that agree (a writer's bug, not damage)
+    version, manifest = result.version, result.manifest
+    shard = manifest["shards"][0]
+    bin_path = Path(version.uri) / shard["bin"]
+    tokens = np.fromfile(bin_path, dtype=manifest["tokenizer"]["dtype"])
+    first_len = len(read_shard(tokens.tobytes(), (version / shard["idx"]).read_bytes())[0])
+    tokens[first_len + 2] = eos_id
+    bin_path.write_bytes(tokens.tobytes())
+    shard["bin_xxh3_128"] = xxhash.xxh3_128_hexdigest(tokens.tobytes())
+    (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(VerifyError, match=f"EOS id {eos_id} inside document 1 \\(token 2\\)"):
+        verify_version(version)
+
+    # a version written before this check existed (no special_tokens_in_text) still verifies
+    del manifest["tokenizer"]["special_tokens_in_text"]
+    (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
+    verify_version(version)
+
+
+def test_bos_prepended_and_recorded(ray_fault, tmp_path, extra_tokenizer):
+    rng = random.Random(9)
+    corpus = write_corpus(tmp_path / "in", [words(rng, 20) for _ in range(12)])
+    sets = [f"tokenize.tokenizer={extra_tokenizer}", "tokenize.bos=<s>", "dedup.near.enabled=false"]
+    result = run_pipeline(config(tmp_path, "bos", corpus, *sets), False)
+    bos_id = Tokenizer.from_file(str(extra_tokenizer)).token_to_id("<s>")
+    entry = result.manifest["tokenizer"]
+    assert entry["bos"] == "<s>" and entry["bos_id"] == bos_id
+    docs = documents(result)
+    assert len(docs) == 12
+    assert all(d[0] == bos_id and d[-1] == entry["eos_id"] for d in docs)
+    verify_version(result.version)

@@ -1,0 +1,140 @@
+"""Every invalid numeric configuration value exits 2 naming the key and the file.
+
+The keys are found by walking the pydantic model, so a key added later is covered without
+editing this test; a numeric key without a bound fails it (pick a type in core/model.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import pytest
+from helpers import REPO, SAMPLE_CONFIG
+from pydantic import BaseModel
+
+from pipeline import cli
+from pipeline.config import Config
+
+
+def _unwrap(tp: Any, metadata: list) -> tuple[Any, list]:
+    """The bare type under Optional[...] / Annotated[...], and every constraint found on the way."""
+    metadata = list(metadata)
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp, *extras = get_args(tp)
+            for extra in extras:
+                metadata += getattr(extra, "metadata", [extra])
+        elif origin in (Union, types.UnionType):
+            (tp,) = [a for a in get_args(tp) if a is not type(None)]
+        else:
+            return tp, metadata
+
+
+def _invalid_values(metadata: list) -> list[Any]:
+    """One value just outside each declared bound."""
+    values = []
+    for m in metadata:
+        if getattr(m, "gt", None) is not None:
+            values.append(m.gt)
+        if getattr(m, "ge", None) is not None:
+            values.append(m.ge - 1)
+        if getattr(m, "lt", None) is not None:
+            values.append(m.lt)
+        if getattr(m, "le", None) is not None:
+            values.append(m.le + 0.5)
+    return values
+
+
+def _valid_item(model: type[BaseModel]) -> dict[str, Any]:
+    """Required fields of a list item's model, filled with valid values."""
+    item: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        if field.is_required():
+            tp, metadata = _unwrap(field.annotation, field.metadata)
+            if get_origin(tp) is Literal:
+                item[name] = get_args(tp)[-1]
+            else:
+                bounds = [getattr(m, "ge", None) or getattr(m, "gt", None) for m in metadata]
+                item[name] = max([b for b in bounds if b is not None], default=0) + 1
+    return item
+
+
+def numeric_keys(model: type[BaseModel], prefix: str = "", wrap=None):
+    """(dotted key, --set assignment, bounded) for each invalid value of each numeric key."""
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        tp, metadata = _unwrap(field.annotation, field.metadata)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            yield from numeric_keys(tp, f"{key}.", wrap)
+        elif get_origin(tp) is list and issubclass(get_args(tp)[0], BaseModel):
+            item_model = get_args(tp)[0]
+
+            def in_list(sub: str, value: Any, _key=key, _model=item_model) -> str:
+                item = {**_valid_item(_model), sub.rsplit(".", 1)[-1]: value}
+                flow = ", ".join(f"{k}: {v}" for k, v in item.items())
+                return f"{_key}=[{{{flow}}}]"
+
+            yield from numeric_keys(item_model, f"{key}.0.", in_list)
+        elif tp is not bool and isinstance(tp, type) and issubclass(tp, (int, float)):
+            values = _invalid_values(metadata)
+            if not values:
+                yield key, None, False
+            for value in values:
+                assignment = wrap(key, value) if wrap else f"{key}={value}"
+                yield key, assignment, True
+
+
+CASES = list(numeric_keys(Config))
+
+
+def test_every_numeric_key_declares_a_bound() -> None:
+    unbounded = [key for key, _, bounded in CASES if not bounded]
+    assert not unbounded, f"numeric config keys without a bound: {unbounded}"
+    keys = {key for key, _, _ in CASES}
+    # the walk reaches nested sections, optional keys and list items
+    for key in (
+        "ingest.unit_bytes",
+        "ingest.max_doc_bytes",
+        "ingest.max_error_rate",
+        "dedup.partitions",
+        "dedup.near.seed",
+        "pack.seed",
+        "ray.num_cpus",
+        "retention.grace_days",
+        "retention.rules.raw.transitions.0.after_days",
+        "prices.standard.gb_month",
+    ):
+        assert key in keys
+
+
+@pytest.mark.parametrize(
+    "key,assignment", [(k, a) for k, a, bounded in CASES if bounded], ids=lambda v: str(v)
+)
+def test_invalid_numeric_value_exits_2_naming_key_and_file(key, assignment, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(
+        ["run", "--config", str(SAMPLE_CONFIG), "--output", str(out), "--set", assignment]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"key '{key}': " in err and str(SAMPLE_CONFIG) in err, err
+    assert not out.exists()
+
+
+def test_unit_bytes_zero_is_a_config_error(tmp_path) -> None:
+    """The case as first seen: the command line, a zero unit size, exit 2 and no traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--config", str(SAMPLE_CONFIG)]
+        + ["--output", str(tmp_path / "out"), "--set", "ingest.unit_bytes=0"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "key 'ingest.unit_bytes'" in result.stderr and "sample.yaml" in result.stderr
+    assert "Traceback" not in result.stderr
