@@ -211,6 +211,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.report.build import RANGE_BYTES
+
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -254,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--range-bytes",
         type=int,
-        default=16 * 2**20,
+        default=RANGE_BYTES,
         help="range GET size for the training estimate without reader stats",
     )
     report.add_argument(

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
+from pydantic import ByteSize, Field, ValidationError
 
-from pipeline.core.model import Bytes, Seed
-from pipeline.retention.policy import PricesConfig, RetentionConfig
+from pipeline.core.model import Bytes, Seed, StrictModel
+from pipeline.report.prices import PricesConfig
+from pipeline.retention.policy import RetentionConfig
 
 
 class ConfigError(Exception):
@@ -30,13 +31,7 @@ class ConfigError(Exception):
     exit_code = 2
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors; every number has a bound (types in pipeline/core/model.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InputConfig(_Strict):
+class InputConfig(StrictModel):
     uri: str
     include: list[str] = Field(default_factory=lambda: ["**"])
     exclude: list[str] = Field(default_factory=list)
@@ -44,11 +39,11 @@ class InputConfig(_Strict):
     id_field: str | None = "id"
 
 
-class OutputConfig(_Strict):
+class OutputConfig(StrictModel):
     uri: str
 
 
-class StorageConfig(_Strict):
+class StorageConfig(StrictModel):
     """Options passed to s3fs for s3:// URIs (ignored for local paths)."""
 
     endpoint_url: str | None = None
@@ -63,12 +58,12 @@ class StorageConfig(_Strict):
     connect_timeout: float = Field(default=5.0, gt=0)  # seconds to connect; also the reach check
 
 
-class RayConfig(_Strict):
+class RayConfig(StrictModel):
     address: str | None = None  # None: RAY_ADDRESS if set, else a local ray.init
     num_cpus: int | None = Field(default=None, ge=1)  # only for a local ray.init
 
 
-class IngestConfig(_Strict):
+class IngestConfig(StrictModel):
     unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
     # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
@@ -76,7 +71,7 @@ class IngestConfig(_Strict):
     max_doc_bytes: Bytes = ByteSize(16 * 2**20)
 
 
-class NearDedupConfig(_Strict):
+class NearDedupConfig(StrictModel):
     enabled: bool = True
     ngram: int = Field(default=5, ge=1)
     num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see dedup/minhash.py for why
@@ -86,7 +81,7 @@ class NearDedupConfig(_Strict):
     seed: Seed = 42
 
 
-class DedupConfig(_Strict):
+class DedupConfig(StrictModel):
     exact: bool = True
     # Exact and near dedup run one task per hash partition. Their count follows from the listed
     # input bytes, ceil(bytes / partition_bytes), so a partition task's memory (hash rows, about
@@ -101,7 +96,7 @@ class DedupConfig(_Strict):
         return max(1, -(-int(listed_bytes) // int(self.partition_bytes)))
 
 
-class TokenizeConfig(_Strict):
+class TokenizeConfig(StrictModel):
     tokenizer: str
     eos: str = "<|endoftext|>"
     batch_docs: int = Field(default=1024, ge=1)
@@ -115,14 +110,14 @@ class TokenizeConfig(_Strict):
     verify_fraction: float = Field(default=0.01, ge=0.0, le=1.0)  # re-encoded by tokenizers
 
 
-class PackConfig(_Strict):
+class PackConfig(StrictModel):
     shard_bytes: Bytes = ByteSize(256 * 2**20)
     seed: Seed = 0
     # smallest token piece pack's two-pass exchange aims to move per GET (see tokens/pack.py)
     exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
 
 
-class Config(_Strict):
+class Config(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     input: InputConfig
     output: OutputConfig

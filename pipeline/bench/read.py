@@ -31,9 +31,9 @@ import xxhash
 
 from pipeline.config import StorageConfig
 from pipeline.core.storage import Location
+from pipeline.core.units import MiB
 from pipeline.formats.manifest import load_manifest
 from pipeline.formats.megatron import decode_index
-from pipeline.stream.plan import MiB
 from pipeline.stream.reader import StreamReader
 from pipeline.stream.windows import shard_order
 from pipeline.testing.latency_proxy import LatencyProxy

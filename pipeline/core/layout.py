@@ -48,9 +48,13 @@ WORK_DIR = "_work"
 MANIFEST = "manifest.json"
 
 
+def utc_stamp(now: dt.datetime | None = None) -> str:
+    """UTC time as it appears in version ids, reports and audit logs: sorts as it happened."""
+    return (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
 def new_version_id(run_id: str, now: dt.datetime | None = None) -> str:
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return f"{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{run_id[:8]}"
+    return f"{utc_stamp(now)}-{run_id[:8]}"
 
 
 @dataclass(frozen=True)

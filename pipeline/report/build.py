@@ -3,8 +3,8 @@
 laying out the same tables (report/tables.py).
 
 Inputs it consumes:
-- the retention plan (retention/apply.py): the listing with data and storage classes, before /
-after;
+- the retention plan (retention/apply.py): the listing with data and storage classes, before and
+  after;
 - pipeline stage counters, `_work/runs/<run_id>/stats.json` (STATS_SCHEMA below), of the run
   that made the newest committed version unless a run id or file is given; times runs per month;
 - training reads: a reader counters JSON (READER_SCHEMA) for some epochs, or else an estimate:
@@ -20,7 +20,9 @@ import math
 from typing import Any
 
 from pipeline.config import Config
+from pipeline.core.layout import utc_stamp
 from pipeline.core.storage import Location
+from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.report import cost
 from pipeline.retention.apply import Plan, plan_retention
@@ -48,7 +50,7 @@ STAGE_READS = (
     ("commit", "versions"),
     ("verify", "versions"),
 )
-RANGE_BYTES = 16 * 2**20
+RANGE_BYTES = 16 * MiB
 
 
 def stage_class(stage: dict[str, Any]) -> str:
@@ -203,7 +205,7 @@ def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
     from pipeline.report.html import format_html
     from pipeline.report.markdown import format_markdown
 
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = utc_stamp()
     out = []
     for ext, text in (
         ("json", json.dumps(report, indent=1, sort_keys=True)),

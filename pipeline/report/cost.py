@@ -20,8 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pipeline.report.prices import ClassPrice, PricesConfig
 from pipeline.retention.decide import DAY, Decision
-from pipeline.retention.policy import ClassPrice, PricesConfig
 
 REQUEST_KINDS = ("list", "get", "head", "put", "copy", "delete", "other")
 _PUT_PRICED = ("list", "put", "copy")

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from pipeline.config import Config, DedupConfig
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
-from pipeline.retention.policy import PricesConfig
+from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
 
 MiB = 2**20

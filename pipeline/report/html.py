@@ -9,8 +9,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from pipeline.core.units import human_bytes
 from pipeline.report import tables
-from pipeline.report.tables import Table, human_bytes, usd
+from pipeline.report.tables import Table, usd
 
 SERIES = (
     ("retained_before", "retained now", "#4a6fa5"),

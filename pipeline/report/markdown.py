@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.core.units import human_bytes
 from pipeline.report import tables
-from pipeline.report.tables import Table, human_bytes, usd
+from pipeline.report.tables import Table, usd
 
 
 def _table(t: Table) -> list[str]:

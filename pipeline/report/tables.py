@@ -8,13 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1000
-    raise AssertionError
+from pipeline.core.units import human_bytes
 
 
 def usd(x: float) -> str:

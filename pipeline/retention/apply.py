@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.config import Config
-from pipeline.core.layout import MANIFEST, WORK_DIR
+from pipeline.core.layout import MANIFEST, WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError, load_manifest
@@ -245,8 +245,7 @@ def apply_plan(plan: Plan, cfg: Config) -> list[dict[str, Any]]:
         finally:
             if audit:
                 _write_ledger(plan.dataset, ledger)
-                stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-                log = plan.dataset / f"{AUDIT_DIR}/retention-{stamp}.jsonl"
+                log = plan.dataset / f"{AUDIT_DIR}/retention-{utc_stamp()}.jsonl"
                 log.write_bytes(
                     "".join(json.dumps(e, sort_keys=True) + "\n" for e in audit).encode()
                 )

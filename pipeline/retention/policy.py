@@ -1,4 +1,4 @@
-"""The `retention` and `prices` sections of the config (see retention/apply.py and report/cost.py).
+"""The `retention` section of the config (applied by retention/apply.py).
 
 Data classes (where each lives is in retention/decide.classify):
 
@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from pipeline.core.model import StrictModel
 
 StorageClass = Literal["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"]
 STORAGE_CLASSES: tuple[str, ...] = get_args(StorageClass)  # warm to cold
@@ -55,16 +57,12 @@ def coldness(storage_class: str) -> int:
     return STORAGE_CLASSES.index(storage_class) if storage_class in STORAGE_CLASSES else 0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Transition(_Strict):
+class Transition(StrictModel):
     after_days: float = Field(ge=0)
     storage_class: StorageClass
 
 
-class ClassRule(_Strict):
+class ClassRule(StrictModel):
     """What happens to one data class. No field set, or keep_forever, means keep forever."""
 
     keep_forever: bool = False
@@ -89,7 +87,7 @@ class ClassRule(_Strict):
         return self.delete_after_days is not None or self.keep_newest is not None
 
 
-class RetentionRules(_Strict):
+class RetentionRules(StrictModel):
     raw: ClassRule = ClassRule(keep_forever=True)
     read_docs: ClassRule = ClassRule(delete_after_days=14)
     exact_hashes: ClassRule = ClassRule(delete_after_days=14)
@@ -112,51 +110,9 @@ class RetentionRules(_Strict):
         return getattr(self, data_class, None) or ClassRule(keep_forever=True)
 
 
-class RetentionConfig(_Strict):
+class RetentionConfig(StrictModel):
     # A run folder or uncommitted version with any object younger than this is in progress:
     # nothing in it is touched.
     grace_days: float = Field(default=1.0, ge=0)
     apply_after_run: bool = False  # the driver may apply the plan at the end of `run`
     rules: RetentionRules = RetentionRules()
-
-
-class ClassPrice(_Strict):
-    gb_month: float = Field(ge=0)
-    put_per_1000: float = Field(ge=0)  # PUT, COPY, POST, LIST
-    get_per_1000: float = Field(ge=0)  # GET, HEAD (and SELECT)
-    retrieval_per_gb: float = Field(default=0.0, ge=0)
-    min_days: int = Field(default=0, ge=0)  # minimum storage duration billed
-
-
-class PricesConfig(_Strict):
-    """us-east-1 list prices (BRIEF §4). GLACIER and DEEP_ARCHIVE request and retrieval prices
-    are AWS list prices (standard retrieval) that the brief does not give: check before use."""
-
-    standard: ClassPrice = ClassPrice(gb_month=0.023, put_per_1000=0.005, get_per_1000=0.0004)
-    standard_ia: ClassPrice = ClassPrice(
-        gb_month=0.0125, put_per_1000=0.01, get_per_1000=0.001, retrieval_per_gb=0.01, min_days=30
-    )
-    glacier_ir: ClassPrice = ClassPrice(
-        gb_month=0.004, put_per_1000=0.02, get_per_1000=0.01, retrieval_per_gb=0.03, min_days=90
-    )
-    glacier: ClassPrice = ClassPrice(
-        gb_month=0.0036, put_per_1000=0.03, get_per_1000=0.0004, retrieval_per_gb=0.01, min_days=90
-    )
-    deep_archive: ClassPrice = ClassPrice(
-        gb_month=0.00099,
-        put_per_1000=0.05,
-        get_per_1000=0.0004,
-        retrieval_per_gb=0.02,
-        min_days=180,
-    )
-    egress_per_gb: float = Field(default=0.09, ge=0)
-    bytes_per_gb: int = Field(default=2**30, ge=1)  # AWS bills GB-months of 2^30 bytes
-    days_per_month: float = Field(default=30.0, gt=0)  # for minimum-duration charges
-
-    def for_class(self, storage_class: str) -> ClassPrice:
-        """Prices of a storage class; classes not in the table are priced as STANDARD."""
-        return (
-            getattr(self, storage_class.lower())
-            if storage_class in STORAGE_CLASSES
-            else self.standard
-        )

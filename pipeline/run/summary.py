@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.core.units import megabytes
 from pipeline.run.driver import RunResult
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
 
 
 def format_summary(result: RunResult) -> str:
@@ -24,7 +21,7 @@ def format_summary(result: RunResult) -> str:
     for s in result.stages:
         rate = s.bytes / 1e6 / s.seconds if s.seconds else 0.0
         lines.append(
-            f"{s.name:<10} {s.docs:>10,} {_mb(s.bytes):>12} {s.seconds:>8.2f} {rate:>7.1f}"
+            f"{s.name:<10} {s.docs:>10,} {megabytes(s.bytes):>12} {s.seconds:>8.2f} {rate:>7.1f}"
             f" {s.tasks:>6} {s.reused:>6} {s.peak_rss_mb:>6.0f} MB"
         )
     reused = {s.name: s.reused for s in result.stages if s.reused}
@@ -47,7 +44,7 @@ def format_summary(result: RunResult) -> str:
         why = f"  ({tok['engine_reason']})" if tok.get("engine_reason") else ""
         lines.append(f"tokenizer engine  {tok['engine']:>10}{why}")
     total = sum(s["bin_bytes"] for s in m["shards"])
-    lines.append(f"shards            {len(m['shards']):>10,}  ({_mb(total)} of tokens)")
+    lines.append(f"shards            {len(m['shards']):>10,}  ({megabytes(total)} of tokens)")
     skipped = m["run"].get("skipped_files", {})
     if skipped:
         listing = m["lineage"]["skipped"]

@@ -19,8 +19,8 @@ import argparse
 import math
 from dataclasses import dataclass
 
-MB = 1_000_000  # network figures are decimal: MB/s, GB/s
-MiB = 2**20
+from pipeline.core.units import MB, MiB, human_bytes
+
 DEFAULT_LATENCY_S = 0.050  # BRIEF §1: plan with 50 ms first-byte latency
 DEFAULT_BANDWIDTH = 100 * MB  # ... and ~100 MB/s per connection
 DEFAULT_TARGET = 1_000 * MB  # what one reader aims for when not told: generous, memory-capped
@@ -122,13 +122,6 @@ def node_bytes_per_s(
 
 
 # -- command line ------------------------------------------------------------------------------
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
-
-
 def plan_lines(
     latency_s: float,
     bandwidth: float,
@@ -144,9 +137,9 @@ def plan_lines(
     threshold = latency_bound_size(latency_s, bandwidth)
     lines = [
         f"latency L                   {latency_s * 1000:.1f} ms{' (probed)' if measured else ''}",
-        f"bandwidth per connection B  {_fmt_bytes(bandwidth)}/s{' (probed)' if measured else ''}",
-        f"target throughput X         {_fmt_bytes(target)}/s",
-        f"request size for latency < 10 %:  s >= 9*L*B = {_fmt_bytes(threshold)}",
+        f"bandwidth per connection B  {human_bytes(bandwidth)}/s{' (probed)' if measured else ''}",
+        f"target throughput X         {human_bytes(target)}/s",
+        f"request size for latency < 10 %:  s >= 9*L*B = {human_bytes(threshold)}",
     ]
     for label, size in (("that size", threshold), ("16 MB ranges", 16 * MB)):
         w = request_time(latency_s, bandwidth, size)
@@ -154,7 +147,7 @@ def plan_lines(
         lines.append(
             f"in flight for {label:<13} W = L + s/B = {w:.3f} s, rate = {target / size:.1f}"
             f" req/s, N = X*W/s = {target * w / size:.2f} -> {n},"
-            f" buffer N*s = {_fmt_bytes(n * size)}"
+            f" buffer N*s = {human_bytes(n * size)}"
         )
     reader = read_plan(latency_s, bandwidth, target)
     lines.append(
@@ -171,9 +164,9 @@ def plan_lines(
         n_node = inflight_needed(per_node, latency_s, bandwidth, reader.request_bytes)
         lines.append(
             f"per node: {gpus_per_node} GPUs x {tokens_per_s_per_gpu:,.0f} tokens/s x"
-            f" {bytes_per_token} B = {_fmt_bytes(per_node)}/s, {n_node} request(s) of"
+            f" {bytes_per_token} B = {human_bytes(per_node)}/s, {n_node} request(s) of"
             f" {reader.request_bytes / MiB:.0f} MiB in flight;"
-            f" {nodes} node(s): {_fmt_bytes(per_node * nodes)}/s"
+            f" {nodes} node(s): {human_bytes(per_node * nodes)}/s"
         )
     return lines
 

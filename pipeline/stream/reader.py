@@ -42,11 +42,12 @@ import numpy as np
 import xxhash
 
 from pipeline.core.storage import Location, check_reachable
+from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
-from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, MiB, ReadPlan, read_plan
+from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, ReadPlan, read_plan
 from pipeline.stream.windows import (
     ByteRange,
     Intervals,

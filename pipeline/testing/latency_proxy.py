@@ -1,6 +1,6 @@
 """A TCP proxy on loopback that adds first-byte latency and caps each connection's bandwidth.
 
-`tc netem` is not available here; this stands in for a far object store (BRIEF §5):
+`tc netem` is not available here; this stands in for a far object store:
 
     with LatencyProxy("http://127.0.0.1:5000", latency_s=0.05, bandwidth=50e6) as proxy:
         ...  # point the S3 client at proxy.endpoint

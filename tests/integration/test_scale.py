@@ -169,7 +169,7 @@ def test_plan_and_report_print_the_dry_run(capsys):
 
 def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():
     from pipeline.report import dry_run
-    from pipeline.retention.policy import PricesConfig
+    from pipeline.report.prices import PricesConfig
 
     report = {
         "before": {"retained": [{"data_class": "raw", "bytes": 10**9}]},

@@ -19,8 +19,9 @@ from pipeline.report import cost
 from pipeline.report.build import build_report, write_report
 from pipeline.report.html import format_html
 from pipeline.report.markdown import format_markdown
+from pipeline.report.prices import PricesConfig
 from pipeline.retention.decide import DAY, StoredObject, decide
-from pipeline.retention.policy import PricesConfig, RetentionRules
+from pipeline.retention.policy import RetentionRules
 from pipeline.testing.s3 import recorded_requests
 
 GIB = 2**30

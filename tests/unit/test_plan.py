@@ -3,8 +3,8 @@ import argparse
 import pytest
 
 from pipeline.core.storage import Location
+from pipeline.core.units import MB, MiB
 from pipeline.stream import plan
-from pipeline.stream.plan import MB, MiB
 from pipeline.testing.synthetic import write_version
 
 
