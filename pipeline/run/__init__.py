@@ -1,0 +1,2 @@
+"""The thin Ray layer: the driver that runs the stages in order, the task bodies (storage ->
+pure core -> storage), the near-dedup tasks and the end-of-run summary."""

@@ -8,6 +8,7 @@ moto's recorder (``/moto-api/recorder/*``) lets a test see which requests the se
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import socket
@@ -50,6 +51,11 @@ def dummy_aws_env() -> Iterator[None]:
 @contextlib.contextmanager
 def moto_server(startup_timeout: float = 60.0) -> Iterator[str]:
     """Start ``python -m moto.server`` on a free loopback port; yield its endpoint URL."""
+    if importlib.util.find_spec("moto") is None:  # moto is in the test extra only
+        raise SystemExit(
+            "this needs the local S3 test server (moto), which `pip install -e .` does not"
+            " install: run `pip install -e '.[test]'` first"
+        )
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="moto-") as tmp:
