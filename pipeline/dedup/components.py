@@ -44,7 +44,7 @@ def node_keys(doc_ids: Iterable[str]) -> np.ndarray:
     return np.array(hashes, dtype=np.uint64).view(np.int64)
 
 
-def partition_of(nodes: np.ndarray, num_partitions: int) -> np.ndarray:
+def node_partition(nodes: np.ndarray, num_partitions: int) -> np.ndarray:
     """Partition of each node key: mixed first, so sequential keys spread evenly."""
     return (
         fmix64(np.asarray(nodes, dtype=np.int64).view(np.uint64)) % np.uint64(num_partitions)
@@ -53,7 +53,7 @@ def partition_of(nodes: np.ndarray, num_partitions: int) -> np.ndarray:
 
 def route(edges: np.ndarray, num_partitions: int) -> list[np.ndarray]:
     """Edges split by the partition of their source node (edges[:, 0])."""
-    owner = partition_of(edges[:, 0], num_partitions)
+    owner = node_partition(edges[:, 0], num_partitions)
     order = np.argsort(owner, kind="stable")
     bounds = np.cumsum(np.bincount(owner, minlength=num_partitions))[:-1]
     return np.split(edges[order], bounds)
@@ -200,7 +200,7 @@ def reference_components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return nodes, np.array([find(int(n)) for n in nodes], dtype=np.int64)
 
 
-REMOVAL_SCHEMA = pa.schema(
+KEEP_RULE_SCHEMA = pa.schema(
     [("doc_id", pa.string()), ("kept_id", pa.string()), ("similarity", pa.float64())]
 )
 
@@ -261,7 +261,7 @@ def keep_rule(
             pa.array(doc_ids[kept_rows][out].tolist(), pa.string()),
             pa.array(np.array(similarity, dtype=np.float64)[out], pa.float64()),
         ],
-        schema=REMOVAL_SCHEMA,
+        schema=KEEP_RULE_SCHEMA,
     )
 
 

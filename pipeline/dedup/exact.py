@@ -72,7 +72,7 @@ def _hash_words(hashes: pa.Array) -> np.ndarray:
     return raw[2 * data.offset : 2 * (data.offset + len(data))].reshape(-1, 2)
 
 
-def partition_of(hashes: pa.Array, partitions: int) -> np.ndarray:
+def hash_partition(hashes: pa.Array, partitions: int) -> np.ndarray:
     """Partition index of each 16-byte hash (its first 8 bytes, little-endian, modulo P)."""
     return (_hash_words(hashes)[:, 0] % np.uint64(partitions)).astype(np.int64)
 
@@ -88,7 +88,7 @@ def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
 
 def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
     """Hash rows split by the partition of their hash (exact/p<part>/<unit>.parquet)."""
-    return split_rows(rows, partition_of(rows.column("hash").combine_chunks(), partitions))
+    return split_rows(rows, hash_partition(rows.column("hash").combine_chunks(), partitions))
 
 
 def exact_removals(rows: pa.Table) -> pa.Table:

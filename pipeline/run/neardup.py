@@ -6,7 +6,7 @@ int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 
 (source, row), unique per record even where two records share an id.
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
-components.partition_of):
+components.node_partition):
 
     sig/q<q>/<unit>.parquet   key, doc_id, source, row, unit_id, length (chars), sig (uint32 x
                               num_perm as bytes), for the unit's docs whose key is in partition q
@@ -146,7 +146,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     sigs = _sigs_of(rows["sig"], params.num_perm)
     sig_parts = _split_write(
         rows,
-        components.partition_of(keys, n),
+        components.node_partition(keys, n),
         lambda q: layout.near / f"sig/q{q:04d}/{unit}.parquet",
     )
     bands = minhash.band_hashes(sigs, params)
@@ -178,7 +178,7 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
     table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
     written = _split_write(
         table,
-        components.partition_of(edges[:, 0], n),
+        components.node_partition(edges[:, 0], n),
         lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet",
     )
     return timer.summary(part=part, candidates=len(edges), parts=written)
@@ -212,7 +212,7 @@ def near_attach(
     out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
     written = _split_write(
         out,
-        components.partition_of(b, n),
+        components.node_partition(b, n),
         lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet",
     )
     return timer.summary(part=q, edges=len(a), parts=written)
@@ -254,7 +254,7 @@ def near_members(
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
     written = _split_write(
         members,
-        components.partition_of(labels, n),
+        components.node_partition(labels, n),
         lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet",
     )
     return timer.summary(part=q, members=len(nodes), parts=written)
