@@ -105,6 +105,25 @@ class RunLayout:
     def near(self) -> Location:
         return self.run / "near"
 
+    # near-dedup intermediates (formats: run/neardup.py); q, p, l are partition numbers
+    def near_sig(self, q: int, unit: str) -> Location:
+        return self.near / f"sig/q{q:04d}/{unit}.parquet"
+
+    def near_bands(self, p: int, unit: str) -> Location:
+        return self.near / f"bands/p{p:04d}/{unit}.parquet"
+
+    def near_edges(self, q: int, p: int) -> Location:
+        return self.near / f"edges/q{q:04d}/p{p:04d}.parquet"
+
+    def near_half(self, q: int, r: int) -> Location:
+        return self.near / f"half/q{q:04d}/q{r:04d}.parquet"
+
+    def near_members(self, label_part: int, q: int) -> Location:
+        return self.near / f"members/l{label_part:04d}/q{q:04d}.parquet"
+
+    def near_removed(self, label_part: int) -> Location:
+        return self.near / f"removed/l{label_part:04d}.parquet"
+
     @property
     def removed(self) -> Location:
         return self.run / "removed.parquet"

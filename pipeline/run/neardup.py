@@ -47,7 +47,7 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
 from pipeline.dedup.exact import REMOVED_SCHEMA, split_rows
-from pipeline.run.tasks import TaskTimer
+from pipeline.run.timer import TaskTimer
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
 
@@ -147,7 +147,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     sig_parts = _split_write(
         rows,
         components.node_partition(keys, n),
-        lambda q: layout.near / f"sig/q{q:04d}/{unit}.parquet",
+        lambda q: layout.near_sig(q, unit),
     )
     bands = minhash.band_hashes(sigs, params)
     band_rows = pa.table(
@@ -159,7 +159,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
     band_parts = _split_write(
         band_rows,
         (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
-        lambda p: layout.near / f"bands/p{p:04d}/{unit}.parquet",
+        lambda p: layout.near_bands(p, unit),
     )
     return timer.summary(unit=unit, docs=rows.num_rows, sig_parts=sig_parts, band_parts=band_parts)
 
@@ -168,7 +168,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
 def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict[str, Any]:
     """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
     timer = TaskTimer()
-    tables = _read_all(layout.near / f"bands/p{part:04d}/{u}.parquet" for u in units)
+    tables = _read_all(layout.near_bands(part, u) for u in units)
     rows = pa.concat_tables(tables) if tables else pa.table({"band_hash": [], "key": []})
     edges = (
         minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
@@ -179,13 +179,13 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
     written = _split_write(
         table,
         components.node_partition(edges[:, 0], n),
-        lambda q: layout.near / f"edges/q{q:04d}/p{part:04d}.parquet",
+        lambda q: layout.near_edges(q, part),
     )
     return timer.summary(part=part, candidates=len(edges), parts=written)
 
 
 def _load_sigs(layout: RunLayout, q: int, units: list[str]) -> pa.Table:
-    tables = _read_all(layout.near / f"sig/q{q:04d}/{u}.parquet" for u in units)
+    tables = _read_all(layout.near_sig(q, u) for u in units)
     return pa.concat_tables(tables).sort_by("key") if tables else None
 
 
@@ -203,7 +203,7 @@ def near_attach(
     """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
     timer = TaskTimer()
     n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
-    edges = _read_all(layout.near / f"edges/q{q:04d}/p{p:04d}.parquet" for p in sources)
+    edges = _read_all(layout.near_edges(q, p) for p in sources)
     if not edges:
         return timer.summary(part=q, edges=0, parts=[])
     table = pa.concat_tables(edges)
@@ -213,7 +213,7 @@ def near_attach(
     written = _split_write(
         out,
         components.node_partition(b, n),
-        lambda r: layout.near / f"half/q{r:04d}/q{q:04d}.parquet",
+        lambda r: layout.near_half(r, q),
     )
     return timer.summary(part=q, edges=len(a), parts=written)
 
@@ -227,7 +227,7 @@ def near_verify(
     """
     timer = TaskTimer()
     n, near = cfg.dedup.partitions, cfg.dedup.near
-    halves = _read_all(layout.near / f"half/q{q:04d}/q{r:04d}.parquet" for r in sources)
+    halves = _read_all(layout.near_half(q, r) for r in sources)
     verified = components.EMPTY_EDGES
     if halves:
         table = pa.concat_tables(halves)
@@ -255,7 +255,7 @@ def near_members(
     written = _split_write(
         members,
         components.node_partition(labels, n),
-        lambda lp: layout.near / f"members/l{lp:04d}/q{q:04d}.parquet",
+        lambda lp: layout.near_members(lp, q),
     )
     return timer.summary(part=q, members=len(nodes), parts=written)
 
@@ -264,8 +264,8 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> di
     """The keep rule over whole components (all members of a label are in this partition)."""
     timer = TaskTimer()
     near = cfg.dedup.near
-    tables = _read_all(layout.near / f"members/l{lp:04d}/q{q:04d}.parquet" for q in sources)
-    out = layout.near / f"removed/l{lp:04d}.parquet"
+    tables = _read_all(layout.near_members(lp, q) for q in sources)
+    out = layout.near_removed(lp)
     if not tables:
         out.write_parquet(REMOVED_SCHEMA.empty_table())
         return timer.summary(part=lp, removed=0)

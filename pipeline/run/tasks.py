@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import resource
 import tempfile
-import time
 from collections import Counter
 from typing import Any
 
@@ -24,7 +22,7 @@ import xxhash
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
 from pipeline.formats.megatron import ShardWriter
@@ -37,6 +35,7 @@ from pipeline.ingest.readers import (
     changed_quarantine,
     read_piece,
 )
+from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
 from pipeline.tokens.check import EngineMismatch, compare_engines, hard_strings, sample_rows
 from pipeline.tokens.encode import (
@@ -49,36 +48,6 @@ from pipeline.tokens.encode import (
 )
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
-
-
-class TaskTimer:
-    """Time, storage I/O and peak memory of one task, reported in its summary."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-        self.io = IO.snapshot()
-        reset_peak_rss()
-
-    def summary(self, **fields: Any) -> dict[str, Any]:
-        fields["seconds"] = time.perf_counter() - self.start
-        fields["io"] = IO.delta(IO.snapshot(), self.io)
-        fields["peak_rss_mb"] = peak_rss_mb()
-        return fields
-
-
-def reset_peak_rss() -> None:
-    """Start the process's peak-RSS count afresh (Linux), so that a task reports its own peak,
-    not that of an earlier task the same Ray worker ran; elsewhere the peak stays cumulative."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this worker since its task started (see reset_peak_rss)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # -- ingest ----------------------------------------------------------------------------------
@@ -196,7 +165,7 @@ def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
     """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
     timer = TaskTimer()
     parts = [layout.exact_removed_all.read_parquet()]
-    parts += [(layout.near / f"removed/l{p:04d}.parquet").read_parquet() for p in range(near_parts)]
+    parts += [layout.near_removed(p).read_parquet() for p in range(near_parts)]
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
     layout.removed.write_parquet(removed, row_group_size=65536)
     rules = Counter(removed["rule"].to_pylist())
