@@ -165,10 +165,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     print(format_markdown(report))
     if args.corpus_bytes:  # the same run, at the user's scale
+        from pipeline.core.units import parse_size
         from pipeline.report import dry_run
-        from pipeline.stream.plan import _byte_size
 
-        corpus = _byte_size(args.corpus_bytes)
+        corpus = parse_size(args.corpus_bytes)
         cut, stages = dry_run.plan_for_config(cfg, corpus)
         report["projection"] = dry_run.projected_bill(
             report,
@@ -210,22 +210,75 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from pipeline.report.build import RANGE_BYTES
+def cmd_plan_corpus(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
 
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from pipeline.core.units import parse_size
+    from pipeline.report import dry_run
 
+    cfg = load_config(args.config, overrides=args.set, check_paths=False) if args.config else None
+    rates = None
+    if args.rates:
+        text = Path(args.rates).read_text().strip().splitlines()[-1]
+        rates = dry_run.rates_from_bench(json.loads(text))
+    cut, stages = dry_run.plan_for_config(
+        cfg,
+        parse_size(args.corpus_bytes),
+        docs=args.docs,
+        unit_bytes=parse_size(args.unit_bytes),
+        shard_bytes=parse_size(args.shard_bytes),
+        file_bytes=parse_size(args.file_bytes),
+        rates=rates,
+    )
+    for line in dry_run.dry_run_lines(cut, stages):
+        print(line)
+    if args.json:
+        Path(args.json).write_text(dry_run.dry_run_json(cut, stages))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    if args.corpus_bytes:
+        return cmd_plan_corpus(args)
+    from pipeline.core.units import MB
+    from pipeline.stream.plan import plan_lines
+
+    latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
+    if args.probe:
+        from pipeline.stream.fetch import probe_uri
+
+        probe = probe_uri(args.probe, storage_from_args(args))
+        latency_s, bandwidth = probe.latency_s, probe.bandwidth
+    for line in plan_lines(
+        latency_s,
+        bandwidth,
+        args.target_gbps * 1e9,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        tokens_per_s_per_gpu=args.tokens_per_s_per_gpu,
+        bytes_per_token=args.bytes_per_token,
+        measured=bool(args.probe),
+    ):
+        print(line)
+    return 0
+
+
+def _run_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="list, read, dedup, tokenize, pack and commit a version")
     _add_config_args(run)
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=cmd_run)
 
+
+def _verify_parser(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check a committed version against its manifest")
     verify.add_argument("uri", help="a version folder, or a dataset folder (newest version)")
     add_storage_args(verify)
     verify.set_defaults(func=cmd_verify)
 
+
+def _retain_parser(sub: argparse._SubParsersAction) -> None:
     retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
     _add_config_args(retain)
     retain.add_argument(
@@ -240,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the policy as S3 lifecycle rules (JSON) where S3 can say it",
     )
     retain.set_defaults(func=cmd_retain)
+
+
+def _report_parser(sub: argparse._SubParsersAction) -> None:
+    from pipeline.report.build import RANGE_BYTES
 
     report = sub.add_parser("report", help="cost report: retained vs read, $ per month")
     _add_config_args(report)
@@ -269,14 +326,65 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=cmd_report)
 
-    from pipeline.stream.plan import add_plan_command
 
-    add_plan_command(sub)
+def _plan_parser(sub: argparse._SubParsersAction) -> None:
+    from pipeline.core.units import MB
+    from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S
 
+    parser = sub.add_parser("plan", help="request size, in-flight requests, shard size")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=DEFAULT_LATENCY_S * 1000,
+        help="first-byte latency L (default 50)",
+    )
+    parser.add_argument(
+        "--bandwidth-mbps",
+        type=float,
+        default=DEFAULT_BANDWIDTH / MB,
+        help="bandwidth of one connection B, MB/s (default 100)",
+    )
+    parser.add_argument(
+        "--target-gbps", type=float, default=2.0, help="throughput to sustain X, GB/s (default 2)"
+    )
+    parser.add_argument(
+        "--probe",
+        metavar="URI",
+        help="measure L and B first against this object, or the largest shard of"
+        " a version / dataset folder",
+    )
+    add_storage_args(parser)  # the --probe URI's endpoint: --config/--set or --endpoint-url
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--gpus-per-node", type=int)
+    parser.add_argument("--tokens-per-s-per-gpu", type=float)
+    parser.add_argument("--bytes-per-token", type=int, default=2)
+    scale = parser.add_argument_group(
+        "dry run at a corpus size (see dry_run.py); --config (and --set) also give its unit,"
+        " shard, dedup and price settings"
+    )
+    scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
+    scale.add_argument("--docs", type=int, help="documents in the corpus (default bytes / 4000)")
+    scale.add_argument("--unit-bytes", help="ingest.unit_bytes (default: the config's, 256MiB)")
+    scale.add_argument("--shard-bytes", help="pack.shard_bytes (default: the config's, 256MiB)")
+    scale.add_argument("--file-bytes", default="1GiB", help="size of each input file")
+    scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
+    scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
+    parser.set_defaults(func=cmd_plan)
+
+
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks (each prints a table and a JSON last line)")
     bench.add_argument("name", choices=sorted(BENCHES))
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own options")
     bench.set_defaults(func=cmd_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_run_parser, _verify_parser, _retain_parser, _report_parser, _plan_parser,
+                _bench_parser):
+        add(sub)
     return parser
 
 

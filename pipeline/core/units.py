@@ -22,3 +22,10 @@ def human_bytes(n: float) -> str:
 def megabytes(n: float) -> str:
     """A size in MB with one decimal, for columns that compare stages."""
     return f"{n / MB:,.1f} MB"
+
+
+def parse_size(text: str | None) -> int | None:
+    """`10TB`, `256MiB` or a number of bytes, as the config reads sizes (pydantic's ByteSize)."""
+    from pydantic import ByteSize, TypeAdapter
+
+    return None if text is None else int(TypeAdapter(ByteSize).validate_python(text))

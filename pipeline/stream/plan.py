@@ -15,7 +15,6 @@ with `read_plan`, from declared or probed L and B (see `pipeline.stream.fetch.pr
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass
 
@@ -121,7 +120,7 @@ def node_bytes_per_s(
     return gpus_per_node * tokens_per_s_per_gpu * bytes_per_token
 
 
-# -- command line ------------------------------------------------------------------------------
+# -- what `python -m pipeline plan` prints -------------------------------------------------------
 def plan_lines(
     latency_s: float,
     bandwidth: float,
@@ -169,106 +168,3 @@ def plan_lines(
             f" {nodes} node(s): {human_bytes(per_node * nodes)}/s"
         )
     return lines
-
-
-def add_plan_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("plan", help="request size, in-flight requests, shard size")
-    parser.add_argument(
-        "--latency-ms",
-        type=float,
-        default=DEFAULT_LATENCY_S * 1000,
-        help="first-byte latency L (default 50)",
-    )
-    parser.add_argument(
-        "--bandwidth-mbps",
-        type=float,
-        default=DEFAULT_BANDWIDTH / MB,
-        help="bandwidth of one connection B, MB/s (default 100)",
-    )
-    parser.add_argument(
-        "--target-gbps", type=float, default=2.0, help="throughput to sustain X, GB/s (default 2)"
-    )
-    parser.add_argument(
-        "--probe",
-        metavar="URI",
-        help="measure L and B first against this object, or the largest shard of"
-        " a version / dataset folder",
-    )
-    from pipeline.cli import add_storage_args
-
-    add_storage_args(parser)  # the --probe URI's endpoint: --config/--set or --endpoint-url
-    parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--gpus-per-node", type=int)
-    parser.add_argument("--tokens-per-s-per-gpu", type=float)
-    parser.add_argument("--bytes-per-token", type=int, default=2)
-    scale = parser.add_argument_group(
-        "dry run at a corpus size (see dry_run.py); --config (and --set) also give its unit,"
-        " shard, dedup and price settings"
-    )
-    scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
-    scale.add_argument("--docs", type=int, help="documents in the corpus (default bytes / 4000)")
-    scale.add_argument("--unit-bytes", help="ingest.unit_bytes (default: the config's, 256MiB)")
-    scale.add_argument("--shard-bytes", help="pack.shard_bytes (default: the config's, 256MiB)")
-    scale.add_argument("--file-bytes", default="1GiB", help="size of each input file")
-    scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
-    scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
-    parser.set_defaults(func=cmd_plan)
-    return parser
-
-
-def _byte_size(text: str | None) -> int | None:
-    from pydantic import ByteSize, TypeAdapter
-
-    return None if text is None else int(TypeAdapter(ByteSize).validate_python(text))
-
-
-def cmd_plan_corpus(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from pipeline.config import load_config
-    from pipeline.report import dry_run
-
-    cfg = load_config(args.config, overrides=args.set, check_paths=False) if args.config else None
-    rates = None
-    if args.rates:
-        text = Path(args.rates).read_text().strip().splitlines()[-1]
-        rates = dry_run.rates_from_bench(json.loads(text))
-    cut, stages = dry_run.plan_for_config(
-        cfg,
-        _byte_size(args.corpus_bytes),
-        docs=args.docs,
-        unit_bytes=_byte_size(args.unit_bytes),
-        shard_bytes=_byte_size(args.shard_bytes),
-        file_bytes=_byte_size(args.file_bytes),
-        rates=rates,
-    )
-    for line in dry_run.dry_run_lines(cut, stages):
-        print(line)
-    if args.json:
-        Path(args.json).write_text(dry_run.dry_run_json(cut, stages))
-    return 0
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    if args.corpus_bytes:
-        return cmd_plan_corpus(args)
-    latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
-    if args.probe:
-        from pipeline.cli import storage_from_args
-        from pipeline.stream.fetch import probe_uri
-
-        probe = probe_uri(args.probe, storage_from_args(args))
-        latency_s, bandwidth = probe.latency_s, probe.bandwidth
-    for line in plan_lines(
-        latency_s,
-        bandwidth,
-        args.target_gbps * 1e9,
-        nodes=args.nodes,
-        gpus_per_node=args.gpus_per_node,
-        tokens_per_s_per_gpu=args.tokens_per_s_per_gpu,
-        bytes_per_token=args.bytes_per_token,
-        measured=bool(args.probe),
-    ):
-        print(line)
-    return 0

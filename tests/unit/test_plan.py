@@ -1,7 +1,7 @@
-import argparse
 
 import pytest
 
+from pipeline import cli
 from pipeline.core.storage import Location
 from pipeline.core.units import MB, MiB
 from pipeline.stream import plan
@@ -50,10 +50,7 @@ def test_shard_size_and_node_rate():
 
 
 def _run_plan(argv):
-    parser = argparse.ArgumentParser()
-    plan.add_plan_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["plan", *argv])
-    return args.func(args)
+    return cli.main(["plan", *argv])
 
 
 def test_plan_command_prints_the_brief_figures(capsys):
