@@ -126,3 +126,13 @@ def exact_removals(rows: pa.Table) -> pa.Table:
         },
         schema=REMOVED_SCHEMA,
     )
+
+
+def drop_removed(rows: pa.Table, removed: pa.Table) -> pa.Table:
+    """`rows` less those whose (source, row) is in `removed`, in (source, row) order: what a
+    unit keeps after dedup, for every stage that reads a unit's rows after the audit."""
+    if not removed.num_rows:
+        return rows
+    gone = removed.select(["source", "row"])
+    kept = rows.join(gone, keys=["source", "row"], join_type="left anti")
+    return kept.sort_by([("source", "ascending"), ("row", "ascending")])

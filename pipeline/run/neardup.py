@@ -46,7 +46,7 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
-from pipeline.dedup.exact import REMOVED_SCHEMA, split_rows
+from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed, split_rows
 from pipeline.run.timer import TaskTimer
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
@@ -139,9 +139,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
         rows = signed.read_parquet()
     else:
         rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg)
-    if gone.num_rows:  # keeps the (source, row) order
-        rows = rows.join(gone, keys=["source", "row"], join_type="left anti")
-        rows = rows.sort_by([("source", "ascending"), ("row", "ascending")])
+    rows = drop_removed(rows, gone)
     keys = rows["key"].to_numpy()
     sigs = _sigs_of(rows["sig"], params.num_perm)
     sig_parts = _split_write(

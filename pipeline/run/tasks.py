@@ -277,8 +277,7 @@ def tokenize_unit(
     check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
     docs = layout.read_docs(unit_id).read_parquet()
-    if removed.num_rows:
-        docs = docs.join(removed, keys=["source", "row"], join_type="left anti")
+    docs = exact.drop_removed(docs, removed)
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
     checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
