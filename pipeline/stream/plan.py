@@ -6,7 +6,8 @@
 
 One request costs `W = L + s / B` (L first-byte latency, B one connection's bandwidth, s bytes).
 - Latency is the fraction `L / W` of each request; it costs less than `f` when
-  `s >= L * B * (1 - f) / f`, i.e. `9 * L * B` for f = 10 % (BRIEF §1: 45 MB at 50 ms, 100 MB/s).
+  `s >= L * B * (1 - f) / f`, i.e. `9 * L * B` for f = 10 % (45 MB at 50 ms and
+  100 MB/s).
 - Little's law: moving X bytes/s in requests of s bytes keeps `N = X * W / s` requests in flight
   (2 GB/s in 16 MB ranges at 50 ms and 100 MB/s: W = 0.21 s, N = 26.25, so 27).
 The functions here are pure arithmetic; `StreamReader` sizes its requests and its prefetch depth
@@ -20,13 +21,13 @@ from dataclasses import dataclass
 
 from pipeline.core.units import MB, MiB, human_bytes
 
-DEFAULT_LATENCY_S = 0.050  # BRIEF §1: plan with 50 ms first-byte latency
+DEFAULT_LATENCY_S = 0.050  # object storage's first-byte latency: tens of ms, plan with 50
 DEFAULT_BANDWIDTH = 100 * MB  # ... and ~100 MB/s per connection
 DEFAULT_TARGET = 1_000 * MB  # what one reader aims for when not told: generous, memory-capped
 MIN_REQUEST = 1 * MiB
 MAX_REQUEST = 64 * MiB
 MAX_INFLIGHT = 64  # threads per reader; beyond this, add readers (processes), not threads
-MIN_SHARD, MAX_SHARD = 64 * MiB, 1024 * MiB  # BRIEF §1: large shards, 64 MiB - 1 GiB
+MIN_SHARD, MAX_SHARD = 64 * MiB, 1024 * MiB  # several large requests each, few objects
 
 
 def request_time(latency_s: float, bandwidth: float, size: float) -> float:
