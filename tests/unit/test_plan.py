@@ -9,7 +9,7 @@ from pipeline.testing.synthetic import write_version
 
 
 def test_brief_worked_example():
-    # README "Why 256 MiB shards": 2 GB/s with 16 MB ranges, L = 50 ms, B = 100 MB/s -> W = 0.21 s, N ~ 27.
+    # 2 GB/s with 16 MB ranges, L = 50 ms, B = 100 MB/s -> W = 0.21 s, N ~ 27.
     assert plan.request_time(0.05, 100 * MB, 16 * MB) == pytest.approx(0.21)
     assert plan.inflight_needed(2e9, 0.05, 100 * MB, 16 * MB) == 27
     # 10 % rule: s >= 9 L B = 45 MB, where latency is exactly a tenth of the request time.
