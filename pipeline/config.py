@@ -210,7 +210,9 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         # decide which units exist, not what a unit's read output holds
         "input": {"uri", "include", "exclude"},
         "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
-        "dedup": {"exact", "near"},  # dedup decisions are made later, from the hashes
+        # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
+        # which a run resolves into dedup.partitions (Config.for_listing) before any key
+        "dedup": {"exact", "near", "partition_bytes"},
         "tokenize": True,
         "pack": True,
     },
@@ -222,7 +224,8 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
         # speed, not ids; verify_fraction only decides how much is checked
         "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
-        "pack": {"shard_bytes"},  # shards are cut from the token files at pack time
+        # shards and the pack exchange are cut from the token files at pack time
+        "pack": {"shard_bytes", "exchange_request_bytes"},
     },
 }
 

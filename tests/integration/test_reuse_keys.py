@@ -36,6 +36,8 @@ EXPECT = {
     "tokenize.engine": set(),  # same ids whatever the engine: not even a new run (issue 11)
     "tokenize.verify_fraction": set(),  # how much is re-checked: not part of the output at all
     "pack.shard_bytes": {"run"},
+    "dedup.partition_bytes": set(),  # only sets the count a run resolves into dedup.partitions
+    "pack.exchange_request_bytes": set(),  # how pack moves bytes, not which
     "pack.seed": {"tokens", "run"},
 }
 _NEVER = ("name", "output.", "storage.", "ray.", "retention.", "prices.")
