@@ -16,29 +16,20 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
     parser.add_argument("--input", help="input URI (folder, file:// or s3://), overrides input.uri")
     parser.add_argument("--output", help="output URI, overrides output.uri")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any config key, e.g. --set pack.shard_bytes=64MiB",
-    )
-    parser.add_argument(
-        "--endpoint-url", help="S3 endpoint, the same as --set storage.endpoint_url=URL"
-    )
+    _add_overrides(parser, "override any config key, e.g. --set pack.shard_bytes=64MiB")
 
 
 def add_storage_args(parser: argparse.ArgumentParser) -> None:
     """The endpoint options of a command that reads a URI given on its command line: storage
     options from --config (+ --set), or --endpoint-url / --set storage.* without a config."""
     parser.add_argument("--config", help="take storage options (endpoint, region) from this config")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set storage.endpoint_url=http://127.0.0.1:9000",
+    _add_overrides(
+        parser, "override a config key, e.g. --set storage.endpoint_url=http://127.0.0.1:9000"
     )
+
+
+def _add_overrides(parser: argparse.ArgumentParser, set_help: str) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     parser.add_argument(
         "--endpoint-url", help="S3 endpoint, the same as --set storage.endpoint_url=URL"
     )
