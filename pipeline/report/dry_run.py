@@ -93,6 +93,36 @@ def synthetic_listing(corpus_bytes: int, file_bytes: int) -> pa.Table:
     )
 
 
+@dataclass(frozen=True)
+class _Cut:
+    """The counts and per-unit sizes every stage's formula uses."""
+
+    corpus_bytes: int
+    docs: int
+    m: int  # units
+    pieces: int  # (file, byte range) pieces of all units
+    p: int  # dedup partitions
+    s: int  # shards
+    k: int  # pack key buckets
+    g: int  # pack unit groups
+    token_bytes: int
+    shard_bytes: int
+    sig_doc: int  # bytes of one document's signature row
+    bands: int
+
+    @property
+    def per_unit(self) -> float:
+        return self.corpus_bytes / self.m
+
+    @property
+    def docs_pq(self) -> float:  # one unit's documents as zstd Parquet
+        return self.per_unit * DOCS_PARQUET_RATIO
+
+    @property
+    def hash_bytes(self) -> int:
+        return self.docs * HASH_ROW_BYTES
+
+
 def dry_run(
     corpus_bytes: int,
     *,
@@ -114,105 +144,115 @@ def dry_run(
     listing = synthetic_listing(corpus_bytes, file_bytes)
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
-    pieces = units_table.num_rows
-    p = dedup.partition_count(corpus_bytes)
     token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
     plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes)
-    s, k, g = plan.shards, plan.buckets, plan.groups
-    per_unit = corpus_bytes / m
-    docs_pq, sig_doc = per_unit * DOCS_PARQUET_RATIO, num_perm * 4 + 60
-    unit_docs = docs / m
+    c = _Cut(
+        corpus_bytes, docs, m, units_table.num_rows, dedup.partition_count(corpus_bytes),
+        plan.shards, plan.buckets, plan.groups, token_bytes, shard_bytes, num_perm * 4 + 60, bands,
+    )
     cut = {
         "corpus_bytes": corpus_bytes,
         "docs": docs,
         "files": listing.num_rows,
         "units": m,
-        "partitions": p,
-        "shards": s,
-        "pack_buckets": k,
-        "pack_groups": g,
+        "partitions": c.p,
+        "shards": c.s,
+        "pack_buckets": c.k,
+        "pack_groups": c.g,
         "token_bytes": token_bytes,
     }
-    st: list[StagePlan] = []
-    st.append(StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0))
-    # read: the pieces; writes docs, quarantine, P hash parts, signatures, done marker
-    st.append(
-        StagePlan(
-            "read+hash",
-            m,
-            {
-                "get": pieces * gets(per_unit / max(1, pieces / m)),
-                "put": m * (puts(docs_pq) + puts(unit_docs * sig_doc) + p + 2),
-                "head": m,
-            },
-            corpus_bytes,
-            m * (docs_pq + unit_docs * (sig_doc + HASH_ROW_BYTES)),
-            WORKER_BASE_MB + 3 * per_unit / MiB,
-        )
-    )
-    hash_bytes = docs * HASH_ROW_BYTES
-    st.append(
-        StagePlan(
-            "exact",
-            p + 1,
-            {"get": m * p + p, "put": p + 1, "head": 0},
-            2 * hash_bytes,
-            hash_bytes,
-            WORKER_BASE_MB + 3 * hash_bytes / p / MiB,
-        )
-    )
-    near_part = docs / p * (sig_doc + bands * BAND_ROW_BYTES)
-    st.append(
-        StagePlan(
-            "near",
-            m + 5 * p,
-            {
-                # per unit: signatures + removals in, P sig and P band parts out; per partition:
-                # band parts of every unit, then P x P edge / half / member pieces
-                "get": 2 * m + 4 * m * p + 3 * p * p,
-                "put": 2 * m * p + 3 * p * p + p,
-                "head": m + p,
-            },
-            docs * (2 * sig_doc + 4 * bands * BAND_ROW_BYTES),
-            docs * (2 * sig_doc + bands * BAND_ROW_BYTES),
-            WORKER_BASE_MB + 3 * near_part / MiB,
-        )
-    )
-    st.append(StagePlan("audit", 1, {"get": p + 1, "put": 1}, 2 * hash_bytes, hash_bytes, 0))
-    st[-1].peak_mb = WORKER_BASE_MB + 3 * hash_bytes / MiB * 0.2
-    st.append(
-        StagePlan(
-            "tokenize",
-            m,
-            {"get": m * (gets(docs_pq) + 2), "put": m * (puts(token_bytes / m) + 1), "head": m},
-            m * docs_pq,
-            token_bytes * 1.02,
-            WORKER_BASE_MB + (3 * per_unit + token_bytes / m) / MiB,
-        )
-    )
-    # pack pass 1 (G x K exchange tasks) + pass 2 (S shard tasks, each verified after writing)
-    st.append(
-        StagePlan(
-            "pack",
-            g * k + s,
-            {
-                "get": 2 * m * k + g * s + s,
-                "put": g * k * (puts(token_bytes / (g * k)) + 1) + s * (puts(shard_bytes) + 1),
-                "head": g * k,
-            },
-            3 * token_bytes,
-            2 * token_bytes,
-            WORKER_BASE_MB + 4 * shard_bytes / MiB,
-        )
-    )
+    list_stage = StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0)
+    st = [list_stage] + [stage(c) for stage in (_read, _exact, _near, _audit, _tokenize, _pack)]
     for stage in st:
-        stage.core_hours = corpus_bytes / 1e6 / rates.get(stage.name, 1e6) / 3600
-        r = stage.requests
-        stage.dollars = (
-            (r.get("put", 0) + r.get("list", 0)) * prices.standard.put_per_1000
-            + (r.get("get", 0) + r.get("head", 0)) * prices.standard.get_per_1000
-        ) / 1000
+        _cost(stage, corpus_bytes, rates, prices)
     return cut, st
+
+
+def _read(c: _Cut) -> StagePlan:
+    """The pieces in; docs, quarantine, P hash parts, signatures and a done marker out."""
+    unit_docs = c.docs / c.m
+    return StagePlan(
+        "read+hash",
+        c.m,
+        {
+            "get": c.pieces * gets(c.per_unit / max(1, c.pieces / c.m)),
+            "put": c.m * (puts(c.docs_pq) + puts(unit_docs * c.sig_doc) + c.p + 2),
+            "head": c.m,
+        },
+        c.corpus_bytes,
+        c.m * (c.docs_pq + unit_docs * (c.sig_doc + HASH_ROW_BYTES)),
+        WORKER_BASE_MB + 3 * c.per_unit / MiB,
+    )
+
+
+def _exact(c: _Cut) -> StagePlan:
+    m, p = c.m, c.p
+    return StagePlan(
+        "exact",
+        p + 1,
+        {"get": m * p + p, "put": p + 1, "head": 0},
+        2 * c.hash_bytes,
+        c.hash_bytes,
+        WORKER_BASE_MB + 3 * c.hash_bytes / p / MiB,
+    )
+
+
+def _near(c: _Cut) -> StagePlan:
+    """Per unit: signatures + removals in, P sig and P band parts out; per partition: band parts
+    of every unit, then P x P edge / half / member pieces."""
+    m, p, docs, band = c.m, c.p, c.docs, c.bands * BAND_ROW_BYTES
+    return StagePlan(
+        "near",
+        m + 5 * p,
+        {"get": 2 * m + 4 * m * p + 3 * p * p, "put": 2 * m * p + 3 * p * p + p, "head": m + p},
+        docs * (2 * c.sig_doc + 4 * band),
+        docs * (2 * c.sig_doc + band),
+        WORKER_BASE_MB + 3 * (docs / p * (c.sig_doc + band)) / MiB,
+    )
+
+
+def _audit(c: _Cut) -> StagePlan:
+    stage = StagePlan("audit", 1, {"get": c.p + 1, "put": 1}, 2 * c.hash_bytes, c.hash_bytes, 0)
+    stage.peak_mb = WORKER_BASE_MB + 3 * c.hash_bytes / MiB * 0.2
+    return stage
+
+
+def _tokenize(c: _Cut) -> StagePlan:
+    m = c.m
+    return StagePlan(
+        "tokenize",
+        m,
+        {"get": m * (gets(c.docs_pq) + 2), "put": m * (puts(c.token_bytes / m) + 1), "head": m},
+        m * c.docs_pq,
+        c.token_bytes * 1.02,
+        WORKER_BASE_MB + (3 * c.per_unit + c.token_bytes / m) / MiB,
+    )
+
+
+def _pack(c: _Cut) -> StagePlan:
+    """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each verified after writing)."""
+    g, k, s, t = c.g, c.k, c.s, c.token_bytes
+    return StagePlan(
+        "pack",
+        g * k + s,
+        {
+            "get": 2 * c.m * k + g * s + s,
+            "put": g * k * (puts(t / (g * k)) + 1) + s * (puts(c.shard_bytes) + 1),
+            "head": g * k,
+        },
+        3 * t,
+        2 * t,
+        WORKER_BASE_MB + 4 * c.shard_bytes / MiB,
+    )
+
+
+def _cost(stage: StagePlan, corpus_bytes: int, rates: dict, prices: PricesConfig) -> None:
+    stage.core_hours = corpus_bytes / 1e6 / rates.get(stage.name, 1e6) / 3600
+    r = stage.requests
+    stage.dollars = (
+        (r.get("put", 0) + r.get("list", 0)) * prices.standard.put_per_1000
+        + (r.get("get", 0) + r.get("head", 0)) * prices.standard.get_per_1000
+    ) / 1000
 
 
 def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, list[StagePlan]]:
