@@ -84,10 +84,10 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int, L
     start = time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
         tok = stages.tokenize_unit(layout, "u0", cfg, f.read(), engine)
-    token_bytes = tok["tokens"] * (2 if info.dtype == "uint16" else 4)
+    token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
-    stages.pack_in_process(layout, version, [("u0", tok["removed"])], token_bytes, cfg, info.dtype)
-    return time.perf_counter() - start, tok["tokens"], version
+    stages.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
+    return time.perf_counter() - start, tok.tokens, version
 
 
 def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> bool:

@@ -36,6 +36,15 @@ from pipeline.formats.manifest import (
 )
 from pipeline.run import neardup
 from pipeline.run import tasks as stages
+from pipeline.run.results import (
+    AuditResult,
+    ListResult,
+    PackResult,
+    ReadResult,
+    RoutedResult,
+    TaskResult,
+    TokenizeResult,
+)
 from pipeline.run.tokenize_stage import tokenize_stage
 from pipeline.tokens.encode import load_tokenizer, token_id
 from pipeline.tokens.pack import pack_plan, shard_sections
@@ -123,7 +132,7 @@ def ensure_ray(cfg: Config) -> None:
         )
 
 
-def _gather(name: str, futures: list, show: bool, tick=None) -> list[dict]:
+def _gather(name: str, futures: list, show: bool, tick=None) -> list:
     """Wait for a stage's tasks with a progress bar; results keep the submission order.
 
     `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
@@ -151,75 +160,91 @@ def _table_digest(table: pa.Table) -> str:
     return table_digest(table)  # verify recomputes it from the lineage
 
 
+def _routed(results: list[RoutedResult], n: int) -> dict[int, list[int]]:
+    """For each of the n partitions, the partitions whose task wrote a piece for it."""
+    return {q: [r.part for r in results if q in r.parts] for q in range(n)}
+
+
+_TASKS = (
+    (
+        stages,
+        (
+            "list_stage",
+            "read_unit",
+            "merge_quarantine",
+            "exact_partition",
+            "merge_exact",
+            "merge_audit",
+            "tokenize_probe",
+            "tokenize_unit_task",
+            "exchange_bucket",
+            "pack_shard",
+        ),
+    ),
+    (
+        neardup,
+        (
+            "near_signatures",
+            "near_buckets",
+            "near_attach",
+            "near_verify",
+            "star_task",
+            "members_task",
+            "near_keep",
+        ),
+    ),
+)
+
+
 class _Driver:
-    """One run: the stages in order, each a batch of Ray tasks, with its report."""
+    """One run: the stages in order, each a batch of Ray tasks, with its report. What the stages
+    share (layout, units, the tasks' results the accounting needs) lives on the object."""
 
     def __init__(self, cfg: Config, show_progress: bool) -> None:
         self.cfg, self.show = cfg, show_progress
         self.remote = {
-            name: ray.remote(getattr(module, name))
-            for module, names in (
-                (
-                    stages,
-                    (
-                        "list_stage",
-                        "read_unit",
-                        "merge_quarantine",
-                        "exact_partition",
-                        "merge_exact",
-                        "merge_audit",
-                        "tokenize_probe",
-                        "tokenize_unit_task",
-                        "exchange_bucket",
-                        "pack_shard",
-                    ),
-                ),
-                (
-                    neardup,
-                    (
-                        "near_signatures",
-                        "near_buckets",
-                        "near_attach",
-                        "near_verify",
-                        "star_task",
-                        "members_task",
-                        "near_keep",
-                    ),
-                ),
-            )
-            for name in names
+            name: ray.remote(getattr(module, name)) for module, names in _TASKS for name in names
         }
         self.reports: list[StageReport] = []
         self.task_stats: list[dict] = []
         self.lease = None  # held while stages run: renewed well before it expires
+        self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
+        self.started = dt.datetime.now(dt.timezone.utc)
+        self.input_root = Location.from_uri(cfg.input.uri, cfg.storage)
+        # set by the stages as they run
+        self.listed: ListResult
+        self.layout: RunLayout
+        self.input_digest = ""
+        self.unit_ids: list[str] = []
+        self.read: list[ReadResult] = []
+        self.quarantined: Counter = Counter()
+        self.audit: AuditResult
+        self.tokenized: list[TokenizeResult] = []
+        self.engine: dict[str, Any] = {}
+        self.packed: list[PackResult] = []
 
     def keep_lease(self) -> None:
         if self.lease is not None:
             self.lease.renew_if_due()
 
-    def stage(self, name: str, futures: list, merge: bool = False) -> list[dict]:
-        """Run one wave of tasks; with merge, count it into the previous report of that name."""
+    def stage(self, name: str, futures: list, merge: bool = False, redo: bool = False) -> list:
+        """Run one wave of tasks; with merge, count it into the previous report of that name.
+        Its report adds up the results' own documents and bytes (stage_docs, stage_bytes); a
+        redo wave reruns the previous one's work, so its documents replace that wave's."""
         t0 = time.perf_counter()
-        results = _gather(name, futures, self.show, tick=self.keep_lease)
+        results: list[TaskResult] = _gather(name, futures, self.show, tick=self.keep_lease)
+        report, stats = self._report(name, merge)
         io: Counter = Counter()
         for r in results:
-            io.update(r.get("io", {}))
-        if merge and self.reports and self.reports[-1].name == name:
-            report, stats = self.reports[-1], self.task_stats[-1]
-        else:
-            report, stats = (
-                StageReport(name),
-                {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}},
-            )
-            self.reports.append(report)
-            self.task_stats.append(stats)
+            io.update(r.io)
+        docs = sum(r.stage_docs for r in results)
+        report.docs += docs - (self.wave_docs if redo else 0)
+        self.wave_docs = docs
+        report.bytes += sum(r.stage_bytes for r in results)
         report.tasks += len(results)
         report.seconds += time.perf_counter() - t0
-        report.reused += sum(1 for r in results if r.get("reused"))
-        report.bytes += io.get("bytes_read", 0)
-        report.peak_rss_mb = max(
-            [report.peak_rss_mb] + [r.get("peak_rss_mb", 0.0) for r in results]
-        )
+        report.reused += sum(1 for r in results if r.reused)
+        report.peak_rss_mb = max([report.peak_rss_mb] + [r.peak_rss_mb for r in results])
         stats.update(
             tasks=report.tasks,
             reused=report.reused,
@@ -229,31 +254,266 @@ class _Driver:
         )
         return results
 
+    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict]:
+        """The report and stats.json entry a wave counts into: the last ones, or new ones."""
+        if merge and self.reports and self.reports[-1].name == name:
+            return self.reports[-1], self.task_stats[-1]
+        report = StageReport(name)
+        stats = {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}}
+        self.reports.append(report)
+        self.task_stats.append(stats)
+        return report, stats
+
+    @property
+    def docs_in(self) -> int:
+        return sum(r.docs_in for r in self.read)
+
+    # -- the stages, in order --------------------------------------------------------------
+    def list_inputs(self) -> RunLayout:
+        """The listing and its units; the partitions follow the listed bytes, and the run's id
+        (its layout) follows the config and the listing."""
+        [listed] = self.stage("list", [self.remote["list_stage"].remote(self.input_root, self.cfg)])
+        self.listed = listed
+        self.cfg = cfg = self.cfg.for_listing(listed.listed_bytes)
+        self.input_digest = _table_digest(listed.inputs)
+        run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{self.input_digest}".encode())
+        self.layout = RunLayout.for_config(cfg, run_id)
+        return self.layout
+
+    def run_stages(self) -> RunResult:
+        """Every stage after the listing; commits the version (nothing, on a RunError)."""
+        self.layout.inputs.write_parquet(self.listed.inputs)
+        self.layout.units.write_parquet(self.listed.units)
+        self.layout.skipped.write_parquet(self.listed.skipped)
+        self.read_units()
+        self.check_quarantine()
+        self.exact_dedup()
+        if self.cfg.dedup.near.enabled:
+            self.near_components(*self.near_edges())
+        self.merge_audit()
+        self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
+        version_id, tok_entry = self.pack()
+        return self.commit(version_id, tok_entry)
+
+    def read_units(self) -> None:
+        """read+hash: each unit read, signed and hashed by one task; quarantine counts."""
+        units = self.listed.units
+        self.unit_ids = sorted(set(units["unit_id"].to_pylist()))
+        pieces: dict[str, list[dict]] = {u: [] for u in self.unit_ids}
+        for piece in units.to_pylist():
+            pieces[piece["unit_id"]].append(piece)
+        task, layout = self.remote["read_unit"], self.layout
+        self.read = self.stage(
+            "read+hash",
+            [task.remote(layout, self.input_root, u, pieces[u], self.cfg) for u in self.unit_ids],
+        )
+        for r in self.read:
+            self.quarantined.update(r.quarantined)
+
+    def check_quarantine(self) -> None:
+        """The quarantine listing; RunError past ingest.max_error_rate of the records, or of the
+        listed bytes for files whose records could not be counted (forbidden, undecodable)."""
+        layout, rate = self.layout, self.cfg.ingest.max_error_rate
+        merge = self.remote["merge_quarantine"]
+        [_] = self.stage("quarantine", [merge.remote(layout, self.unit_ids)])
+        docs_in, n_bad = self.docs_in, sum(self.quarantined.values())
+        if docs_in and n_bad / docs_in > rate:
+            raise RunError(
+                f"{n_bad} of {docs_in} records ({n_bad / docs_in:.2%}) were quarantined, more than"
+                f" ingest.max_error_rate = {rate:.2%}; reasons: {dict(self.quarantined)};"
+                f" listing: {layout.quarantine.uri}. Nothing was committed."
+            )
+        bad, listed = sum(r.quarantined_bytes for r in self.read), self.listed.listed_bytes
+        if listed and bad / listed > rate:
+            raise RunError(
+                f"{bad} of {listed} listed bytes ({bad / listed:.2%}) are in"
+                " files that could not be read and whose records could not be counted, more than"
+                f" ingest.max_error_rate = {rate:.2%}; listing:"
+                f" {layout.quarantine.uri}. Nothing was committed."
+            )
+
+    def exact_dedup(self) -> None:
+        """One task per hash partition (the units that wrote into it), then their merge."""
+        parts, layout, exact = self.cfg.dedup.partitions, self.layout, self.cfg.dedup.exact
+        writers: dict[int, list[str]] = {p: [] for p in range(parts)}
+        for r in self.read:
+            for p in r.partitions:
+                writers[p].append(r.unit)
+        task = self.remote["exact_partition"]
+        self.stage("exact", [task.remote(layout, p, writers[p], exact) for p in range(parts)])
+        self.stage("exact", [self.remote["merge_exact"].remote(layout, parts)], merge=True)
+
+    def near_edges(self) -> tuple[list, dict[int, list[str]]]:
+        """MinHash LSH (run/neardup.py) up to the verified edges: returns the verify tasks' refs
+        (result, then one edge piece per partition) and the units holding each partition's
+        signatures."""
+        remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
+        signed = self.stage(
+            "near", [remote["near_signatures"].remote(layout, u, cfg) for u in self.unit_ids]
+        )
+        sig_units = {q: [r.unit for r in signed if q in r.sig_parts] for q in range(n)}
+        band_units = {p: [r.unit for r in signed if p in r.band_parts] for p in range(n)}
+        buckets = self.stage(
+            "near",
+            [remote["near_buckets"].remote(layout, p, band_units[p], n) for p in range(n)],
+            merge=True,
+        )
+        src = _routed(buckets, n)
+        attached = self.stage(
+            "near",
+            [remote["near_attach"].remote(layout, q, src[q], sig_units[q], cfg) for q in range(n)],
+            merge=True,
+        )
+        src = _routed(attached, n)
+        verify = [
+            remote["near_verify"]
+            .options(num_returns=n + 1)
+            .remote(layout, q, src[q], sig_units[q], cfg)
+            for q in range(n)
+        ]
+        self.stage("near", [refs[0] for refs in verify], merge=True)
+        return verify, sig_units
+
+    def near_components(self, verify: list, sig_units: dict[int, list[str]]) -> None:
+        """Connected components of the verified edges, their members, the keep rule."""
+        remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
+        inbox = self._star_rounds([[refs[1 + p] for refs in verify] for p in range(n)])
+        task = remote["members_task"]
+        members = self.stage(
+            "near",
+            [task.remote(layout, q, sig_units[q], cfg, *inbox[q]) for q in range(n)],
+            merge=True,
+        )
+        src = _routed(members, n)
+        self.stage(
+            "near",
+            [remote["near_keep"].remote(layout, lp, src[lp], cfg) for lp in range(n)],
+            merge=True,
+        )
+
+    def _star_rounds(self, inbox: list[list]) -> list[list]:
+        """Alternate large/small star rounds until a large round changes nothing; the edge
+        pieces go task to task through the object store, the driver sees fingerprints only."""
+        n = len(inbox)
+        star, previous = self.remote["star_task"].options(num_returns=n + 1), None
+        while True:
+            large = [star.remote("large", n, *inbox[p]) for p in range(n)]
+            current = components.combine_fingerprints(ray.get([refs[0] for refs in large]))
+            if current == previous:
+                return inbox
+            previous = current
+            small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
+            inbox = [[refs[1 + p] for refs in small] for p in range(n)]
+
+    def merge_audit(self) -> None:
+        near_parts = self.cfg.dedup.near.enabled and self.cfg.dedup.partitions or 0
+        [self.audit] = self.stage(
+            "audit", [self.remote["merge_audit"].remote(self.layout, near_parts)]
+        )
+
+    def pack(self) -> tuple[str, dict[str, Any]]:
+        """Both pack passes into a new version's shards; returns its id and tokenizer entry."""
+        cfg, layout, remote = self.cfg, self.layout, self.remote
+        tok_entry = self._tokenizer_entry()
+        dtype = tok_entry["dtype"]
+        version_id = new_version_id(layout.run_id)
+        version = layout.version(version_id)
+        live = [(r.unit, r.removed) for r in self.tokenized if r.docs]
+        plan = pack_plan(
+            sum(r.tokens for r in self.tokenized) * (2 if dtype == "uint16" else 4),
+            len(live),
+            int(cfg.pack.shard_bytes),
+            int(cfg.pack.exchange_request_bytes),
+        )
+        groups, exchange = plan.unit_groups(live), remote["exchange_bucket"]
+        exchanged = self.stage(
+            "pack",
+            [
+                exchange.remote(layout, plan, g, k, groups[g], dtype)
+                for g in range(plan.groups)
+                for k in range(plan.buckets)
+            ],
+        )
+        sections = shard_sections(plan, exchanged)
+        self.packed = self.stage(
+            "pack",
+            [
+                remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
+                for k in range(plan.shards)
+            ],
+            merge=True,
+        )
+        return version_id, tok_entry
+
+    def _tokenizer_entry(self) -> dict[str, Any]:
+        tok = self.cfg.tokenize
+        tokenizer, tok_info = load_tokenizer(tok.tokenizer, tok.eos)
+        return {
+            **tok_info.as_dict(),
+            "special_tokens_in_text": tok.special_tokens_in_text,
+            "bos": tok.bos,
+            "bos_id": token_id(tokenizer, tok.bos),
+            **self.engine,
+        }
+
+    def counts(self) -> dict[str, Any]:
+        """The manifest's counts; RunError unless every document read is accounted for."""
+        docs_in = self.docs_in
+        counts = {
+            "docs_in": docs_in,
+            "docs_out": sum(s.documents for s in self.packed),
+            "removed_exact": self.audit.removed_exact,
+            "removed_near": self.audit.removed_near,
+            "quarantined": sum(self.quarantined.values()),
+            "tokens": sum(s.tokens for s in self.packed),
+            "quarantined_by_reason": dict(sorted(self.quarantined.items())),
+        }
+        accounted = documents_accounted(counts)
+        if accounted != docs_in or counts["docs_out"] != sum(r.docs for r in self.tokenized):
+            raise RunError(
+                f"accounting does not balance: docs_in {docs_in} != out + removed +"
+                f" quarantined = {accounted}; nothing was committed"
+            )
+        return counts
+
+    def commit(self, version_id: str, tok_entry: dict[str, Any]) -> RunResult:
+        """The manifest and stats.json, then the commit (fenced by the lease)."""
+        cfg, layout, version = self.cfg, self.layout, self.layout.version(version_id)
+        manifest = build_manifest(
+            cfg,
+            layout,
+            version_id,
+            tok_entry,
+            self.counts(),
+            [s.entry() for s in self.packed],
+            self.input_digest,
+            run={
+                "input_uri": cfg.input.uri,
+                "started_at": self.started.isoformat(),
+                "skipped_files": dict(Counter(self.listed.skipped["reason"].to_pylist())),
+            },
+        )
+        layout.stats.write_bytes(
+            json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
+        )
+        if self.lease is not None:
+            self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+        commit_manifest(version, manifest)
+        return RunResult(version, manifest, self.reports)
+
 
 def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
     ensure_ray(cfg)
-    started = dt.datetime.now(dt.timezone.utc)
     drv = _Driver(cfg, show_progress)
-    input_root = Location.from_uri(cfg.input.uri, cfg.storage)
-
-    [listed] = drv.stage("list", [drv.remote["list_stage"].remote(input_root, cfg)])
-    inputs, units = listed["inputs"], listed["units"]
-    cfg = drv.cfg = cfg.for_listing(listed["bytes"])  # partitions from the listed bytes
-    drv.reports[-1].docs, drv.reports[-1].bytes = listed["files"], listed["bytes"]
-    input_digest = _table_digest(inputs)
-    run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{input_digest}".encode())
-    layout = RunLayout.for_config(cfg, run_id)
+    layout = drv.list_inputs()
     already = _already_committed(layout)
     if already is not None:
         return already
-    with held(layout.lease, run_id) as lease:
+    with held(layout.lease, layout.run_id) as lease:
         drv.lease = lease
-        layout.inputs.write_parquet(inputs)
-        layout.units.write_parquet(units)
-        layout.skipped.write_parquet(listed["skipped"])
-        result = _run_stages(drv, cfg, layout, input_root, units, listed, input_digest, started)
+        result = drv.run_stages()
         layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
-    _after_commit(cfg, layout.dataset, result)
+    _after_commit(drv.cfg, layout.dataset, result)
     return result
 
 
@@ -274,57 +534,6 @@ def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:
         print(f"warning: retention/cost report after the commit failed: {e!r}", file=sys.stderr)
 
 
-def _near_dedup(drv: _Driver, cfg: Config, layout: RunLayout, unit_ids: list[str]) -> None:
-    """MinHash LSH over the exact-deduplicated documents (see run/neardup.py for the steps)."""
-    remote, n = drv.remote, cfg.dedup.partitions
-    signed = drv.stage("near", [remote["near_signatures"].remote(layout, u, cfg) for u in unit_ids])
-    drv.reports[-1].docs = sum(r["docs"] for r in signed)
-    sig_units = {q: [r["unit"] for r in signed if q in r["sig_parts"]] for q in range(n)}
-    band_units = {p: [r["unit"] for r in signed if p in r["band_parts"]] for p in range(n)}
-    buckets = drv.stage(
-        "near",
-        [remote["near_buckets"].remote(layout, p, band_units[p], n) for p in range(n)],
-        merge=True,
-    )
-    sources = {q: [r["part"] for r in buckets if q in r["parts"]] for q in range(n)}
-    attached = drv.stage(
-        "near",
-        [remote["near_attach"].remote(layout, q, sources[q], sig_units[q], cfg) for q in range(n)],
-        merge=True,
-    )
-    sources = {q: [r["part"] for r in attached if q in r["parts"]] for q in range(n)}
-    verify = [
-        remote["near_verify"]
-        .options(num_returns=n + 1)
-        .remote(layout, q, sources[q], sig_units[q], cfg)
-        for q in range(n)
-    ]
-    drv.stage("near", [refs[0] for refs in verify], merge=True)
-    # components: alternate large/small star rounds until a large round changes nothing; the
-    # edge pieces go task to task through the object store, the driver sees fingerprints only
-    inbox = [[refs[1 + p] for refs in verify] for p in range(n)]
-    star, previous = remote["star_task"].options(num_returns=n + 1), None
-    while True:
-        large = [star.remote("large", n, *inbox[p]) for p in range(n)]
-        current = components.combine_fingerprints(ray.get([refs[0] for refs in large]))
-        if current == previous:
-            break
-        previous = current
-        small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
-        inbox = [[refs[1 + p] for refs in small] for p in range(n)]
-    members = drv.stage(
-        "near",
-        [remote["members_task"].remote(layout, q, sig_units[q], cfg, *inbox[q]) for q in range(n)],
-        merge=True,
-    )
-    sources = {lp: [r["part"] for r in members if lp in r["parts"]] for lp in range(n)}
-    drv.stage(
-        "near",
-        [remote["near_keep"].remote(layout, lp, sources[lp], cfg) for lp in range(n)],
-        merge=True,
-    )
-
-
 def _already_committed(layout: RunLayout) -> RunResult | None:
     """The same input and config were committed before and that version still exists."""
     try:
@@ -333,148 +542,3 @@ def _already_committed(layout: RunLayout) -> RunResult | None:
     except (FileNotFoundError, ManifestError, KeyError, ValueError):
         return None
     return RunResult(layout.version(version_id), manifest, [], already_committed=True)
-
-
-def _run_stages(
-    drv: _Driver,
-    cfg: Config,
-    layout: RunLayout,
-    input_root: Location,
-    units: pa.Table,
-    listed: dict,
-    input_digest: str,
-    started: dt.datetime,
-) -> RunResult:
-    remote = drv.remote
-    unit_ids = sorted(set(units["unit_id"].to_pylist()))
-    pieces: dict[str, list[dict]] = {u: [] for u in unit_ids}
-    for piece in units.to_pylist():
-        pieces[piece["unit_id"]].append(piece)
-
-    read = drv.stage(
-        "read+hash",
-        [remote["read_unit"].remote(layout, input_root, u, pieces[u], cfg) for u in unit_ids],
-    )
-    docs_in = sum(r["docs_in"] for r in read)
-    drv.reports[-1].docs = docs_in
-    quarantined: Counter = Counter()
-    writers: dict[int, list[str]] = {p: [] for p in range(cfg.dedup.partitions)}
-    for r in read:
-        quarantined.update(r["quarantined"])
-        for p in r["partitions"]:
-            writers[p].append(r["unit"])
-
-    [_] = drv.stage("quarantine", [remote["merge_quarantine"].remote(layout, unit_ids)])
-    n_bad = sum(quarantined.values())
-    if docs_in and n_bad / docs_in > cfg.ingest.max_error_rate:
-        raise RunError(
-            f"{n_bad} of {docs_in} records ({n_bad / docs_in:.2%}) were quarantined, more than"
-            f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; reasons:"
-            f" {dict(quarantined)}; listing: {layout.quarantine.uri}. Nothing was committed."
-        )
-    # files whose records could not be counted (forbidden, undecodable) count by their bytes
-    bad_bytes, listed_bytes = sum(r.get("quarantined_bytes", 0) for r in read), listed["bytes"]
-    if listed_bytes and bad_bytes / listed_bytes > cfg.ingest.max_error_rate:
-        raise RunError(
-            f"{bad_bytes} of {listed_bytes} listed bytes ({bad_bytes / listed_bytes:.2%}) are in"
-            " files that could not be read and whose records could not be counted, more than"
-            f" ingest.max_error_rate = {cfg.ingest.max_error_rate:.2%}; listing:"
-            f" {layout.quarantine.uri}. Nothing was committed."
-        )
-
-    parts = cfg.dedup.partitions
-    exact_results = drv.stage(
-        "exact",
-        [
-            remote["exact_partition"].remote(layout, p, writers[p], cfg.dedup.exact)
-            for p in range(parts)
-        ],
-    )
-    drv.reports[-1].docs = sum(r["rows"] for r in exact_results)
-    drv.stage("exact", [remote["merge_exact"].remote(layout, parts)], merge=True)
-    if cfg.dedup.near.enabled:
-        _near_dedup(drv, cfg, layout, unit_ids)
-    [audit] = drv.stage(
-        "audit", [remote["merge_audit"].remote(layout, cfg.dedup.near.enabled and parts or 0)]
-    )
-
-    tokenized, engine = tokenize_stage(drv, cfg, layout, unit_ids)
-    total_tokens = sum(r["tokens"] for r in tokenized)
-    drv.reports[-1].docs = docs_out = sum(r["docs"] for r in tokenized)
-
-    tokenizer, tok_info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
-    tok_entry = {
-        **tok_info.as_dict(),
-        "special_tokens_in_text": cfg.tokenize.special_tokens_in_text,
-        "bos": cfg.tokenize.bos,
-        "bos_id": token_id(tokenizer, cfg.tokenize.bos),
-        **engine,
-    }
-    itemsize = 2 if tok_info.dtype == "uint16" else 4
-    version_id = new_version_id(layout.run_id)
-    version = layout.version(version_id)
-    live = [(r["unit"], r["removed"]) for r in tokenized if r["docs"]]
-    plan = pack_plan(
-        total_tokens * itemsize,
-        len(live),
-        int(cfg.pack.shard_bytes),
-        int(cfg.pack.exchange_request_bytes),
-    )
-    groups = plan.unit_groups(live)
-    exchanged = drv.stage(
-        "pack",
-        [
-            remote["exchange_bucket"].remote(layout, plan, g, k, groups[g], tok_info.dtype)
-            for g in range(plan.groups)
-            for k in range(plan.buckets)
-        ],
-    )
-    sections = shard_sections(plan, exchanged)
-    packed = drv.stage(
-        "pack",
-        [
-            remote["pack_shard"].remote(layout, version, plan, k, sections[k], tok_info.dtype)
-            for k in range(plan.shards)
-        ],
-        merge=True,
-    )
-    drv.reports[-1].docs = sum(s["documents"] for s in packed)
-    drv.reports[-1].bytes = sum(s["bin_bytes"] + s["idx_bytes"] for s in packed)
-
-    counts = {
-        "docs_in": docs_in,
-        "docs_out": sum(s["documents"] for s in packed),
-        "removed_exact": audit["removed_exact"],
-        "removed_near": audit["removed_near"],
-        "quarantined": n_bad,
-        "tokens": sum(s["tokens"] for s in packed),
-        "quarantined_by_reason": dict(sorted(quarantined.items())),
-    }
-    accounted = documents_accounted(counts)
-    if accounted != docs_in or counts["docs_out"] != docs_out:
-        raise RunError(
-            f"accounting does not balance: docs_in {docs_in} != out + removed +"
-            f" quarantined = {accounted}; nothing was committed"
-        )
-
-    manifest = build_manifest(
-        cfg,
-        layout,
-        version_id,
-        tok_entry,
-        counts,
-        packed,
-        input_digest,
-        run={
-            "input_uri": cfg.input.uri,
-            "started_at": started.isoformat(),
-            "skipped_files": dict(Counter(listed["skipped"]["reason"].to_pylist())),
-        },
-    )
-    layout.stats.write_bytes(
-        json.dumps({"run_id": layout.run_id, "stages": drv.task_stats}, indent=1).encode()
-    )
-    if drv.lease is not None:
-        drv.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
-    commit_manifest(version, manifest)
-    return RunResult(version, manifest, drv.reports)

@@ -35,8 +35,6 @@ returns the verified edges routed for the first component round) -> components.s
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +45,14 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
 from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed, split_rows
+from pipeline.run.results import (
+    AttachResult,
+    BucketsResult,
+    KeepResult,
+    MembersResult,
+    SignaturesResult,
+    VerifyResult,
+)
 from pipeline.run.timer import TaskTimer
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
@@ -126,7 +132,7 @@ def signature_rows(docs: pa.Table, unit: str, cfg: Config) -> pa.Table:
     )
 
 
-def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]:
+def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> SignaturesResult:
     """Route a unit's signatures (computed by its read task) and band hashes to partitions,
     without its exact duplicates. A unit read without them (near dedup off at the time, or the
     file deleted by retention) is signed here from its documents instead."""
@@ -159,11 +165,17 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> dict[str, Any]
         (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
         lambda p: layout.near_bands(p, unit),
     )
-    return timer.summary(unit=unit, docs=rows.num_rows, sig_parts=sig_parts, band_parts=band_parts)
+    return timer.result(
+        SignaturesResult,
+        unit=unit,
+        docs=rows.num_rows,
+        sig_parts=sig_parts,
+        band_parts=band_parts,
+    )
 
 
 # -- per partition ----------------------------------------------------------------------------
-def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict[str, Any]:
+def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> BucketsResult:
     """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
     timer = TaskTimer()
     tables = _read_all(layout.near_bands(part, u) for u in units)
@@ -179,7 +191,7 @@ def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> dict
         components.node_partition(edges[:, 0], n),
         lambda q: layout.near_edges(q, part),
     )
-    return timer.summary(part=part, candidates=len(edges), parts=written)
+    return timer.result(BucketsResult, part=part, candidates=len(edges), parts=written)
 
 
 def _load_sigs(layout: RunLayout, q: int, units: list[str]) -> pa.Table:
@@ -197,13 +209,13 @@ def _lookup(sig_rows: pa.Table, keys: np.ndarray, num_perm: int) -> np.ndarray:
 
 def near_attach(
     layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
-) -> dict[str, Any]:
+) -> AttachResult:
     """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
     timer = TaskTimer()
     n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
     edges = _read_all(layout.near_edges(q, p) for p in sources)
     if not edges:
-        return timer.summary(part=q, edges=0, parts=[])
+        return timer.result(AttachResult, part=q, edges=0, parts=[])
     table = pa.concat_tables(edges)
     a, b = table["a"].to_numpy(), table["b"].to_numpy()
     sig_a = _lookup(_load_sigs(layout, q, units), a, num_perm)
@@ -213,7 +225,7 @@ def near_attach(
         components.node_partition(b, n),
         lambda r: layout.near_half(r, q),
     )
-    return timer.summary(part=q, edges=len(a), parts=written)
+    return timer.result(AttachResult, part=q, edges=len(a), parts=written)
 
 
 def near_verify(
@@ -221,7 +233,7 @@ def near_verify(
 ) -> tuple:
     """Edges whose estimated Jaccard reaches the threshold, routed for the first star round.
 
-    Returns (summary, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
+    Returns (VerifyResult, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
     """
     timer = TaskTimer()
     n, near = cfg.dedup.partitions, cfg.dedup.near
@@ -235,18 +247,18 @@ def near_verify(
         close = np.asarray(sims) >= near.threshold
         verified = np.stack([a[close], b[close]], axis=1)
     pieces = components.route(components.undirected(verified), n)
-    return (timer.summary(part=q, verified=len(verified)), *pieces)
+    return (timer.result(VerifyResult, part=q, verified=len(verified)), *pieces)
 
 
 def near_members(
     layout: RunLayout, q: int, pieces: list[np.ndarray], units: list[str], cfg: Config
-) -> dict[str, Any]:
+) -> MembersResult:
     """Component labels of partition q's nodes, joined with their signatures, routed by label."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
     nodes, labels = components.star_labels(pieces)
     if not len(nodes):
-        return timer.summary(part=q, members=0, parts=[])
+        return timer.result(MembersResult, part=q, members=0, parts=[])
     sig_rows = _load_sigs(layout, q, units)
     idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
@@ -255,10 +267,10 @@ def near_members(
         components.node_partition(labels, n),
         lambda lp: layout.near_members(lp, q),
     )
-    return timer.summary(part=q, members=len(nodes), parts=written)
+    return timer.result(MembersResult, part=q, members=len(nodes), parts=written)
 
 
-def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> dict[str, Any]:
+def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> KeepResult:
     """The keep rule over whole components (all members of a label are in this partition)."""
     timer = TaskTimer()
     near = cfg.dedup.near
@@ -266,7 +278,7 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> di
     out = layout.near_removed(lp)
     if not tables:
         out.write_parquet(REMOVED_SCHEMA.empty_table())
-        return timer.summary(part=lp, removed=0)
+        return timer.result(KeepResult, part=lp, removed=0)
     m = pa.concat_tables(tables).sort_by("key")
     # a composite id orders like (doc_id, source, row) and is unique per record
     composite = [
@@ -301,7 +313,7 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> di
         schema=REMOVED_SCHEMA,
     )
     out.write_parquet(removed)
-    return timer.summary(part=lp, removed=len(gone))
+    return timer.result(KeepResult, part=lp, removed=len(gone))
 
 
 def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
@@ -312,5 +324,5 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
 
 def members_task(
     layout: RunLayout, q: int, units: list[str], cfg: Config, *pieces: np.ndarray
-) -> dict[str, Any]:
+) -> MembersResult:
     return near_members(layout, q, list(pieces), units, cfg)

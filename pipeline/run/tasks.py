@@ -1,8 +1,9 @@
-"""The work of each Ray task: read storage, call a pure core, write storage, return a small summary.
+"""The work of each Ray task: read storage, call a pure core, write storage, return a small result.
 
-Every function here takes only picklable descriptions (Locations, configs, unit ids) and never
-returns document text: the driver sees counts. Each unit-level output is committed atomically and
-then marked done, so a rerun skips finished units (resume).
+Every function here takes only picklable descriptions (Locations, configs, unit ids) and returns
+a small typed result (run/results.py), never document text: the driver sees counts. Each
+unit-level output is committed atomically and then marked done, so a rerun skips finished
+units (resume).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import os
 import tempfile
 from collections import Counter
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,18 @@ from pipeline.ingest.readers import (
     changed_quarantine,
     read_piece,
 )
+from pipeline.run.results import (
+    AuditResult,
+    ExactResult,
+    ExchangeResult,
+    ListResult,
+    MergeExactResult,
+    PackResult,
+    ProbeResult,
+    QuarantineResult,
+    ReadResult,
+    TokenizeResult,
+)
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
 from pipeline.tokens.check import EngineMismatch, compare_engines, hard_strings, sample_rows
@@ -51,30 +63,31 @@ DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
 
 # -- ingest ----------------------------------------------------------------------------------
-def list_stage(input_root: Location, cfg: Config) -> dict[str, Any]:
+def list_stage(input_root: Location, cfg: Config) -> ListResult:
     """The listing and its work units (metadata only: they are small tables)."""
     timer = TaskTimer()
     own = inside(input_root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
     inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude, own)
     units = cut_units(inputs, int(cfg.ingest.unit_bytes))
-    return timer.summary(
+    return timer.result(
+        ListResult,
         inputs=inputs,
         units=units,
         files=inputs.num_rows,
         skipped=skipped,
-        bytes=int(pc.sum(inputs["size"]).as_py() or 0),
+        listed_bytes=int(pc.sum(inputs["size"]).as_py() or 0),
         unit_count=len(set(units["unit_id"].to_pylist())),
     )
 
 
 def read_unit(
     layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict], cfg: Config
-) -> dict[str, Any]:
+) -> ReadResult:
     timer = TaskTimer()
     done = layout.read_done(unit_id)
-    if done.exists():
-        earlier = json.loads(done.read_bytes())
-        return {**earlier, **timer.summary(reused=True)}
+    if done.exists():  # its marker is the earlier result (ReadResult.marker)
+        earlier = ReadResult.from_dict(json.loads(done.read_bytes()))
+        return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     doc_parts, bad_parts = [], []
     for piece in pieces:
         piece_docs, piece_bad = [], []
@@ -110,7 +123,8 @@ def read_unit(
     quarantined: Counter = Counter()
     for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
         quarantined[reason] += records  # a file rejected whole counts its records (readers.py)
-    summary = timer.summary(
+    result = timer.result(
+        ReadResult,
         unit=unit_id,
         docs_in=docs.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
@@ -119,8 +133,8 @@ def read_unit(
         quarantined=dict(quarantined),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
-    done.write_bytes(json.dumps(summary).encode())
-    return summary
+    done.write_bytes(json.dumps(result.marker()).encode())
+    return result
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -133,7 +147,7 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 # -- exact dedup -----------------------------------------------------------------------------
 def exact_partition(
     layout: RunLayout, part: int, units: list[str], enabled: bool = True
-) -> dict[str, Any]:
+) -> ExactResult:
     """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
     timer = TaskTimer()
     units = units if enabled else []
@@ -141,27 +155,27 @@ def exact_partition(
     rows = _concat(tables, exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
     layout.exact_removed(part).write_parquet(removed)
-    return timer.summary(part=part, rows=rows.num_rows, removed=removed.num_rows)
+    return timer.result(ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows)
 
 
-def merge_exact(layout: RunLayout, partitions: int) -> dict[str, Any]:
+def merge_exact(layout: RunLayout, partitions: int) -> MergeExactResult:
     """All exact removals in one file sorted by unit, so a unit's task reads only its rows."""
     timer = TaskTimer()
     parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
     layout.exact_removed_all.write_parquet(removed, row_group_size=65536)
-    return timer.summary(removed_exact=removed.num_rows)
+    return timer.result(MergeExactResult, removed_exact=removed.num_rows)
 
 
-def merge_quarantine(layout: RunLayout, units: list[str]) -> dict[str, Any]:
+def merge_quarantine(layout: RunLayout, units: list[str]) -> QuarantineResult:
     """Every unit's bad records in one listing, sorted by source and row."""
     timer = TaskTimer()
     bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
     layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
-    return timer.summary(quarantined=bad.num_rows)
+    return timer.result(QuarantineResult, quarantined=bad.num_rows)
 
 
-def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
+def merge_audit(layout: RunLayout, near_parts: int) -> AuditResult:
     """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
     timer = TaskTimer()
     parts = [layout.exact_removed_all.read_parquet()]
@@ -169,7 +183,9 @@ def merge_audit(layout: RunLayout, near_parts: int) -> dict[str, Any]:
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
     layout.removed.write_parquet(removed, row_group_size=65536)
     rules = Counter(removed["rule"].to_pylist())
-    return timer.summary(removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0))
+    return timer.result(
+        AuditResult, removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0)
+    )
 
 
 _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
@@ -182,7 +198,7 @@ PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB a
 
 def tokenize_probe(
     layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
-) -> dict[str, Any]:
+) -> ProbeResult:
     """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
     the hard strings and the first documents of several units, else tokenizers with the reason.
     `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
@@ -192,8 +208,8 @@ def tokenize_probe(
         fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
     except EngineUnavailable as e:
         if cfg.tokenize.engine == "fastokens":
-            return timer.summary(error=f"tokenize.engine is fastokens but {e}")
-        return timer.summary(engine="tokenizers", reason=str(e), probe_docs=0)
+            return timer.result(ProbeResult, error=f"tokenize.engine is fastokens but {e}")
+        return timer.result(ProbeResult, engine="tokenizers", reason=str(e), probe_docs=0)
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
     specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
     named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
@@ -202,10 +218,13 @@ def tokenize_probe(
     names, texts = [n for n, _ in named], [t for _, t in named]
     diff = compare_engines(reference, fast, texts, names)
     if diff is not None:
-        return timer.summary(
-            engine="tokenizers", reason=f"equality probe failed: {diff}", probe_docs=len(texts)
+        return timer.result(
+            ProbeResult,
+            engine="tokenizers",
+            reason=f"equality probe failed: {diff}",
+            probe_docs=len(texts),
         )
-    return timer.summary(engine="fastokens", reason=None, probe_docs=len(texts))
+    return timer.result(ProbeResult, engine="fastokens", reason=None, probe_docs=len(texts))
 
 
 def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
@@ -228,14 +247,14 @@ def tokenize_unit_task(
     tokenizer_json: bytes,
     engine: str,
     rewrite: bool = False,
-) -> dict[str, Any]:
+) -> TokenizeResult:
     """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
     this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
     every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
     try:
         return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
     except (EngineMismatch, EngineUnavailable) as e:
-        return {"unit": unit_id, "mismatch": f"unit {unit_id}: {e}", "docs": 0, "tokens": 0}
+        return TokenizeResult(unit=unit_id, mismatch=f"unit {unit_id}: {e}")
 
 
 def tokenize_unit(
@@ -245,7 +264,7 @@ def tokenize_unit(
     tokenizer_json: bytes,
     engine: str = "tokenizers",
     rewrite: bool = False,
-) -> dict[str, Any]:
+) -> TokenizeResult:
     """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
 
     Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
@@ -259,7 +278,8 @@ def tokenize_unit(
     index_loc = layout.tokens_index(unit_id, digest)
     if not rewrite and index_loc.exists():
         index = index_loc.read_parquet(columns=["length"])
-        return timer.summary(
+        return timer.result(
+            TokenizeResult,
             unit=unit_id,
             removed=digest,
             docs=index.num_rows,
@@ -312,7 +332,8 @@ def tokenize_unit(
         schema=pack.TOKEN_INDEX_SCHEMA,
     )
     index_loc.write_parquet(index)  # written last: its presence marks the unit done
-    return timer.summary(
+    return timer.result(
+        TokenizeResult,
         unit=unit_id,
         removed=digest,
         docs=index.num_rows,
@@ -330,7 +351,7 @@ def exchange_bucket(
     bucket: int,
     units: list[tuple[str, str]],
     dtype_name: str,
-) -> dict[str, Any]:
+) -> ExchangeResult:
     """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
 
     Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
@@ -339,8 +360,8 @@ def exchange_bucket(
     timer = TaskTimer()
     folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
     done = folder / f"{name}.json"
-    if done.exists():
-        return {**json.loads(done.read_bytes()), **timer.summary(reused=True)}
+    if done.exists():  # its marker holds the earlier result's own fields
+        return timer.result(ExchangeResult, **json.loads(done.read_bytes()), reused=True)
     itemsize = np.dtype(dtype_name).itemsize
     lo, hi = plan.bucket_range(bucket)
     span = plan.bucket_shards(bucket)
@@ -391,9 +412,11 @@ def exchange_bucket(
                 out.write(ipc)
                 sections.append([offset, token_bytes, len(ipc)])
                 offset += token_bytes + len(ipc)
-    summary = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
-    done.write_bytes(json.dumps(summary).encode())  # written last: the exchange object is whole
-    return {**summary, **timer.summary()}
+    result = timer.result(
+        ExchangeResult, group=group, bucket=bucket, object=f"{name}.bin", sections=sections
+    )
+    done.write_bytes(json.dumps(result.own_fields()).encode())  # last: the object is whole
+    return result
 
 
 def pack_shard(
@@ -403,7 +426,7 @@ def pack_shard(
     shard: int,
     sections: list[tuple[str, int, int, int]],
     dtype_name: str,
-) -> dict[str, Any]:
+) -> PackResult:
     """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
     ((object name, offset, token bytes, index bytes) per group): one GET per group."""
     timer = TaskTimer()
@@ -437,7 +460,7 @@ def pack_shard(
     shard_entry = {"bin": bin_loc.name, "idx": idx_loc.name, **dataclasses.asdict(info)}
     # a shard counts as written only once storage returns what the manifest will claim
     verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
-    return timer.summary(shard=shard, **shard_entry)
+    return timer.result(PackResult, shard=shard, **shard_entry)
 
 
 def pack_in_process(
@@ -447,7 +470,7 @@ def pack_in_process(
     token_bytes: int,
     cfg: Config,
     dtype_name: str,
-) -> list[dict[str, Any]]:
+) -> list[PackResult]:
     """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
     plan and sections as the driver (run/driver.py) builds."""
     plan = pack.pack_plan(

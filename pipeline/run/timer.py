@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import resource
 import time
-from typing import Any
+from typing import TypeVar
 
 from pipeline.core.storage import IO
+from pipeline.run.results import TaskResult
+
+R = TypeVar("R", bound=TaskResult)
 
 
 class TaskTimer:
-    """Time, storage I/O and peak memory of one task, reported in its summary."""
+    """Time, storage I/O and peak memory of one task, reported in its result."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.io = IO.snapshot()
         reset_peak_rss()
 
-    def summary(self, **fields: Any) -> dict[str, Any]:
-        fields["seconds"] = time.perf_counter() - self.start
-        fields["io"] = IO.delta(IO.snapshot(), self.io)
-        fields["peak_rss_mb"] = peak_rss_mb()
-        return fields
+    def result(self, kind: type[R], **fields) -> R:
+        """The task's result of type `kind`: its own fields plus the time, I/O and peak so far."""
+        return kind(
+            **fields,
+            seconds=time.perf_counter() - self.start,
+            io=IO.delta(IO.snapshot(), self.io),
+            peak_rss_mb=peak_rss_mb(),
+        )
 
 
 def reset_peak_rss() -> None:

@@ -21,11 +21,12 @@ import ray
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
+from pipeline.run.results import TokenizeResult
 
 
 def tokenize_stage(
     drv, cfg: Config, layout: RunLayout, unit_ids: list[str]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[TokenizeResult], dict[str, Any]]:
     """Token files for every unit; returns the tasks' results and {engine, engine_reason}.
     RunError when the configured engine cannot run (engine fastokens without fastokens)."""
     from pipeline.run.driver import RunError  # run imports this module
@@ -38,13 +39,13 @@ def tokenize_stage(
         [probe] = drv.stage(
             "tokenize", [remote["tokenize_probe"].remote(layout, unit_ids, cfg, tokenizer_json)]
         )
-        if probe.get("error"):
-            raise RunError(f"{probe['error']}; nothing was committed")
-        engine, reason = probe["engine"], probe["reason"]
+        if probe.error:
+            raise RunError(f"{probe.error}; nothing was committed")
+        engine, reason = probe.engine, probe.reason
         if engine != "fastokens":
             _say(f"tokenize: using tokenizers: {reason}")
 
-    def wave(engine: str, rewrite: bool) -> list[dict[str, Any]]:
+    def wave(engine: str, rewrite: bool) -> list[TokenizeResult]:
         return drv.stage(
             "tokenize",
             [
@@ -54,10 +55,11 @@ def tokenize_stage(
                 for u in unit_ids
             ],
             merge=True,
+            redo=rewrite,  # the rerun's documents replace the failed wave's in the report
         )
 
     results = wave(engine, False)
-    failed = [r["mismatch"] for r in results if r.get("mismatch")]
+    failed = [r.mismatch for r in results if r.mismatch]
     if failed:
         reason = (
             f"{engine} disagreed with tokenizers in {len(failed)} task(s), first: {failed[0]};"
@@ -66,7 +68,7 @@ def tokenize_stage(
         _say(f"tokenize: {reason}")
         engine = "tokenizers"
         results = wave(engine, True)
-        still = [r["mismatch"] for r in results if r.get("mismatch")]
+        still = [r.mismatch for r in results if r.mismatch]
         if still:  # tokenizers against itself cannot disagree: something else is wrong
             raise RunError(f"tokenize failed with tokenizers: {still[0]}")
     return results, {"engine": engine, "engine_reason": reason}

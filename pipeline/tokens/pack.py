@@ -138,14 +138,15 @@ def pack_plan(
     return PackPlan(shards, buckets, groups)
 
 
-def shard_sections(plan: PackPlan, exchanged: list[dict]) -> dict[int, list[tuple]]:
+def shard_sections(plan: PackPlan, exchanged: list) -> dict[int, list[tuple]]:
     """shard -> (exchange object, offset, token bytes, index bytes) of each group, from the
-    pass-1 summaries (their order is kept; the merge sorts by key, so it never shows)."""
+    pass-1 results (run.results.ExchangeResult: bucket, object, sections; their order is kept;
+    the merge sorts by key, so it never shows)."""
     sections: dict[int, list[tuple]] = {k: [] for k in range(plan.shards)}
     for r in exchanged:
-        span = plan.bucket_shards(r["bucket"])
-        for shard, (at, n_tok, n_idx) in zip(span, r["sections"], strict=True):
-            sections[shard].append((r["object"], at, n_tok, n_idx))
+        span = plan.bucket_shards(r.bucket)
+        for shard, (at, n_tok, n_idx) in zip(span, r.sections, strict=True):
+            sections[shard].append((r.object, at, n_tok, n_idx))
     return sections
 
 

@@ -232,7 +232,7 @@ def test_object_changed_after_listing_is_quarantined_locally(tmp_path):
     os.utime(same_size, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same size, new mtime
 
     summary, docs, bad = read_unit_here(tmp_path, root, pieces)
-    assert docs == [] and summary["docs_in"] == 2
+    assert docs == [] and summary.docs_in == 2
     assert {(q["source"], q["row"], q["reason"]) for q in bad} == {
         ("a/one.jsonl", 0, "changed_during_run"),
         ("b.jsonl", 0, "changed_during_run"),
@@ -266,7 +266,7 @@ def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_s
     other.pipe(f"{s3_bucket}/b.jsonl", jsonl(31, "b"))
     root.fs.invalidate_cache()
     summary, docs, bad = read_unit_here(tmp_path, root, pieces)
-    assert docs == [] and summary["docs_in"] == 2
+    assert docs == [] and summary.docs_in == 2
     assert [(q["source"], q["reason"]) for q in bad] == [
         ("a.jsonl", "changed_during_run"),
         ("b.jsonl", "changed_during_run"),

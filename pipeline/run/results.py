@@ -1,0 +1,225 @@
+"""What each task returns: a small typed result that carries its own counts, never document text.
+
+Every result has the task's wall time, storage I/O, peak memory and whether it reused earlier
+output (TaskResult), and says what it adds to its stage's report: `stage_docs` (documents) and
+`stage_bytes` (by default the bytes it read). The driver sums those; it reads no field by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+T = TypeVar("T", bound="TaskResult")
+_TIMING = ("seconds", "io", "peak_rss_mb")
+
+
+@dataclass(kw_only=True)
+class TaskResult:
+    seconds: float = 0.0
+    io: dict[str, int] = field(default_factory=dict)
+    peak_rss_mb: float = 0.0
+    reused: bool = False
+
+    @property
+    def stage_docs(self) -> int:
+        """Documents this task adds to its stage's report (none unless a subclass says)."""
+        return 0
+
+    @property
+    def stage_bytes(self) -> int:
+        """Bytes this task adds to its stage's report: what it read from storage."""
+        return self.io.get("bytes_read", 0)
+
+    def own_fields(self) -> dict[str, Any]:
+        """The task's own fields (not the timing), in declaration order."""
+        base = {f.name for f in fields(TaskResult)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in base}
+
+    @classmethod
+    def from_dict(cls: type[T], d: dict[str, Any], **overrides: Any) -> T:
+        """From a marker's JSON: keys this class does not know are ignored, missing ones default."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in {**d, **overrides}.items() if k in known})
+
+
+# -- ingest ----------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class ListResult(TaskResult):
+    inputs: pa.Table  # the listing and its work units: small metadata tables
+    units: pa.Table
+    skipped: pa.Table
+    files: int
+    listed_bytes: int
+    unit_count: int
+
+    @property
+    def stage_docs(self) -> int:
+        return self.files
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.listed_bytes
+
+
+@dataclass(kw_only=True)
+class ReadResult(TaskResult):
+    """Also the unit's done marker (layout.read_done): `marker()` is its JSON."""
+
+    unit: str
+    docs_in: int  # records read, quarantined ones included
+    docs: int  # documents kept
+    text_bytes: int
+    partitions: list[int]  # the exact-dedup hash partitions the unit wrote rows into
+    quarantined: dict[str, int]  # records per reason
+    quarantined_bytes: int = 0  # bytes of files whose records could not be counted
+
+    @property
+    def stage_docs(self) -> int:
+        return self.docs_in
+
+    def marker(self) -> dict[str, Any]:
+        """The done.json keys: the own fields, then seconds, io and peak_rss_mb."""
+        return {**self.own_fields(), **{k: getattr(self, k) for k in _TIMING}}
+
+
+@dataclass(kw_only=True)
+class QuarantineResult(TaskResult):
+    quarantined: int
+
+
+# -- exact dedup -----------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class ExactResult(TaskResult):
+    part: int
+    rows: int
+    removed: int
+
+    @property
+    def stage_docs(self) -> int:
+        return self.rows
+
+
+@dataclass(kw_only=True)
+class MergeExactResult(TaskResult):
+    removed_exact: int
+
+
+@dataclass(kw_only=True)
+class AuditResult(TaskResult):
+    removed_exact: int
+    removed_near: int
+
+
+# -- near dedup (run/neardup.py) ---------------------------------------------------------------
+@dataclass(kw_only=True)
+class SignaturesResult(TaskResult):
+    unit: str
+    docs: int
+    sig_parts: list[int]
+    band_parts: list[int]
+
+    @property
+    def stage_docs(self) -> int:
+        return self.docs
+
+
+@dataclass(kw_only=True)
+class RoutedResult(TaskResult):
+    """A per-partition near step that wrote pieces for the partitions `parts`."""
+
+    part: int
+    parts: list[int]
+
+
+@dataclass(kw_only=True)
+class BucketsResult(RoutedResult):
+    candidates: int
+
+
+@dataclass(kw_only=True)
+class AttachResult(RoutedResult):
+    edges: int
+
+
+@dataclass(kw_only=True)
+class VerifyResult(TaskResult):
+    part: int
+    verified: int
+
+
+@dataclass(kw_only=True)
+class MembersResult(RoutedResult):
+    members: int
+
+
+@dataclass(kw_only=True)
+class KeepResult(TaskResult):
+    part: int
+    removed: int
+
+
+# -- tokenize --------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class ProbeResult(TaskResult):
+    engine: str | None = None
+    reason: str | None = None
+    probe_docs: int = 0
+    error: str | None = None  # the configured engine cannot run
+
+
+@dataclass(kw_only=True)
+class TokenizeResult(TaskResult):
+    unit: str
+    removed: str = ""  # digest of the unit's removals: names its token files
+    docs: int = 0
+    tokens: int = 0
+    engine: str | None = None
+    checked: int = 0
+    mismatch: str | None = None  # the engine disagreed with tokenizers: nothing committed
+
+    @property
+    def stage_docs(self) -> int:
+        return self.docs
+
+
+# -- pack ------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class ExchangeResult(TaskResult):
+    """Pass 1 of pack; its own fields are also the exchange object's done marker."""
+
+    group: int
+    bucket: int
+    object: str
+    sections: list[list[int]]  # per shard of the bucket: offset, token bytes, index bytes
+
+    @property
+    def stage_bytes(self) -> int:
+        return 0  # pack counts the shards it writes (PackResult), not what it moves
+
+
+@dataclass(kw_only=True)
+class PackResult(TaskResult):
+    shard: int
+    bin: str
+    idx: str
+    bin_bytes: int
+    idx_bytes: int
+    tokens: int
+    documents: int
+    bin_xxh3_128: str
+    idx_xxh3_128: str
+
+    @property
+    def stage_docs(self) -> int:
+        return self.documents
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.bin_bytes + self.idx_bytes
+
+    def entry(self) -> dict[str, Any]:
+        """The manifest's shard entry."""
+        return {k: v for k, v in self.own_fields().items() if k != "shard"}
