@@ -37,10 +37,19 @@ def _split(path: str, local: bool) -> tuple[str, str]:
 
 
 def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
-    bucket, ds = _split(plan.dataset.path, plan.dataset.is_local)
-    raw_bucket, raw = _split(plan.raw.path, plan.raw.is_local)
-    buckets: dict[str, list[dict]] = {bucket: [], raw_bucket: []}
-    missing: list[dict[str, str]] = []
+    out = _Export(plan)
+    out.raw(plan, rules.raw)
+    out.add(out.bucket, "reports", out.ds + "_reports/", rules.reports, expire=True)
+    out.add(out.bucket, "token_parts", out.ds + "_work/tokens/", rules.token_parts, expire=True)
+    for run in plan.runs():
+        prefix = f"{out.ds}_work/runs/{run}/near/"
+        out.add(out.bucket, "near_dedup", prefix, rules.near_dedup, expire=True)
+    out.versions(plan, rules.versions)
+    for data_class, reason in _SHARED_PREFIXES:
+        rule = rules.for_class(data_class)
+        if rule.deletes or (rule.transitions and data_class != "reports"):
+            out.refuse(data_class, rule, reason)
+    out.abort_incomplete_uploads()
     notes = [
         f"prefixes of runs and versions are those present at export: {len(plan.runs())}"
         f" runs, {len(plan.committed_versions())} committed versions; export again after"
@@ -48,74 +57,76 @@ def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
         "S3 counts days from each object's creation and acts at the next"
         " midnight UTC; fractional days are rounded up",
     ]
+    return {
+        "buckets": {b: {"Rules": r} for b, r in out.buckets.items() if r},
+        "not_expressible": out.missing,
+        "notes": notes,
+    }
 
-    def add(where: str, data_class: str, prefix: str, rule: ClassRule, expire: bool) -> None:
+
+# Classes whose objects share a prefix with others: no prefix rule can act on them alone.
+_SHARED_PREFIXES = (
+    ("read_docs", "shares _work/units/<key>/ with quarantine, hashes and done markers"),
+    ("exact_hashes", "shares _work/units/<key>/ with the documents and done markers"),
+    ("work_state", "lies beside other classes in the run folders; holds lineage files"),
+    ("quarantine", "lies beside other classes; the merged listing is lineage"),
+    ("uncommitted_versions", "'no manifest.json in the folder' is not a prefix"),
+    ("reports", "_audit/ holds the storage-class ledger, which must outlive the rest"),
+)
+
+
+class _Export:
+    """The rules per bucket and the policy parts S3 cannot express, gathered class by class."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.bucket, self.ds = _split(plan.dataset.path, plan.dataset.is_local)
+        self.raw_bucket, self.raw_prefix = _split(plan.raw.path, plan.raw.is_local)
+        self.buckets: dict[str, list[dict]] = {self.bucket: [], self.raw_bucket: []}
+        self.missing: list[dict[str, str]] = []
+
+    def refuse(self, data_class: str, rule: ClassRule, reason: str) -> None:
+        self.missing.append({"class": data_class, "rule": _describe(rule), "reason": reason})
+
+    def add(self, where: str, data_class: str, prefix: str, rule: ClassRule, expire: bool) -> None:
         body, problem = _rule_body(rule, expire)
         if problem:
-            missing.append({"class": data_class, "rule": _describe(rule), "reason": problem})
+            self.refuse(data_class, rule, problem)
         elif body:
             ident = f"{data_class}:{prefix}"[-255:]
-            buckets[where].append(
+            self.buckets[where].append(
                 {"ID": ident, "Filter": {"Prefix": prefix}, "Status": "Enabled", **body}
             )
 
-    refused = raw_prefix_problem(plan, bucket, ds, raw_bucket, raw)
-    if refused and (rules.raw.deletes or rules.raw.transitions):
-        missing.append({"class": "raw", "rule": _describe(rules.raw), "reason": refused})
-    else:
-        add(raw_bucket, "raw", raw, rules.raw, expire=True)
-    add(bucket, "reports", ds + "_reports/", rules.reports, expire=True)
-    add(bucket, "token_parts", ds + "_work/tokens/", rules.token_parts, expire=True)
-    for run in plan.runs():
-        add(bucket, "near_dedup", f"{ds}_work/runs/{run}/near/", rules.near_dedup, expire=True)
-    if rules.versions.deletes:
-        missing.append(
+    def raw(self, plan: Plan, rule: ClassRule) -> None:
+        refused = raw_prefix_problem(plan, self.bucket, self.ds, self.raw_bucket, self.raw_prefix)
+        if refused and (rule.deletes or rule.transitions):
+            self.refuse("raw", rule, refused)
+        else:
+            self.add(self.raw_bucket, "raw", self.raw_prefix, rule, expire=True)
+
+    def versions(self, plan: Plan, rule: ClassRule) -> None:
+        if rule.deletes:
+            reason = "keep the newest K versions: S3 rules see one object at a time"
+            self.refuse("versions", rule, reason)
+        if any(t.storage_class not in INSTANT_ACCESS for t in rule.transitions):
+            self.refuse("versions", rule, "live versions must stay readable without a restore")
+        elif rule.transitions:
+            _, problem = _rule_body(rule, expire=False)
+            if problem:
+                self.refuse("versions", rule, problem)
+                return
+            for v in plan.committed_versions():
+                self.add(self.bucket, "versions", f"{self.ds}{v}/", rule, expire=False)
+
+    def abort_incomplete_uploads(self) -> None:
+        self.buckets[self.bucket].append(
             {
-                "class": "versions",
-                "rule": _describe(rules.versions),
-                "reason": "keep the newest K versions: S3 rules see one object at a time",
+                "ID": f"abort-incomplete-uploads:{self.ds}"[-255:],
+                "Filter": {"Prefix": self.ds},
+                "Status": "Enabled",
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_UPLOADS_DAYS},
             }
         )
-    if any(t.storage_class not in INSTANT_ACCESS for t in rules.versions.transitions):
-        missing.append(
-            {
-                "class": "versions",
-                "rule": _describe(rules.versions),
-                "reason": "live versions must stay readable without a restore",
-            }
-        )
-    elif rules.versions.transitions:
-        body, problem = _rule_body(rules.versions, expire=False)
-        if problem:
-            missing.append(
-                {"class": "versions", "rule": _describe(rules.versions), "reason": problem}
-            )
-        for v in [] if problem else plan.committed_versions():
-            add(bucket, "versions", f"{ds}{v}/", rules.versions, expire=False)
-    for data_class, reason in (
-        ("read_docs", "shares _work/units/<key>/ with quarantine, hashes and done markers"),
-        ("exact_hashes", "shares _work/units/<key>/ with the documents and done markers"),
-        ("work_state", "lies beside other classes in the run folders; holds lineage files"),
-        ("quarantine", "lies beside other classes; the merged listing is lineage"),
-        ("uncommitted_versions", "'no manifest.json in the folder' is not a prefix"),
-        ("reports", "_audit/ holds the storage-class ledger, which must outlive the rest"),
-    ):
-        rule = rules.for_class(data_class)
-        if rule.deletes or (rule.transitions and data_class != "reports"):
-            missing.append({"class": data_class, "rule": _describe(rule), "reason": reason})
-    buckets[bucket].append(
-        {
-            "ID": f"abort-incomplete-uploads:{ds}"[-255:],
-            "Filter": {"Prefix": ds},
-            "Status": "Enabled",
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_UPLOADS_DAYS},
-        }
-    )
-    return {
-        "buckets": {b: {"Rules": r} for b, r in buckets.items() if r},
-        "not_expressible": missing,
-        "notes": notes,
-    }
 
 
 def raw_prefix_problem(plan: Plan, bucket: str, ds: str, raw_bucket: str, raw: str) -> str | None:
