@@ -151,15 +151,7 @@ def build_report(
     reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
     epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)
     if epochs_per_month and epoch_bytes:
-        streams.append(
-            cost.ReadStream(
-                "training",
-                "versions",
-                epoch_bytes * epochs_per_month,
-                {k: n * epochs_per_month for k, n in epoch_requests.items()},
-            )
-        )
-
+        streams.append(_training_stream(epoch_bytes, epoch_requests, epochs_per_month))
     before_rows = cost.retained_rows(plan.decisions, after=False)
     after_rows = cost.retained_rows(plan.decisions, after=True)
     before = cost.monthly(before_rows, streams, prices)
@@ -186,18 +178,33 @@ def build_report(
         "napkin": None,
     }
     if manifest is not None:
-        gets = epoch_requests.get("get", 0.0)
-        report["napkin"] = {
-            "version": manifest.get("version"),
-            **cost.layout_napkin(
-                manifest["counts"]["docs_out"],
-                int(epoch_bytes),
-                len(manifest["shards"]),
-                gets,
-                prices,
-            ),
-        }
+        report["napkin"] = _napkin(manifest, epoch_bytes, epoch_requests, prices)
     return report
+
+
+def _training_stream(
+    epoch_bytes: float, epoch_requests: dict[str, float], epochs_per_month: float
+) -> cost.ReadStream:
+    return cost.ReadStream(
+        "training",
+        "versions",
+        epoch_bytes * epochs_per_month,
+        {k: n * epochs_per_month for k, n in epoch_requests.items()},
+    )
+
+
+def _napkin(manifest: dict, epoch_bytes: float, epoch_requests: dict, prices) -> dict[str, Any]:
+    """One epoch of training reads from one object per document vs from the shards."""
+    return {
+        "version": manifest.get("version"),
+        **cost.layout_napkin(
+            manifest["counts"]["docs_out"],
+            int(epoch_bytes),
+            len(manifest["shards"]),
+            epoch_requests.get("get", 0.0),
+            prices,
+        ),
+    }
 
 
 def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
