@@ -444,31 +444,39 @@ def _read_parquet(
         for group in range(parquet.num_row_groups):
             meta = parquet.metadata.row_group(group)
             if piece["start"] <= _row_group_first_byte(meta) < piece["end"]:
-                row = first_row
-                for batch in parquet.iter_batches(
+                batches = parquet.iter_batches(
                     batch_size=out.batch_docs, row_groups=[group], columns=columns
-                ):
-                    column = batch.column(0)
-                    if pa.types.is_dictionary(column.type):  # sizes of the values, not the codes
-                        column = column.dictionary_decode()
-                    column, oversize = without_oversize(column, out.max_doc_bytes)
-                    texts = _texts(column)
-                    ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
-                    for i, (text, raw_id) in enumerate(zip(texts, ids, strict=True)):
-                        try:
-                            if i in oversize:
-                                raise Rejected(TOO_LARGE, _too_large_detail(oversize[i], out))
-                            if isinstance(text, bytes):
-                                text = _utf8(text)
-                            doc_id, text = document_fields(text, raw_id)
-                        except Rejected as r:
-                            out.problem(row, r.reason, r.detail)
-                        else:
-                            out.doc(doc_id, row, text)
-                        row += 1
-                        if out.full:
-                            yield out.take()
+                )
+                yield from _parquet_rows(batches, has_id, first_row, out)
             first_row += meta.num_rows
+
+
+def _parquet_rows(
+    batches: Iterator[pa.RecordBatch], has_id: bool, row: int, out: _Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The documents and problems of one row group's batches (text column first, then the id);
+    `row` is the group's first row in the file."""
+    for batch in batches:
+        column = batch.column(0)
+        if pa.types.is_dictionary(column.type):  # sizes of the values, not the codes
+            column = column.dictionary_decode()
+        column, oversize = without_oversize(column, out.max_doc_bytes)
+        texts = _texts(column)
+        ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
+        for i, (text, raw_id) in enumerate(zip(texts, ids, strict=True)):
+            try:
+                if i in oversize:
+                    raise Rejected(TOO_LARGE, _too_large_detail(oversize[i], out))
+                if isinstance(text, bytes):
+                    text = _utf8(text)
+                doc_id, text = document_fields(text, raw_id)
+            except Rejected as r:
+                out.problem(row, r.reason, r.detail)
+            else:
+                out.doc(doc_id, row, text)
+            row += 1
+            if out.full:
+                yield out.take()
 
 
 # What retrying cannot fix: the object is missing, forbidden or undecodable. Anything else (a
