@@ -116,7 +116,7 @@ def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> b
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipeline bench tokenize")
     parser.add_argument("--input", required=True)
     parser.add_argument("--tokenizer", required=True)
@@ -131,8 +131,38 @@ def main(argv: list[str] | None = None) -> None:
         help="tokenize.verify_fraction: share of documents the pipeline re-encodes with"
         " tokenizers (0: none, to see the check's own cost)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def _bench_config(args: argparse.Namespace, engine: str, work: str) -> Config:
+    return Config.model_validate(
+        {
+            "name": "bench",
+            "input": {"uri": args.input},
+            "output": {"uri": work},
+            "tokenize": {
+                "tokenizer": args.tokenizer,
+                "batch_docs": args.batch_docs,
+                "engine": engine,
+                "verify_fraction": args.verify_fraction,
+            },
+            "pack": {"shard_bytes": args.shard_bytes},
+        }
+    )
+
+
+def _alternate(paths: dict, repeat: int) -> dict[str, list[tuple[float, int]]]:
+    """Each path `repeat` times, the order rotating each round (a shared machine drifts)."""
+    order = list(paths)
+    times: dict[str, list[tuple[float, int]]] = {name: [] for name in order}
+    for i in range(repeat):
+        for name in order[i % len(order) :] + order[: i % len(order)]:
+            times[name].append(paths[name]())
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
     docs = load_documents(args.input)
     texts = docs["text"].to_pylist()
     mb = sum(len(t.encode()) for t in texts) / 1e6
@@ -146,20 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         fast = None
     engine = "tokenizers" if args.engine == "tokenizers" or fast is None else "fastokens"
     with tempfile.TemporaryDirectory() as work:
-        cfg = Config.model_validate(
-            {
-                "name": "bench",
-                "input": {"uri": args.input},
-                "output": {"uri": work},
-                "tokenize": {
-                    "tokenizer": args.tokenizer,
-                    "batch_docs": args.batch_docs,
-                    "engine": engine,
-                    "verify_fraction": args.verify_fraction,
-                },
-                "pack": {"shard_bytes": args.shard_bytes},
-            }
-        )
+        cfg = _bench_config(args, engine, work)
         tokenizer = TokenizersEncoder(raw_json, special_as_text=True).tokenizer
         paths = {
             "raw": lambda: time_raw_tokenizers(tokenizer, texts, args.batch_docs),
@@ -167,13 +184,29 @@ def main(argv: list[str] | None = None) -> None:
         }
         if fast is not None:
             paths["fast"] = lambda: time_raw_fastokens(fast, texts, args.batch_docs)
-        order = list(paths)
-        times: dict[str, list[tuple[float, int]]] = {name: [] for name in order}
-        for i in range(args.repeat):
-            for name in order[i % len(order) :] + order[: i % len(order)]:
-                times[name].append(paths[name]())
+        times = _alternate(paths, args.repeat)
         _, _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
         identical = identical_to_tokenizers(version, docs, cfg)
+    figures = _figures(times, len(texts), mb, engine, args.verify_fraction, identical)
+    labels = {
+        "raw": "raw tokenizers encode_batch_fast",
+        "fast": "raw fastokens encode_batch_flat",
+        "pipeline": f"pipeline tokenize+pack ({engine})",
+    }
+    tokens = figures["tokens"]
+    print(f"{'path':<38} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
+    for name in paths:
+        s = min(times[name])[0]
+        print(f"{labels[name]:<38} {s:>8.2f} {tokens / s:>12,.0f} {mb / s:>8.2f}")
+    print(
+        f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
+        f" = medians of the rounds' ratios; shards identical to raw tokenizers: {identical})"
+    )
+    print(json.dumps(figures))
+
+
+def _figures(times: dict, docs: int, mb: float, engine: str, fraction: float, identical: bool):
+    """The last-line JSON: rates of the best runs, ratios as medians of the rounds' ratios."""
 
     def median_ratio(base: str) -> float:
         pairs = zip(times[base], times["pipeline"], strict=True)
@@ -184,12 +217,13 @@ def main(argv: list[str] | None = None) -> None:
     if len(counts) != 1:
         raise SystemExit(f"token counts differ between paths: {sorted(counts)}")
     tokens = counts.pop()
-    figures = {
-        "docs": len(texts),
+    fast = "fast" in times
+    return {
+        "docs": docs,
         "mb": round(mb, 2),
         "tokens": tokens,
         "engine": engine,
-        "verify_fraction": args.verify_fraction,
+        "verify_fraction": fraction,
         "raw_tokens_per_s": round(tokens / best["raw"][0]),
         "raw_fastokens_tokens_per_s": round(tokens / best["fast"][0]) if fast else None,
         "pipeline_tokens_per_s": round(tokens / best["pipeline"][0]),
@@ -201,20 +235,6 @@ def main(argv: list[str] | None = None) -> None:
         ),
         "identical": bool(identical),
     }
-    labels = {
-        "raw": "raw tokenizers encode_batch_fast",
-        "fast": "raw fastokens encode_batch_flat",
-        "pipeline": f"pipeline tokenize+pack ({engine})",
-    }
-    print(f"{'path':<38} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
-    for name in order:
-        s = best[name][0]
-        print(f"{labels[name]:<38} {s:>8.2f} {tokens / s:>12,.0f} {mb / s:>8.2f}")
-    print(
-        f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
-        f" = medians of the rounds' ratios; shards identical to raw tokenizers: {identical})"
-    )
-    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
