@@ -7,8 +7,7 @@ from pipeline.run.driver import RunResult
 
 
 def format_summary(result: RunResult) -> str:
-    m = result.manifest
-    counts = m["counts"]
+    m, counts = result.manifest, result.manifest["counts"]
     if result.already_committed:
         return (
             f"already committed: this input and config are version {m['version']}"

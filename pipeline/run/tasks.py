@@ -88,26 +88,7 @@ def read_unit(
     if done.exists():  # its marker is the earlier result (ReadResult.marker)
         earlier = ReadResult.from_dict(json.loads(done.read_bytes()))
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
-    doc_parts, bad_parts = [], []
-    for piece in pieces:
-        piece_docs, piece_bad = [], []
-        try:
-            for docs, bad in read_piece(
-                input_root,
-                piece,
-                cfg.input.text_field,
-                cfg.input.id_field,
-                max_doc_bytes=int(cfg.ingest.max_doc_bytes),
-            ):
-                piece_docs.append(docs)
-                piece_bad.append(bad)
-        except ObjectChanged as changed:  # not the object listed: nothing of it is kept
-            piece_docs = []
-            piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
-        doc_parts += piece_docs
-        bad_parts += piece_bad
-    docs = _concat(doc_parts, DOCS_SCHEMA)
-    bad = _concat(bad_parts, QUARANTINE_SCHEMA)
+    docs, bad = _read_pieces(input_root, pieces, cfg)
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
@@ -135,6 +116,32 @@ def read_unit(
     )
     done.write_bytes(json.dumps(result.marker()).encode())
     return result
+
+
+def _read_pieces(
+    input_root: Location, pieces: list[dict], cfg: Config
+) -> tuple[pa.Table, pa.Table]:
+    """A unit's documents and quarantine rows; a piece whose object changed since the listing
+    keeps none of its documents and is quarantined whole."""
+    doc_parts, bad_parts = [], []
+    for piece in pieces:
+        piece_docs, piece_bad = [], []
+        try:
+            for docs, bad in read_piece(
+                input_root,
+                piece,
+                cfg.input.text_field,
+                cfg.input.id_field,
+                max_doc_bytes=int(cfg.ingest.max_doc_bytes),
+            ):
+                piece_docs.append(docs)
+                piece_bad.append(bad)
+        except ObjectChanged as changed:  # not the object listed: nothing of it is kept
+            piece_docs = []
+            piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
+        doc_parts += piece_docs
+        bad_parts += piece_bad
+    return _concat(doc_parts, DOCS_SCHEMA), _concat(bad_parts, QUARANTINE_SCHEMA)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -288,6 +295,30 @@ def tokenize_unit(
         )
     if rewrite and index_loc.exists():
         index_loc.remove()  # the unit stays not-done until the new index lands
+    docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    length, checked = _encode_tokens(
+        docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
+    )
+    index_loc.write_parquet(_token_index(docs, length))  # last: its presence marks the unit done
+    return timer.result(
+        TokenizeResult,
+        unit=unit_id,
+        removed=digest,
+        docs=docs.num_rows,
+        tokens=int(length.sum()),
+        engine=engine,
+        checked=checked,
+    )
+
+
+def _encode_tokens(
+    docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
+) -> tuple[np.ndarray, int]:
+    """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
+    tokenizers, a sample is re-encoded with tokenizers on the way (EngineMismatch). Returns the
+    token count of each document and how many documents were checked."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
@@ -296,10 +327,6 @@ def tokenize_unit(
     bos_id = token_id(reference.tokenizer, tok.bos)
     check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
-    docs = layout.read_docs(unit_id).read_parquet()
-    docs = exact.drop_removed(docs, removed)
-    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
-    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
     checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
     check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if check else []
     lengths = []
@@ -314,14 +341,19 @@ def tokenize_unit(
                 at += 1
             yield Batch(texts.slice(i, step).to_pylist(), check)
 
-    with layout.tokens_bin(unit_id, digest).atomic_writer() as out:
+    with out_loc.atomic_writer() as out:
         for flat, lens in tokenize_batches(
             encoder, batches(), info.eos_id, bos_id, dtype, reference if check else None
         ):
             out.write(flat.tobytes())
             lengths.append(lens)
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
-    index = pa.table(
+    return length, len(checked)
+
+
+def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
+    """The token file's index: each document's ids, shuffle key and token count, in order."""
+    return pa.table(
         {
             "doc_id": docs["doc_id"],
             "source": docs["source"],
@@ -330,16 +362,6 @@ def tokenize_unit(
             "length": pa.array(length, pa.int64()),
         },
         schema=pack.TOKEN_INDEX_SCHEMA,
-    )
-    index_loc.write_parquet(index)  # written last: its presence marks the unit done
-    return timer.result(
-        TokenizeResult,
-        unit=unit_id,
-        removed=digest,
-        docs=index.num_rows,
-        tokens=int(length.sum()),
-        engine=engine,
-        checked=len(checked),
     )
 
 
@@ -412,11 +434,9 @@ def exchange_bucket(
                 out.write(ipc)
                 sections.append([offset, token_bytes, len(ipc)])
                 offset += token_bytes + len(ipc)
-    result = timer.result(
-        ExchangeResult, group=group, bucket=bucket, object=f"{name}.bin", sections=sections
-    )
-    done.write_bytes(json.dumps(result.own_fields()).encode())  # last: the object is whole
-    return result
+    marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
+    done.write_bytes(json.dumps(marker).encode())  # written last: the exchange object is whole
+    return timer.result(ExchangeResult, **marker)
 
 
 def pack_shard(
