@@ -2,7 +2,8 @@
 
 Every result has the task's wall time, storage I/O, peak memory and whether it reused earlier
 output (TaskResult), and says what it adds to its stage's report: `stage_docs` (documents) and
-`stage_bytes` (by default the bytes it read). The driver sums those; it reads no field by name.
+`stage_bytes` (by default the bytes it read). The driver's stage report sums those, so no
+stage patches its report afterwards. Results are pickled back to the driver: keep them small.
 """
 
 from __future__ import annotations
