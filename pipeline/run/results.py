@@ -8,10 +8,12 @@ stage patches its report afterwards. Results are pickled back to the driver: kee
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 import pyarrow as pa
+
+from pipeline.formats.megatron import ShardInfo
 
 T = TypeVar("T", bound="TaskResult")
 _TIMING = ("seconds", "io", "peak_rss_mb")
@@ -206,21 +208,24 @@ class PackResult(TaskResult):
     shard: int
     bin: str
     idx: str
-    bin_bytes: int
-    idx_bytes: int
-    tokens: int
-    documents: int
-    bin_xxh3_128: str
-    idx_xxh3_128: str
+    info: ShardInfo  # sizes, counts and checksums of what was written
+
+    @property
+    def documents(self) -> int:
+        return self.info.documents
+
+    @property
+    def tokens(self) -> int:
+        return self.info.tokens
 
     @property
     def stage_docs(self) -> int:
-        return self.documents
+        return self.info.documents
 
     @property
     def stage_bytes(self) -> int:
-        return self.bin_bytes + self.idx_bytes
+        return self.info.bin_bytes + self.info.idx_bytes
 
     def entry(self) -> dict[str, Any]:
         """The manifest's shard entry."""
-        return {k: v for k, v in self.own_fields().items() if k != "shard"}
+        return {"bin": self.bin, "idx": self.idx, **asdict(self.info)}

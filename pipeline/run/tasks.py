@@ -477,10 +477,11 @@ def pack_shard(
                 sl = slice(i, i + 4096)
                 writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
         info = writer.close()
-    shard_entry = {"bin": bin_loc.name, "idx": idx_loc.name, **dataclasses.asdict(info)}
+    names = {"bin": bin_loc.name, "idx": idx_loc.name}
     # a shard counts as written only once storage returns what the manifest will claim
-    verify_shard(version, shard_entry, dtype, f"{version.uri}: shard {shard}")
-    return timer.result(PackResult, shard=shard, **shard_entry)
+    entry = {**names, **dataclasses.asdict(info)}
+    verify_shard(version, entry, dtype, f"{version.uri}: shard {shard}")
+    return timer.result(PackResult, shard=shard, info=info, **names)
 
 
 def pack_in_process(
