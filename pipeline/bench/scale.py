@@ -36,7 +36,7 @@ from pydantic import ByteSize
 from pipeline.bench.scaling import ONE_THREAD_ENV, SAMPLE_CONFIG
 from pipeline.config import DedupConfig, StorageConfig, load_config
 from pipeline.core.storage import Location
-from pipeline.run.driver import run_pipeline
+from pipeline.run.driver import hide_local_auth_notice, run_pipeline
 from pipeline.testing.s3 import dummy_aws_env, moto_server
 
 BUCKET = "bench-scale"
@@ -74,6 +74,7 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
         output_uri=f"s3://{BUCKET}/out-{label}",
         overrides=[*storage_sets(storage), *sets],
     )
+    hide_local_auth_notice()
     ray.init(
         address="local",
         num_cpus=args.workers,

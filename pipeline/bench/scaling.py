@@ -26,7 +26,7 @@ from pathlib import Path
 import ray
 
 from pipeline.config import load_config
-from pipeline.run.driver import run_pipeline
+from pipeline.run.driver import hide_local_auth_notice, run_pipeline
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 DEFAULT_SETS = ["pack.shard_bytes=32MiB", "dedup.partitions=8"]
@@ -68,6 +68,7 @@ def unit_bytes_for(input_bytes: int, max_workers: int) -> int:
 def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]) -> dict:
     out = work / f"w{workers}-{time.monotonic_ns()}"
     cfg = load_config(args.config, input_uri=args.input, output_uri=str(out), overrides=sets)
+    hide_local_auth_notice()
     ray.init(
         address="local",
         num_cpus=workers,

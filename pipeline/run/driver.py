@@ -99,6 +99,11 @@ _AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
 _LOCAL_AUTH_NOTICE = _LocalAuthNotice()
 
 
+def hide_local_auth_notice() -> None:
+    """Before a local ray.init (here and in the benchmarks): that one notice is not printed."""
+    logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
+
+
 def worker_runtime_env() -> dict | None:
     """The runtime env ray.init adds for the tasks: WORKER_ENV minus what the job already sets.
 
@@ -121,7 +126,7 @@ def ensure_ray(cfg: Config) -> None:
     if address:
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
     else:
-        logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
+        hide_local_auth_notice()
         ray.init(  # address="local": never join a cluster some other process started here
             address="local",
             num_cpus=cfg.ray.num_cpus,
