@@ -393,50 +393,63 @@ def exchange_bucket(
     placed: list[np.ndarray] = []
     with tempfile.TemporaryFile() as spill:
         for unit, removed in units:
-            index = layout.tokens_index(unit, removed).read_parquet()
-            i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
-            if i0 == i1:
-                continue
-            starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
-            raw = layout.tokens_bin(unit, removed).read_bytes(
-                int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
-            )
-            piece = index.slice(i0, i1 - i0)
-            rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
-            rows = np.append(rows, i1 - i0)
-            rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
-            at = spill.tell()
-            spill.write(raw)
-            where = np.zeros((len(span), 4), dtype=np.int64)
-            for j in range(len(span)):
-                j0, j1 = int(rows[j]), int(rows[j + 1])
-                if j0 == j1:
-                    continue
-                ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
-                where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
-                spill.write(ipc)
-            placed.append(where)
-            del raw, index, piece
+            where = _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill)
+            if where is not None:
+                placed.append(where)
         spill.flush()
-        sections, fd = [], spill.fileno()
         with (folder / f"{name}.bin").atomic_writer() as out:
-            offset = 0
-            for j in range(len(span)):
-                token_bytes, tables = 0, []
-                for where in placed:
-                    tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
-                    if tok_n == 0:
-                        continue
-                    out.write(os.pread(fd, tok_n, tok_at))
-                    token_bytes += tok_n
-                    tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
-                ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
-                out.write(ipc)
-                sections.append([offset, token_bytes, len(ipc)])
-                offset += token_bytes + len(ipc)
+            sections = _write_sections(out, spill.fileno(), placed, len(span))
     marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
     done.write_bytes(json.dumps(marker).encode())  # written last: the exchange object is whole
     return timer.result(ExchangeResult, **marker)
+
+
+def _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill) -> np.ndarray | None:
+    """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
+    sizes of its token bytes and index rows per shard, or None when it has no rows there."""
+    index = layout.tokens_index(unit, removed).read_parquet()
+    i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+    if i0 == i1:
+        return None
+    starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+    raw = layout.tokens_bin(unit, removed).read_bytes(
+        int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
+    )
+    piece = index.slice(i0, i1 - i0)
+    rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
+    rows = np.append(rows, i1 - i0)
+    rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
+    at = spill.tell()
+    spill.write(raw)
+    where = np.zeros((len(shard_lows), 4), dtype=np.int64)
+    for j in range(len(shard_lows)):
+        j0, j1 = int(rows[j]), int(rows[j + 1])
+        if j0 == j1:
+            continue
+        ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
+        where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
+        spill.write(ipc)
+    return where
+
+
+def _write_sections(out, fd: int, placed: list[np.ndarray], shards: int) -> list[list[int]]:
+    """The exchange object: per shard, every unit's token bytes then their index rows as one
+    Arrow IPC table; returns each section's [offset, token bytes, index bytes]."""
+    sections, offset = [], 0
+    for j in range(shards):
+        token_bytes, tables = 0, []
+        for where in placed:
+            tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
+            if tok_n == 0:
+                continue
+            out.write(os.pread(fd, tok_n, tok_at))
+            token_bytes += tok_n
+            tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
+        ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
+        out.write(ipc)
+        sections.append([offset, token_bytes, len(ipc)])
+        offset += token_bytes + len(ipc)
+    return sections
 
 
 def pack_shard(
