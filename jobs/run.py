@@ -44,4 +44,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipeline.cli import exit_cleanly
+
+    exit_cleanly(main())
