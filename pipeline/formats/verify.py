@@ -15,7 +15,7 @@ from pipeline.formats.manifest import (
     resolve_version,
     table_digest,
 )
-from pipeline.formats.megatron import ShardFormatError, decode_index
+from pipeline.formats.megatron import IndexInfo, ShardFormatError, decode_index
 
 
 class VerifyError(Exception):
@@ -41,8 +41,8 @@ def _verify_loaded(version: Location, manifest: dict) -> dict:
     dtype = np.dtype(manifest["tokenizer"]["dtype"])
     for i, shard in enumerate(manifest["shards"]):
         where = f"{version.uri}: shard {i}"
-        verify_shard(version, shard, dtype, where)
-        verify_document_boundaries(version, shard, manifest["tokenizer"], where)
+        info, tokens = verify_shard(version, shard, dtype, where)
+        check_document_boundaries(info, tokens, shard, manifest["tokenizer"], where)
     tokens = sum(shard["tokens"] for shard in manifest["shards"])
     docs = sum(shard["documents"] for shard in manifest["shards"])
     counts = manifest["counts"]
@@ -109,10 +109,13 @@ def verify_lineage(version: Location, manifest: dict) -> None:
         )
 
 
-def verify_shard(version: Location, shard: dict, dtype: np.dtype, where: str) -> None:
+def verify_shard(
+    version: Location, shard: dict, dtype: np.dtype, where: str
+) -> tuple[IndexInfo, np.ndarray]:
     """Every claim of one shard entry: both files present with the stated sizes and xxh3-128,
     the .idx well formed and agreeing with the .bin size, the dtype, tokens and documents.
-    Pack runs this on each shard it writes, so `verify` later repeats the same check."""
+    Pack runs this on each shard it writes, so `verify` later repeats the same check. Returns
+    the decoded index and the tokens, for checks that need the content."""
     idx_buf = _read_checked(
         version / shard["idx"], shard["idx_bytes"], shard["idx_xxh3_128"], where
     )
@@ -132,7 +135,8 @@ def verify_shard(version: Location, shard: dict, dtype: np.dtype, where: str) ->
             f"{where}: index holds {info.tokens} tokens in {info.sequence_count}"
             f" documents, manifest says {shard['tokens']} in {shard['documents']}"
         )
-    _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
+    data = _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
+    return info, np.frombuffer(data, dtype=dtype)
 
 
 def _read_checked(loc: Location, size: int, checksum: str, where: str) -> bytes:
@@ -148,16 +152,15 @@ def _read_checked(loc: Location, size: int, checksum: str, where: str) -> bytes:
     return data
 
 
-def verify_document_boundaries(version: Location, shard: dict, tokenizer: dict, where: str) -> None:
+def check_document_boundaries(
+    info: IndexInfo, tokens: np.ndarray, shard: dict, tokenizer: dict, where: str
+) -> None:
     """For versions written with special_tokens_in_text "text" (earlier versions lack the field and
     are not checked): every document ends with the EOS id and no other EOS id occurs, and with a
     BOS every document starts with it. A reader that splits on EOS (Megatron's EOD masking) then
     sees exactly the documents the manifest counts."""
     if tokenizer.get("special_tokens_in_text") != "text":
         return
-    dtype = np.dtype(tokenizer["dtype"])
-    info = decode_index((version / shard["idx"]).read_bytes())
-    tokens = np.frombuffer((version / shard["bin"]).read_bytes(), dtype=dtype)
     problem = boundary_problem(
         tokens, info.lengths.astype(np.int64), tokenizer["eos_id"], tokenizer.get("bos_id")
     )

@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import ray
 import xxhash
 from tqdm import tqdm
@@ -161,10 +160,6 @@ def _gather(name: str, futures: list, show: bool, tick=None) -> list:
     return [results[f] for f in futures]
 
 
-def _table_digest(table: pa.Table) -> str:
-    return table_digest(table)  # verify recomputes it from the lineage
-
-
 def _routed(results: list[RoutedResult], n: int) -> dict[int, list[int]]:
     """For each of the n partitions, the partitions whose task wrote a piece for it."""
     return {q: [r.part for r in results if q in r.parts] for q in range(n)}
@@ -280,7 +275,7 @@ class _Driver:
         [listed] = self.stage("list", [self.remote["list_stage"].remote(self.input_root, self.cfg)])
         self.listed = listed
         self.cfg = cfg = self.cfg.for_listing(listed.listed_bytes)
-        self.input_digest = _table_digest(listed.inputs)
+        self.input_digest = table_digest(listed.inputs)  # verify recomputes it from the lineage
         run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{self.input_digest}".encode())
         self.layout = RunLayout.for_config(cfg, run_id)
         return self.layout
