@@ -76,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.run.summary import print_summary
 
     cfg = _load(args)
-    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
+    _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet)
     except (RunError, LeaseHeld) as e:
@@ -110,7 +110,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
     from pipeline.retention.apply import apply_plan, format_plan, plan_retention
 
     cfg = _load(args)
-    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
+    _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     plan = plan_retention(cfg)
     print(format_plan(plan, verbose=args.verbose, applied=args.apply))
     if args.export_lifecycle:

@@ -101,11 +101,19 @@ def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
 
 @dataclass(frozen=True)
 class PackPlan:
-    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above)."""
+    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above).
+
+    One pack writes one set of shards named `<prefix>-00000.bin/.idx`, ... A run packs once per
+    (source, split): the units given are one source's (a unit never mixes sources), and with a
+    `split` ("train" or "valid", tokens/split.py) pass 1 keeps only that split's rows; "" keeps
+    every row (no validation split: the pack of a single `input` is the one before sources)."""
 
     shards: int
     buckets: int
     groups: int
+    prefix: str = "shard"
+    split: str = ""
+    valid_fraction: float = 0.0
 
     def bucket_shards(self, bucket: int) -> range:
         k, s = self.buckets, self.shards
@@ -124,7 +132,11 @@ class PackPlan:
 
     @property
     def name(self) -> str:
-        return f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        cut = f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"
+
+    def shard_name(self, shard: int) -> str:
+        return f"{self.prefix}-{shard:05d}"
 
 
 def pack_plan(
