@@ -535,6 +535,7 @@ def pack_shard(
         offset += len(tokens)
     name = plan.shard_name(shard)
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
+    merged = pack.TOKEN_INDEX_SCHEMA.empty_table()
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
         writer = ShardWriter(bin_f, idx_f, dtype)
         if index_parts:
@@ -546,6 +547,8 @@ def pack_shard(
                 sl = slice(i, i + 4096)
                 writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
         info = writer.close()
+    # which documents the shard holds, in its order: the record of each document's split
+    layout.shard_docs(name).write_parquet(merged.select(["doc_id", "source", "row", "length"]))
     names = {"bin": bin_loc.name, "idx": idx_loc.name}
     # a shard counts as written only once storage returns what the manifest will claim
     entry = {**names, **dataclasses.asdict(info)}

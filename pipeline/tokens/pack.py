@@ -35,6 +35,9 @@ Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written 
 shard of the bucket in order, a section = the tokens of the group's documents in that shard (unit
 by unit, each in shuffle order) followed by an Arrow IPC stream of their index rows (the token
 index schema, same order). The .json lists each section as [offset, token_bytes, index_bytes].
+
+Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
+source, row, length, in shard order), the record of which split and source a document went to.
 """
 
 from __future__ import annotations
