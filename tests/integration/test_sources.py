@@ -276,7 +276,8 @@ def test_validation_split_same_with_1_and_4_workers(sample_split, tmp_path):
         manifest = json.loads((version / MANIFEST).read_bytes())
         assert _files(version, manifest["splits"]["valid"]) == _files(base.version, valid)
         assert _files(version, manifest["shards"]) == _files(base.version, base.manifest["shards"])
-        assert comparable(manifest) == comparable(base.manifest)
+        for key in ("counts", "sources", "splits", "blend", "shards", "tokenizer"):
+            assert comparable(manifest)[key] == comparable(base.manifest)[key], key
 
 
 def test_input_option_refused_for_several_sources(tmp_path):
