@@ -60,8 +60,8 @@ def _verify_loaded(version: Location, manifest: dict) -> dict:
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
-    verify_sources(version, manifest, every)
     verify_lineage(version, manifest)
+    verify_sources(version, manifest, every)
     return manifest
 
 
