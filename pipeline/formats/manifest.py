@@ -25,9 +25,10 @@ not exist for any command or reader here. Fields:
                           bin_xxh3_128, idx_xxh3_128, source, split}] in shard order: the
                         TRAINING shards (a version written before sources and splits has no
                         `source`/`split` keys and no fields below; all its shards are training)
-    splits              {"train": [shard entries] (the same list as `shards`), "valid": [shard
-                        entries of the validation set]}: every kept document is in exactly one
-                        split (tokens/split.py); `split.valid_fraction` 0 leaves "valid" empty
+    splits              {"train": [the .bin names of the training shards, whose entries are
+                        `shards`], "valid": [shard entries of the validation set]}: every kept
+                        document is in exactly one split (tokens/split.py);
+                        `split.valid_fraction` 0 leaves "valid" empty
     sources             {name: {docs_in, docs_out, removed_exact, removed_near, quarantined,
                         tokens, removed_in_favour_of {other source: n}, weight, input_bytes,
                         train_documents, train_tokens, valid_documents, valid_tokens}}, one
@@ -119,7 +120,10 @@ def build_manifest(
     if sources is not None:
         extra["sources"] = sources
     if splits is not None:
-        extra["splits"] = {k: [_shard_entry(s) for s in v] for k, v in splits.items()}
+        extra["splits"] = {
+            "train": [s["bin"] for s in shards],
+            "valid": [_shard_entry(s) for s in splits.get("valid", [])],
+        }
     if blend is not None:
         extra["blend"] = blend
     return {
@@ -220,8 +224,8 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
         if not isinstance(splits, dict) or set(splits) - {"train", "valid"}:
             raise ManifestError(f"{where}: splits must be an object of train and valid lists")
         check_shard_entries(manifest["shards"] + splits.get("valid", []), where)
-        if splits.get("train", manifest["shards"]) != manifest["shards"]:
-            raise ManifestError(f"{where}: splits.train is not the shards list")
+        if splits.get("train") != [s["bin"] for s in manifest["shards"]]:
+            raise ManifestError(f"{where}: splits.train does not name the shards list")
     sources = manifest.get("sources")
     if sources is not None and (
         not isinstance(sources, dict)
