@@ -43,8 +43,9 @@ not exist for any command or reader here. Fields:
                         a source of weight w contributes w times its tokens per epoch. Paste as
                         `--data-path` after making each prefix absolute (blend_line(..., root=
                         version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
-    run                 where and when: run_id, input_uri, output_uri, started_at, and
-                        skipped_files (count per reason)
+    run                 where and when: run_id, input_uri (the first source's), input_uris
+                        ({source: uri}), output_uri, started_at, and skipped_files (count per
+                        reason)
 
 Everything outside `version`, `created_at`, `run`, `lineage` and the tokenizer's engine fields
 (which depend on what the machine could run) is a function of the input's content and the config
