@@ -466,8 +466,8 @@ class _Driver:
                 if r.docs and self.origin_of[r.unit] == source
             ]
             tokens = sum(r.tokens for r in self.tokenized if self.origin_of[r.unit] == source)
-            if not live:
-                continue
+            if not live and (cfg.named_sources or split):
+                continue  # nothing of this source (a single input still writes an empty shard)
             plan = pack_plan(
                 # the split's share of the source's tokens: a deterministic estimate that sizes
                 # its shards (every document still lands in exactly one shard)
