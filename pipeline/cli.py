@@ -15,7 +15,11 @@ from pipeline.core.storage import StorageUnreachable
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
-    parser.add_argument("--input", help="input URI (folder, file:// or s3://), overrides input.uri")
+    parser.add_argument(
+        "--input",
+        help="input URI (folder, file:// or s3://), overrides the uri of a single-source config"
+        " (input.uri, or inputs[0].uri when inputs names one source; refused for several)",
+    )
     parser.add_argument("--output", help="output URI, overrides output.uri")
     _add_overrides(parser, "override any config key, e.g. --set pack.shard_bytes=64MiB")
 
@@ -76,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.run.summary import print_summary
 
     cfg = _load(args)
-    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
+    _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet)
     except (RunError, LeaseHeld) as e:
@@ -98,10 +102,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"verify FAILED: {e}", file=sys.stderr)
         return 1
     counts = manifest["counts"]
+    valid = (manifest.get("splits") or {}).get("valid") or []
+    more = f" (+ {len(valid)} validation shards)" if valid else ""
+    sources = manifest.get("sources") or {}
+    named = f", sources {', '.join(sources)} balanced" if len(sources) > 1 else ""
     print(
         f"verify OK: {manifest['name']} version {manifest['version']}:"
-        f" {len(manifest['shards'])} shards, {counts['docs_out']} documents,"
-        f" {counts['tokens']} tokens"
+        f" {len(manifest['shards'])} shards{more}, {counts['docs_out']} documents,"
+        f" {counts['tokens']} tokens{named}"
     )
     return 0
 
@@ -110,7 +118,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
     from pipeline.retention.apply import apply_plan, format_plan, plan_retention
 
     cfg = _load(args)
-    _check_storage(cfg, cfg.input.uri, cfg.output.uri)
+    _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     plan = plan_retention(cfg)
     print(format_plan(plan, verbose=args.verbose, applied=args.apply))
     if args.export_lifecycle:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import ByteSize, Field, ValidationError
+from pydantic import ByteSize, Field, ValidationError, model_validator
 
 from pipeline.core.model import Bytes, Seed, StrictModel
 from pipeline.report.prices import PricesConfig
@@ -37,6 +38,25 @@ class InputConfig(StrictModel):
     exclude: list[str] = Field(default_factory=list)
     text_field: str = "text"
     id_field: str | None = "id"
+
+
+# A named source: its files, how to read them, and its weight in the training mixture.
+SOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # safe as part of a file name (shards, blend)
+
+
+class SourceConfig(InputConfig):
+    """One entry of `inputs:`. `weight` (> 0, default 1) makes the source contribute weight x its
+    tokens per epoch: it sets the manifest's Megatron blend line and the StreamReader's mixture,
+    never the shard bytes (see formats/manifest.py)."""
+
+    name: str = Field(pattern=SOURCE_NAME)
+    weight: float = Field(default=1.0, gt=0.0, le=1e6)
+
+
+class SplitConfig(StrictModel):
+    # Share of documents held out as the validation set: those whose stable-id hash falls below
+    # it (tokens/split.py). 0: no validation shards.
+    valid_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
 
 
 class OutputConfig(StrictModel):
@@ -119,7 +139,10 @@ class PackConfig(StrictModel):
 
 class Config(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    input: InputConfig
+    # one input (the dataset's only source, named like the dataset) or `inputs:`, a list of
+    # named sources; exactly one of the two (see sources)
+    input: InputConfig | None = None
+    inputs: list[SourceConfig] | None = None
     output: OutputConfig
     storage: StorageConfig = StorageConfig()
     ray: RayConfig = RayConfig()
@@ -127,8 +150,48 @@ class Config(StrictModel):
     dedup: DedupConfig = DedupConfig()
     tokenize: TokenizeConfig
     pack: PackConfig = PackConfig()
+    split: SplitConfig = SplitConfig()
     retention: RetentionConfig = RetentionConfig()  # see retention/policy.py
     prices: PricesConfig = PricesConfig()
+
+    @model_validator(mode="after")
+    def _one_input_form(self) -> Config:
+        if (self.input is None) == (self.inputs is None):
+            raise ValueError(
+                "give either 'input' (one source) or 'inputs' (a list of named sources), not"
+                f" {'both' if self.input is not None else 'neither'}"
+            )
+        if self.inputs is not None:
+            if not self.inputs:
+                raise ValueError("'inputs' must name at least one source")
+            names = [s.name for s in self.inputs]
+            if len(set(names)) != len(names):
+                dup = sorted({n for n in names if names.count(n) > 1})
+                raise ValueError(f"'inputs': source names must be unique (repeated: {dup})")
+        return self
+
+    @property
+    def named_sources(self) -> bool:
+        """True for `inputs:` (ids prefixed with the source name, per-source shard names)."""
+        return self.inputs is not None
+
+    @property
+    def sources(self) -> list[SourceConfig]:
+        """The sources in priority order (dedup keeps the copy of the first listed). A single
+        `input:` is one source named like the dataset, weight 1."""
+        if self.inputs is not None:
+            return list(self.inputs)
+        return [SourceConfig(name=_source_name(self.name), **self.input.model_dump())]
+
+    def source_rank(self, name: str | None) -> tuple[int, SourceConfig]:
+        """(rank, source) of the source called `name` (None: the first)."""
+        sources = self.sources
+        if name is None:
+            return 0, sources[0]
+        for rank, src in enumerate(sources):
+            if src.name == name:
+                return rank, src
+        raise KeyError(f"no source named {name!r} in this config")
 
     def for_listing(self, listed_bytes: int) -> Config:
         """This config with the partition count the listing implies written in: every task, the
@@ -145,6 +208,7 @@ class Config(StrictModel):
             mode="json",
             exclude={
                 "input": {"uri"},
+                "inputs": {"__all__": {"uri"}},
                 "output": True,
                 "storage": True,
                 "ray": True,
@@ -192,8 +256,9 @@ class Config(StrictModel):
         return keys
 
 
-# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`).
-_LAYOUT_VERSION = 2
+# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
+# 3: hash and signature rows carry the source: origin, origin_rank).
+_LAYOUT_VERSION = 3
 # Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
 _NEVER_BYTES: dict[str, Any] = {
     "name": True,
@@ -209,6 +274,9 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         # a unit id hashes its files, byte ranges and versions: the selection and the unit size
         # decide which units exist, not what a unit's read output holds
         "input": {"uri", "include", "exclude"},
+        # weights set the blend line and the reader's mixture, not any intermediate's bytes
+        "inputs": {"__all__": {"uri", "include", "exclude", "weight"}},
+        "split": True,  # the validation split is drawn at pack time (tokens/split.py)
         "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
         # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
         # which a run resolves into dedup.partitions (Config.for_listing) before any key
@@ -219,6 +287,8 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
     "tokens": {
         # the read outputs are covered by the read key; dedup's decisions by `<removed>`
         "input": True,
+        "inputs": True,
+        "split": True,  # token files hold every kept document; pack draws the split
         "ingest": True,
         "dedup": True,
         # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
@@ -233,7 +303,10 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
 def _merge_exclude(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for key, value in b.items():
-        out[key] = True if value is True or out.get(key) is True else set(out.get(key, ())) | value
+        if key not in out:
+            out[key] = value
+        else:
+            out[key] = True if value is True or out[key] is True else set(out[key]) | value
     return out
 
 
@@ -262,11 +335,21 @@ def _resolve_local(uri: str, base: Path) -> str:
 _PATH_KEYS = (("input", "uri"), ("output", "uri"), ("tokenize", "tokenizer"))
 
 
+def _source_name(dataset_name: str) -> str:
+    """The one source of an `input:` config: the dataset's name, made a valid source name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", dataset_name)[:64]
+
+
 def _resolve_paths(raw: dict, base: Path) -> None:
     for section, key in _PATH_KEYS:
         sub = raw.get(section)
         if isinstance(sub, dict) and isinstance(sub.get(key), str):
             sub[key] = _resolve_local(sub[key], base)
+    sources = raw.get("inputs")
+    if isinstance(sources, list):
+        for sub in sources:
+            if isinstance(sub, dict) and isinstance(sub.get("uri"), str):
+                sub["uri"] = _resolve_local(sub["uri"], base)
 
 
 def _apply_override(raw: dict, dotted: str, value: Any, source: str) -> None:
@@ -292,7 +375,9 @@ def _format_error(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
-        if e["type"] == "extra_forbidden":
+        if not key:  # a rule over several keys (Config._one_input_form)
+            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
+        elif e["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key '{key}'")
         elif e["type"] == "missing":
             lines.append(f"{source}: missing required key '{key}'")
@@ -324,7 +409,7 @@ def load_config(
 
     cwd_raw: dict = {}
     if input_uri is not None:
-        _apply_override(cwd_raw, "input.uri", input_uri, "--input")
+        _override_input(raw, cwd_raw, input_uri, source)
     if output_uri is not None:
         _apply_override(cwd_raw, "output.uri", output_uri, "--output")
     for assignment in overrides:
@@ -343,18 +428,40 @@ def load_config(
     return config
 
 
+def _override_input(raw: dict, cwd_raw: dict, input_uri: str, source: str) -> None:
+    """--input replaces the uri of the config's only source: `input.uri`, or `inputs[0].uri`
+    when `inputs` names one source. A config of several sources is refused (exit 2): which one
+    would it replace? Point a source elsewhere with the config or `--set inputs=[...]`."""
+    sources = raw.get("inputs")
+    if not isinstance(sources, list):
+        _apply_override(cwd_raw, "input.uri", input_uri, "--input")
+        return
+    if len(sources) != 1 or not isinstance(sources[0], dict):
+        raise ConfigError(
+            f"{source}: --input: this config has {len(sources)} named sources ('inputs');"
+            " --input replaces the input of a single-source config only. Give each source's"
+            " uri in the config, or replace the list with --set 'inputs=[{name: ..., uri: ...}]'"
+        )
+    sources[0] = {**sources[0], "uri": _resolve_local(input_uri, Path.cwd())}
+
+
+def _key_of(config: Config, i: int) -> str:
+    return f"inputs.{i}.uri" if config.named_sources else "input.uri"
+
+
 def _check_overlap(config: Config, source: str) -> None:
     """An input inside the dataset the run writes would be read back as documents. (An output
     inside the input is fine: the listing skips it as own_output, see ingest/listing.py.)"""
-    inp, out = config.input.uri.rstrip("/"), f"{config.output.uri.rstrip('/')}/{config.name}"
-    if not is_remote(inp) and not is_remote(out):
-        inp, out = os.path.realpath(inp), os.path.realpath(out)
-    if inp == out or inp.startswith(out + "/"):
-        raise ConfigError(
-            f"{source}: key 'input.uri': the input {inp} is"
-            f" {'' if inp == out else 'inside '}the output dataset {out}"
-            " (output.uri + name), which this run writes; give an input outside it"
-        )
+    for i, src in enumerate(config.sources):
+        inp, out = src.uri.rstrip("/"), f"{config.output.uri.rstrip('/')}/{config.name}"
+        if not is_remote(inp) and not is_remote(out):
+            inp, out = os.path.realpath(inp), os.path.realpath(out)
+        if inp == out or inp.startswith(out + "/"):
+            raise ConfigError(
+                f"{source}: key '{_key_of(config, i)}': the input {inp} is"
+                f" {'' if inp == out else 'inside '}the output dataset {out}"
+                " (output.uri + name), which this run writes; give an input outside it"
+            )
 
 
 def _deep_merge(base: dict, top: dict) -> dict:
@@ -368,8 +475,11 @@ def _deep_merge(base: dict, top: dict) -> dict:
 
 
 def _check_paths(config: Config, source: str) -> None:
-    if not is_remote(config.input.uri) and not os.path.exists(config.input.uri):
-        raise ConfigError(f"{source}: key 'input.uri': path does not exist: {config.input.uri}")
+    for i, src in enumerate(config.sources):
+        if not is_remote(src.uri) and not os.path.exists(src.uri):
+            raise ConfigError(
+                f"{source}: key '{_key_of(config, i)}': path does not exist: {src.uri}"
+            )
     tok = config.tokenize.tokenizer
     try:
         from tokenizers import Tokenizer

@@ -4,5 +4,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample"
-SAMPLE_CONFIG = REPO / "configs" / "sample.yaml"
+# the shipped sample as one `input:` (tests point it at other data with --input);
+# configs/sample.yaml reads the same folder as two named sources (test_sources.py)
+SAMPLE_CONFIG = REPO / "configs" / "single-sample.yaml"
+SOURCES_CONFIG = REPO / "configs" / "sample.yaml"
 TOKENIZER = REPO / "configs" / "tokenizer.json"

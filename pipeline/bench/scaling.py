@@ -9,8 +9,9 @@ and is timed from the driver (`run_pipeline`, Ray startup and worker imports exc
 warm-up). Baseline: the first worker count in the same invocation. Prints per-stage seconds, the
 per-core throughput figures used for "Scaling out" arithmetic (read+hash MB/s per core, tokens/s
 per core, whole pipeline MB/s per core), and as the last line a JSON object with `speedup`.
-The config is configs/sample.yaml with work units of input / (16 x max workers) bytes, so that
-every worker count gets enough units to balance, and bigger shards (override with --set).
+The config is configs/single-sample.yaml (the sample as one input) with work units of input /
+(16 x max workers) bytes, so that every worker count gets enough units to balance, and bigger
+shards (override with --set).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import ray
 from pipeline.config import load_config
 from pipeline.run.driver import hide_local_auth_notice, run_pipeline
 
-SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
+SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "single-sample.yaml"
 DEFAULT_SETS = ["pack.shard_bytes=32MiB", "dedup.partitions=8"]
 UNITS_PER_WORKER = 16  # the last wave's imbalance is then at most ~1/16 of a stage
 ONE_THREAD_ENV = {

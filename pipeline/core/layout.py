@@ -18,6 +18,9 @@
           stats.json                    per-stage counts, bytes and requests (cost report)
           committed.json                {"version": id} once the run's version is committed
           pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see tokens/pack.py)
+          pack/docs/<shard>.parquet     the documents of each shard the run wrote, in shard order:
+                                        doc_id, source, row, length (tokens) (tokens/pack.py);
+                                        which split and source each document went to
         units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
           <unit>.docs.parquet           documents read: doc_id, source, row, text
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
@@ -123,6 +126,9 @@ class RunLayout:
 
     def near_removed(self, label_part: int) -> Location:
         return self.near / f"removed/l{label_part:04d}.parquet"
+
+    def shard_docs(self, shard_name: str) -> Location:
+        return self.run / f"pack/docs/{shard_name}.parquet"
 
     @property
     def removed(self) -> Location:

@@ -211,16 +211,19 @@ def keep_rule(
     sigs: np.ndarray,
     labels: np.ndarray,
     threshold: float,
+    ranks: np.ndarray | None = None,
 ) -> pa.Table:
     """Which members of each component are removed, and the kept document each one resembles.
 
     Rows (doc_ids, lengths, sigs, labels = component of each row) hold whole components: every
     member of a component present here is in these rows (partition rows by label, not by doc).
 
-    Rule: walk each component's members from the longest text to the shortest (ties: smallest
-    doc_id). A member whose estimated Jaccard with an already kept member is >= threshold is
-    removed and reported as (doc_id, kept_id = the first such kept member, similarity); any other
-    member is kept. So the longest text is always kept; a document is removed only if a *kept*
+    Rule: walk each component's members by source priority first (`ranks`: the position of the
+    member's source in the config's `inputs`, smallest first; all 0 without it), then from the
+    longest text to the shortest (ties: smallest doc_id). A member whose estimated Jaccard with
+    an already kept member is >= threshold is removed and reported as (doc_id, kept_id = the
+    first such kept member, similarity); any other member is kept. So the longest text of the
+    first-listed source present is always kept; a document is removed only if a *kept*
     document resembles it, however long the chain of edges that joined them in one component
     (in A~B~C with A, C far apart, C is never removed because of A); and the kept members of a
     component are pairwise below the threshold, so no near-duplicate pair inside a component
@@ -231,7 +234,8 @@ def keep_rule(
     id_rank = np.empty(len(doc_ids), dtype=np.int64)
     id_rank[np.argsort(doc_ids.astype(str), kind="stable")] = np.arange(len(doc_ids))
     labels = np.asarray(labels, dtype=np.int64)
-    order = np.lexsort((id_rank, -np.asarray(lengths, dtype=np.int64), labels))
+    ranks = np.zeros(len(doc_ids), np.int64) if ranks is None else np.asarray(ranks, np.int64)
+    order = np.lexsort((id_rank, -np.asarray(lengths, dtype=np.int64), ranks, labels))
     starts = np.concatenate(([True], labels[order][1:] != labels[order][:-1]))
     first = order[np.flatnonzero(starts)][np.cumsum(starts) - 1]
     members, first = order[~starts], first[~starts]

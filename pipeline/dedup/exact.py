@@ -3,11 +3,18 @@
 Each document's identity for exact dedup is xxh3-128 of its normalised text (text.normalize).
 Hash rows are partitioned by hash, so every copy of a text meets in the same partition whatever
 unit or file it came from; each partition then keeps exactly one copy per hash. The copy kept is
-the smallest (doc_id, source, row): a property of the documents, never of task completion order.
+the one of the source listed first in the config's `inputs` (smallest `origin_rank`), then the
+smallest (doc_id, source, row): a property of the documents and the config, never of task
+completion order.
 
-Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id.
-Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
-kept_id, kept_source, kept_row, similarity.
+Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id,
+origin, origin_rank. Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source,
+row, unit_id, rule, kept_id, kept_source, kept_row, similarity, origin, kept_origin.
+
+Names: `source` is the document's file (path relative to its input root) and `row` its record
+there; `origin` is the named input (config `inputs[i].name`; a single `input` is one source named
+like the dataset) and `origin_rank` its position i in `inputs` (its dedup priority). In
+removed.parquet `origin` is the removed copy's source and `kept_origin` the kept copy's.
 
 Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set): the
 read tasks PUT M·P hash parts; the P partition tasks GET them (M·P) and PUT P removal files; the
@@ -30,6 +37,8 @@ HASH_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("row", pa.int64()),
         ("unit_id", pa.string()),
+        ("origin", pa.string()),
+        ("origin_rank", pa.int32()),
     ]
 )
 
@@ -44,12 +53,15 @@ REMOVED_SCHEMA = pa.schema(
         ("kept_source", pa.string()),
         ("kept_row", pa.int64()),
         ("similarity", pa.float64()),
+        ("origin", pa.string()),
+        ("kept_origin", pa.string()),
     ]
 )
 
 
-def hash_rows(docs: pa.Table, unit_id: str) -> pa.Table:
-    """Content hashes of a batch of documents (doc_id, source, row, text)."""
+def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> pa.Table:
+    """Content hashes of a batch of documents (doc_id, source, row, text) of one unit, whose
+    source is `origin`, listed `rank`-th in the config (its dedup priority)."""
     hashes = [content_hash(t) for t in docs.column("text").to_pylist()]
     return pa.table(
         {
@@ -58,6 +70,8 @@ def hash_rows(docs: pa.Table, unit_id: str) -> pa.Table:
             "source": docs.column("source"),
             "row": docs.column("row"),
             "unit_id": pa.array([unit_id] * docs.num_rows, pa.string()),
+            "origin": pa.array([origin] * docs.num_rows, pa.string()),
+            "origin_rank": pa.array([rank] * docs.num_rows, pa.int32()),
         },
         schema=HASH_SCHEMA,
     )
@@ -92,12 +106,14 @@ def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
 
 
 def exact_removals(rows: pa.Table) -> pa.Table:
-    """Every row whose hash also belongs to a smaller (doc_id, source, row) is removed."""
+    """Every row whose hash also belongs to a smaller (origin_rank, doc_id, source, row) is
+    removed: the first-listed source's copy is kept, then the smallest id."""
     if rows.num_rows == 0:
         return REMOVED_SCHEMA.empty_table()
     ordered = rows.sort_by(
         [
             ("hash", "ascending"),
+            ("origin_rank", "ascending"),
             ("doc_id", "ascending"),
             ("source", "ascending"),
             ("row", "ascending"),
@@ -123,6 +139,8 @@ def exact_removals(rows: pa.Table) -> pa.Table:
             "kept_source": kept.column("source"),
             "kept_row": kept.column("row"),
             "similarity": pa.array(np.ones(n), pa.float64()),
+            "origin": dropped.column("origin"),
+            "kept_origin": kept.column("origin"),
         },
         schema=REMOVED_SCHEMA,
     )

@@ -22,9 +22,30 @@ not exist for any command or reader here. Fields:
                         (with its xxh3-128), units, removed (the dedup audit), quarantine,
                         skipped (listed files not read), stats (per-stage I/O)
     shards              [{bin, idx, bin_bytes, idx_bytes, tokens, documents,
-                          bin_xxh3_128, idx_xxh3_128}] in shard order
-    run                 where and when: run_id, input_uri, output_uri, started_at, and
-                        skipped_files (count per reason)
+                          bin_xxh3_128, idx_xxh3_128, source, split}] in shard order: the
+                        TRAINING shards (a version written before sources and splits has no
+                        `source`/`split` keys and no fields below; all its shards are training)
+    splits              {"train": [the .bin names of the training shards, whose entries are
+                        `shards`], "valid": [shard entries of the validation set]}: every kept
+                        document is in exactly one split (tokens/split.py);
+                        `split.valid_fraction` 0 leaves "valid" empty
+    sources             {name: {docs_in, docs_out, removed_exact, removed_near, quarantined,
+                        tokens, removed_in_favour_of {other source: n}, weight, input_bytes,
+                        train_documents, train_tokens, valid_documents, valid_tokens}}, one
+                        entry per source of the config (a single `input` is one source named
+                        like the dataset); in = out + removed + quarantined holds for each, and
+                        the entries add up to `counts` (verify checks both). A shard entry's
+                        `source` names the source it holds: shards are per source.
+    blend               {"train": Megatron data_path, "valid": the same for the validation
+                        shards}: "w1 prefix1 w2 prefix2 ..." with one pair per shard, the shard's
+                        path prefix (its .bin without the extension) relative to the version
+                        folder and w = its source's weight x its tokens, normalised to sum to 1:
+                        a source of weight w contributes w times its tokens per epoch. Paste as
+                        `--data-path` after making each prefix absolute (blend_line(..., root=
+                        version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
+    run                 where and when: run_id, input_uri (the first source's), input_uris
+                        ({source: uri}), output_uri, started_at, and skipped_files (count per
+                        reason)
 
 Everything outside `version`, `created_at`, `run`, `lineage` and the tokenizer's engine fields
 (which depend on what the machine could run) is a function of the input's content and the config
@@ -58,6 +79,7 @@ SHARD_KEYS = (
     "bin_xxh3_128",
     "idx_xxh3_128",
 )
+SHARD_OPTIONAL_KEYS = ("source", "split")
 VARYING_KEYS = ("version", "created_at", "run", "lineage")
 
 
@@ -89,10 +111,24 @@ def build_manifest(
     shards: list[dict[str, Any]],
     input_digest: str,
     run: dict[str, Any],
+    sources: dict[str, dict[str, Any]] | None = None,
+    splits: dict[str, list[dict[str, Any]]] | None = None,
+    blend: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a version of `layout.dataset` (cfg: Config, layout: RunLayout)."""
     dataset = layout.dataset
+    extra: dict[str, Any] = {}
+    if sources is not None:
+        extra["sources"] = sources
+    if splits is not None:
+        extra["splits"] = {
+            "train": [s["bin"] for s in shards],
+            "valid": [_shard_entry(s) for s in splits.get("valid", [])],
+        }
+    if blend is not None:
+        extra["blend"] = blend
     return {
+        **extra,
         "format": FORMAT,
         "name": cfg.name,
         "version": version_id,
@@ -110,9 +146,46 @@ def build_manifest(
             "skipped": layout.skipped.relative_to(dataset),
             "stats": layout.stats.relative_to(dataset),
         },
-        "shards": [{k: s[k] for k in SHARD_KEYS} for s in shards],
+        "shards": [_shard_entry(s) for s in shards],
         "run": {"run_id": layout.run_id, "output_uri": dataset.uri, **run},
     }
+
+
+def _shard_entry(shard: dict[str, Any]) -> dict[str, Any]:
+    keys = SHARD_KEYS + tuple(k for k in SHARD_OPTIONAL_KEYS if k in shard)
+    return {k: shard[k] for k in keys}
+
+
+def blend_line(
+    shards: list[dict[str, Any]], weights: dict[str, float], root: str | None = None
+) -> str:
+    """Megatron's data_path for these shards: "w1 prefix1 w2 prefix2 ...", one pair per shard
+    with tokens, w = weights[shard's source] x shard tokens, normalised to sum to 1. Prefixes
+    are relative to the version folder, or under `root` (a version folder's path) when given."""
+    pairs = [
+        (weights.get(s.get("source"), 1.0) * s["tokens"], s["bin"].removesuffix(".bin"))
+        for s in shards
+        if s["tokens"] > 0
+    ]
+    total = sum(w for w, _ in pairs)
+    prefix = "" if root is None else root.rstrip("/") + "/"
+    return " ".join(f"{w / total:.12g} {prefix}{name}" for w, name in pairs)
+
+
+def parse_blend(line: str) -> list[tuple[float, str]]:
+    """(weight, prefix) pairs of a data_path line, as Megatron reads it (an even number of
+    words, alternately a float and a path prefix)."""
+    words = line.split()
+    if len(words) % 2:
+        raise ManifestError(f"blend line has an odd number of words: {line!r}")
+    return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+
+
+def split_shards(manifest: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
+    """The shard entries of a split; a version from before splits has only training shards."""
+    if split == "train":
+        return manifest["shards"]
+    return (manifest.get("splits") or {}).get(split, [])
 
 
 def commit_manifest(version: Location, manifest: dict[str, Any]) -> None:
@@ -147,6 +220,24 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
         )
     check_tokenizer(manifest.get("tokenizer"), where)
     check_shard_entries(manifest.get("shards"), where)
+    splits = manifest.get("splits")
+    if splits is not None:
+        if not isinstance(splits, dict) or set(splits) - {"train", "valid"}:
+            raise ManifestError(f"{where}: splits must be an object of train and valid lists")
+        check_shard_entries(manifest["shards"] + splits.get("valid", []), where)
+        if splits.get("train") != [s["bin"] for s in manifest["shards"]]:
+            raise ManifestError(f"{where}: splits.train does not name the shards list")
+    sources = manifest.get("sources")
+    if sources is not None and (
+        not isinstance(sources, dict)
+        or any(
+            not isinstance(e, dict) or any(not _count(e.get(k)) for k in COUNT_KEYS)
+            for e in sources.values()
+        )
+    ):
+        raise ManifestError(
+            f"{where}: sources must map names to non-negative integers {', '.join(COUNT_KEYS)}"
+        )
 
 
 def _count(value: Any) -> bool:

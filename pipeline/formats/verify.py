@@ -12,7 +12,9 @@ from pipeline.formats.manifest import (
     ManifestError,
     documents_accounted,
     load_manifest,
+    parse_blend,
     resolve_version,
+    split_shards,
     table_digest,
 )
 from pipeline.formats.megatron import IndexInfo, ShardFormatError, decode_index
@@ -39,12 +41,14 @@ def verify_version(location: Location) -> dict:
 
 def _verify_loaded(version: Location, manifest: dict) -> dict:
     dtype = np.dtype(manifest["tokenizer"]["dtype"])
-    for i, shard in enumerate(manifest["shards"]):
+    # training shards (`shards`), then the validation split's (formats/manifest.py)
+    every = manifest["shards"] + split_shards(manifest, "valid")
+    for i, shard in enumerate(every):
         where = f"{version.uri}: shard {i}"
         info, tokens = verify_shard(version, shard, dtype, where)
         check_document_boundaries(info, tokens, shard, manifest["tokenizer"], where)
-    tokens = sum(shard["tokens"] for shard in manifest["shards"])
-    docs = sum(shard["documents"] for shard in manifest["shards"])
+    tokens = sum(shard["tokens"] for shard in every)
+    docs = sum(shard["documents"] for shard in every)
     counts = manifest["counts"]
     if tokens != counts["tokens"] or docs != counts["docs_out"]:
         raise VerifyError(
@@ -57,7 +61,43 @@ def _verify_loaded(version: Location, manifest: dict) -> dict:
             f" quarantined = {accounted}"
         )
     verify_lineage(version, manifest)
+    verify_sources(version, manifest, every)
     return manifest
+
+
+def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> None:
+    """Per source (a manifest with `sources`): in = out + removed + quarantined; its shards
+    hold its docs_out and tokens; the sources add up to `counts`; the blend line names each
+    training shard with tokens once."""
+    sources = manifest.get("sources")
+    if sources is None:
+        return
+    counts = manifest["counts"]
+    for name, entry in sources.items():
+        if (accounted := documents_accounted(entry)) != entry["docs_in"]:
+            raise VerifyError(
+                f"{version.uri}: source {name}: docs_in {entry['docs_in']} != out + removed +"
+                f" quarantined = {accounted}"
+            )
+        mine = [s for s in shards if s.get("source") == name]
+        docs, tokens = sum(s["documents"] for s in mine), sum(s["tokens"] for s in mine)
+        if (docs, tokens) != (entry["docs_out"], entry["tokens"]):
+            raise VerifyError(
+                f"{version.uri}: source {name}: its shards hold {tokens} tokens / {docs}"
+                f" documents, sources say {entry['tokens']} / {entry['docs_out']}"
+            )
+    for key in ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"):
+        total = sum(entry[key] for entry in sources.values())
+        if total != counts[key]:
+            raise VerifyError(
+                f"{version.uri}: sources add up to {key} = {total}, counts say {counts[key]}"
+            )
+    blend = (manifest.get("blend") or {}).get("train")
+    if blend is not None:
+        named = [prefix for _, prefix in parse_blend(blend)]
+        expected = [s["bin"].removesuffix(".bin") for s in manifest["shards"] if s["tokens"]]
+        if named != expected:
+            raise VerifyError(f"{version.uri}: blend.train does not name the training shards")
 
 
 def verify_lineage(version: Location, manifest: dict) -> None:
@@ -88,7 +128,20 @@ def verify_lineage(version: Location, manifest: dict) -> None:
             f"{version.uri}: input manifest {lineage['input_manifest']} does not have the"
             " digest the run recorded"
         )
-    rules = Counter(table("removed", ["rule"])["rule"].to_pylist())
+    removed = table("removed", None)
+    rules = Counter(removed["rule"].to_pylist())
+    sources = manifest.get("sources")
+    if sources is not None and "origin" in removed.column_names:
+        pairs = Counter(zip(removed["origin"].to_pylist(), removed["rule"].to_pylist(),
+                            strict=True))
+        for name, entry in sources.items():
+            for rule in ("exact", "near"):
+                if pairs.get((name, rule), 0) != entry[f"removed_{rule}"]:
+                    raise VerifyError(
+                        f"{version.uri}: the dedup audit lists {pairs.get((name, rule), 0)}"
+                        f" {rule} removals from source {name}, sources say"
+                        f" {entry[f'removed_{rule}']}"
+                    )
     for rule in ("exact", "near"):
         if rules.get(rule, 0) != counts[f"removed_{rule}"]:
             raise VerifyError(

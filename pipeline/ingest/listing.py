@@ -55,6 +55,15 @@ etag, mtime      string,   as in inputs.parquet: a reader reads the piece only i
                  float64   still has them (ingest/readers.py, "Changed objects")
 ===============  ========  =====================================================================
 
+origin           string    the source (config ``inputs``; a single ``input`` is one source named
+                           like the dataset) whose root ``path`` is relative to. Every source is
+                           listed and cut on its own, so a unit never mixes sources; with named
+                           sources the unit id is xxh3_64 of (source name, the id above).
+                           inputs.parquet and the skipped table carry the same column.
+
+(``source`` in the documents, hash, removal and token tables is a file path; the named input is
+always called ``origin`` there.)
+
 Rows are in the order units were cut (path order), pieces of a unit contiguous. How a range is
 read: a JSONL line belongs to the piece holding its first byte; a Parquet row group belongs to
 the piece holding its first byte (Spark's rule) — so cutting needs only sizes, never content.
@@ -269,6 +278,11 @@ def _etag(info: dict[str, Any]) -> str | None:
 def _mtime(info: dict[str, Any]) -> float | None:
     mtime = info.get("mtime")
     return float(mtime) if isinstance(mtime, (int, float)) else None
+
+
+def with_origin(table: pa.Table, name: str) -> pa.Table:
+    """`table` with the `origin` column: every row from the source called `name`."""
+    return table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))
 
 
 # -- work units (pure) -----------------------------------------------------------------------

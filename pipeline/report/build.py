@@ -177,9 +177,41 @@ def build_report(
         "requests": cost.request_table(streams, once),
         "napkin": None,
     }
+    report["sources"] = source_rows(manifest) if manifest is not None else []
     if manifest is not None:
         report["napkin"] = _napkin(manifest, epoch_bytes, epoch_requests, prices)
     return report
+
+
+def source_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Bytes and tokens per source of a version: raw input bytes listed, shard bytes and tokens
+    per split, and what one epoch of the training mixture reads (weight x its training shards).
+    A version from before named sources has no `sources`: no rows."""
+    rows = []
+    shards = manifest["shards"] + (manifest.get("splits") or {}).get("valid", [])
+    for name, entry in (manifest.get("sources") or {}).items():
+        mine = [s for s in shards if s.get("source") == name]
+
+        def size(split: str, mine=mine) -> int:
+            return sum(s["bin_bytes"] + s["idx_bytes"] for s in mine if s.get("split") == split)
+
+        weight = float(entry.get("weight", 1.0))
+        rows.append(
+            {
+                "source": name,
+                "weight": weight,
+                "input_bytes": entry.get("input_bytes", 0),
+                "docs_in": entry["docs_in"],
+                "docs_out": entry["docs_out"],
+                "train_bytes": size("train"),
+                "train_tokens": entry.get("train_tokens", entry["tokens"]),
+                "valid_bytes": size("valid"),
+                "valid_tokens": entry.get("valid_tokens", 0),
+                "epoch_tokens": weight * entry.get("train_tokens", entry["tokens"]),
+                "epoch_bytes": weight * size("train"),
+            }
+        )
+    return rows
 
 
 def _training_stream(

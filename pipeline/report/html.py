@@ -102,6 +102,8 @@ def format_html(r: dict[str, Any]) -> str:
         "<h2>Requests by type</h2>",
         _table(tables.requests_by_type(r)),
     ]
+    if r.get("sources"):
+        sections += ["<h2>Bytes and tokens per source</h2>", _table(tables.sources(r))]
     n = r["napkin"]
     if n:
         sections += [

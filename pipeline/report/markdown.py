@@ -53,6 +53,13 @@ def format_markdown(r: dict[str, Any]) -> str:
         "",
         *_table(tables.retained_vs_read(r)),
     ]
+    if r.get("sources"):
+        lines += [
+            "",
+            "## Bytes and tokens per source (newest version; an epoch reads weight x a source)",
+            "",
+            *_table(tables.sources(r)),
+        ]
     n = r["napkin"]
     if n:
         lines += [

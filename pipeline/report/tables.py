@@ -177,3 +177,38 @@ def napkin(n: dict[str, Any]) -> Table:
             for name, x in (("small files", n["small_files"]), ("shards", n["shards"]))
         ],
     )
+
+
+def sources(r: dict[str, Any]) -> Table:
+    """Bytes and tokens per source (report/build.py source_rows)."""
+    return Table(
+        [
+            "source",
+            "weight",
+            "input",
+            "docs in",
+            "docs out",
+            "train shards",
+            "train tokens",
+            "valid shards",
+            "valid tokens",
+            "tokens/epoch",
+            "read/epoch",
+        ],
+        [
+            [
+                x["source"],
+                f"{x['weight']:g}",
+                human_bytes(x["input_bytes"]),
+                f"{x['docs_in']:,}",
+                f"{x['docs_out']:,}",
+                human_bytes(x["train_bytes"]),
+                f"{x['train_tokens']:,}",
+                human_bytes(x["valid_bytes"]),
+                f"{x['valid_tokens']:,}",
+                f"{x['epoch_tokens']:,.0f}",
+                human_bytes(x["epoch_bytes"]),
+            ]
+            for x in r.get("sources") or []
+        ],
+    )

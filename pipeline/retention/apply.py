@@ -32,6 +32,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyarrow.compute as pc
+
 from pipeline.config import Config
 from pipeline.core.layout import MANIFEST, WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
@@ -187,11 +189,14 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     """What the policy would do now. Reads listings and manifests only; changes nothing."""
     now = time.time() if now is None else now
     dataset = dataset_location(cfg)
-    raw = Location.from_uri(cfg.input.uri, cfg.storage)
+    # With named sources (`inputs`) the raw rule covers the first source's root and only the
+    # files listed from that source; the other sources' raw files are never planned.
+    first = cfg.sources[0]
+    raw = Location.from_uri(first.uri, cfg.storage)
     ledger = load_ledger(dataset)
     objects = list_objects(dataset, "dataset", ledger)
     inside = dataset.uri.rstrip("/") + "/"
-    read = read_inputs(dataset, objects)
+    read = read_inputs(dataset, objects, first.name if cfg.named_sources else None)
     raw_objects, foreign = [], []
     for o in list_objects(raw, "raw", ledger):
         if o.uri.startswith(inside):
@@ -206,9 +211,12 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     )
 
 
-def read_inputs(dataset: Location, objects: list[StoredObject]) -> set[str]:
+def read_inputs(
+    dataset: Location, objects: list[StoredObject], origin: str | None = None
+) -> set[str]:
     """Input paths (relative to input.uri) some run of this dataset listed and read: the union
-    of the runs' input manifests. The raw rule applies to these files only."""
+    of the runs' input manifests. The raw rule applies to these files only. With `origin`,
+    only rows of that source (a manifest without the column counts as that source's)."""
     read: set[str] = set()
     for o in objects:
         parts = o.key.split("/")
@@ -216,7 +224,10 @@ def read_inputs(dataset: Location, objects: list[StoredObject]) -> set[str]:
             "inputs.parquet"
         ]:
             try:
-                paths = (dataset / o.key).read_parquet(columns=["path"])["path"].to_pylist()
+                table = (dataset / o.key).read_parquet()
+                if origin is not None and "origin" in table.column_names:
+                    table = table.filter(pc.equal(table["origin"], origin))
+                paths = table["path"].to_pylist()
             except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
                 print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
                 continue

@@ -6,9 +6,11 @@ storage to tasks and back to storage.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -27,6 +29,7 @@ from pipeline.core.storage import Location
 from pipeline.dedup import components
 from pipeline.formats.manifest import (
     ManifestError,
+    blend_line,
     build_manifest,
     commit_manifest,
     documents_accounted,
@@ -47,6 +50,24 @@ from pipeline.run.results import (
 from pipeline.run.tokenize_stage import tokenize_stage
 from pipeline.tokens.encode import load_tokenizer, token_id
 from pipeline.tokens.pack import pack_plan, shard_sections
+from pipeline.tokens.split import SPLITS
+
+
+def pack_parts(cfg: Config) -> list[tuple[str, str, str, float]]:
+    """(source, split, shard name prefix, share of the source's tokens) of each pack of a run,
+    in manifest order. split "" (no validation split) keeps every document."""
+    fraction, parts = cfg.split.valid_fraction, []
+    for src in cfg.sources:
+        if cfg.named_sources:
+            prefixes = {"train": f"train-{src.name}", "valid": f"valid-{src.name}"}
+        else:
+            prefixes = {"train": "shard", "valid": "valid"}
+        if fraction > 0:
+            parts.append((src.name, "train", prefixes["train"], 1.0 - fraction))
+            parts.append((src.name, "valid", prefixes["valid"], fraction))
+        else:
+            parts.append((src.name, "", prefixes["train"], 1.0))
+    return parts
 
 
 class RunError(Exception):
@@ -210,7 +231,9 @@ class _Driver:
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
         self.started = dt.datetime.now(dt.timezone.utc)
-        self.input_root = Location.from_uri(cfg.input.uri, cfg.storage)
+        self.roots = {s.name: Location.from_uri(s.uri, cfg.storage) for s in cfg.sources}
+        self.input_root = self.roots[cfg.sources[0].name]
+        self.origin_of: dict[str, str] = {}  # unit id -> its source's name
         # set by the stages as they run
         self.listed: ListResult
         self.layout: RunLayout
@@ -222,6 +245,7 @@ class _Driver:
         self.tokenized: list[TokenizeResult] = []
         self.engine: dict[str, Any] = {}
         self.packed: list[PackResult] = []
+        self.parts: list[tuple[str, str, list[PackResult]]] = []  # (source, split, its shards)
 
     def keep_lease(self) -> None:
         if self.lease is not None:
@@ -302,10 +326,14 @@ class _Driver:
         pieces: dict[str, list[dict]] = {u: [] for u in self.unit_ids}
         for piece in units.to_pylist():
             pieces[piece["unit_id"]].append(piece)
-        task, layout = self.remote["read_unit"], self.layout
+            self.origin_of[piece["unit_id"]] = piece["origin"]
+        task, layout, roots = self.remote["read_unit"], self.layout, self.roots
         self.read = self.stage(
             "read+hash",
-            [task.remote(layout, self.input_root, u, pieces[u], self.cfg) for u in self.unit_ids],
+            [
+                task.remote(layout, roots[self.origin_of[u]], u, pieces[u], self.cfg)
+                for u in self.unit_ids
+            ],
         )
         for r in self.read:
             self.quarantined.update(r.quarantined)
@@ -349,7 +377,11 @@ class _Driver:
         signatures."""
         remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
         signed = self.stage(
-            "near", [remote["near_signatures"].remote(layout, u, cfg) for u in self.unit_ids]
+            "near",
+            [
+                remote["near_signatures"].remote(layout, u, cfg, self.origin_of[u])
+                for u in self.unit_ids
+            ],
         )
         sig_units = {q: [r.unit for r in signed if q in r.sig_parts] for q in range(n)}
         band_units = {p: [r.unit for r in signed if p in r.band_parts] for p in range(n)}
@@ -412,37 +444,69 @@ class _Driver:
         )
 
     def pack(self) -> tuple[str, dict[str, Any]]:
-        """Both pack passes into a new version's shards; returns its id and tokenizer entry."""
+        """Both pack passes into a new version's shards; returns its id and tokenizer entry.
+
+        One pack per (source, split): a source's units (a unit never mixes sources) into its own
+        shards, and with `split.valid_fraction` > 0 its training and validation documents into
+        separate shards (tokens/split.py). Shard names (pack_parts): a single `input` writes
+        `shard-00000` ... (and `valid-00000` ...), named sources `train-<name>-00000` ... and
+        `valid-<name>-00000` ..."""
         cfg, layout, remote = self.cfg, self.layout, self.remote
         tok_entry = self._tokenizer_entry()
         dtype = tok_entry["dtype"]
         version_id = new_version_id(layout.run_id)
         version = layout.version(version_id)
-        live = [(r.unit, r.removed) for r in self.tokenized if r.docs]
-        plan = pack_plan(
-            sum(r.tokens for r in self.tokenized) * (2 if dtype == "uint16" else 4),
-            len(live),
-            int(cfg.pack.shard_bytes),
-            int(cfg.pack.exchange_request_bytes),
-        )
-        groups, exchange = plan.unit_groups(live), remote["exchange_bucket"]
+        itemsize = 2 if dtype == "uint16" else 4
+        exchange = remote["exchange_bucket"]
+        plans = []
+        for source, split, prefix, share in pack_parts(cfg):
+            live = [
+                (r.unit, r.removed)
+                for r in self.tokenized
+                if r.docs and self.origin_of[r.unit] == source
+            ]
+            tokens = sum(r.tokens for r in self.tokenized if self.origin_of[r.unit] == source)
+            if not live and (cfg.named_sources or split):
+                continue  # nothing of this source (a single input still writes an empty shard)
+            plan = pack_plan(
+                # the split's share of the source's tokens: a deterministic estimate that sizes
+                # its shards (every document still lands in exactly one shard)
+                math.ceil(tokens * itemsize * share),
+                len(live),
+                int(cfg.pack.shard_bytes),
+                int(cfg.pack.exchange_request_bytes),
+            )
+            if split:
+                plan = dataclasses.replace(
+                    plan, prefix=prefix, split=split, valid_fraction=cfg.split.valid_fraction
+                )
+            else:
+                plan = dataclasses.replace(plan, prefix=prefix)
+            plans.append((source, split or "train", plan, plan.unit_groups(live)))
         exchanged = self.stage(
             "pack",
             [
                 exchange.remote(layout, plan, g, k, groups[g], dtype)
+                for _, _, plan, groups in plans
                 for g in range(plan.groups)
                 for k in range(plan.buckets)
             ],
         )
-        sections = shard_sections(plan, exchanged)
-        self.packed = self.stage(
-            "pack",
-            [
-                remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
-                for k in range(plan.shards)
-            ],
-            merge=True,
-        )
+        futures, owners, at = [], [], 0
+        for source, split, plan, _ in plans:
+            mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
+            at += len(mine)
+            sections = shard_sections(plan, mine)
+            for k in range(plan.shards):
+                futures.append(
+                    remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
+                )
+                owners.append((source, split))
+        self.packed = self.stage("pack", futures, merge=True)
+        for (source, split), result in zip(owners, self.packed, strict=True):
+            if not self.parts or self.parts[-1][:2] != (source, split):
+                self.parts.append((source, split, []))
+            self.parts[-1][2].append(result)
         return version_id, tok_entry
 
     def _tokenizer_entry(self) -> dict[str, Any]:
@@ -476,21 +540,81 @@ class _Driver:
             )
         return counts
 
+    def source_counts(self) -> dict[str, dict[str, Any]]:
+        """The manifest's `sources`: per source the counts, the removals in favour of each
+        other source, its weight and its split sizes; RunError unless each balances."""
+        out: dict[str, dict[str, Any]] = {}
+        for src in self.cfg.sources:
+            name = src.name
+            reads = [r for r in self.read if self.origin_of[r.unit] == name]
+            audit = self.audit.by_origin.get(name, {})
+            shards = {
+                split: [r for s, sp, rs in self.parts if s == name and sp == split for r in rs]
+                for split in SPLITS
+            }
+            entry = {
+                "docs_in": sum(r.docs_in for r in reads),
+                "docs_out": sum(r.documents for rs in shards.values() for r in rs),
+                "removed_exact": audit.get("exact", 0),
+                "removed_near": audit.get("near", 0),
+                "quarantined": sum(sum(r.quarantined.values()) for r in reads),
+                "tokens": sum(r.tokens for rs in shards.values() for r in rs),
+                "removed_in_favour_of": dict(sorted(audit.get("in_favour_of", {}).items())),
+                "weight": src.weight,
+                "input_bytes": sum(
+                    int(b)
+                    for b, o in zip(
+                        self.listed.inputs["size"].to_pylist(),
+                        self.listed.inputs["origin"].to_pylist(),
+                        strict=True,
+                    )
+                    if o == name
+                ),
+            }
+            for split, rs in shards.items():
+                entry[f"{split}_documents"] = sum(r.documents for r in rs)
+                entry[f"{split}_tokens"] = sum(r.tokens for r in rs)
+            tokenized = sum(r.docs for r in self.tokenized if self.origin_of[r.unit] == name)
+            if documents_accounted(entry) != entry["docs_in"] or entry["docs_out"] != tokenized:
+                raise RunError(
+                    f"accounting does not balance for source {name!r}: docs_in"
+                    f" {entry['docs_in']} != out + removed + quarantined ="
+                    f" {documents_accounted(entry)}; nothing was committed"
+                )
+            out[name] = entry
+        return out
+
+    def shard_entries(self) -> dict[str, list[dict[str, Any]]]:
+        """Each split's shard entries, each naming its source and split, in pack order."""
+        splits: dict[str, list[dict[str, Any]]] = {split: [] for split in SPLITS}
+        for source, split, results in self.parts:
+            splits[split] += [{**r.entry(), "source": source, "split": split} for r in results]
+        return splits
+
     def commit(self, version_id: str, tok_entry: dict[str, Any]) -> RunResult:
         """The manifest and stats.json, then the commit (fenced by the lease)."""
         cfg, layout, version = self.cfg, self.layout, self.layout.version(version_id)
+        splits = self.shard_entries()
+        weights = {s.name: s.weight for s in cfg.sources}
         manifest = build_manifest(
             cfg,
             layout,
             version_id,
             tok_entry,
             self.counts(),
-            [s.entry() for s in self.packed],
+            splits["train"],
             self.input_digest,
             run={
-                "input_uri": cfg.input.uri,
+                "input_uri": cfg.sources[0].uri,
+                "input_uris": {s.name: s.uri for s in cfg.sources},
                 "started_at": self.started.isoformat(),
                 "skipped_files": dict(Counter(self.listed.skipped["reason"].to_pylist())),
+            },
+            sources=self.source_counts(),
+            splits=splits,
+            blend={
+                "train": blend_line(splits["train"], weights),
+                "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
             },
         )
         layout.stats.write_bytes(

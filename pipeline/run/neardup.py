@@ -3,13 +3,16 @@
 No step holds all documents: every step is one task per unit or per partition, and data moves
 between steps as Parquet files partitioned by a hash (or, for the component rounds, as small
 int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 of
-(source, row), unique per record even where two records share an id.
+(source, row) — with named sources (origin, source, row) — unique per record even where two
+records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
 components.node_partition):
 
     sig/q<q>/<unit>.parquet   key, doc_id, source, row, unit_id, length (chars), sig (uint32 x
-                              num_perm as bytes), for the unit's docs whose key is in partition q
+                              num_perm as bytes), origin, origin_rank (the named input and its
+                              position in `inputs`: dedup/exact.py), for the unit's docs whose
+                              key is in partition q
     bands/p<p>/<unit>.parquet band_hash uint64, key int64: the unit's band buckets in partition p
     edges/q<q>/p<p>.parquet   a, b: star edges of band partition p's buckets whose a is in q
     half/q<q>/q<r>.parquet    a, b, sig_a: edges from partition r with a's signature, b is in q
@@ -111,14 +114,20 @@ def signature_key(cfg: Config) -> str:
     return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
 
 
-def signature_rows(docs: pa.Table, unit: str, cfg: Config) -> pa.Table:
+def signature_rows(
+    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
+) -> pa.Table:
     """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
 
     The read task calls this while it holds the unit's documents, so near dedup never reads
     the documents again (layout.read_sigs)."""
     docs = docs.sort_by([("source", "ascending"), ("row", "ascending")])
     sigs = minhash.signatures(docs["text"], params_of(cfg))
-    keys = record_keys(docs["source"].to_pylist(), docs["row"].to_pylist())
+    sources = docs["source"].to_pylist()
+    if cfg.named_sources:  # two sources may hold the same relative path
+        sources = [f"{origin}\x00{s}" for s in sources]
+    keys = record_keys(sources, docs["row"].to_pylist())
+    n = docs.num_rows
     return pa.table(
         {
             "key": pa.array(keys, pa.int64()),
@@ -128,11 +137,15 @@ def signature_rows(docs: pa.Table, unit: str, cfg: Config) -> pa.Table:
             "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
             "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
             "sig": _sig_table(sigs),
+            "origin": pa.array([origin] * n, pa.string()),
+            "origin_rank": pa.array([rank] * n, pa.int32()),
         }
     )
 
 
-def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> SignaturesResult:
+def near_signatures(
+    layout: RunLayout, unit: str, cfg: Config, origin: str | None = None
+) -> SignaturesResult:
     """Route a unit's signatures (computed by its read task) and band hashes to partitions,
     without its exact duplicates. A unit read without them (near dedup off at the time, or the
     file deleted by retention) is signed here from its documents instead."""
@@ -144,7 +157,8 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> SignaturesResu
     if signed.exists():
         rows = signed.read_parquet()
     else:
-        rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg)
+        rank, src = cfg.source_rank(origin)
+        rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
     rows = drop_removed(rows, gone)
     keys = rows["key"].to_numpy()
     sigs = _sigs_of(rows["sig"], params.num_perm)
@@ -293,6 +307,7 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> Ke
         _sigs_of(m["sig"], near.num_perm),
         m["label"].to_numpy(),
         near.threshold,
+        m["origin_rank"].to_numpy(),
     )
     row_of = {c: i for i, c in enumerate(composite)}
     gone = np.array([row_of[c] for c in decided["doc_id"].to_pylist()], dtype=np.int64)
@@ -309,6 +324,8 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> Ke
             "kept_source": k["source"],
             "kept_row": k["row"],
             "similarity": decided["similarity"],
+            "origin": g["origin"],
+            "kept_origin": k["origin"],
         },
         schema=REMOVED_SCHEMA,
     )

@@ -72,6 +72,7 @@ class ReadResult(TaskResult):
     """Also the unit's done marker (layout.read_done): `marker()` is its JSON."""
 
     unit: str
+    origin: str = ""  # the source (config `inputs`) the unit belongs to
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
     text_bytes: int
@@ -114,6 +115,8 @@ class MergeExactResult(TaskResult):
 class AuditResult(TaskResult):
     removed_exact: int
     removed_near: int
+    # source name -> {"exact": n, "near": n, "in_favour_of": {other source: n}}
+    by_origin: dict[str, dict] = field(default_factory=dict)
 
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------

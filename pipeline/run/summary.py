@@ -44,6 +44,17 @@ def format_summary(result: RunResult) -> str:
         lines.append(f"tokenizer engine  {tok['engine']:>10}{why}")
     total = sum(s["bin_bytes"] for s in m["shards"])
     lines.append(f"shards            {len(m['shards']):>10,}  ({megabytes(total)} of tokens)")
+    valid = (m.get("splits") or {}).get("valid") or []
+    if valid:
+        vbytes, vdocs = sum(s["bin_bytes"] for s in valid), sum(s["documents"] for s in valid)
+        lines.append(
+            f"validation shards {len(valid):>10,}  ({vdocs:,} documents,"
+            f" {megabytes(vbytes)} of tokens)"
+        )
+    if m.get("sources"):
+        lines.append("")
+        lines += source_table(m["sources"])
+        lines.append("")
     skipped = m["run"].get("skipped_files", {})
     if skipped:
         listing = m["lineage"]["skipped"]
@@ -56,6 +67,23 @@ def format_summary(result: RunResult) -> str:
         if report.endswith(".md"):
             lines.append(f"cost report       {report}")
     return "\n".join(lines)
+
+
+def source_table(sources: dict) -> list[str]:
+    """Per source: documents in and out, removals (and those in favour of another source),
+    quarantine, tokens, validation documents and weight."""
+    lines = [
+        f"{'source':<12} {'in':>8} {'exact':>7} {'near':>7} {'quar.':>6} {'out':>8}"
+        f" {'valid':>6} {'tokens':>11} {'weight':>6}  removed in favour of"
+    ]
+    for name, e in sources.items():
+        favour = ", ".join(f"{k} {n:,}" for k, n in e.get("removed_in_favour_of", {}).items())
+        lines.append(
+            f"{name:<12} {e['docs_in']:>8,} {e['removed_exact']:>7,} {e['removed_near']:>7,}"
+            f" {e['quarantined']:>6,} {e['docs_out']:>8,} {e.get('valid_documents', 0):>6,}"
+            f" {e['tokens']:>11,} {e.get('weight', 1.0):>6g}  {favour or '-'}"
+        )
+    return lines
 
 
 def print_summary(result: RunResult) -> None:

@@ -27,7 +27,7 @@ from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
 from pipeline.formats.megatron import ShardWriter
 from pipeline.formats.verify import verify_shard
-from pipeline.ingest.listing import cut_units, inside, list_inputs
+from pipeline.ingest.listing import cut_units, inside, list_inputs, with_origin
 from pipeline.ingest.readers import (
     DOCS_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -58,26 +58,45 @@ from pipeline.tokens.encode import (
     tokenize_batches,
     tokenizer_info,
 )
+from pipeline.tokens.split import split_mask
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
 
 # -- ingest ----------------------------------------------------------------------------------
 def list_stage(input_root: Location, cfg: Config) -> ListResult:
-    """The listing and its work units (metadata only: they are small tables)."""
+    """The listing and its work units (metadata only: they are small tables), source by source.
+
+    Each source is listed under its own root with its own include/exclude and cut into units of
+    its own, so a unit never mixes sources: every table gets an `origin` column (the source's
+    name; ingest/listing.py). `input_root` is the first source's (kept for callers)."""
     timer = TaskTimer()
-    own = inside(input_root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
-    inputs, skipped = list_inputs(input_root, cfg.input.include, cfg.input.exclude, own)
-    units = cut_units(inputs, int(cfg.ingest.unit_bytes))
+    inputs, units, skipped = [], [], []
+    for src in cfg.sources:
+        root = Location.from_uri(src.uri, cfg.storage)
+        own = inside(root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
+        listed, passed = list_inputs(root, src.include, src.exclude, own)
+        cut = cut_units(listed, int(cfg.ingest.unit_bytes))
+        if cfg.named_sources:  # two sources may hold the same relative paths: ids differ
+            cut = cut.set_column(0, "unit_id", _salted(cut["unit_id"], src.name))
+        inputs.append(with_origin(listed, src.name))
+        units.append(with_origin(cut, src.name))
+        skipped.append(with_origin(passed, src.name))
+    inputs_t, units_t = pa.concat_tables(inputs), pa.concat_tables(units)
     return timer.result(
         ListResult,
-        inputs=inputs,
-        units=units,
-        files=inputs.num_rows,
-        skipped=skipped,
-        listed_bytes=int(pc.sum(inputs["size"]).as_py() or 0),
-        unit_count=len(set(units["unit_id"].to_pylist())),
+        inputs=inputs_t,
+        units=units_t,
+        files=inputs_t.num_rows,
+        skipped=pa.concat_tables(skipped),
+        listed_bytes=int(pc.sum(inputs_t["size"]).as_py() or 0),
+        unit_count=len(set(units_t["unit_id"].to_pylist())),
     )
+
+
+def _salted(unit_ids: pa.ChunkedArray, name: str) -> pa.Array:
+    ids = [xxhash.xxh3_64_hexdigest(f"{name}\x00{u}".encode()) for u in unit_ids.to_pylist()]
+    return pa.array(ids, pa.string())
 
 
 def read_unit(
@@ -88,15 +107,20 @@ def read_unit(
     if done.exists():  # its marker is the earlier result (ReadResult.marker)
         earlier = ReadResult.from_dict(json.loads(done.read_bytes()))
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
-    docs, bad = _read_pieces(input_root, pieces, cfg)
+    origin = pieces[0].get("origin") if pieces else None
+    rank, src = cfg.source_rank(origin)
+    docs, bad = _read_pieces(input_root, pieces, cfg, src)
+    if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
+        prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
+        docs = docs.set_column(0, "doc_id", prefixed)
     layout.read_docs(unit_id).write_parquet(docs, **DOCS_PARQUET)
     layout.read_quarantine(unit_id).write_parquet(bad)
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
         from pipeline.run import neardup  # neardup imports this module
 
-        sigs = neardup.signature_rows(docs, unit_id, cfg)
+        sigs = neardup.signature_rows(docs, unit_id, cfg, src.name, rank)
         layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
-    hashes = exact.hash_rows(docs, unit_id)
+    hashes = exact.hash_rows(docs, unit_id, src.name, rank)
     partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
     for part, rows in partitions.items():
         layout.exact_part(part, unit_id).write_parquet(rows)
@@ -107,6 +131,7 @@ def read_unit(
     result = timer.result(
         ReadResult,
         unit=unit_id,
+        origin=src.name,
         docs_in=docs.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
         text_bytes=text_bytes,
@@ -119,7 +144,7 @@ def read_unit(
 
 
 def _read_pieces(
-    input_root: Location, pieces: list[dict], cfg: Config
+    input_root: Location, pieces: list[dict], cfg: Config, src
 ) -> tuple[pa.Table, pa.Table]:
     """A unit's documents and quarantine rows; a piece whose object changed since the listing
     keeps none of its documents and is quarantined whole."""
@@ -130,8 +155,8 @@ def _read_pieces(
             for docs, bad in read_piece(
                 input_root,
                 piece,
-                cfg.input.text_field,
-                cfg.input.id_field,
+                src.text_field,
+                src.id_field,
                 max_doc_bytes=int(cfg.ingest.max_doc_bytes),
             ):
                 piece_docs.append(docs)
@@ -190,8 +215,23 @@ def merge_audit(layout: RunLayout, near_parts: int) -> AuditResult:
     removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
     layout.removed.write_parquet(removed, row_group_size=65536)
     rules = Counter(removed["rule"].to_pylist())
+    # per source: removals per rule, and those whose kept copy sits in another source
+    by_origin: dict[str, dict] = {}
+    for origin, rule, kept in zip(
+        removed["origin"].to_pylist(),
+        removed["rule"].to_pylist(),
+        removed["kept_origin"].to_pylist(),
+        strict=True,
+    ):
+        entry = by_origin.setdefault(origin, {"exact": 0, "near": 0, "in_favour_of": {}})
+        entry[rule] += 1
+        if kept != origin:
+            entry["in_favour_of"][kept] = entry["in_favour_of"].get(kept, 0) + 1
     return timer.result(
-        AuditResult, removed_exact=rules.get("exact", 0), removed_near=rules.get("near", 0)
+        AuditResult,
+        removed_exact=rules.get("exact", 0),
+        removed_near=rules.get("near", 0),
+        by_origin=by_origin,
     )
 
 
@@ -393,7 +433,9 @@ def exchange_bucket(
     placed: list[np.ndarray] = []
     with tempfile.TemporaryFile() as spill:
         for unit, removed in units:
-            where = _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill)
+            where = _spill_unit(
+                layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan
+            )
             if where is not None:
                 placed.append(where)
         spill.flush()
@@ -404,9 +446,12 @@ def exchange_bucket(
     return timer.result(ExchangeResult, **marker)
 
 
-def _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill) -> np.ndarray | None:
+def _spill_unit(
+    layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan=None
+) -> np.ndarray | None:
     """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
-    sizes of its token bytes and index rows per shard, or None when it has no rows there."""
+    sizes of its token bytes and index rows per shard, or None when it has no rows there.
+    With a plan naming a split, only that split's rows (tokens/split.py)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
@@ -416,9 +461,20 @@ def _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill) -> n
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
     )
     piece = index.slice(i0, i1 - i0)
+    if plan is not None and plan.split:
+        keep = split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
+        if not keep.all():
+            lengths = piece["length"].to_numpy() * itemsize
+            offsets = (starts[i0:i1] - starts[i0]) * itemsize
+            raw = pack.gather_segments(
+                np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
+            ).tobytes()
+            piece = piece.filter(pa.array(keep))
+            if piece.num_rows == 0:
+                return None
     rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
-    rows = np.append(rows, i1 - i0)
-    rel = (starts[i0 : i1 + 1] - starts[i0]) * itemsize
+    rows = np.append(rows, piece.num_rows)
+    rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
     at = spill.tell()
     spill.write(raw)
     where = np.zeros((len(shard_lows), 4), dtype=np.int64)
@@ -477,8 +533,9 @@ def pack_shard(
         token_parts.append(tokens)
         index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
         offset += len(tokens)
-    name = f"shard-{shard:05d}"
+    name = plan.shard_name(shard)
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
+    merged = pack.TOKEN_INDEX_SCHEMA.empty_table()
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
         writer = ShardWriter(bin_f, idx_f, dtype)
         if index_parts:
@@ -490,6 +547,8 @@ def pack_shard(
                 sl = slice(i, i + 4096)
                 writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
         info = writer.close()
+    # which documents the shard holds, in its order: the record of each document's split
+    layout.shard_docs(name).write_parquet(merged.select(["doc_id", "source", "row", "length"]))
     names = {"bin": bin_loc.name, "idx": idx_loc.name}
     # a shard counts as written only once storage returns what the manifest will claim
     entry = {**names, **dataclasses.asdict(info)}

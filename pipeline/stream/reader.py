@@ -21,6 +21,16 @@ whole and its .idx and .bin are checked against the manifest's xxh3-128 (VerifyE
 mismatch is found at the end of that shard, so windows from it may already have been yielded:
 treat the error as fatal for the job.
 
+Splits and sources: `split="train"` (the default) reads the training shards (`shards`),
+`split="valid"` the validation shards (`splits.valid`, each once per epoch). A version of named
+sources with weights other than 1 is read as the mixture the manifest's blend line describes: the
+epoch is a list of segments (a source of weight w gives floor(w) copies of each of its shards
+and the first (w - floor(w)) of each shard's tokens once more), cut into pieces of at most
+MIX_TOKENS tokens and permuted by (seed, epoch) like shards are, so the sources interleave and a
+source of weight w yields w times its tokens per epoch (within a token per shard).
+`epoch_layout()` lists the segments in stream order. With all weights 1 (and for versions
+before sources) the segments are the whole shards, as before.
+
 Resume: `state_dict()` is JSON-able: the epoch, the set of windows the assignment started from
 (`base`, intervals of window ids), world_size, rank and how many windows this rank consumed.
 - Same world size and rank: the rank continues exactly where it was (ranks may differ in count).
@@ -43,7 +53,12 @@ import xxhash
 
 from pipeline.core.storage import Location, check_reachable
 from pipeline.core.units import MiB
-from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
+from pipeline.formats.manifest import (
+    ManifestError,
+    load_manifest,
+    resolve_version,
+    split_shards,
+)
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
@@ -63,6 +78,16 @@ from pipeline.stream.windows import (
 )
 
 STATE_FORMAT = "pipeline.stream.reader/1"
+MIX_TOKENS = 1 << 22  # the largest piece of a shard a weighted mixture interleaves
+
+
+class Segment(NamedTuple):
+    """Tokens [first, first + tokens) of the manifest shard entry `shard`, from `source`."""
+
+    shard: dict
+    first: int
+    tokens: int
+    source: str | None
 _STREAM_KEYS = ("name", "version", "tokens", "seq_len", "seed")
 
 
@@ -96,6 +121,7 @@ class StreamReader:
         max_buffer_bytes: int = 512 * MiB,
         verify_checksums: bool = False,
         retries: int = 3,
+        split: str = "train",
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside [0, world_size={world_size})")
@@ -113,9 +139,14 @@ class StreamReader:
             raise ManifestError(f"{version.uri}: manifest has no tokenizer dtype: {e}") from None
         self.seq_len, self.rank, self.world_size, self.seed = seq_len, rank, world_size, seed
         self.verify_checksums, self.retries = verify_checksums, retries
-        self._shards = self.manifest["shards"]
-        _check_index_header(version, self._shards, self.dtype)
-        self._shard_tokens = [int(s["tokens"]) for s in self._shards]
+        if split not in ("train", "valid"):
+            raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
+        self.split = split
+        shards = split_shards(self.manifest, split)
+        _check_index_header(version, shards, self.dtype)
+        self._segments = _segments(self.manifest, shards, split)
+        self._shards = [seg.shard for seg in self._segments]
+        self._shard_tokens = [seg.tokens for seg in self._segments]
         self.total_tokens = sum(self._shard_tokens)
         self.windows_per_epoch = window_count(self.total_tokens, seq_len)
         window_bytes = (seq_len + 1) * self.dtype.itemsize
@@ -221,12 +252,13 @@ class StreamReader:
         entries: list[ByteRange | int] = []
         requests: list[Request] = []
         for r in ranges:
-            shard = self._shards[r.shard]
-            if self.verify_checksums and r.start == 0:
+            seg = self._segments[r.shard]
+            shard, at = seg.shard, seg.first * self.dtype.itemsize
+            if self.verify_checksums and r.start == 0 and self._whole(r.shard):
                 entries.append(r.shard)
                 requests.append(Request(self.version / shard["idx"], 0, int(shard["idx_bytes"])))
             entries.append(r)
-            requests.append(Request(self.version / shard["bin"], r.start, r.end))
+            requests.append(Request(self.version / shard["bin"], at + r.start, at + r.end))
         return entries, requests
 
     def _pieces(self, fetcher: RangeFetcher, entries: list[ByteRange | int]) -> Iterator[_Piece]:
@@ -237,12 +269,26 @@ class StreamReader:
                 self._check_index(entry, data)
                 fetcher.release(len(data))
                 continue
-            if self.verify_checksums:
+            if self.verify_checksums and self._whole(entry.shard):
                 hasher = hashers.setdefault(entry.shard, xxhash.xxh3_128())
                 hasher.update(data)
                 if entry.end == self._shards[entry.shard]["bin_bytes"]:
                     self._check_digest(entry.shard, "bin", hashers.pop(entry.shard).hexdigest())
             yield _Piece(entry.stream_token, np.frombuffer(data, self.dtype), len(data))
+
+    def _whole(self, position: int) -> bool:
+        """The segment is a whole shard (only whole shards can be checked against checksums)."""
+        seg = self._segments[position]
+        return seg.first == 0 and seg.tokens == int(seg.shard["tokens"])
+
+    def epoch_layout(self) -> list[tuple[str | None, str, int, int]]:
+        """(source, shard .bin, first token, tokens) of each segment in this epoch's stream
+        order: which stretch of the token stream comes from where."""
+        order = shard_order(len(self._segments), self.seed, self.epoch)
+        return [
+            (s.source, s.shard["bin"], s.first, s.tokens)
+            for s in (self._segments[int(k)] for k in order)
+        ]
 
     def _check_digest(self, shard: int, kind: str, digest: str) -> None:
         expected = self._shards[shard][f"{kind}_xxh3_128"]
@@ -340,6 +386,25 @@ class StreamReader:
             "rank": None,
             "consumed": 0,
         }
+
+
+def _segments(manifest: dict[str, Any], shards: list[dict], split: str) -> list[Segment]:
+    """The epoch's segments before permutation (see the module docstring)."""
+    sources = manifest.get("sources") or {}
+    weights = {name: float(e.get("weight", 1.0)) for name, e in sources.items()}
+    if split != "train" or all(w == 1.0 for w in weights.values()):
+        return [Segment(s, 0, int(s["tokens"]), s.get("source")) for s in shards]
+    out = []
+    for shard in shards:
+        tokens, weight = int(shard["tokens"]), weights.get(shard.get("source"), 1.0)
+        spans = [tokens] * int(weight)
+        if rest := round((weight - int(weight)) * tokens):
+            spans.append(rest)
+        for span in spans:
+            for first in range(0, span, MIX_TOKENS):
+                count = min(MIX_TOKENS, span - first)
+                out.append(Segment(shard, first, count, shard.get("source")))
+    return out
 
 
 def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) -> None:

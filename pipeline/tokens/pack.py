@@ -35,6 +35,9 @@ Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written 
 shard of the bucket in order, a section = the tokens of the group's documents in that shard (unit
 by unit, each in shuffle order) followed by an Arrow IPC stream of their index rows (the token
 index schema, same order). The .json lists each section as [offset, token_bytes, index_bytes].
+
+Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
+source, row, length, in shard order), the record of which split and source a document went to.
 """
 
 from __future__ import annotations
@@ -101,11 +104,19 @@ def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
 
 @dataclass(frozen=True)
 class PackPlan:
-    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above)."""
+    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above).
+
+    One pack writes one set of shards named `<prefix>-00000.bin/.idx`, ... A run packs once per
+    (source, split): the units given are one source's (a unit never mixes sources), and with a
+    `split` ("train" or "valid", tokens/split.py) pass 1 keeps only that split's rows; "" keeps
+    every row (no validation split: the pack of a single `input` is the one before sources)."""
 
     shards: int
     buckets: int
     groups: int
+    prefix: str = "shard"
+    split: str = ""
+    valid_fraction: float = 0.0
 
     def bucket_shards(self, bucket: int) -> range:
         k, s = self.buckets, self.shards
@@ -124,7 +135,11 @@ class PackPlan:
 
     @property
     def name(self) -> str:
-        return f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        cut = f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"
+
+    def shard_name(self, shard: int) -> str:
+        return f"{self.prefix}-{shard:05d}"
 
 
 def pack_plan(

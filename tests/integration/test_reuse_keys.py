@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pydantic
 import pytest
-from helpers import SAMPLE_CONFIG
+from helpers import SAMPLE_CONFIG, SOURCES_CONFIG
 from pydantic import BaseModel, ByteSize
 
-from pipeline.config import Config, load_config
+from pipeline.config import Config, InputConfig, load_config
 from pipeline.formats.megatron import decode_index
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.encode import load_tokenizer
@@ -39,6 +39,7 @@ EXPECT = {
     "dedup.partition_bytes": set(),  # only sets the count a run resolves into dedup.partitions
     "pack.exchange_request_bytes": set(),  # how pack moves bytes, not which
     "pack.seed": {"tokens", "run"},
+    "split.valid_fraction": {"run"},  # drawn at pack time from the token files
 }
 _NEVER = ("name", "output.", "storage.", "ray.", "retention.", "prices.")
 
@@ -59,6 +60,8 @@ def leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, typing.A
     out = []
     for name, field in model.model_fields.items():
         ann = field.annotation
+        if f"{prefix}{name}" == "input":  # InputConfig | None: `inputs` is the other form
+            ann = InputConfig
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             out += leaves(ann, f"{prefix}{name}.")
         else:
@@ -133,9 +136,30 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
         walked.append(key)
     # retention rules validate as a whole (keep_forever excludes delete_after_days, ...): they
     # are retention's, excluded from every key as one section, and walked where a value validates
-    assert all(k.startswith("retention.rules.") for k in unchangeable), unchangeable
+    # `inputs` excludes `input` (this config's form): its keys are walked below
+    assert all(k.startswith("retention.rules.") or k == "inputs" for k in unchangeable), (
+        unchangeable
+    )
     # the walk covers the whole config, including the keys that decide the read and token files
     assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(walked)
+
+
+@pytest.mark.parametrize(
+    "key,value,stages",
+    [
+        ("weight", 3.0, {"run"}),  # the blend line and the reader, not any intermediate
+        ("include", ["docs/**"], {"run"}),  # selection, as input.include
+        ("uri", "/elsewhere", set()),
+        ("name", "other", {"read", "tokens", "run"}),  # ids are <name>/<id>
+        ("text_field", "body", {"read", "tokens", "run"}),
+    ],
+)
+def test_source_keys_change_exactly_the_intermediates_they_decide(tmp_path, key, value, stages):
+    base = load_config(SOURCES_CONFIG, output_uri=str(tmp_path / "out"))
+    raw = base.model_dump(mode="python")
+    raw["inputs"][0][key] = value
+    after = fingerprint(Config.model_validate(raw))
+    assert {s for s in STAGES if after[s] != fingerprint(base)[s]} == stages
 
 
 def _decoded_start(version, tokenizer_path: str) -> str:
