@@ -280,6 +280,24 @@ def _mtime(info: dict[str, Any]) -> float | None:
     return float(mtime) if isinstance(mtime, (int, float)) else None
 
 
+def skipped_once(roots: list[str], listed: list[pa.Table], skipped: list[pa.Table]) -> pa.Table:
+    """The sources' skipped tables as one, each file counted once per root.
+
+    Sources may share a root with different globs (one reads docs/, another web/): a file
+    one of them reads is not skipped, and a file all of them skip is reported once, under the
+    first source that skipped it. `roots[i]`, `listed[i]` and `skipped[i]` belong to source i."""
+    read = {(root, p) for root, t in zip(roots, listed) for p in t["path"].to_pylist()}
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for root, table in zip(roots, skipped):
+        mask = []
+        for path in table["path"].to_pylist():
+            mask.append((root, path) not in read and (root, path) not in seen)
+            seen.add((root, path))
+        kept.append(table.filter(pa.array(mask, pa.bool_())))
+    return pa.concat_tables(kept)
+
+
 def with_origin(table: pa.Table, name: str) -> pa.Table:
     """`table` with the `origin` column: every row from the source called `name`."""
     return table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))

@@ -27,7 +27,7 @@ from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
 from pipeline.formats.megatron import ShardWriter
 from pipeline.formats.verify import verify_shard
-from pipeline.ingest.listing import cut_units, inside, list_inputs, with_origin
+from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
 from pipeline.ingest.readers import (
     DOCS_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -71,9 +71,10 @@ def list_stage(input_root: Location, cfg: Config) -> ListResult:
     its own, so a unit never mixes sources: every table gets an `origin` column (the source's
     name; ingest/listing.py). `input_root` is the first source's (kept for callers)."""
     timer = TaskTimer()
-    inputs, units, skipped = [], [], []
+    inputs, units, skipped, roots = [], [], [], []
     for src in cfg.sources:
         root = Location.from_uri(src.uri, cfg.storage)
+        roots.append(root.uri)
         own = inside(root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
         listed, passed = list_inputs(root, src.include, src.exclude, own)
         cut = cut_units(listed, int(cfg.ingest.unit_bytes))
@@ -88,7 +89,7 @@ def list_stage(input_root: Location, cfg: Config) -> ListResult:
         inputs=inputs_t,
         units=units_t,
         files=inputs_t.num_rows,
-        skipped=pa.concat_tables(skipped),
+        skipped=skipped_once(roots, inputs, skipped),
         listed_bytes=int(pc.sum(inputs_t["size"]).as_py() or 0),
         unit_count=len(set(units_t["unit_id"].to_pylist())),
     )

@@ -101,3 +101,21 @@ def test_reader_segments_repeat_a_source_by_its_weight():
     plain = _segments({}, shards, "train")
     assert [(s.first, s.tokens) for s in plain] == [(0, 1000), (0, 700), (0, MIX_TOKENS + 5)]
     assert len(_segments(manifest, shards, "valid")) == 3
+
+
+def test_skipped_files_are_counted_once_per_root():
+    from pipeline.ingest.listing import skipped_once
+
+    def paths(*ps):
+        return pa.table({"path": list(ps), "reason": ["excluded"] * len(ps)})
+
+    # two sources on one root with different globs, a third on a root of its own
+    roots = ["/data", "/data", "/other"]
+    listed = [paths("docs/a.txt"), paths("web/b.txt"), paths("x.txt")]
+    skipped = [
+        paths("README.md", "web/b.txt"),  # web/b.txt is read by the second source
+        paths("README.md", "docs/a.txt"),  # README.md already reported by the first
+        paths("README.md"),  # another root's README.md is another file
+    ]
+    out = skipped_once(roots, listed, skipped)
+    assert out["path"].to_pylist() == ["README.md", "README.md"]
