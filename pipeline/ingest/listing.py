@@ -286,10 +286,10 @@ def skipped_once(roots: list[str], listed: list[pa.Table], skipped: list[pa.Tabl
     Sources may share a root with different globs (one reads docs/, another web/): a file
     one of them reads is not skipped, and a file all of them skip is reported once, under the
     first source that skipped it. `roots[i]`, `listed[i]` and `skipped[i]` belong to source i."""
-    read = {(root, p) for root, t in zip(roots, listed) for p in t["path"].to_pylist()}
+    read = {(root, p) for root, t in zip(roots, listed, strict=True) for p in t["path"].to_pylist()}
     seen: set[tuple[str, str]] = set()
     kept = []
-    for root, table in zip(roots, skipped):
+    for root, table in zip(roots, skipped, strict=True):
         mask = []
         for path in table["path"].to_pylist():
             mask.append((root, path) not in read and (root, path) not in seen)
