@@ -88,7 +88,9 @@ class Segment(NamedTuple):
     first: int
     tokens: int
     source: str | None
-_STREAM_KEYS = ("name", "version", "tokens", "seq_len", "seed")
+_STREAM_KEYS = ("name", "version", "split", "tokens", "seq_len", "seed")
+# a state saved before splits existed was always of the training stream
+_STATE_DEFAULTS = {"split": "train"}
 
 
 class _Piece(NamedTuple):
@@ -333,6 +335,7 @@ class StreamReader:
             "tokens": self.total_tokens,
             "seq_len": self.seq_len,
             "seed": self.seed,
+            "split": self.split,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -349,7 +352,7 @@ class StreamReader:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         _check_state(state)
         mine = self._stream_id()
-        wrong = [k for k in _STREAM_KEYS if state.get(k) != mine[k]]
+        wrong = [k for k in _STREAM_KEYS if state.get(k, _STATE_DEFAULTS.get(k)) != mine[k]]
         if wrong:
             raise ValueError(
                 f"state is for another stream: {', '.join(wrong)} differ"

@@ -263,6 +263,9 @@ def test_validation_split_is_disjoint_and_reads_back(sample_split):
     assert reader.total_tokens == len(expected) == len(got)
     assert Counter(got.tolist()) == Counter(expected.tolist())
     assert manifest["blend"]["valid"].count("valid-") == len(valid)
+    # a resume state names its split: the training stream refuses the validation stream's
+    with pytest.raises(ValueError, match="split"):
+        StreamReader(version, seq_len=1).load_state_dict(reader.state_dict())
 
 
 def test_validation_split_same_with_1_and_4_workers(sample_split, tmp_path):
