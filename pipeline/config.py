@@ -88,6 +88,10 @@ class DedupConfig(StrictModel):
     # 1 KiB of signature per document) stays bounded whatever the corpus; `partitions` overrides.
     partitions: int | None = Field(default=None, ge=1)
     partition_bytes: ByteSize = Field(default=ByteSize(2**30), gt=0)
+    # smallest piece each dedup exchange (hash rows, signatures, bands, edges, removals) aims to
+    # move per GET: writers are grouped until a group's part of a partition is this big
+    # (formats/sectioned.py); how bytes move, never which
+    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
     near: NearDedupConfig = NearDedupConfig()
 
     def partition_count(self, listed_bytes: int) -> int:
@@ -153,7 +157,7 @@ class Config(StrictModel):
                 # the engine and its checking rate do not change the bytes (proven per run)
                 "tokenize": {"tokenizer", "engine", "verify_fraction"},
                 # how bytes move, not which: the resolved partition count stays in
-                "dedup": {"partition_bytes"},
+                "dedup": {"partition_bytes", "exchange_request_bytes"},
                 "pack": {"exchange_request_bytes"},
             },
         )
@@ -192,8 +196,9 @@ class Config(StrictModel):
         return keys
 
 
-# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`).
-_LAYOUT_VERSION = 2
+# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
+# 3: a unit's hash rows are one sectioned object, formats/sectioned.py).
+_LAYOUT_VERSION = 3
 # Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
 _NEVER_BYTES: dict[str, Any] = {
     "name": True,
@@ -212,7 +217,7 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
         # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
         # which a run resolves into dedup.partitions (Config.for_listing) before any key
-        "dedup": {"exact", "near", "partition_bytes"},
+        "dedup": {"exact", "near", "partition_bytes", "exchange_request_bytes"},
         "tokenize": True,
         "pack": True,
     },

@@ -95,7 +95,11 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     # the count is part of the read key: units read for another count are not reused
     assert cfg.for_listing(listed).read_key() != cfg.for_listing(0).read_key()
     resolved = RunLayout.for_config(cfg.for_listing(listed), layout.run_id)
-    assert any(resolved.exact_part(parts - 1, u).exists() for u in _unit_ids(layout))
+    # one hash object per unit, sectioned by partition (formats/sectioned.py)
+    for u in _unit_ids(layout):
+        marker = json.loads(resolved.read_done(u).read_bytes())
+        assert len(marker["hash_offsets"]) == parts + 1
+        assert resolved.exact_hashes(u).read_bytes() and marker["hash_offsets"][-1] > 0
 
 
 def _unit_ids(layout: RunLayout) -> list[str]:
@@ -110,10 +114,8 @@ def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     unit = next(u for u in _unit_ids(layout) if layout.read_docs(u).read_parquet().num_rows)
     outputs = lambda: {  # noqa: E731
-        loc.uri: loc.read_bytes()
-        for kind in ("sig/q", "bands/p")
-        for q in range(cfg.dedup.partitions)
-        for loc in [layout.near / f"{kind}{q:04d}/{unit}.parquet"]
+        loc.path: loc.read_bytes()
+        for loc in (layout.near_sig(unit), layout.near_bands(unit))
         if loc.exists()
     }
     before = outputs()
