@@ -92,6 +92,9 @@ class DedupConfig(StrictModel):
     # move per GET: writers are grouped until a group's part of a partition is this big
     # (formats/sectioned.py); how bytes move, never which
     exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
+    # most bytes one regroup task of an exchange moves: beyond it the exchange takes more,
+    # smaller requests rather than one task whose disk and time grow with the corpus
+    exchange_task_bytes: Bytes = ByteSize(4 * 2**30)
     near: NearDedupConfig = NearDedupConfig()
 
     def partition_count(self, listed_bytes: int) -> int:
@@ -157,7 +160,7 @@ class Config(StrictModel):
                 # the engine and its checking rate do not change the bytes (proven per run)
                 "tokenize": {"tokenizer", "engine", "verify_fraction"},
                 # how bytes move, not which: the resolved partition count stays in
-                "dedup": {"partition_bytes", "exchange_request_bytes"},
+                "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
                 "pack": {"exchange_request_bytes"},
             },
         )
@@ -217,7 +220,13 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
         # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
         # which a run resolves into dedup.partitions (Config.for_listing) before any key
-        "dedup": {"exact", "near", "partition_bytes", "exchange_request_bytes"},
+        "dedup": {
+            "exact",
+            "near",
+            "partition_bytes",
+            "exchange_request_bytes",
+            "exchange_task_bytes",
+        },
         "tokenize": True,
         "pack": True,
     },

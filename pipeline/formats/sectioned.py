@@ -12,7 +12,8 @@ same two passes as pack's exchange (tokens/pack.py, whose `PackPlan` cuts this o
 - `exchange_plan` cuts the N partitions into K buckets of consecutive partitions and the W
   writers into G groups, K = clamp(writer bytes / request_bytes, 1, N) and
   G = clamp(partition bytes / request_bytes, 1, W), so that both passes move pieces of at least
-  request_bytes where the sizes allow, and neither K nor G grows with the corpus;
+  request_bytes where the sizes allow, and neither K nor G grows with the corpus (until one
+  pass-1 task would move more than dedup.exchange_task_bytes: see exchange_plan);
 - pass 1 (`regroup`, run/exchange.py), one task per (group, bucket): one range GET per writer of
   the group (its bucket's sections, contiguous), spilled to local disk, then ONE object for the
   group laid out the same way (a section per partition of the bucket: the group's rows of that
@@ -23,7 +24,8 @@ Requests, W writers, N partitions, D bytes moved (K, G fixed by sizes, not by D)
   writers: W PUTs (one object each; multipart parts above the s3fs block);
   pass 1: W·K range GETs + G·K objects (+ G·K markers) PUT, G·K HEADs (done markers);
   pass 2: G·N range GETs per time the partition is read.
-All linear in D at fixed unit and partition sizes; mean GET sizes D / (W·K) and D / (G·N).
+All linear in D at fixed unit and partition sizes while D / (G·K) <= exchange_task_bytes; mean
+GET sizes D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
 Row order within a partition is the writers' order, then each writer's row order: the same as
 reading the writers' per-partition files one after the other.
 """
@@ -31,6 +33,7 @@ reading the writers' per-partition files one after the other.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,12 +80,29 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
     return offsets
 
 
-def exchange_plan(parts: int, writers: int, total_bytes: int, request_bytes: int) -> PackPlan:
-    """The cut of one exchange (see above), as a PackPlan: its `shards` are the partitions."""
-    writer_bytes = total_bytes / max(1, writers)
-    part_bytes = total_bytes / max(1, parts)
-    buckets = max(1, min(parts, int(writer_bytes // request_bytes)))
-    groups = max(1, min(max(1, writers), int(part_bytes // request_bytes)))
+def exchange_plan(
+    parts: int,
+    writers: int,
+    total_bytes: int,
+    request_bytes: int,
+    task_bytes: int | None = None,
+    reads: int = 1,
+) -> PackPlan:
+    """The cut of one exchange (see above), as a PackPlan: its `shards` are the partitions.
+
+    `task_bytes` caps what one pass-1 task moves: past total / (G·K) > task_bytes the plan adds
+    buckets and groups, balancing W·K against reads·G·N (the two GET terms), instead of letting
+    one task's disk and time grow with the corpus. Requests then grow as sqrt(W·N·D / task_bytes)
+    (not W·N); below the cap (every benchmark size) they stay linear."""
+    writers, total_bytes = max(1, writers), int(total_bytes)
+    buckets = max(1, min(parts, int(total_bytes / writers // request_bytes)))
+    groups = max(1, min(writers, int(total_bytes / max(1, parts) // request_bytes)))
+    need = -(-total_bytes // task_bytes) if task_bytes else 1
+    if buckets * groups < need:
+        balanced = math.isqrt(max(1, need * reads * parts // writers))
+        buckets = max(buckets, min(parts, balanced))
+        groups = max(groups, min(writers, -(-need // buckets)))
+        buckets = max(buckets, min(parts, -(-need // groups)))
     return PackPlan(parts, buckets, groups)
 
 

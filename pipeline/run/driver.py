@@ -331,11 +331,20 @@ class _Driver:
                 f" {layout.quarantine.uri}. Nothing was committed."
             )
 
-    def exchange(self, stage: str, name: str, writers: list[Writer], n: int) -> dict[int, list]:
+    def exchange(
+        self, stage: str, name: str, writers: list[Writer], n: int, reads: int = 1
+    ) -> dict[int, list]:
         """Pass 1 of a dedup exchange (formats/sectioned.py): the writers' objects regrouped;
-        returns, per partition, the ranges its reader GETs (one per writer group)."""
-        total = sum(w.size for w in writers)
-        plan = exchange_plan(n, len(writers), total, int(self.cfg.dedup.exchange_request_bytes))
+        returns, per partition, the ranges its reader(s) GET (one per writer group)."""
+        dedup = self.cfg.dedup
+        plan = exchange_plan(
+            n,
+            len(writers),
+            sum(w.size for w in writers),
+            int(dedup.exchange_request_bytes),
+            int(dedup.exchange_task_bytes),
+            reads,
+        )
         folder, groups = self.layout.exchange(stage, name) / plan.name, plan.unit_groups(writers)
         task = self.remote["regroup"]
         regrouped = self.stage(
@@ -384,7 +393,11 @@ class _Driver:
             "near", [remote["near_signatures"].remote(layout, u, cfg) for u in self.unit_ids]
         )
         sigs = self.exchange(
-            "near", "sig", [Writer(layout.near_sig(r.unit), r.sig_offsets) for r in signed], n
+            "near",
+            "sig",
+            [Writer(layout.near_sig(r.unit), r.sig_offsets) for r in signed],
+            n,
+            reads=3,  # by near_attach, near_verify and near_members
         )
         bands = self.exchange(
             "near", "bands", [Writer(layout.near_bands(r.unit), r.band_offsets) for r in signed], n

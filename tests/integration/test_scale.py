@@ -96,10 +96,13 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     assert cfg.for_listing(listed).read_key() != cfg.for_listing(0).read_key()
     resolved = RunLayout.for_config(cfg.for_listing(listed), layout.run_id)
     # one hash object per unit, sectioned by partition (formats/sectioned.py)
+    sizes = []
     for u in _unit_ids(layout):
         marker = json.loads(resolved.read_done(u).read_bytes())
         assert len(marker["hash_offsets"]) == parts + 1
-        assert resolved.exact_hashes(u).read_bytes() and marker["hash_offsets"][-1] > 0
+        sizes.append(len(resolved.exact_hashes(u).read_bytes()))
+        assert sizes[-1] == marker["hash_offsets"][-1]
+    assert max(sizes) > 0
 
 
 def _unit_ids(layout: RunLayout) -> list[str]:
@@ -159,6 +162,21 @@ def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
 
     for stage in ("read+hash", "tokenize", "pack"):
         assert requests(10**13, stage) <= 1.1 * 10 * requests(10**12, stage)
+
+
+def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing():
+    from pipeline.report import dry_run
+
+    def requests(corpus: int, stage: str) -> int:
+        # task cap out of the way: the exchanges' own cut (formats/sectioned.py)
+        _, stages = dry_run.dry_run(corpus, dedup=DedupConfig(exchange_task_bytes=2**60))
+        return sum(next(s for s in stages if s.name == stage).requests.values())
+
+    for stage in ("read+hash", "exact", "near", "audit"):
+        assert requests(10**13, stage) <= 1.3 * 10 * requests(10**12, stage), stage
+    # with the default cap on one regroup task's bytes, 10 TB still needs < 10M requests
+    _, stages = dry_run.dry_run(10**13)
+    assert sum(sum(s.requests.values()) for s in stages) < 10**7
 
 
 def test_plan_and_report_print_the_dry_run(capsys):
