@@ -5,14 +5,19 @@ Hash rows are partitioned by hash, so every copy of a text meets in the same par
 unit or file it came from; each partition then keeps exactly one copy per hash. The copy kept is
 the smallest (doc_id, source, row): a property of the documents, never of task completion order.
 
-Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id.
+Hash row schema (units/<read_key>/<unit>.hashes.bin, one object per unit sectioned by hash
+partition: formats/sectioned.py): hash binary(16), doc_id, source, row, unit_id.
 Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
-kept_id, kept_source, kept_row, similarity.
+kept_id, kept_source, kept_row, similarity. A partition's removals are one object sectioned by
+unit bucket (consecutive sorted unit ids, sectioned.unit_bounds), so merge_exact and the audit
+write their single file sorted by unit one bucket at a time, holding one bucket's removals.
 
-Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set): the
-read tasks PUT M·P hash parts; the P partition tasks GET them (M·P) and PUT P removal files; the
-merge GETs P and PUTs 1. With P growing with the corpus, M·P grows as its square (small parts):
-the next exchange to regroup, as pack's is (tokens/pack.py).
+Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set, B =
+min(P, M) unit buckets; each exchange's G groups x K buckets from sectioned.exchange_plan): the
+read tasks PUT M hash objects; the hash exchange GETs M·K ranges and PUTs G·K objects; the P
+partition tasks GET G ranges each and PUT P removal objects; the removals' exchange GETs P·K' and
+PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1 file. Linear in the corpus (was
+M·P GETs and PUTs of a few hundred bytes each).
 """
 
 from __future__ import annotations
