@@ -82,20 +82,6 @@ def hash_partition(hashes: pa.Array, partitions: int) -> np.ndarray:
     return (_hash_words(hashes)[:, 0] % np.uint64(partitions)).astype(np.int64)
 
 
-def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
-    """The rows of each partition that has any, given each row's partition index."""
-    order = np.argsort(parts, kind="stable")
-    bounds = np.flatnonzero(np.diff(parts[order])) + 1
-    return {
-        int(parts[idx[0]]): rows.take(pa.array(idx)) for idx in np.split(order, bounds) if len(idx)
-    }
-
-
-def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
-    """Hash rows split by the partition of their hash (exact/p<part>/<unit>.parquet)."""
-    return split_rows(rows, hash_partition(rows.column("hash").combine_chunks(), partitions))
-
-
 def exact_removals(rows: pa.Table) -> pa.Table:
     """Every row whose hash also belongs to a smaller (doc_id, source, row) is removed."""
     if rows.num_rows == 0:
