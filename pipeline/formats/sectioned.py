@@ -7,22 +7,26 @@ nothing (10 TB: 40k units x 10k partitions = 4e8 requests of ~500 B of hash rows
 same two passes as pack's exchange (tokens/pack.py, whose `PackPlan` cuts this one too):
 
 - each writer writes ONE object: its rows of partition 0, then partition 1, ... (a section per
-  partition, each an Arrow IPC stream, empty partitions 0 bytes), and returns the N + 1 section
-  offsets in its (small) result; nothing else is written, so an object is whole or absent;
+  partition, each an Arrow IPC stream, empty partitions 0 bytes), then its index: the N + 1
+  section offsets as little-endian int64 (8·(N + 1) bytes, last). Its result carries only the
+  object's size, so the driver holds O(W) numbers per exchange, not W·N offsets (at 10 TB,
+  37k units x 9k partitions: 3e8). Nothing else is written: an object is whole or absent;
 - `exchange_plan` cuts the N partitions into K buckets of consecutive partitions and the W
   writers into G groups, K = clamp(writer bytes / request_bytes, 1, N) and
   G = clamp(partition bytes / request_bytes, 1, W), so that both passes move pieces of at least
   request_bytes where the sizes allow, and neither K nor G grows with the corpus (until one
   pass-1 task would move more than dedup.exchange_task_bytes: see exchange_plan);
-- pass 1 (`regroup`, run/exchange.py), one task per (group, bucket): one range GET per writer of
-  the group (its bucket's sections, contiguous), spilled to local disk, then ONE object for the
+- pass 1 (`regroup`, run/exchange.py), one task per (group, bucket): per writer of the group,
+  one GET of its index (none when K = 1: the whole object is one GET) and one range GET of its
+  bucket's sections (contiguous), spilled to local disk, then ONE object for the
   group laid out the same way (a section per partition of the bucket: the group's rows of that
   partition, writer by writer), its offsets in a marker written last (resume);
 - pass 2, each partition's reader: one range GET per group (`read_part`).
 
 Requests, W writers, N partitions, D bytes moved (K, G fixed by sizes, not by D):
   writers: W PUTs (one object each; multipart parts above the s3fs block);
-  pass 1: W·K range GETs + G·K objects (+ G·K markers) PUT, G·K HEADs (done markers);
+  pass 1: W·K range GETs (+ W·K index GETs when K > 1) + G·K objects (+ G·K markers) PUT,
+          G·K HEADs (done markers);
   pass 2: G·N range GETs per time the partition is read.
 All linear in D at fixed unit and partition sizes while D / (G·K) <= exchange_task_bytes; mean
 GET sizes D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
@@ -67,9 +71,9 @@ def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
     }
 
 
-def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) -> list[int]:
-    """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1;
-    returns the n + 1 section offsets (section p is [offsets[p], offsets[p + 1]))."""
+def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) -> int:
+    """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1,
+    then the index; returns the object's size (what the writer's result carries)."""
     pieces = split_rows(rows, parts) if rows.num_rows else {}
     offsets = [0]
     with loc.atomic_writer() as out:
@@ -77,7 +81,17 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
             data = encode(pieces[p]) if p in pieces else b""
             out.write(data)
             offsets.append(offsets[-1] + len(data))
-    return offsets
+        out.write(np.asarray(offsets, dtype="<i8").tobytes())
+    return offsets[-1] + index_bytes(n)
+
+
+def index_bytes(n: int) -> int:
+    return 8 * (n + 1)
+
+
+def index_of(data: bytes, n: int) -> np.ndarray:
+    """The section offsets from an object's last index_bytes(n) bytes (or the whole object)."""
+    return np.frombuffer(data[len(data) - index_bytes(n) :], dtype="<i8")
 
 
 def exchange_plan(
@@ -108,14 +122,10 @@ def exchange_plan(
 
 @dataclass(frozen=True)
 class Writer:
-    """One writer's object and its section offsets (what a regroup task reads)."""
+    """One writer's object and its size, index included (what a regroup task reads)."""
 
     loc: Location
-    offsets: list[int]
-
-    @property
-    def size(self) -> int:
-        return self.offsets[-1]
+    size: int
 
 
 Range = tuple[Location, int, int]  # (object, start, end): one GET

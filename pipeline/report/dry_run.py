@@ -227,7 +227,7 @@ def _exchange(c: _Cut, writers: int, parts: int, size: float, reads: int = 1) ->
     gk = plan.groups * plan.buckets
     return _Exchange(
         gk,
-        writers * plan.buckets + reads * plan.groups * parts,
+        writers * plan.buckets * (2 if plan.buckets > 1 else 1) + reads * plan.groups * parts,
         gk * (puts(size / gk) + 1),
         gk,
         WORKER_BASE_MB + 3 * size / (parts * plan.groups) / MiB,

@@ -367,7 +367,7 @@ class _Driver:
         n, layout, exact = self.cfg.dedup.partitions, self.layout, self.cfg.dedup.exact
         self.bounds = unit_bounds(self.unit_ids, n)
         if exact:
-            hashes = [Writer(layout.exact_hashes(r.unit), r.hash_offsets) for r in self.read]
+            hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in self.read]
             ranges = self.exchange("exact", "hashes", hashes, n)
         else:
             ranges = {p: [] for p in range(n)}
@@ -377,7 +377,7 @@ class _Driver:
             [task.remote(layout, p, ranges[p], bounds, exact) for p in range(n)],
             merge=True,
         )
-        removed = [Writer(layout.exact_removed(r.part), r.offsets) for r in parts]
+        removed = [Writer(layout.exact_removed(r.part), r.size) for r in parts]
         self.exact_removed = self.removal_buckets(
             self.exchange("exact", "exact-removed", removed, len(self.bounds))
         )
@@ -395,12 +395,12 @@ class _Driver:
         sigs = self.exchange(
             "near",
             "sig",
-            [Writer(layout.near_sig(r.unit), r.sig_offsets) for r in signed],
+            [Writer(layout.near_sig(r.unit), r.sig_size) for r in signed],
             n,
             reads=3,  # by near_attach, near_verify and near_members
         )
         bands = self.exchange(
-            "near", "bands", [Writer(layout.near_bands(r.unit), r.band_offsets) for r in signed], n
+            "near", "bands", [Writer(layout.near_bands(r.unit), r.band_size) for r in signed], n
         )
         buckets = self.stage(
             "near",
@@ -408,7 +408,7 @@ class _Driver:
             merge=True,
         )
         edges = self.exchange(
-            "near", "edges", [Writer(layout.near_edges(r.part), r.offsets) for r in buckets], n
+            "near", "edges", [Writer(layout.near_edges(r.part), r.size) for r in buckets], n
         )
         attached = self.stage(
             "near",
@@ -416,7 +416,7 @@ class _Driver:
             merge=True,
         )
         halves = self.exchange(
-            "near", "half", [Writer(layout.near_half(r.part), r.offsets) for r in attached], n
+            "near", "half", [Writer(layout.near_half(r.part), r.size) for r in attached], n
         )
         verify = [
             remote["near_verify"]
@@ -439,7 +439,7 @@ class _Driver:
             merge=True,
         )
         ranges = self.exchange(
-            "near", "members", [Writer(layout.near_members(r.part), r.offsets) for r in members], n
+            "near", "members", [Writer(layout.near_members(r.part), r.size) for r in members], n
         )
         bounds = ray.put(self.bounds)
         kept = self.stage(
@@ -447,7 +447,7 @@ class _Driver:
             [remote["near_keep"].remote(layout, lp, ranges[lp], bounds, cfg) for lp in range(n)],
             merge=True,
         )
-        removed = [Writer(layout.near_removed(r.part), r.offsets) for r in kept]
+        removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
         self.near_removed = self.removal_buckets(
             self.exchange("near", "near-removed", removed, len(self.bounds))
         )

@@ -148,7 +148,7 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> SignaturesResu
     rows = drop_removed(rows, gone)
     keys = rows["key"].to_numpy()
     sigs = _sigs_of(rows["sig"], params.num_perm)
-    sig_offsets = _sections(rows, components.node_partition(keys, n), layout.near_sig(unit), n)
+    sig_size = _sections(rows, components.node_partition(keys, n), layout.near_sig(unit), n)
     bands = minhash.band_hashes(sigs, params)
     band_rows = pa.table(
         {
@@ -157,13 +157,13 @@ def near_signatures(layout: RunLayout, unit: str, cfg: Config) -> SignaturesResu
         }
     )
     band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
-    band_offsets = _sections(band_rows, band_parts, layout.near_bands(unit), n)
+    band_size = _sections(band_rows, band_parts, layout.near_bands(unit), n)
     return timer.result(
         SignaturesResult,
         unit=unit,
         docs=rows.num_rows,
-        sig_offsets=sig_offsets,
-        band_offsets=band_offsets,
+        sig_size=sig_size,
+        band_size=band_size,
     )
 
 
@@ -182,10 +182,8 @@ def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> Buckets
         else minhash.EMPTY_EDGES
     )
     table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
-    offsets = _sections(
-        table, components.node_partition(edges[:, 0], n), layout.near_edges(part), n
-    )
-    return timer.result(BucketsResult, part=part, candidates=len(edges), offsets=offsets)
+    size = _sections(table, components.node_partition(edges[:, 0], n), layout.near_edges(part), n)
+    return timer.result(BucketsResult, part=part, candidates=len(edges), size=size)
 
 
 def _load_sigs(sigs: Ranges) -> pa.Table | None:
@@ -216,8 +214,8 @@ def near_attach(
     a, b = table["a"].to_numpy(), table["b"].to_numpy()
     sig_a = _lookup(_load_sigs(sigs) if len(a) else None, a, num_perm)
     out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
-    offsets = _sections(out, components.node_partition(b, n), layout.near_half(q), n)
-    return timer.result(AttachResult, part=q, edges=len(a), offsets=offsets)
+    size = _sections(out, components.node_partition(b, n), layout.near_half(q), n)
+    return timer.result(AttachResult, part=q, edges=len(a), size=size)
 
 
 def near_verify(layout: RunLayout, q: int, halves: Ranges, sigs: Ranges, cfg: Config) -> tuple:
@@ -247,13 +245,13 @@ def near_members(
     n = cfg.dedup.partitions
     nodes, labels = components.star_labels(pieces)
     if not len(nodes):
-        offsets = _sections(pa.table({}), np.empty(0, np.int64), layout.near_members(q), n)
-        return timer.result(MembersResult, part=q, members=0, offsets=offsets)
+        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_members(q), n)
+        return timer.result(MembersResult, part=q, members=0, size=size)
     sig_rows = _load_sigs(sigs)
     idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
-    offsets = _sections(members, components.node_partition(labels, n), layout.near_members(q), n)
-    return timer.result(MembersResult, part=q, members=len(nodes), offsets=offsets)
+    size = _sections(members, components.node_partition(labels, n), layout.near_members(q), n)
+    return timer.result(MembersResult, part=q, members=len(nodes), size=size)
 
 
 def near_keep(
@@ -267,8 +265,8 @@ def near_keep(
     if removed is None:
         removed = REMOVED_SCHEMA.empty_table()
     buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
-    offsets = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
-    return timer.result(KeepResult, part=lp, removed=removed.num_rows, offsets=offsets)
+    size = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
+    return timer.result(KeepResult, part=lp, removed=removed.num_rows, size=size)
 
 
 def _keep(m: pa.Table, near) -> pa.Table:

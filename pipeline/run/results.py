@@ -75,7 +75,7 @@ class ReadResult(TaskResult):
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
     text_bytes: int
-    hash_offsets: list[int]  # section offsets of its hash-row object (formats/sectioned.py)
+    hash_size: int  # bytes of its hash-row object (sectioned by partition: formats/sectioned.py)
     quarantined: dict[str, int]  # records per reason
     quarantined_bytes: int = 0  # bytes of files whose records could not be counted
 
@@ -99,7 +99,7 @@ class ExactResult(TaskResult):
     part: int
     rows: int
     removed: int
-    offsets: list[int]  # its removals' object, sectioned by unit bucket
+    size: int  # bytes of its removals' object, sectioned by unit bucket
 
     @property
     def stage_docs(self) -> int:
@@ -122,8 +122,8 @@ class AuditResult(TaskResult):
 class SignaturesResult(TaskResult):
     unit: str
     docs: int
-    sig_offsets: list[int]  # its signature and band objects' sections (formats/sectioned.py)
-    band_offsets: list[int]
+    sig_size: int  # bytes of its signature and band objects (formats/sectioned.py)
+    band_size: int
 
     @property
     def stage_docs(self) -> int:
@@ -132,10 +132,10 @@ class SignaturesResult(TaskResult):
 
 @dataclass(kw_only=True)
 class RoutedResult(TaskResult):
-    """A per-partition near step that wrote one object sectioned by partition (`offsets`)."""
+    """A per-partition near step that wrote one object sectioned by partition (`size` bytes)."""
 
     part: int
-    offsets: list[int]
+    size: int
 
 
 @dataclass(kw_only=True)
@@ -163,7 +163,7 @@ class MembersResult(RoutedResult):
 class KeepResult(TaskResult):
     part: int
     removed: int
-    offsets: list[int]  # its removals' object, sectioned by unit bucket
+    size: int  # bytes of its removals' object, sectioned by unit bucket
 
 
 # -- tokenize --------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def read_unit(
     hashes, n = exact.hash_rows(docs, unit_id), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
     # one object, sectioned by hash partition: 1 PUT, not one per partition (formats/sectioned.py)
-    hash_offsets = sectioned.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)
+    hash_size = sectioned.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
     quarantined: Counter = Counter()
     for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
@@ -111,7 +111,7 @@ def read_unit(
         docs_in=docs.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
         text_bytes=text_bytes,
-        hash_offsets=hash_offsets,
+        hash_size=hash_size,
         quarantined=dict(quarantined),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
@@ -166,9 +166,9 @@ def exact_partition(
     rows = sectioned.read_part(ranges if enabled else [], exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
     buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
-    offsets = sectioned.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
+    size = sectioned.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
     return timer.result(
-        ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows, offsets=offsets
+        ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows, size=size
     )
 
 

@@ -10,6 +10,7 @@ from helpers import SAMPLE_CONFIG
 
 from pipeline.config import DedupConfig, load_config
 from pipeline.core.layout import RunLayout
+from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import key_range, pack_plan
 
@@ -99,9 +100,10 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     sizes = []
     for u in _unit_ids(layout):
         marker = json.loads(resolved.read_done(u).read_bytes())
-        assert len(marker["hash_offsets"]) == parts + 1
-        sizes.append(len(resolved.exact_hashes(u).read_bytes()))
-        assert sizes[-1] == marker["hash_offsets"][-1]
+        data = resolved.exact_hashes(u).read_bytes()
+        offsets = sectioned.index_of(data, parts)  # its index: one offset per partition + 1
+        assert len(data) == marker["hash_size"] == offsets[-1] + sectioned.index_bytes(parts)
+        sizes.append(int(offsets[-1]))
     assert max(sizes) > 0
 
 

@@ -95,3 +95,45 @@ def test_plan_caps_what_one_regroup_task_moves_and_balances_the_two_get_terms():
     assert sectioned.exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == sectioned.exchange_plan(
         16, 128, 7 * 10**6, 1
     )
+
+
+def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.core.layout import RunLayout
+    from pipeline.dedup.exact import REMOVED_SCHEMA
+    from pipeline.run.tasks import merge_exact
+
+    layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
+    units = [f"u{i}" for i in range(6)]
+    bounds = sectioned.unit_bounds(units, 3)
+    rows = [
+        {
+            "doc_id": f"d{u}{r}",
+            "source": f"s{r % 2}",
+            "row": r,
+            "unit_id": u,
+            "rule": "exact",
+            "kept_id": "k",
+            "kept_source": "s",
+            "kept_row": 0,
+            "similarity": 1.0,
+        }
+        for u in reversed(units)
+        for r in (3, 1, 2)
+    ]
+    writers = []
+    for part in range(2):  # two partitions' removals, each sectioned by unit bucket
+        table = pa.Table.from_pylist(rows[part::2], schema=REMOVED_SCHEMA)
+        loc = layout.exact_removed(part)
+        at = sectioned.unit_bucket(bounds, table["unit_id"])
+        writers.append(sectioned.Writer(loc, sectioned.write_sectioned(loc, table, at, 3)))
+    _, ranges = _exchange(Location.from_uri(str(tmp_path / "x")), writers, 3, 1)
+    result = merge_exact(layout, [ranges[b] for b in range(3)])
+    merged = layout.exact_removed_all.read_parquet()
+    expected = pa.Table.from_pylist(rows, schema=REMOVED_SCHEMA).sort_by(
+        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
+    )
+    assert merged.equals(expected) and result.removed_exact == len(rows)
+    with layout.exact_removed_all.open_read() as f:  # written bucket by bucket
+        assert pq.ParquetFile(f).metadata.num_row_groups == 3
