@@ -14,10 +14,11 @@ write their single file sorted by unit one bucket at a time, holding one bucket'
 
 Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set, B =
 min(P, M) unit buckets; each exchange's G groups x K buckets from sectioned.exchange_plan): the
-read tasks PUT M hash objects; the hash exchange GETs M·K ranges and PUTs G·K objects; the P
-partition tasks GET G ranges each and PUT P removal objects; the removals' exchange GETs P·K' and
-PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1 file. Linear in the corpus (was
-M·P GETs and PUTs of a few hundred bytes each).
+read tasks PUT M hash objects; the hash exchange GETs M·K ranges (+ M·K indexes when K > 1) and
+PUTs G·K objects; the P partition tasks GET G ranges each and PUT P removal objects; the
+removals' exchange GETs P·K' and PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1
+file. Linear in the corpus (was M·P GETs and PUTs of a few hundred bytes each).
+
 """
 
 from __future__ import annotations

@@ -27,11 +27,11 @@ of the unit); near_signatures only drops the exact duplicates and routes rows an
 Requests (M units, P partitions, each exchange cut into G groups x K buckets by
 formats/sectioned.exchange_plan from its sizes, not from the corpus): near_signatures GETs 2 per
 unit (signatures, removals) and PUTs 2 objects; the sig and band exchanges GET M·K ranges each
-and PUT G·K objects; near_buckets, near_attach and near_members each PUT one object per
-partition and those three exchanges GET P·K ranges each; every partition reader GETs one range
-per group: near_buckets G, near_attach 2G, near_verify 2G, near_members G, near_keep G; the
-removals' exchange GETs P·K and the audit G per unit bucket. In all about
-2M + 2M·K + 4P·K + 9P·G GETs and 2M + 4P + 6G·K (+ markers) PUTs: linear in the corpus.
+(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_buckets,
+near_attach, near_members and near_keep each PUT one object per partition, and those four
+exchanges GET P·K ranges each; every partition reader GETs one range per group: near_buckets G,
+near_attach 2G, near_verify 2G, near_members G, near_keep G; the audit G per unit bucket. In all
+about 2M + 2M·K + 4P·K + 7P·G GETs and 2M + 4P + 6G·K (+ markers) PUTs: linear in the corpus.
 
 Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
 partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
