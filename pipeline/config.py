@@ -108,6 +108,13 @@ class DedupConfig(StrictModel):
     # 1 KiB of signature per document) stays bounded whatever the corpus; `partitions` overrides.
     partitions: int | None = Field(default=None, ge=1)
     partition_bytes: ByteSize = Field(default=ByteSize(2**30), gt=0)
+    # smallest piece each dedup exchange (hash rows, signatures, bands, edges, removals) aims to
+    # move per GET: writers are grouped until a group's part of a partition is this big
+    # (formats/sectioned.py); how bytes move, never which
+    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
+    # most bytes one regroup task of an exchange moves: beyond it the exchange takes more,
+    # smaller requests rather than one task whose disk and time grow with the corpus
+    exchange_task_bytes: Bytes = ByteSize(4 * 2**30)
     near: NearDedupConfig = NearDedupConfig()
 
     def partition_count(self, listed_bytes: int) -> int:
@@ -217,7 +224,7 @@ class Config(StrictModel):
                 # the engine and its checking rate do not change the bytes (proven per run)
                 "tokenize": {"tokenizer", "engine", "verify_fraction"},
                 # how bytes move, not which: the resolved partition count stays in
-                "dedup": {"partition_bytes"},
+                "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
                 "pack": {"exchange_request_bytes"},
             },
         )
@@ -257,7 +264,8 @@ class Config(StrictModel):
 
 
 # Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
-# 3: hash and signature rows carry the source: origin, origin_rank).
+# 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
+#    are one sectioned object (formats/sectioned.py).
 _LAYOUT_VERSION = 3
 # Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
 _NEVER_BYTES: dict[str, Any] = {
@@ -280,7 +288,13 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
         # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
         # which a run resolves into dedup.partitions (Config.for_listing) before any key
-        "dedup": {"exact", "near", "partition_bytes"},
+        "dedup": {
+            "exact",
+            "near",
+            "partition_bytes",
+            "exchange_request_bytes",
+            "exchange_task_bytes",
+        },
         "tokenize": True,
         "pack": True,
     },

@@ -10,9 +10,12 @@
           inputs.parquet                input manifest: the listing (see ingest/listing.py)
           units.parquet                 work units balanced by bytes (see ingest/listing.py)
           skipped.parquet               listed files not read, with the reason (ingest/listing.py)
-          exact/p<part>.removed.parquet exact-duplicate removals of one hash partition
+          exact/p<part>.removed.bin     exact removals of one hash partition, sectioned by unit
+                                        bucket (formats/sectioned.py)
           exact/removed.parquet         all exact removals, sorted by unit (near dedup skips them)
           near/...                      near-dedup intermediates of the run (see run/neardup.py)
+          exact|near/xchg/<name>/<plan>/g<g>-k<k>.bin/.json  a dedup exchange's regrouped
+                                        objects (formats/sectioned.py, run/exchange.py)
           removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
           quarantine.parquet            every quarantined record of the run
           stats.json                    per-stage counts, bytes and requests (cost report)
@@ -24,7 +27,7 @@
         units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
           <unit>.docs.parquet           documents read: doc_id, source, row, text
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
-          <unit>.p<part>.parquet        content hashes, one file per hash partition (dedup/exact.py)
+          <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
@@ -98,7 +101,12 @@ class RunLayout:
         return self.run / "skipped.parquet"
 
     def exact_removed(self, part: int) -> Location:
-        return self.run / f"exact/p{part:04d}.removed.parquet"
+        return self.run / f"exact/p{part:04d}.removed.bin"
+
+    def exchange(self, step: str, name: str) -> Location:
+        """Folder of one dedup exchange's regrouped objects (run/exchange.py), under its step's
+        folder (exact/ or near/), so that retention classes them with it."""
+        return self.run / f"{step}/xchg/{name}"
 
     @property
     def exact_removed_all(self) -> Location:
@@ -108,24 +116,24 @@ class RunLayout:
     def near(self) -> Location:
         return self.run / "near"
 
-    # near-dedup intermediates (formats: run/neardup.py); q, p, l are partition numbers
-    def near_sig(self, q: int, unit: str) -> Location:
-        return self.near / f"sig/q{q:04d}/{unit}.parquet"
+    # near-dedup intermediates (formats: run/neardup.py); one sectioned object per writer
+    def near_sig(self, unit: str) -> Location:
+        return self.near / f"sig/{unit}.bin"
 
-    def near_bands(self, p: int, unit: str) -> Location:
-        return self.near / f"bands/p{p:04d}/{unit}.parquet"
+    def near_bands(self, unit: str) -> Location:
+        return self.near / f"bands/{unit}.bin"
 
-    def near_edges(self, q: int, p: int) -> Location:
-        return self.near / f"edges/q{q:04d}/p{p:04d}.parquet"
+    def near_edges(self, p: int) -> Location:
+        return self.near / f"edges/p{p:04d}.bin"
 
-    def near_half(self, q: int, r: int) -> Location:
-        return self.near / f"half/q{q:04d}/q{r:04d}.parquet"
+    def near_half(self, q: int) -> Location:
+        return self.near / f"half/q{q:04d}.bin"
 
-    def near_members(self, label_part: int, q: int) -> Location:
-        return self.near / f"members/l{label_part:04d}/q{q:04d}.parquet"
+    def near_members(self, q: int) -> Location:
+        return self.near / f"members/q{q:04d}.bin"
 
     def near_removed(self, label_part: int) -> Location:
-        return self.near / f"removed/l{label_part:04d}.parquet"
+        return self.near / f"removed/l{label_part:04d}.bin"
 
     def shard_docs(self, shard_name: str) -> Location:
         return self.run / f"pack/docs/{shard_name}.parquet"
@@ -161,8 +169,8 @@ class RunLayout:
     def read_done(self, unit: str) -> Location:
         return self._unit(unit, "done.json")
 
-    def exact_part(self, part: int, unit: str) -> Location:
-        return self._unit(unit, f"p{part:04d}.parquet")
+    def exact_hashes(self, unit: str) -> Location:
+        return self._unit(unit, "hashes.bin")
 
     def tokens_bin(self, unit: str, removed: str) -> Location:
         return self.work / f"tokens/{self.token_key}/{unit}-{removed}.bin"

@@ -7,19 +7,26 @@ the one of the source listed first in the config's `inputs` (smallest `origin_ra
 smallest (doc_id, source, row): a property of the documents and the config, never of task
 completion order.
 
-Hash row schema (exact/p<part>/<unit>.parquet): hash binary(16), doc_id, source, row, unit_id,
-origin, origin_rank. Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source,
-row, unit_id, rule, kept_id, kept_source, kept_row, similarity, origin, kept_origin.
+Hash row schema (units/<read_key>/<unit>.hashes.bin, one object per unit sectioned by hash
+partition: formats/sectioned.py): hash binary(16), doc_id, source, row, unit_id,
+origin, origin_rank.
+Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
+kept_id, kept_source, kept_row, similarity, origin, kept_origin. A partition's removals are one
+object sectioned by unit bucket (consecutive sorted unit ids, sectioned.unit_bounds), so
+merge_exact and the audit write their single file sorted by unit one bucket at a time, holding
+one bucket's removals.
+
+Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set, B =
+min(P, M) unit buckets; each exchange's G groups x K buckets from sectioned.exchange_plan): the
+read tasks PUT M hash objects; the hash exchange GETs M·K ranges (+ M·K indexes when K > 1) and
+PUTs G·K objects; the P partition tasks GET G ranges each and PUT P removal objects; the
+removals' exchange GETs P·K' and PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1
+file. Linear in the corpus (was M·P GETs and PUTs of a few hundred bytes each).
 
 Names: `source` is the document's file (path relative to its input root) and `row` its record
 there; `origin` is the named input (config `inputs[i].name`; a single `input` is one source named
 like the dataset) and `origin_rank` its position i in `inputs` (its dedup priority). In
 removed.parquet `origin` is the removed copy's source and `kept_origin` the kept copy's.
-
-Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set): the
-read tasks PUT M·P hash parts; the P partition tasks GET them (M·P) and PUT P removal files; the
-merge GETs P and PUTs 1. With P growing with the corpus, M·P grows as its square (small parts):
-the next exchange to regroup, as pack's is (tokens/pack.py).
 """
 
 from __future__ import annotations
@@ -89,20 +96,6 @@ def _hash_words(hashes: pa.Array) -> np.ndarray:
 def hash_partition(hashes: pa.Array, partitions: int) -> np.ndarray:
     """Partition index of each 16-byte hash (its first 8 bytes, little-endian, modulo P)."""
     return (_hash_words(hashes)[:, 0] % np.uint64(partitions)).astype(np.int64)
-
-
-def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
-    """The rows of each partition that has any, given each row's partition index."""
-    order = np.argsort(parts, kind="stable")
-    bounds = np.flatnonzero(np.diff(parts[order])) + 1
-    return {
-        int(parts[idx[0]]): rows.take(pa.array(idx)) for idx in np.split(order, bounds) if len(idx)
-    }
-
-
-def split_by_partition(rows: pa.Table, partitions: int) -> dict[int, pa.Table]:
-    """Hash rows split by the partition of their hash (exact/p<part>/<unit>.parquet)."""
-    return split_rows(rows, hash_partition(rows.column("hash").combine_chunks(), partitions))
 
 
 def exact_removals(rows: pa.Table) -> pa.Table:

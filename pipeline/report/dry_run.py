@@ -5,13 +5,15 @@
 
 No data is read. The cut comes from the pipeline's own functions: a synthetic listing of files of
 `--file-bytes` goes through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and
-near partitions) and `pack.pack_plan` (shards, buckets, groups). Request counts are each stage's
-formula (written in its format docstring: tokens/pack.py, run/neardup.py) over those counts; sizes
-use the ratios below, measured on the sample and make_corpus runs. Core-hours come from per-core
-rates (MB of input per second per core, per stage): by default those `bench scaling` measured with
-one worker on a 37.5 MB real corpus (DEFAULT_RATES); `--rates` takes that benchmark's JSON line
-instead. Dollars price the
-requests with the cost report's price table (STANDARD); compute is left in core-hours.
+near partitions), `pack.pack_plan` (shards, buckets, groups) and `sectioned.exchange_plan` (the
+groups and buckets of every dedup exchange). Request counts are each stage's formula (written in
+its format docstring: tokens/pack.py, formats/sectioned.py, run/neardup.py) over those counts;
+sizes use the ratios below, measured on the sample and make_corpus runs (candidate edges,
+component members and removals per document are assumptions, named below). Core-hours come from
+per-core rates (MB of input per second per core, per stage): by default those `bench scaling`
+measured with one worker on a 37.5 MB real corpus (DEFAULT_RATES); `--rates` takes that
+benchmark's JSON line instead. Dollars price the requests with the cost report's price table
+(STANDARD); compute is left in core-hours.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from pipeline.config import Config, DedupConfig
+from pipeline.formats.sectioned import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
@@ -33,6 +36,13 @@ DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_ROW_BYTES = 16  # one band hash + key
+EDGE_ROW_BYTES = 16  # one candidate edge (a, b)
+# assumed per document (web-like corpora): candidate edges after banding, members of a
+# non-trivial component, removals (exact + near) and the bytes of one removal row
+CANDIDATES_PER_DOC = 1.0
+MEMBERS_PER_DOC = 0.2
+REMOVED_PER_DOC = 0.1
+REMOVED_ROW_BYTES = 150
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
 # MB/s of input per core per stage: `bench scaling`, W=1, on a 37.5 MB make_corpus corpus with
 # fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates)
@@ -109,6 +119,8 @@ class _Cut:
     shard_bytes: int
     sig_doc: int  # bytes of one document's signature row
     bands: int
+    request_bytes: int  # dedup.exchange_request_bytes
+    task_bytes: int  # dedup.exchange_task_bytes
 
     @property
     def per_unit(self) -> float:
@@ -132,6 +144,7 @@ def dry_run(
     file_bytes: int = 2**30,
     dedup: DedupConfig | None = None,
     exchange_request_bytes: int = 16 * MiB,
+    dedup_request_bytes: int | None = None,
     num_perm: int = 256,
     bands: int = 32,
     rates: dict[str, float] | None = None,
@@ -147,8 +160,20 @@ def dry_run(
     token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
     plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes)
     c = _Cut(
-        corpus_bytes, docs, m, units_table.num_rows, dedup.partition_count(corpus_bytes),
-        plan.shards, plan.buckets, plan.groups, token_bytes, shard_bytes, num_perm * 4 + 60, bands,
+        corpus_bytes,
+        docs,
+        m,
+        units_table.num_rows,
+        dedup.partition_count(corpus_bytes),
+        plan.shards,
+        plan.buckets,
+        plan.groups,
+        token_bytes,
+        shard_bytes,
+        num_perm * 4 + 60,
+        bands,
+        int(dedup_request_bytes or dedup.exchange_request_bytes),
+        int(dedup.exchange_task_bytes),
     )
     cut = {
         "corpus_bytes": corpus_bytes,
@@ -169,14 +194,15 @@ def dry_run(
 
 
 def _read(c: _Cut) -> StagePlan:
-    """The pieces in; docs, quarantine, P hash parts, signatures and a done marker out."""
+    """The pieces in; docs, quarantine, one sectioned hash object, signatures, a marker out."""
     unit_docs = c.docs / c.m
     return StagePlan(
         "read+hash",
         c.m,
         {
             "get": c.pieces * gets(c.per_unit / max(1, c.pieces / c.m)),
-            "put": c.m * (puts(c.docs_pq) + puts(unit_docs * c.sig_doc) + c.p + 2),
+            "put": c.m
+            * (puts(c.docs_pq) + puts(unit_docs * c.sig_doc) + puts(c.hash_bytes / c.m) + 2),
             "head": c.m,
         },
         c.corpus_bytes,
@@ -185,36 +211,102 @@ def _read(c: _Cut) -> StagePlan:
     )
 
 
-def _exact(c: _Cut) -> StagePlan:
-    m, p = c.m, c.p
-    return StagePlan(
-        "exact",
-        p + 1,
-        {"get": m * p + p, "put": p + 1, "head": 0},
-        2 * c.hash_bytes,
-        c.hash_bytes,
-        WORKER_BASE_MB + 3 * c.hash_bytes / p / MiB,
+@dataclass
+class _Exchange:
+    """One dedup exchange's pass 1 (regroup) and its readers' GETs (formats/sectioned.py)."""
+
+    tasks: int
+    gets: int
+    puts: int
+    heads: int
+    peak_mb: float
+
+
+def _exchange(c: _Cut, writers: int, parts: int, size: float, reads: int = 1) -> _Exchange:
+    plan = exchange_plan(parts, writers, int(size), c.request_bytes, c.task_bytes, reads)
+    gk = plan.groups * plan.buckets
+    return _Exchange(
+        gk,
+        writers * plan.buckets * (2 if plan.buckets > 1 else 1) + reads * plan.groups * parts,
+        gk * (puts(size / gk) + 1),
+        gk,
+        WORKER_BASE_MB + 3 * size / (parts * plan.groups) / MiB,
     )
 
 
+def _plus(stage: StagePlan, *exchanges: _Exchange) -> StagePlan:
+    for x in exchanges:
+        stage.tasks += x.tasks
+        for kind in ("gets", "puts", "heads"):
+            key = kind[:-1]
+            stage.requests[key] = stage.requests.get(key, 0) + getattr(x, kind)
+        stage.peak_mb = max(stage.peak_mb, x.peak_mb)
+    return stage
+
+
+def _removed_buckets(c: _Cut) -> int:
+    return max(1, min(c.p, c.m))  # sectioned.unit_bounds(units, partitions)
+
+
+def _exact(c: _Cut) -> StagePlan:
+    """Hash exchange, P partition tasks (one removal object each), the removals' exchange by
+    unit bucket, and merge_exact writing exact/removed.parquet bucket by bucket."""
+    p, nb = c.p, _removed_buckets(c)
+    removed = c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    stage = StagePlan(
+        "exact",
+        p + 1,
+        {"get": 0, "put": p + puts(removed), "head": 0},
+        2 * c.hash_bytes,
+        c.hash_bytes,
+        WORKER_BASE_MB + 3 * max(c.hash_bytes / p, removed / nb) / MiB,
+    )
+    return _plus(stage, _exchange(c, c.m, p, c.hash_bytes), _exchange(c, p, nb, removed))
+
+
 def _near(c: _Cut) -> StagePlan:
-    """Per unit: signatures + removals in, P sig and P band parts out; per partition: band parts
-    of every unit, then P x P edge / half / member pieces."""
-    m, p, docs, band = c.m, c.p, c.docs, c.bands * BAND_ROW_BYTES
-    return StagePlan(
+    """Per unit: signatures + removals in, one sig and one band object out; the sig exchange
+    (read by attach, verify, members), bands, edges, halves, members and removals exchanges;
+    five steps of P partition tasks (run/neardup.py)."""
+    m, p, docs = c.m, c.p, c.docs
+    sigs, bands = docs * c.sig_doc, docs * c.bands * BAND_ROW_BYTES
+    edges = docs * CANDIDATES_PER_DOC * EDGE_ROW_BYTES
+    halves = docs * CANDIDATES_PER_DOC * (EDGE_ROW_BYTES + c.sig_doc)
+    members = docs * MEMBERS_PER_DOC * (c.sig_doc + 8)
+    removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    stage = StagePlan(
         "near",
         m + 5 * p,
-        {"get": 2 * m + 4 * m * p + 3 * p * p, "put": 2 * m * p + 3 * p * p + p, "head": m + p},
-        docs * (2 * c.sig_doc + 4 * band),
-        docs * (2 * c.sig_doc + band),
-        WORKER_BASE_MB + 3 * (docs / p * (c.sig_doc + band)) / MiB,
+        {"get": 2 * m, "put": 2 * m + 4 * p, "head": m},
+        docs * (2 * c.sig_doc + 4 * c.bands * BAND_ROW_BYTES),
+        docs * (2 * c.sig_doc + c.bands * BAND_ROW_BYTES),
+        WORKER_BASE_MB + 3 * (docs / p * (c.sig_doc + c.bands * BAND_ROW_BYTES)) / MiB,
+    )
+    return _plus(
+        stage,
+        _exchange(c, m, p, sigs, reads=3),
+        _exchange(c, m, p, bands),
+        _exchange(c, p, p, edges),
+        _exchange(c, p, p, halves),
+        _exchange(c, p, p, members),
+        _exchange(c, p, _removed_buckets(c), removed),
     )
 
 
 def _audit(c: _Cut) -> StagePlan:
-    stage = StagePlan("audit", 1, {"get": c.p + 1, "put": 1}, 2 * c.hash_bytes, c.hash_bytes, 0)
-    stage.peak_mb = WORKER_BASE_MB + 3 * c.hash_bytes / MiB * 0.2
-    return stage
+    """removed.parquet written one unit bucket at a time: one range per group per bucket of
+    the exact and the near removals' exchanges."""
+    nb = _removed_buckets(c)
+    removed = c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    groups = exchange_plan(nb, c.p, int(removed), c.request_bytes, c.task_bytes).groups
+    return StagePlan(
+        "audit",
+        1,
+        {"get": 2 * groups * nb, "put": puts(removed)},
+        removed,
+        removed,
+        WORKER_BASE_MB + 3 * removed / nb / MiB,
+    )
 
 
 def _tokenize(c: _Cut) -> StagePlan:
@@ -261,6 +353,7 @@ def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, 
         kw.setdefault("shard_bytes", int(cfg.pack.shard_bytes))
         kw.setdefault("dedup", cfg.dedup)
         kw.setdefault("exchange_request_bytes", int(cfg.pack.exchange_request_bytes))
+        kw.setdefault("dedup_request_bytes", int(cfg.dedup.exchange_request_bytes))
         kw.setdefault("num_perm", cfg.dedup.near.num_perm)
         kw.setdefault("bands", cfg.dedup.near.bands)
         kw.setdefault("prices", cfg.prices)

@@ -45,7 +45,8 @@ LEASE_KEY = f"{WORK_DIR}/lease.json"  # see core/lease.py
 AUDIT_DIR = "_audit"
 REPORT_DIRS = (AUDIT_DIR, "_reports")
 WORK_KINDS = ("runs", "units", "tokens")
-_HASH_PART = re.compile(r".+\.p\d+\.parquet")
+# a unit's hash rows: one sectioned object (layout 3), or one file per partition (before)
+_HASH_PART = re.compile(r".+\.(hashes\.bin|p\d+\.parquet)")
 # Classes whose deletion in a units folder invalidates its <unit>.done.json markers.
 _READ_OUTPUTS = ("read_docs", "quarantine", "exact_hashes")
 

@@ -4,7 +4,8 @@ Data classes (where each lives is in retention/decide.classify):
 
     raw                   the input objects under input.uri
     read_docs             _work/units/<read_key>/<unit>.docs.parquet
-    exact_hashes          _work/units/<read_key>/<unit>.p<part>.parquet, _work/runs/<run>/exact/**
+    exact_hashes          _work/units/<read_key>/<unit>.hashes.bin (.p<part>.parquet before),
+                          _work/runs/<run>/exact/**
     near_dedup            _work/runs/<run>/near/**, _work/units/<read_key>/<unit>.sig-*.parquet
     token_parts           _work/tokens/<token_key>/** (token files and their .parquet markers),
                           _work/runs/<run>/pack/** (pack's exchange objects)

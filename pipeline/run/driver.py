@@ -36,14 +36,14 @@ from pipeline.formats.manifest import (
     load_manifest,
     table_digest,
 )
-from pipeline.run import neardup
+from pipeline.formats.sectioned import Writer, exchange_plan, part_ranges, unit_bounds
+from pipeline.run import exchange, neardup
 from pipeline.run import tasks as stages
 from pipeline.run.results import (
     AuditResult,
     ListResult,
     PackResult,
     ReadResult,
-    RoutedResult,
     TaskResult,
     TokenizeResult,
 )
@@ -181,11 +181,6 @@ def _gather(name: str, futures: list, show: bool, tick=None) -> list:
     return [results[f] for f in futures]
 
 
-def _routed(results: list[RoutedResult], n: int) -> dict[int, list[int]]:
-    """For each of the n partitions, the partitions whose task wrote a piece for it."""
-    return {q: [r.part for r in results if q in r.parts] for q in range(n)}
-
-
 _TASKS = (
     (
         stages,
@@ -202,6 +197,7 @@ _TASKS = (
             "pack_shard",
         ),
     ),
+    (exchange, ("regroup",)),
     (
         neardup,
         (
@@ -246,6 +242,9 @@ class _Driver:
         self.engine: dict[str, Any] = {}
         self.packed: list[PackResult] = []
         self.parts: list[tuple[str, str, list[PackResult]]] = []  # (source, split, its shards)
+        self.bounds: list[str] = []  # first unit of each removal bucket (sectioned.unit_bounds)
+        self.exact_removed: list[list] = []  # per removal bucket: the ranges its merge reads
+        self.near_removed: list[list] = []
 
     def keep_lease(self) -> None:
         if self.lease is not None:
@@ -360,21 +359,63 @@ class _Driver:
                 f" {layout.quarantine.uri}. Nothing was committed."
             )
 
-    def exact_dedup(self) -> None:
-        """One task per hash partition (the units that wrote into it), then their merge."""
-        parts, layout, exact = self.cfg.dedup.partitions, self.layout, self.cfg.dedup.exact
-        writers: dict[int, list[str]] = {p: [] for p in range(parts)}
-        for r in self.read:
-            for p in r.partitions:
-                writers[p].append(r.unit)
-        task = self.remote["exact_partition"]
-        self.stage("exact", [task.remote(layout, p, writers[p], exact) for p in range(parts)])
-        self.stage("exact", [self.remote["merge_exact"].remote(layout, parts)], merge=True)
+    def exchange(
+        self, stage: str, name: str, writers: list[Writer], n: int, reads: int = 1
+    ) -> dict[int, list]:
+        """Pass 1 of a dedup exchange (formats/sectioned.py): the writers' objects regrouped;
+        returns, per partition, the ranges its reader(s) GET (one per writer group)."""
+        dedup = self.cfg.dedup
+        plan = exchange_plan(
+            n,
+            len(writers),
+            sum(w.size for w in writers),
+            int(dedup.exchange_request_bytes),
+            int(dedup.exchange_task_bytes),
+            reads,
+        )
+        folder, groups = self.layout.exchange(stage, name) / plan.name, plan.unit_groups(writers)
+        task = self.remote["regroup"]
+        regrouped = self.stage(
+            stage,
+            [
+                task.remote(folder, plan, g, k, groups[g])
+                for g in range(plan.groups)
+                for k in range(plan.buckets)
+            ],
+            merge=True,
+        )
+        return part_ranges(folder, plan, regrouped)
 
-    def near_edges(self) -> tuple[list, dict[int, list[str]]]:
+    def removal_buckets(self, ranges: dict[int, list]) -> list[list]:
+        return [ranges[b] for b in range(len(self.bounds))]
+
+    def exact_dedup(self) -> None:
+        """The hash rows' exchange, one task per hash partition, then the removals' exchange
+        by unit bucket and their merge into one file sorted by unit."""
+        n, layout, exact = self.cfg.dedup.partitions, self.layout, self.cfg.dedup.exact
+        self.bounds = unit_bounds(self.unit_ids, n)
+        if exact:
+            hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in self.read]
+            ranges = self.exchange("exact", "hashes", hashes, n)
+        else:
+            ranges = {p: [] for p in range(n)}
+        task, bounds = self.remote["exact_partition"], ray.put(self.bounds)
+        parts = self.stage(
+            "exact",
+            [task.remote(layout, p, ranges[p], bounds, exact) for p in range(n)],
+            merge=True,
+        )
+        removed = [Writer(layout.exact_removed(r.part), r.size) for r in parts]
+        self.exact_removed = self.removal_buckets(
+            self.exchange("exact", "exact-removed", removed, len(self.bounds))
+        )
+        merge = self.remote["merge_exact"]
+        self.stage("exact", [merge.remote(layout, self.exact_removed)], merge=True)
+
+    def near_edges(self) -> tuple[list, dict[int, list]]:
         """MinHash LSH (run/neardup.py) up to the verified edges: returns the verify tasks' refs
-        (result, then one edge piece per partition) and the units holding each partition's
-        signatures."""
+        (result, then one edge piece per partition) and each partition's signature ranges.
+        Every step writes one object sectioned by partition; `exchange` regroups it."""
         remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
         signed = self.stage(
             "near",
@@ -383,44 +424,64 @@ class _Driver:
                 for u in self.unit_ids
             ],
         )
-        sig_units = {q: [r.unit for r in signed if q in r.sig_parts] for q in range(n)}
-        band_units = {p: [r.unit for r in signed if p in r.band_parts] for p in range(n)}
+        sigs = self.exchange(
+            "near",
+            "sig",
+            [Writer(layout.near_sig(r.unit), r.sig_size) for r in signed],
+            n,
+            reads=3,  # by near_attach, near_verify and near_members
+        )
+        bands = self.exchange(
+            "near", "bands", [Writer(layout.near_bands(r.unit), r.band_size) for r in signed], n
+        )
         buckets = self.stage(
             "near",
-            [remote["near_buckets"].remote(layout, p, band_units[p], n) for p in range(n)],
+            [remote["near_buckets"].remote(layout, p, bands[p], n) for p in range(n)],
             merge=True,
         )
-        src = _routed(buckets, n)
+        edges = self.exchange(
+            "near", "edges", [Writer(layout.near_edges(r.part), r.size) for r in buckets], n
+        )
         attached = self.stage(
             "near",
-            [remote["near_attach"].remote(layout, q, src[q], sig_units[q], cfg) for q in range(n)],
+            [remote["near_attach"].remote(layout, q, edges[q], sigs[q], cfg) for q in range(n)],
             merge=True,
         )
-        src = _routed(attached, n)
+        halves = self.exchange(
+            "near", "half", [Writer(layout.near_half(r.part), r.size) for r in attached], n
+        )
         verify = [
             remote["near_verify"]
             .options(num_returns=n + 1)
-            .remote(layout, q, src[q], sig_units[q], cfg)
+            .remote(layout, q, halves[q], sigs[q], cfg)
             for q in range(n)
         ]
         self.stage("near", [refs[0] for refs in verify], merge=True)
-        return verify, sig_units
+        return verify, sigs
 
-    def near_components(self, verify: list, sig_units: dict[int, list[str]]) -> None:
-        """Connected components of the verified edges, their members, the keep rule."""
+    def near_components(self, verify: list, sigs: dict[int, list]) -> None:
+        """Connected components of the verified edges, their members, the keep rule, and the
+        near removals' exchange by unit bucket (for the audit)."""
         remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
         inbox = self._star_rounds([[refs[1 + p] for refs in verify] for p in range(n)])
         task = remote["members_task"]
         members = self.stage(
             "near",
-            [task.remote(layout, q, sig_units[q], cfg, *inbox[q]) for q in range(n)],
+            [task.remote(layout, q, sigs[q], cfg, *inbox[q]) for q in range(n)],
             merge=True,
         )
-        src = _routed(members, n)
-        self.stage(
+        ranges = self.exchange(
+            "near", "members", [Writer(layout.near_members(r.part), r.size) for r in members], n
+        )
+        bounds = ray.put(self.bounds)
+        kept = self.stage(
             "near",
-            [remote["near_keep"].remote(layout, lp, src[lp], cfg) for lp in range(n)],
+            [remote["near_keep"].remote(layout, lp, ranges[lp], bounds, cfg) for lp in range(n)],
             merge=True,
+        )
+        removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
+        self.near_removed = self.removal_buckets(
+            self.exchange("near", "near-removed", removed, len(self.bounds))
         )
 
     def _star_rounds(self, inbox: list[list]) -> list[list]:
@@ -438,10 +499,9 @@ class _Driver:
             inbox = [[refs[1 + p] for refs in small] for p in range(n)]
 
     def merge_audit(self) -> None:
-        near_parts = self.cfg.dedup.near.enabled and self.cfg.dedup.partitions or 0
-        [self.audit] = self.stage(
-            "audit", [self.remote["merge_audit"].remote(self.layout, near_parts)]
-        )
+        near = self.near_removed if self.cfg.dedup.near.enabled else None
+        merge = self.remote["merge_audit"]
+        [self.audit] = self.stage("audit", [merge.remote(self.layout, self.exact_removed, near)])
 
     def pack(self) -> tuple[str, dict[str, Any]]:
         """Both pack passes into a new version's shards; returns its id and tokenizer entry.

@@ -7,28 +7,34 @@ int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
-components.node_partition):
+components.node_partition). Every step writes ONE object per task, sectioned by the partition
+its rows go to (formats/sectioned.py); the driver regroups each set of objects (run/exchange.py)
+and a reader GETs one range per writer group:
 
-    sig/q<q>/<unit>.parquet   key, doc_id, source, row, unit_id, length (chars), sig (uint32 x
-                              num_perm as bytes), origin, origin_rank (the named input and its
-                              position in `inputs`: dedup/exact.py), for the unit's docs whose
-                              key is in partition q
-    bands/p<p>/<unit>.parquet band_hash uint64, key int64: the unit's band buckets in partition p
-    edges/q<q>/p<p>.parquet   a, b: star edges of band partition p's buckets whose a is in q
-    half/q<q>/q<r>.parquet    a, b, sig_a: edges from partition r with a's signature, b is in q
-    members/l<l>/q<q>.parquet component members (label, key, doc_id, source, row, unit_id,
-                              length, sig) of the components whose label is in partition l
-    removed/l<l>.parquet      the near removals decided for label partition l (exact.REMOVED_SCHEMA)
+    sig/<unit>.bin       by key partition q: key, doc_id, source, row, unit_id, length (chars),
+                         sig (uint32 x num_perm as bytes), origin, origin_rank (the named input
+                         and its position in `inputs`: dedup/exact.py) of the unit's docs (exact
+                         dups dropped)
+    bands/<unit>.bin     by band partition p: band_hash uint64, key int64
+    edges/p<p>.bin       by q: a, b: star edges of band partition p's buckets whose a is in q
+    half/q<r>.bin        by q: a, b, sig_a: edges from partition r with a's signature, b in q
+    members/q<q>.bin     by label partition l: component members (label, key, doc_id, source,
+                         row, unit_id, length, sig) of partition q's nodes
+    removed/l<l>.bin     by unit bucket: the near removals of label partition l
+                         (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
 Signatures are computed by the read task (stages.read_unit) while it holds a unit's documents,
 into `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (the sig/ columns, every document
 of the unit); near_signatures only drops the exact duplicates and routes rows and band hashes.
 
-Requests (M units, P partitions): near_signatures GETs 2 per unit (signatures, removals) and
-PUTs 2·M·P parts (sig, bands); near_buckets GETs M·P band parts and PUTs P·P edge pieces;
-near_attach, near_verify and the members step each GET about M·P signature parts and P·P edge
-pieces and PUT P·P; near_keep GETs P·P. In all about 2M + 4·M·P + 3·P² GETs and
-2·M·P + 3·P² + P PUTs: quadratic once P follows the corpus (see `plan --corpus-bytes`).
+Requests (M units, P partitions, each exchange cut into G groups x K buckets by
+formats/sectioned.exchange_plan from its sizes, not from the corpus): near_signatures GETs 2 per
+unit (signatures, removals) and PUTs 2 objects; the sig and band exchanges GET M·K ranges each
+(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_buckets,
+near_attach, near_members and near_keep each PUT one object per partition, and those four
+exchanges GET P·K ranges each; every partition reader GETs one range per group: near_buckets G,
+near_attach 2G, near_verify 2G, near_members G, near_keep G; the audit G per unit bucket. In all
+about 2M + 2M·K + 4P·K + 7P·G GETs and 2M + 4P + 6G·K (+ markers) PUTs: linear in the corpus.
 
 Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
 partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
@@ -47,7 +53,8 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
-from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed, split_rows
+from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed
+from pipeline.formats import sectioned
 from pipeline.run.results import (
     AttachResult,
     BucketsResult,
@@ -95,16 +102,9 @@ def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
     return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
 
 
-def _split_write(table: pa.Table, parts: np.ndarray, path_of) -> list[int]:
-    """Write the rows of each partition to path_of(p); return the partitions written."""
-    pieces = split_rows(table, parts)
-    for p, rows in pieces.items():
-        path_of(p).write_parquet(rows)
-    return sorted(pieces)
-
-
-def _read_all(locations) -> list[pa.Table]:
-    return [loc.read_parquet() for loc in locations]
+def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
+    """`table` as one object at `loc`, sectioned by each row's partition (0..n-1)."""
+    return sectioned.write_sectioned(loc, table, parts, n)
 
 
 # -- per unit ---------------------------------------------------------------------------------
@@ -162,11 +162,7 @@ def near_signatures(
     rows = drop_removed(rows, gone)
     keys = rows["key"].to_numpy()
     sigs = _sigs_of(rows["sig"], params.num_perm)
-    sig_parts = _split_write(
-        rows,
-        components.node_partition(keys, n),
-        lambda q: layout.near_sig(q, unit),
-    )
+    sig_size = _sections(rows, components.node_partition(keys, n), layout.near_sig(unit), n)
     bands = minhash.band_hashes(sigs, params)
     band_rows = pa.table(
         {
@@ -174,46 +170,47 @@ def near_signatures(
             "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
         }
     )
-    band_parts = _split_write(
-        band_rows,
-        (bands.reshape(-1) % np.uint64(n)).astype(np.int64),
-        lambda p: layout.near_bands(p, unit),
-    )
+    band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
+    band_size = _sections(band_rows, band_parts, layout.near_bands(unit), n)
     return timer.result(
         SignaturesResult,
         unit=unit,
         docs=rows.num_rows,
-        sig_parts=sig_parts,
-        band_parts=band_parts,
+        sig_size=sig_size,
+        band_size=band_size,
     )
 
 
 # -- per partition ----------------------------------------------------------------------------
-def near_buckets(layout: RunLayout, part: int, units: list[str], n: int) -> BucketsResult:
+Ranges = list[sectioned.Range]  # one partition's ranges of an exchange (one GET per group)
+BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
+
+
+def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> BucketsResult:
     """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
     timer = TaskTimer()
-    tables = _read_all(layout.near_bands(part, u) for u in units)
-    rows = pa.concat_tables(tables) if tables else pa.table({"band_hash": [], "key": []})
+    rows = sectioned.read_part(bands, BAND_SCHEMA)
     edges = (
         minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
         if rows.num_rows
         else minhash.EMPTY_EDGES
     )
     table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
-    written = _split_write(
-        table,
-        components.node_partition(edges[:, 0], n),
-        lambda q: layout.near_edges(q, part),
-    )
-    return timer.result(BucketsResult, part=part, candidates=len(edges), parts=written)
+    size = _sections(table, components.node_partition(edges[:, 0], n), layout.near_edges(part), n)
+    return timer.result(BucketsResult, part=part, candidates=len(edges), size=size)
 
 
-def _load_sigs(layout: RunLayout, q: int, units: list[str]) -> pa.Table:
-    tables = _read_all(layout.near_sig(q, u) for u in units)
-    return pa.concat_tables(tables).sort_by("key") if tables else None
+def _load_sigs(sigs: Ranges) -> pa.Table | None:
+    if not sigs:
+        return None
+    return sectioned.read_part(sigs, pa.schema([])).sort_by("key")
 
 
-def _lookup(sig_rows: pa.Table, keys: np.ndarray, num_perm: int) -> np.ndarray:
+def _lookup(sig_rows: pa.Table | None, keys: np.ndarray, num_perm: int) -> np.ndarray:
+    if sig_rows is None:
+        if len(keys):
+            raise RuntimeError("near dedup: an edge names a document without a signature")
+        return np.empty((0, num_perm), dtype=np.uint32)
     table_keys = sig_rows["key"].to_numpy()
     idx = np.searchsorted(table_keys, keys)
     if len(keys) and (idx.max() >= len(table_keys) or (table_keys[idx] != keys).any()):
@@ -222,41 +219,31 @@ def _lookup(sig_rows: pa.Table, keys: np.ndarray, num_perm: int) -> np.ndarray:
 
 
 def near_attach(
-    layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
+    layout: RunLayout, q: int, edges: Ranges, sigs: Ranges, cfg: Config
 ) -> AttachResult:
     """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
     timer = TaskTimer()
     n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
-    edges = _read_all(layout.near_edges(q, p) for p in sources)
-    if not edges:
-        return timer.result(AttachResult, part=q, edges=0, parts=[])
-    table = pa.concat_tables(edges)
+    table = sectioned.read_part(edges, EDGE_SCHEMA)
     a, b = table["a"].to_numpy(), table["b"].to_numpy()
-    sig_a = _lookup(_load_sigs(layout, q, units), a, num_perm)
+    sig_a = _lookup(_load_sigs(sigs) if len(a) else None, a, num_perm)
     out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
-    written = _split_write(
-        out,
-        components.node_partition(b, n),
-        lambda r: layout.near_half(r, q),
-    )
-    return timer.result(AttachResult, part=q, edges=len(a), parts=written)
+    size = _sections(out, components.node_partition(b, n), layout.near_half(q), n)
+    return timer.result(AttachResult, part=q, edges=len(a), size=size)
 
 
-def near_verify(
-    layout: RunLayout, q: int, sources: list[int], units: list[str], cfg: Config
-) -> tuple:
+def near_verify(layout: RunLayout, q: int, halves: Ranges, sigs: Ranges, cfg: Config) -> tuple:
     """Edges whose estimated Jaccard reaches the threshold, routed for the first star round.
 
     Returns (VerifyResult, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
     """
     timer = TaskTimer()
     n, near = cfg.dedup.partitions, cfg.dedup.near
-    halves = _read_all(layout.near_half(q, r) for r in sources)
     verified = components.EMPTY_EDGES
     if halves:
-        table = pa.concat_tables(halves)
+        table = sectioned.read_part(halves, pa.schema([]))
         a, b = table["a"].to_numpy(), table["b"].to_numpy()
-        sig_b = _lookup(_load_sigs(layout, q, units), b, near.num_perm)
+        sig_b = _lookup(_load_sigs(sigs), b, near.num_perm)
         sims = minhash.estimated_jaccard(_sigs_of(table["sig_a"], near.num_perm), sig_b)
         close = np.asarray(sims) >= near.threshold
         verified = np.stack([a[close], b[close]], axis=1)
@@ -265,35 +252,40 @@ def near_verify(
 
 
 def near_members(
-    layout: RunLayout, q: int, pieces: list[np.ndarray], units: list[str], cfg: Config
+    layout: RunLayout, q: int, pieces: list[np.ndarray], sigs: Ranges, cfg: Config
 ) -> MembersResult:
     """Component labels of partition q's nodes, joined with their signatures, routed by label."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
     nodes, labels = components.star_labels(pieces)
     if not len(nodes):
-        return timer.result(MembersResult, part=q, members=0, parts=[])
-    sig_rows = _load_sigs(layout, q, units)
+        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_members(q), n)
+        return timer.result(MembersResult, part=q, members=0, size=size)
+    sig_rows = _load_sigs(sigs)
     idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
     members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
-    written = _split_write(
-        members,
-        components.node_partition(labels, n),
-        lambda lp: layout.near_members(lp, q),
-    )
-    return timer.result(MembersResult, part=q, members=len(nodes), parts=written)
+    size = _sections(members, components.node_partition(labels, n), layout.near_members(q), n)
+    return timer.result(MembersResult, part=q, members=len(nodes), size=size)
 
 
-def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> KeepResult:
-    """The keep rule over whole components (all members of a label are in this partition)."""
+def near_keep(
+    layout: RunLayout, lp: int, members: Ranges, bounds: list[str], cfg: Config
+) -> KeepResult:
+    """The keep rule over whole components (all members of a label are in this partition);
+    the removals go out sectioned by unit bucket (`bounds`, formats/sectioned.unit_bounds)."""
     timer = TaskTimer()
     near = cfg.dedup.near
-    tables = _read_all(layout.near_members(lp, q) for q in sources)
-    out = layout.near_removed(lp)
-    if not tables:
-        out.write_parquet(REMOVED_SCHEMA.empty_table())
-        return timer.result(KeepResult, part=lp, removed=0)
-    m = pa.concat_tables(tables).sort_by("key")
+    removed = _keep(sectioned.read_part(members, pa.schema([])), near) if members else None
+    if removed is None:
+        removed = REMOVED_SCHEMA.empty_table()
+    buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
+    size = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
+    return timer.result(KeepResult, part=lp, removed=removed.num_rows, size=size)
+
+
+def _keep(m: pa.Table, near) -> pa.Table:
+    """The removals the keep rule decides among the members `m` (whole components)."""
+    m = m.sort_by("key")
     # a composite id orders like (doc_id, source, row) and is unique per record
     composite = [
         f"{d}\x00{s}\x00{r:020d}"
@@ -329,8 +321,7 @@ def near_keep(layout: RunLayout, lp: int, sources: list[int], cfg: Config) -> Ke
         },
         schema=REMOVED_SCHEMA,
     )
-    out.write_parquet(removed)
-    return timer.result(KeepResult, part=lp, removed=len(gone))
+    return removed
 
 
 def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
@@ -340,6 +331,6 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
 
 
 def members_task(
-    layout: RunLayout, q: int, units: list[str], cfg: Config, *pieces: np.ndarray
+    layout: RunLayout, q: int, sigs: Ranges, cfg: Config, *pieces: np.ndarray
 ) -> MembersResult:
-    return near_members(layout, q, list(pieces), units, cfg)
+    return near_members(layout, q, list(pieces), sigs, cfg)

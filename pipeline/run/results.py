@@ -76,7 +76,7 @@ class ReadResult(TaskResult):
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
     text_bytes: int
-    partitions: list[int]  # the exact-dedup hash partitions the unit wrote rows into
+    hash_size: int  # bytes of its hash-row object (sectioned by partition: formats/sectioned.py)
     quarantined: dict[str, int]  # records per reason
     quarantined_bytes: int = 0  # bytes of files whose records could not be counted
 
@@ -100,6 +100,7 @@ class ExactResult(TaskResult):
     part: int
     rows: int
     removed: int
+    size: int  # bytes of its removals' object, sectioned by unit bucket
 
     @property
     def stage_docs(self) -> int:
@@ -124,8 +125,8 @@ class AuditResult(TaskResult):
 class SignaturesResult(TaskResult):
     unit: str
     docs: int
-    sig_parts: list[int]
-    band_parts: list[int]
+    sig_size: int  # bytes of its signature and band objects (formats/sectioned.py)
+    band_size: int
 
     @property
     def stage_docs(self) -> int:
@@ -134,10 +135,10 @@ class SignaturesResult(TaskResult):
 
 @dataclass(kw_only=True)
 class RoutedResult(TaskResult):
-    """A per-partition near step that wrote pieces for the partitions `parts`."""
+    """A per-partition near step that wrote one object sectioned by partition (`size` bytes)."""
 
     part: int
-    parts: list[int]
+    size: int
 
 
 @dataclass(kw_only=True)
@@ -165,6 +166,7 @@ class MembersResult(RoutedResult):
 class KeepResult(TaskResult):
     part: int
     removed: int
+    size: int  # bytes of its removals' object, sectioned by unit bucket
 
 
 # -- tokenize --------------------------------------------------------------------------------
@@ -192,6 +194,20 @@ class TokenizeResult(TaskResult):
 
 
 # -- pack ------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class RegroupResult(TaskResult):
+    """Pass 1 of a dedup exchange (run/exchange.py); its own fields are also its done marker."""
+
+    group: int
+    bucket: int
+    object: str
+    offsets: list[int]  # section offsets, one section per partition of the bucket
+
+    @property
+    def stage_bytes(self) -> int:
+        return 0  # the exchange moves what its stage already counted
+
+
 @dataclass(kw_only=True)
 class ExchangeResult(TaskResult):
     """Pass 1 of pack; its own fields are also the exchange object's done marker."""

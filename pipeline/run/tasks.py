@@ -25,6 +25,7 @@ from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
+from pipeline.formats import sectioned
 from pipeline.formats.megatron import ShardWriter
 from pipeline.formats.verify import verify_shard
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
@@ -121,10 +122,10 @@ def read_unit(
 
         sigs = neardup.signature_rows(docs, unit_id, cfg, src.name, rank)
         layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
-    hashes = exact.hash_rows(docs, unit_id, src.name, rank)
-    partitions = exact.split_by_partition(hashes, cfg.dedup.partitions)
-    for part, rows in partitions.items():
-        layout.exact_part(part, unit_id).write_parquet(rows)
+    hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
+    hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
+    # one object, sectioned by hash partition: 1 PUT, not one per partition (formats/sectioned.py)
+    hash_size = sectioned.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
     quarantined: Counter = Counter()
     for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
@@ -136,7 +137,7 @@ def read_unit(
         docs_in=docs.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
         text_bytes=text_bytes,
-        partitions=sorted(partitions),
+        hash_size=hash_size,
         quarantined=dict(quarantined),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
@@ -179,25 +180,34 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 # -- exact dedup -----------------------------------------------------------------------------
 def exact_partition(
-    layout: RunLayout, part: int, units: list[str], enabled: bool = True
+    layout: RunLayout,
+    part: int,
+    ranges: list[sectioned.Range],
+    bounds: list[str],
+    enabled: bool = True,
 ) -> ExactResult:
-    """Exact dedup of one hash partition; `units` are those that wrote rows into it."""
+    """Exact dedup of one hash partition, its rows read as one range per writer group (the
+    exchange: formats/sectioned.py); its removals go out sectioned by unit bucket (`bounds`)."""
     timer = TaskTimer()
-    units = units if enabled else []
-    tables = [layout.exact_part(part, unit).read_parquet() for unit in units]
-    rows = _concat(tables, exact.HASH_SCHEMA)
+    rows = sectioned.read_part(ranges if enabled else [], exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
-    layout.exact_removed(part).write_parquet(removed)
-    return timer.result(ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows)
+    buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
+    size = sectioned.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
+    return timer.result(
+        ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows, size=size
+    )
 
 
-def merge_exact(layout: RunLayout, partitions: int) -> MergeExactResult:
-    """All exact removals in one file sorted by unit, so a unit's task reads only its rows."""
+def merge_exact(layout: RunLayout, by_bucket: list[list[sectioned.Range]]) -> MergeExactResult:
+    """All exact removals in one file sorted by unit, so a unit's task reads only its rows.
+
+    Written bucket of units by bucket (`by_bucket`: each bucket's ranges, buckets in unit
+    order), so memory holds one bucket's removals, never the corpus's."""
     timer = TaskTimer()
-    parts = [layout.exact_removed(p).read_parquet() for p in range(partitions)]
-    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
-    layout.exact_removed_all.write_parquet(removed, row_group_size=65536)
-    return timer.result(MergeExactResult, removed_exact=removed.num_rows)
+    with _RemovedWriter(layout.exact_removed_all) as out:
+        for ranges in by_bucket:
+            out.write(sectioned.read_part(ranges, exact.REMOVED_SCHEMA))
+    return timer.result(MergeExactResult, removed_exact=out.rules.get("exact", 0))
 
 
 def merge_quarantine(layout: RunLayout, units: list[str]) -> QuarantineResult:
@@ -208,32 +218,63 @@ def merge_quarantine(layout: RunLayout, units: list[str]) -> QuarantineResult:
     return timer.result(QuarantineResult, quarantined=bad.num_rows)
 
 
-def merge_audit(layout: RunLayout, near_parts: int) -> AuditResult:
-    """removed.parquet: every removal, exact and near, sorted by unit: the run's audit."""
+def merge_audit(
+    layout: RunLayout,
+    exact_by_bucket: list[list[sectioned.Range]],
+    near_by_bucket: list[list[sectioned.Range]] | None = None,
+) -> AuditResult:
+    """removed.parquet: every removal, exact and near, sorted by unit: the run's audit. Written
+    one bucket of units at a time (buckets in unit order), as merge_exact."""
     timer = TaskTimer()
-    parts = [layout.exact_removed_all.read_parquet()]
-    parts += [layout.near_removed(p).read_parquet() for p in range(near_parts)]
-    removed = _concat(parts, exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
-    layout.removed.write_parquet(removed, row_group_size=65536)
-    rules = Counter(removed["rule"].to_pylist())
-    # per source: removals per rule, and those whose kept copy sits in another source
-    by_origin: dict[str, dict] = {}
-    for origin, rule, kept in zip(
-        removed["origin"].to_pylist(),
-        removed["rule"].to_pylist(),
-        removed["kept_origin"].to_pylist(),
-        strict=True,
-    ):
-        entry = by_origin.setdefault(origin, {"exact": 0, "near": 0, "in_favour_of": {}})
-        entry[rule] += 1
-        if kept != origin:
-            entry["in_favour_of"][kept] = entry["in_favour_of"].get(kept, 0) + 1
+    near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
+    with _RemovedWriter(layout.removed) as out:
+        for exact_ranges, near_ranges in zip(exact_by_bucket, near_by_bucket, strict=True):
+            out.write(sectioned.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA))
     return timer.result(
         AuditResult,
-        removed_exact=rules.get("exact", 0),
-        removed_near=rules.get("near", 0),
-        by_origin=by_origin,
+        removed_exact=out.rules.get("exact", 0),
+        removed_near=out.rules.get("near", 0),
+        by_origin=out.by_origin,
     )
+
+
+class _RemovedWriter:
+    """A removal listing written batch by batch, each batch sorted by unit (batches arrive in
+    unit order, so the file is sorted by unit) with row groups of at most 65,536 rows. Counts
+    removals per rule, and per source (`by_origin`: per rule, and those whose kept copy sits in
+    another source)."""
+
+    def __init__(self, loc: Location) -> None:
+        self.loc, self.rules = loc, Counter()
+        self.by_origin: dict[str, dict] = {}
+
+    def __enter__(self) -> _RemovedWriter:
+        self._file = self.loc.atomic_writer()
+        self._writer = pq.ParquetWriter(self._file.__enter__(), exact.REMOVED_SCHEMA)
+        return self
+
+    def write(self, removed: pa.Table) -> None:
+        if removed.num_rows:
+            self.rules.update(removed["rule"].to_pylist())
+            self._count_origins(removed)
+            batch = removed.cast(exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+            self._writer.write_table(batch, row_group_size=65536)
+
+    def _count_origins(self, removed: pa.Table) -> None:
+        for origin, rule, kept in zip(
+            removed["origin"].to_pylist(),
+            removed["rule"].to_pylist(),
+            removed["kept_origin"].to_pylist(),
+            strict=True,
+        ):
+            entry = self.by_origin.setdefault(origin, {"exact": 0, "near": 0, "in_favour_of": {}})
+            entry[rule] += 1
+            if kept != origin:
+                entry["in_favour_of"][kept] = entry["in_favour_of"].get(kept, 0) + 1
+
+    def __exit__(self, *exc) -> None:
+        self._writer.close()
+        self._file.__exit__(*exc)
 
 
 _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]

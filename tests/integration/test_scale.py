@@ -10,6 +10,7 @@ from helpers import SAMPLE_CONFIG
 
 from pipeline.config import DedupConfig, load_config
 from pipeline.core.layout import RunLayout
+from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import key_range, pack_plan
 
@@ -95,7 +96,15 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     # the count is part of the read key: units read for another count are not reused
     assert cfg.for_listing(listed).read_key() != cfg.for_listing(0).read_key()
     resolved = RunLayout.for_config(cfg.for_listing(listed), layout.run_id)
-    assert any(resolved.exact_part(parts - 1, u).exists() for u in _unit_ids(layout))
+    # one hash object per unit, sectioned by partition (formats/sectioned.py)
+    sizes = []
+    for u in _unit_ids(layout):
+        marker = json.loads(resolved.read_done(u).read_bytes())
+        data = resolved.exact_hashes(u).read_bytes()
+        offsets = sectioned.index_of(data, parts)  # its index: one offset per partition + 1
+        assert len(data) == marker["hash_size"] == offsets[-1] + sectioned.index_bytes(parts)
+        sizes.append(int(offsets[-1]))
+    assert max(sizes) > 0
 
 
 def _unit_ids(layout: RunLayout) -> list[str]:
@@ -110,10 +119,8 @@ def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     unit = next(u for u in _unit_ids(layout) if layout.read_docs(u).read_parquet().num_rows)
     outputs = lambda: {  # noqa: E731
-        loc.uri: loc.read_bytes()
-        for kind in ("sig/q", "bands/p")
-        for q in range(cfg.dedup.partitions)
-        for loc in [layout.near / f"{kind}{q:04d}/{unit}.parquet"]
+        loc.path: loc.read_bytes()
+        for loc in (layout.near_sig(unit), layout.near_bands(unit))
         if loc.exists()
     }
     before = outputs()
@@ -157,6 +164,21 @@ def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
 
     for stage in ("read+hash", "tokenize", "pack"):
         assert requests(10**13, stage) <= 1.1 * 10 * requests(10**12, stage)
+
+
+def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing():
+    from pipeline.report import dry_run
+
+    def requests(corpus: int, stage: str) -> int:
+        # task cap out of the way: the exchanges' own cut (formats/sectioned.py)
+        _, stages = dry_run.dry_run(corpus, dedup=DedupConfig(exchange_task_bytes=2**60))
+        return sum(next(s for s in stages if s.name == stage).requests.values())
+
+    for stage in ("read+hash", "exact", "near", "audit"):
+        assert requests(10**13, stage) <= 1.3 * 10 * requests(10**12, stage), stage
+    # with the default cap on one regroup task's bytes, 10 TB still needs < 10M requests
+    _, stages = dry_run.dry_run(10**13)
+    assert sum(sum(s.requests.values()) for s in stages) < 10**7
 
 
 def test_plan_and_report_print_the_dry_run(capsys):

@@ -102,6 +102,8 @@ def test_every_numeric_key_declares_a_bound() -> None:
         "ingest.max_doc_bytes",
         "ingest.max_error_rate",
         "dedup.partitions",
+        "dedup.exchange_request_bytes",
+        "dedup.exchange_task_bytes",
         "dedup.near.seed",
         "pack.seed",
         "ray.num_cpus",
