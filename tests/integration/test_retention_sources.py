@@ -184,3 +184,33 @@ def test_lifecycle_export_has_one_raw_rule_per_root_on_s3(
     assert not (root / "src1/a.jsonl").exists() and not (root / "src2/b.jsonl").exists()
     assert (root / "src2/README.md").exists()
     verify_version(Location.from_uri(result.version.uri, s3_storage))
+
+
+def test_nested_roots_plan_each_object_once_under_the_root_it_was_read_from(ray_local, tmp_path):
+    outer = tmp_path / "outer"
+    files = {
+        "keep/a.jsonl": jsonl("a", 20),  # read by `outer`
+        "in/b.jsonl": jsonl("b", 20),  # read by `inner` (outer's globs leave it out)
+        "in/notes.txt.bak": b"nobody reads this",  # unsupported: no source reads it
+    }
+    for rel, blob in files.items():
+        (outer / rel).parent.mkdir(parents=True, exist_ok=True)
+        (outer / rel).write_bytes(blob)
+    srcs = [
+        {"name": "outer", "uri": str(outer), "include": ["keep/*.jsonl"]},
+        {"name": "inner", "uri": str(outer / "in")},
+    ]
+    out = str(tmp_path / "out")
+    result = run_pipeline(write_config(tmp_path / "n.yaml", srcs, out), show_progress=False)
+    cfg = write_config(tmp_path / "n.yaml", srcs, out, RAW_30)
+    plan = plan_retention(cfg, now=time.time() + 60 * DAY)
+    assert raw_deletes(plan) == {("raw", "keep/a.jsonl"), ("raw.1", "b.jsonl")}
+    assert {r.name: r.foreign for r in plan.raw_roots} == {
+        "raw": ["in/notes.txt.bak"],
+        "raw.1": ["notes.txt.bak"],
+    }
+    apply_plan(plan, cfg)
+    assert sorted(p.relative_to(outer).as_posix() for p in outer.rglob("*") if p.is_file()) == [
+        "in/notes.txt.bak"
+    ]
+    verify_version(result.version)
