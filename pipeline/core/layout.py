@@ -17,7 +17,8 @@
           exact|near/xchg/<name>/<plan>/g<g>-k<k>.bin/.json  a dedup exchange's regrouped
                                         objects (formats/sectioned.py, run/exchange.py)
           removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
-          quarantine.parquet            every quarantined record of the run
+          quarantine.parquet            every quarantined record of the run (+ origin: named
+                                        sources; run/tasks.py merge_quarantine)
           stats.json                    per-stage counts, bytes and requests (cost report)
           committed.json                {"version": id} once the run's version is committed
           pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see tokens/pack.py)

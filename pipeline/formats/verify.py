@@ -103,8 +103,9 @@ def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> Non
 def verify_lineage(version: Location, manifest: dict) -> None:
     """The run's records agree with the counts: the input manifest has the digest the run
     recorded, the dedup audit holds removed_exact / removed_near rows, and the quarantine
-    listing the quarantined records per reason. Counts edited so that they still balance fail
-    here. Lineage paths are relative to the dataset folder (the version's parent)."""
+    listing the quarantined records per reason (and, where its rows carry `origin`, per
+    source). Counts edited so that they still balance fail here. Lineage paths are relative to
+    the dataset folder (the version's parent)."""
     lineage, counts = manifest.get("lineage"), manifest["counts"]
     keys = ("input_manifest", "input_manifest_xxh3_128", "removed", "quarantine")
     if not isinstance(lineage, dict) or any(not isinstance(lineage.get(k), str) for k in keys):
@@ -153,6 +154,16 @@ def verify_lineage(version: Location, manifest: dict) -> None:
     by_reason: Counter = Counter()
     for reason, n in zip(bad["reason"].to_pylist(), weights, strict=True):
         by_reason[reason] += n
+    if sources is not None and "origin" in bad.column_names:
+        by_origin: Counter = Counter()
+        for origin, n in zip(bad["origin"].to_pylist(), weights, strict=True):
+            by_origin[origin] += n
+        for name, entry in sources.items():
+            if by_origin.get(name, 0) != entry["quarantined"]:
+                raise VerifyError(
+                    f"{version.uri}: the quarantine listing holds {by_origin.get(name, 0)}"
+                    f" records from source {name}, sources say {entry['quarantined']}"
+                )
     if sum(by_reason.values()) != counts["quarantined"] or dict(by_reason) != {
         k: v for k, v in (counts.get("quarantined_by_reason") or {}).items() if v
     }:

@@ -1,6 +1,6 @@
 """Retention: plan from a listing, apply with an audit log. The decisions are retention_core's.
 
-    plan = plan_retention(cfg)        # lists the dataset (and the raw inputs); changes nothing
+    plan = plan_retention(cfg)        # lists the dataset and every source's root; changes nothing
     print(format_plan(plan))
     audit = apply_plan(plan, cfg)     # deletes / moves exactly the plan's objects; logs each one
 
@@ -32,8 +32,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pyarrow.compute as pc
-
 from pipeline.config import Config
 from pipeline.core.layout import MANIFEST, WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
@@ -47,6 +45,8 @@ from pipeline.retention.decide import (
     classify,
     decide,
     deletion_order,
+    is_raw_root,
+    raw_root_name,
 )
 
 LEDGER_FORMAT = "pipeline.core.storage-classes/1"
@@ -55,15 +55,40 @@ LEASE_RENEW_S = 60.0  # the lease (core/lease.py) expires after 900 s unless ren
 
 
 @dataclass
+class RawRoot:
+    """One distinct raw root: the uri of one or more sources (two sources may share a folder and
+    differ in their globs). Its files are planned only if a run listed them from one of these
+    sources (the `origin` column of the runs' inputs.parquet)."""
+
+    name: str  # "raw", "raw.1", ...: see decide.raw_root_name
+    location: Location
+    sources: list[str]
+    # objects under this root that no run of this dataset read from any source (excluded,
+    # hidden, skipped, another source's or dataset's): never planned; a lifecycle rule on this
+    # root's prefix would reach them
+    foreign: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Plan:
     dataset: Location
-    raw: Location
+    raw_roots: list[RawRoot]  # every source's root, the first source's first
     now: float
     grace_days: float
     decisions: list[Decision]
-    # raw objects under input.uri that no run of this dataset read (excluded, hidden, skipped,
-    # another dataset's): never planned; a lifecycle rule on the raw prefix would reach them
-    raw_foreign: list[str] = field(default_factory=list)
+
+    @property
+    def raw(self) -> Location:
+        """The first source's root (root name "raw")."""
+        return self.raw_roots[0].location
+
+    @property
+    def raw_foreign(self) -> list[str]:
+        """The first root's foreign objects (RawRoot.foreign)."""
+        return self.raw_roots[0].foreign
+
+    def raw_location(self, root: str) -> Location:
+        return next(r.location for r in self.raw_roots if r.name == root)
 
     @property
     def actions(self) -> list[Decision]:
@@ -189,26 +214,71 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     """What the policy would do now. Reads listings and manifests only; changes nothing."""
     now = time.time() if now is None else now
     dataset = dataset_location(cfg)
-    # With named sources (`inputs`) the raw rule covers the first source's root and only the
-    # files listed from that source; the other sources' raw files are never planned.
-    first = cfg.sources[0]
-    raw = Location.from_uri(first.uri, cfg.storage)
     ledger = load_ledger(dataset)
     objects = list_objects(dataset, "dataset", ledger)
     inside = dataset.uri.rstrip("/") + "/"
-    read = read_inputs(dataset, objects, first.name if cfg.named_sources else None)
-    raw_objects, foreign = [], []
-    for o in list_objects(raw, "raw", ledger):
-        if o.uri.startswith(inside):
-            continue
-        (raw_objects if o.key in read else foreign).append(o)
-    objects += raw_objects
+    roots = raw_roots(cfg)
+    by_origin = read_by_origin(dataset, objects, cfg.sources[0].name)
+    planned: set[str] = set()  # uris: an object under two nested roots is planned once
+    listed = []
+    for root in roots:
+        if cfg.named_sources:
+            read = set().union(*(by_origin.get(n, set()) for n in root.sources))
+        else:  # the one source: every row, whatever its origin says
+            read = set().union(*by_origin.values())
+        mine = list_objects(root.location, root.name, ledger)
+        mine = [o for o in mine if not o.uri.startswith(inside)]
+        listed.append(mine)
+        for o in mine:
+            if o.key in read and o.uri not in planned:
+                planned.add(o.uri)
+                objects.append(o)
+    for root, mine in zip(roots, listed, strict=True):
+        root.foreign = sorted(o.key for o in mine if o.uri not in planned)
     decisions = decide(
         objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
     )
-    return Plan(
-        dataset, raw, now, cfg.retention.grace_days, decisions, sorted(o.key for o in foreign)
-    )
+    return Plan(dataset, roots, now, cfg.retention.grace_days, decisions)
+
+
+def raw_roots(cfg: Config) -> list[RawRoot]:
+    """The distinct roots of the config's sources, in source order, each with its sources."""
+    roots: dict[str, RawRoot] = {}
+    for src in cfg.sources:
+        loc = Location.from_uri(src.uri, cfg.storage)
+        if loc.uri not in roots:
+            roots[loc.uri] = RawRoot(raw_root_name(len(roots)), loc, [])
+        roots[loc.uri].sources.append(src.name)
+    return list(roots.values())
+
+
+def read_by_origin(
+    dataset: Location, objects: list[StoredObject], default: str | None = None
+) -> dict[str | None, set[str]]:
+    """Input paths (relative to their source's uri) some run of this dataset listed and read,
+    per source: the union of the runs' input manifests by their `origin` column. Rows of a
+    manifest without the column (older runs: one source) count as `default`'s."""
+    read: dict[str | None, set[str]] = defaultdict(set)
+    for o in objects:
+        parts = o.key.split("/")
+        if (
+            o.root == "dataset"
+            and parts[:2] == [WORK_DIR, "runs"]
+            and parts[3:] == ["inputs.parquet"]
+        ):
+            try:
+                table = (dataset / o.key).read_parquet()
+                paths = table["path"].to_pylist()
+                if "origin" in table.column_names:
+                    origins = table["origin"].to_pylist()
+                else:
+                    origins = [default] * len(paths)
+            except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
+                print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
+                continue
+            for origin, path in zip(origins, paths, strict=True):
+                read[origin].add(path)
+    return dict(read)
 
 
 def read_inputs(
@@ -217,22 +287,10 @@ def read_inputs(
     """Input paths (relative to input.uri) some run of this dataset listed and read: the union
     of the runs' input manifests. The raw rule applies to these files only. With `origin`,
     only rows of that source (a manifest without the column counts as that source's)."""
-    read: set[str] = set()
-    for o in objects:
-        parts = o.key.split("/")
-        if o.root == "dataset" and parts[:2] == [WORK_DIR, "runs"] and parts[3:] == [
-            "inputs.parquet"
-        ]:
-            try:
-                table = (dataset / o.key).read_parquet()
-                if origin is not None and "origin" in table.column_names:
-                    table = table.filter(pc.equal(table["origin"], origin))
-                paths = table["path"].to_pylist()
-            except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
-                print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
-                continue
-            read.update(paths)
-    return read
+    by_origin = read_by_origin(dataset, objects, origin)
+    if origin is not None:
+        return set(by_origin.get(origin, set()))
+    return set().union(*by_origin.values())
 
 
 # -- apply -----------------------------------------------------------------------------------
@@ -272,8 +330,9 @@ def _still_as_planned(
 ) -> list[Decision]:
     """The actions whose object is still as listed when planning (a fresh listing)."""
     current = {o.uri: o for o in list_objects(plan.dataset, "dataset", ledger)}
-    if any(d.obj.root == "raw" for d in actions):
-        current.update((o.uri, o) for o in list_objects(plan.raw, "raw", ledger))
+    for root in plan.raw_roots:
+        if any(d.obj.root == root.name for d in actions):
+            current.update((o.uri, o) for o in list_objects(root.location, root.name, ledger))
     todo = []
     for d in actions:
         now_obj = current.get(d.obj.uri)
@@ -309,7 +368,7 @@ def _apply(
 
 
 def _root(plan: Plan, d: Decision) -> Location:
-    return plan.raw if d.obj.root == "raw" else plan.dataset
+    return plan.raw_location(d.obj.root) if is_raw_root(d.obj.root) else plan.dataset
 
 
 def _transition(plan: Plan, d: Decision, ledger: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -371,7 +430,7 @@ def _size(n: float) -> str:
 
 
 def _display_key(d: Decision) -> str:
-    return f"raw:{d.obj.key}" if d.obj.root == "raw" else d.obj.key
+    return f"{d.obj.root}:{d.obj.key}" if is_raw_root(d.obj.root) else d.obj.key
 
 
 def plan_rows(plan: Plan, verbose: bool = False) -> list[dict[str, Any]]:
@@ -416,6 +475,13 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
         ]
     else:
         lines.append("nothing to do")
+    if len(plan.raw_roots) > 1:
+        lines.append(
+            "raw roots: "
+            + "; ".join(
+                f"{r.name} = {r.location.uri} ({', '.join(r.sources)})" for r in plan.raw_roots
+            )
+        )
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for d in plan.decisions:
         kind = "protected" if d.rule == "protected" else d.action

@@ -14,8 +14,9 @@ Protections, applied whatever the rules say:
   Applying a plan takes the lease itself for its `_work/` actions (core/lease.py), so no run can
   start in between; the lease is never deleted by a rule.
 - Objects of no known class ("other") are never touched; raw inputs only by an explicit raw rule,
-  and only those a run of this dataset listed and read (retention.read_inputs): never excluded,
-  hidden, skipped or foreign files, nor another dataset's folders.
+  and only those a run of this dataset listed and read (retention.read_inputs), under the root
+  of the source it read them from (every source's root, retention.plan_retention): never
+  excluded, hidden, skipped or foreign files, nor another dataset's folders.
 - The audit logs (`_audit/`) are never a retention target, and a live version's run keeps its
   `committed.json` (lineage: without it a rerun would commit a duplicate version).
 
@@ -51,9 +52,26 @@ _HASH_PART = re.compile(r".+\.(hashes\.bin|p\d+\.parquet)")
 _READ_OUTPUTS = ("read_docs", "quarantine", "exact_hashes")
 
 
+RAW_ROOT = "raw"
+
+
+def raw_root_name(index: int) -> str:
+    """The root name of the index-th distinct raw root (sources in config order, sources with the
+    same uri sharing one root): "raw" for the first (as before named sources, so audit logs and
+    groups keep their names), then "raw.1", "raw.2", ..."""
+    return RAW_ROOT if index == 0 else f"{RAW_ROOT}.{index}"
+
+
+def is_raw_root(root: str) -> bool:
+    return root == RAW_ROOT or root.startswith(f"{RAW_ROOT}.")
+
+
 @dataclass(frozen=True)
 class StoredObject:
-    root: str  # "dataset" (OUTPUT/<name>) or "raw" (input.uri)
+    # "dataset" (OUTPUT/<name>), or a raw root: "raw" (the first source's uri: `input.uri`, or
+    # the first entry of `inputs`), "raw.1", "raw.2", ... (the next distinct source uris, in
+    # config order; see raw_root_name). Audit entries carry this name and the object's uri.
+    root: str
     key: str  # path relative to its root, '/' separated
     uri: str
     size: int
@@ -88,8 +106,8 @@ class Decision:
 
 def classify(root: str, key: str) -> tuple[str, str]:
     """(data class, deletion group) of an object; versions are split into committed or not later."""
-    if root == "raw":
-        return "raw", f"raw:{key}"
+    if is_raw_root(root):
+        return "raw", f"{root}:{key}"  # one group per object; "raw:<key>" under the first root
     parts = key.split("/")
     if parts[0] == WORK_DIR:
         folder = work_folder(key)

@@ -1,14 +1,14 @@
 """The retention policy as S3 bucket lifecycle rules, where a lifecycle rule can say the same thing.
 
 A lifecycle rule selects objects by key prefix and acts on each object's own age. So it can express
-a class that owns whole prefixes (raw inputs, when nothing but the files read lies under their
-prefix: see raw_prefix_problem; `_reports/`; `_work/tokens/`; a run's `near/`
-folder; a version folder's transitions), and cannot express anything that needs to look at other
-objects: keep-newest-K versions, "uncommitted" (no manifest.json beside it), lineage protection,
-"a run is in progress", or marker-follows-data (S3 may expire a token file up to a day before
-its .parquet marker, which was written after it). Those are listed under `not_expressible`; run
-`retain --apply` (e.g. daily) for them. Prefixes of runs and versions are those that exist now:
-export again after new runs. Output (JSON):
+a class that owns whole prefixes (raw inputs, one rule per distinct source root, when nothing but
+the files read lies under its prefix: see raw_prefix_problem; `_reports/`; `_work/tokens/`; a
+run's `near/` folder; a version folder's transitions), and cannot express anything that needs to
+look at other objects: keep-newest-K versions, "uncommitted" (no manifest.json beside it),
+lineage protection, "a run is in progress", or marker-follows-data (S3 may expire a token file
+up to a day before its .parquet marker, which was written after it). Those are listed under
+`not_expressible`; run `retain --apply` (e.g. daily) for them. Prefixes of runs and versions are
+those that exist now: export again after new runs. Output (JSON):
 
     {"buckets": {"<bucket>": {"Rules": [...]}},     # each value is a ready
      "not_expressible": [{"class", "rule", "reason"}],  # put-bucket-lifecycle-configuration body
@@ -80,8 +80,7 @@ class _Export:
 
     def __init__(self, plan: Plan) -> None:
         self.bucket, self.ds = _split(plan.dataset.path, plan.dataset.is_local)
-        self.raw_bucket, self.raw_prefix = _split(plan.raw.path, plan.raw.is_local)
-        self.buckets: dict[str, list[dict]] = {self.bucket: [], self.raw_bucket: []}
+        self.buckets: dict[str, list[dict]] = {self.bucket: []}
         self.missing: list[dict[str, str]] = []
 
     def refuse(self, data_class: str, rule: ClassRule, reason: str) -> None:
@@ -93,16 +92,22 @@ class _Export:
             self.refuse(data_class, rule, problem)
         elif body:
             ident = f"{data_class}:{prefix}"[-255:]
-            self.buckets[where].append(
+            self.buckets.setdefault(where, []).append(
                 {"ID": ident, "Filter": {"Prefix": prefix}, "Status": "Enabled", **body}
             )
 
     def raw(self, plan: Plan, rule: ClassRule) -> None:
-        refused = raw_prefix_problem(plan, self.bucket, self.ds, self.raw_bucket, self.raw_prefix)
-        if refused and (rule.deletes or rule.transitions):
-            self.refuse("raw", rule, refused)
-        else:
-            self.add(self.raw_bucket, "raw", self.raw_prefix, rule, expire=True)
+        """One rule per distinct raw root (sources sharing a uri share it), each refused on its
+        own when its prefix would reach more than the files read."""
+        for root in plan.raw_roots:
+            raw_bucket, raw_prefix = _split(root.location.path, root.location.is_local)
+            refused = raw_prefix_problem(
+                plan, self.bucket, self.ds, raw_bucket, raw_prefix, root.foreign
+            )
+            if refused and (rule.deletes or rule.transitions):
+                self.refuse("raw", rule, refused)
+            else:
+                self.add(raw_bucket, "raw", raw_prefix, rule, expire=True)
 
     def versions(self, plan: Plan, rule: ClassRule) -> None:
         if rule.deletes:
@@ -129,8 +134,16 @@ class _Export:
         )
 
 
-def raw_prefix_problem(plan: Plan, bucket: str, ds: str, raw_bucket: str, raw: str) -> str | None:
-    """Why a rule on the raw prefix would reach more than the files this dataset read, or None.
+def raw_prefix_problem(
+    plan: Plan,
+    bucket: str,
+    ds: str,
+    raw_bucket: str,
+    raw: str,
+    foreign: list[str] | None = None,
+) -> str | None:
+    """Why a rule on a raw prefix would reach more than the files this dataset read, or None.
+    `foreign`: the objects under that prefix no run read (default: the first root's).
 
     A prefix rule acts on every object under it; the raw rule may act only on files a run of
     this dataset listed and read (retention.read_inputs), so it is exported only when nothing
@@ -143,10 +156,11 @@ def raw_prefix_problem(plan: Plan, bucket: str, ds: str, raw_bucket: str, raw: s
             f"prefix {raw!r} covers this dataset's folder {ds!r} (its live versions, lease and"
             " ledger)"
         )
-    if plan.raw_foreign:
-        shown = ", ".join(plan.raw_foreign[:3])
+    foreign = plan.raw_foreign if foreign is None else foreign
+    if foreign:
+        shown = ", ".join(foreign[:3])
         return (
-            f"prefix {raw!r} also covers {len(plan.raw_foreign)} objects no run of this dataset"
+            f"prefix {raw!r} also covers {len(foreign)} objects no run of this dataset"
             f" read (e.g. {shown}); run `retain --apply` for the raw rule instead"
         )
     return None

@@ -2,7 +2,7 @@
 
 Data classes (where each lives is in retention/decide.classify):
 
-    raw                   the input objects under input.uri
+    raw                   the input objects under each source's uri (input.uri, inputs[*].uri)
     read_docs             _work/units/<read_key>/<unit>.docs.parquet
     exact_hashes          _work/units/<read_key>/<unit>.hashes.bin (.p<part>.parquet before),
                           _work/runs/<run>/exact/**

@@ -342,7 +342,8 @@ class _Driver:
         listed bytes for files whose records could not be counted (forbidden, undecodable)."""
         layout, rate = self.layout, self.cfg.ingest.max_error_rate
         merge = self.remote["merge_quarantine"]
-        [_] = self.stage("quarantine", [merge.remote(layout, self.unit_ids)])
+        origins = self.origin_of if self.cfg.named_sources else None  # rows name their source
+        [_] = self.stage("quarantine", [merge.remote(layout, self.unit_ids, origins)])
         docs_in, n_bad = self.docs_in, sum(self.quarantined.values())
         if docs_in and n_bad / docs_in > rate:
             raise RunError(

@@ -210,11 +210,25 @@ def merge_exact(layout: RunLayout, by_bucket: list[list[sectioned.Range]]) -> Me
     return timer.result(MergeExactResult, removed_exact=out.rules.get("exact", 0))
 
 
-def merge_quarantine(layout: RunLayout, units: list[str]) -> QuarantineResult:
-    """Every unit's bad records in one listing, sorted by source and row."""
+def merge_quarantine(
+    layout: RunLayout, units: list[str], origins: dict[str, str] | None = None
+) -> QuarantineResult:
+    """Every unit's bad records in one listing, sorted by source and row. With `origins` (unit
+    id -> source name; named sources) every row also has `origin`, the source it came from,
+    and rows sort by origin first (two sources may hold the same relative path). A listing
+    without the column (a single `input:`, or a run from before) is the one source's."""
     timer = TaskTimer()
-    bad = _concat([layout.read_quarantine(u).read_parquet() for u in units], QUARANTINE_SCHEMA)
-    layout.quarantine.write_parquet(bad.sort_by([("source", "ascending"), ("row", "ascending")]))
+    parts = [layout.read_quarantine(u).read_parquet() for u in units]
+    schema, order = QUARANTINE_SCHEMA, [("source", "ascending"), ("row", "ascending")]
+    if origins is not None:
+        parts = [
+            with_origin(t.drop_columns(["origin"]) if "origin" in t.column_names else t, origins[u])
+            for u, t in zip(units, parts, strict=True)
+        ]
+        schema = QUARANTINE_SCHEMA.append(pa.field("origin", pa.string()))
+        order = [("origin", "ascending"), *order]
+    bad = _concat(parts, schema)
+    layout.quarantine.write_parquet(bad.sort_by(order))
     return timer.result(QuarantineResult, quarantined=bad.num_rows)
 
 
@@ -475,9 +489,7 @@ def exchange_bucket(
     placed: list[np.ndarray] = []
     with tempfile.TemporaryFile() as spill:
         for unit, removed in units:
-            where = _spill_unit(
-                layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan
-            )
+            where = _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan)
             if where is not None:
                 placed.append(where)
         spill.flush()
