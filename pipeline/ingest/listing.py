@@ -60,6 +60,9 @@ origin           string    the source (config ``inputs``; a single ``input`` is 
                            listed and cut on its own, so a unit never mixes sources; with named
                            sources the unit id is xxh3_64 of (source name, the id above).
                            inputs.parquet and the skipped table carry the same column.
+root             string    (inputs.parquet only) the uri of that source's root when listed:
+                           retention deletes a raw file only under the root a run read it from,
+                           never a same-named file after the config moved the source.
 
 (``source`` in the documents, hash, removal and token tables is a file path; the named input is
 always called ``origin`` there.)
@@ -298,9 +301,13 @@ def skipped_once(roots: list[str], listed: list[pa.Table], skipped: list[pa.Tabl
     return pa.concat_tables(kept)
 
 
-def with_origin(table: pa.Table, name: str) -> pa.Table:
-    """`table` with the `origin` column: every row from the source called `name`."""
-    return table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))
+def with_origin(table: pa.Table, name: str, root: str | None = None) -> pa.Table:
+    """`table` with the `origin` column: every row from the source called `name` (and, given
+    `root`, the `root` column: the uri the source was listed under)."""
+    table = table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))
+    if root is not None:
+        table = table.append_column("root", pa.array([root] * table.num_rows, pa.string()))
+    return table
 
 
 # -- work units (pure) -----------------------------------------------------------------------

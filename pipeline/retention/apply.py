@@ -218,7 +218,7 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     objects = list_objects(dataset, "dataset", ledger)
     inside = dataset.uri.rstrip("/") + "/"
     roots = raw_roots(cfg)
-    by_origin = read_by_origin(dataset, objects, cfg.sources[0].name)
+    by_origin = read_by_origin(dataset, objects, cfg.sources[0].name, _source_roots(cfg))
     planned: set[str] = set()  # uris: an object under two nested roots is planned once
     listed = []
     for root in roots:
@@ -252,12 +252,21 @@ def raw_roots(cfg: Config) -> list[RawRoot]:
     return list(roots.values())
 
 
+def _source_roots(cfg: Config) -> dict[str, str]:
+    return {src.name: Location.from_uri(src.uri, cfg.storage).uri for src in cfg.sources}
+
+
 def read_by_origin(
-    dataset: Location, objects: list[StoredObject], default: str | None = None
+    dataset: Location,
+    objects: list[StoredObject],
+    default: str | None = None,
+    roots: dict[str, str] | None = None,
 ) -> dict[str | None, set[str]]:
     """Input paths (relative to their source's uri) some run of this dataset listed and read,
     per source: the union of the runs' input manifests by their `origin` column. Rows of a
-    manifest without the column (older runs: one source) count as `default`'s."""
+    manifest without the column (older runs: one source) count as `default`'s. Given `roots`
+    (source name -> its uri now), a row whose `root` column names another uri is dropped: the
+    run read that path under a folder the config no longer points at."""
     read: dict[str | None, set[str]] = defaultdict(set)
     for o in objects:
         parts = o.key.split("/")
@@ -276,9 +285,23 @@ def read_by_origin(
             except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
                 print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
                 continue
-            for origin, path in zip(origins, paths, strict=True):
-                read[origin].add(path)
+            listed_under = (
+                table["root"].to_pylist() if "root" in table.column_names else [None] * len(paths)
+            )
+            for origin, path, root in zip(origins, paths, listed_under, strict=True):
+                if _listed_under_current_root(origin, root, roots):
+                    read[origin].add(path)
     return dict(read)
+
+
+def _listed_under_current_root(
+    origin: str | None, root: str | None, roots: dict[str, str] | None
+) -> bool:
+    if roots is None or root is None:  # a record from before roots were kept: as before
+        return True
+    if origin in roots:
+        return roots[origin] == root
+    return root in roots.values()
 
 
 def read_inputs(

@@ -81,7 +81,7 @@ def list_stage(input_root: Location, cfg: Config) -> ListResult:
         cut = cut_units(listed, int(cfg.ingest.unit_bytes))
         if cfg.named_sources:  # two sources may hold the same relative paths: ids differ
             cut = cut.set_column(0, "unit_id", _salted(cut["unit_id"], src.name))
-        inputs.append(with_origin(listed, src.name))
+        inputs.append(with_origin(listed, src.name, root.uri))
         units.append(with_origin(cut, src.name))
         skipped.append(with_origin(passed, src.name))
     inputs_t, units_t = pa.concat_tables(inputs), pa.concat_tables(units)

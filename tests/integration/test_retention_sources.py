@@ -125,7 +125,7 @@ def test_raw_rule_reaches_every_source_and_only_what_was_read_local(ray_local, t
         if d.obj.root == "dataset" and d.obj.key.endswith("/inputs.parquet")
     ]
     table = (dataset / inputs).read_parquet()
-    (dataset / inputs).write_parquet(table.drop_columns(["origin"]))
+    (dataset / inputs).write_parquet(table.drop_columns(["origin", "root"]))
     try:
         assert raw_deletes(plan_retention(cfg)) == {("raw", "a.jsonl")}
     finally:
@@ -214,3 +214,29 @@ def test_nested_roots_plan_each_object_once_under_the_root_it_was_read_from(ray_
         "in/notes.txt.bak"
     ]
     verify_version(result.version)
+
+
+def test_a_moved_source_never_makes_its_new_folder_deletable(ray_local, tmp_path):
+    """A run read old/a.jsonl; the config now points the source at new/, which holds a file of
+    the same name that no run read: the raw rule must not reach it."""
+    old_root, new_root = tmp_path / "old", tmp_path / "new"
+    for root in (old_root, new_root):
+        root.mkdir()
+        (root / "a.jsonl").write_bytes(jsonl(root.name, 20))
+    out = str(tmp_path / "out")
+    cfg = write_config(tmp_path / "mix.yaml", [{"name": "web", "uri": str(old_root)}], out)
+    verify_version(run_pipeline(cfg, show_progress=False).version)
+    old = time.time() - 60 * DAY
+    for root in (old_root, new_root):
+        os.utime(root / "a.jsonl", (old, old))
+    moved = write_config(
+        tmp_path / "mix.yaml", [{"name": "web", "uri": str(new_root)}], out, RAW_30
+    )
+    plan = plan_retention(moved)
+    assert raw_deletes(plan) == set()
+    assert [r.foreign for r in plan.raw_roots] == [["a.jsonl"]]
+    # pointed back at the folder it read, the rule reaches the file again
+    back = write_config(
+        tmp_path / "mix.yaml", [{"name": "web", "uri": str(old_root)}], out, RAW_30
+    )
+    assert raw_deletes(plan_retention(back)) == {("raw", "a.jsonl")}
