@@ -4,7 +4,7 @@
         -- python jobs/run.py --config configs/s3.yaml [--input URI] [--output URI] [--set K=V]
 
 Takes the same options as `python -m pipeline run` and prints the same summary. Ray sets
-RAY_ADDRESS for a job's driver, so the run joins the cluster (pipeline.run.driver.ensure_ray, which
+RAY_ADDRESS for a job's driver, so the run joins the cluster (pipeline.run.ray_env.ensure_ray, which
 also holds each task's library thread pools to one thread, for the keys the job's runtime env leaves
 unset). Outside a job it refuses to start a private
 local Ray: use `python -m pipeline run` for that. On a cluster, input and output should be s3://

@@ -76,7 +76,8 @@ def _check_storage(cfg, *uris: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.core.lease import LeaseHeld
-    from pipeline.run.driver import RunError, run_pipeline
+    from pipeline.run.driver import run_pipeline
+    from pipeline.run.results import RunError
     from pipeline.run.summary import print_summary
 
     cfg = _load(args)

@@ -36,7 +36,8 @@ from pydantic import ByteSize
 from pipeline.bench.scaling import ONE_THREAD_ENV, SAMPLE_CONFIG
 from pipeline.config import DedupConfig, StorageConfig, load_config
 from pipeline.core.storage import Location
-from pipeline.run.driver import hide_local_auth_notice, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.ray_env import hide_local_auth_notice
 from pipeline.testing.s3 import dummy_aws_env, moto_server
 
 BUCKET = "bench-scale"

@@ -27,7 +27,8 @@ from pathlib import Path
 import ray
 
 from pipeline.config import load_config
-from pipeline.run.driver import hide_local_auth_notice, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.ray_env import hide_local_auth_notice
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "single-sample.yaml"
 DEFAULT_SETS = ["pack.shard_bytes=32MiB", "dedup.partitions=8"]

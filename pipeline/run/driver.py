@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import logging
 import math
-import os
 import sys
 import time
 from collections import Counter
@@ -32,48 +30,26 @@ from pipeline.formats.manifest import (
     blend_line,
     build_manifest,
     commit_manifest,
-    documents_accounted,
     load_manifest,
     table_digest,
 )
 from pipeline.formats.sectioned import Writer, exchange_plan, part_ranges, unit_bounds
 from pipeline.run import exchange, neardup
 from pipeline.run import tasks as stages
+from pipeline.run.accounting import pack_parts, run_counts, shard_entries, source_counts
+from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
     AuditResult,
     ListResult,
     PackResult,
     ReadResult,
+    RunError,
     TaskResult,
     TokenizeResult,
 )
 from pipeline.run.tokenize_stage import tokenize_stage
 from pipeline.tokens.encode import load_tokenizer, token_id
 from pipeline.tokens.pack import pack_plan, shard_sections
-from pipeline.tokens.split import SPLITS
-
-
-def pack_parts(cfg: Config) -> list[tuple[str, str, str, float]]:
-    """(source, split, shard name prefix, share of the source's tokens) of each pack of a run,
-    in manifest order. split "" (no validation split) keeps every document."""
-    fraction, parts = cfg.split.valid_fraction, []
-    for src in cfg.sources:
-        if cfg.named_sources:
-            prefixes = {"train": f"train-{src.name}", "valid": f"valid-{src.name}"}
-        else:
-            prefixes = {"train": "shard", "valid": "valid"}
-        if fraction > 0:
-            parts.append((src.name, "train", prefixes["train"], 1.0 - fraction))
-            parts.append((src.name, "valid", prefixes["valid"], fraction))
-        else:
-            parts.append((src.name, "", prefixes["train"], 1.0))
-    return parts
-
-
-class RunError(Exception):
-    """The run stopped on purpose (too many bad records, broken accounting); nothing committed."""
-
-    exit_code = 3
 
 
 @dataclass
@@ -95,66 +71,6 @@ class RunResult:
     already_committed: bool = False
     retention_actions: int | None = None
     reports: list[str] = field(default_factory=list)
-
-
-# Parallelism comes from tasks (one CPU each), so library thread pools inside a task stay at one
-# thread; otherwise every tokenizer task would start a pool as wide as the machine.
-WORKER_ENV = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-
-
-class _LocalAuthNotice(logging.Filter):
-    """Drops one Ray notice: that a new local instance turned token authentication on, which it
-    does by default and a local user can do nothing about. Every other record of that logger
-    (such as the warning that authentication is off) and of every other logger passes.
-
-    (Setting RAY_AUTH_MODE=token instead would need Ray's cached config reloaded: ray is already
-    imported, and a driver that sees the variable only later fails to reach its own GCS.)"""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(_AUTH_NOTICE)
-
-
-_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
-_LOCAL_AUTH_NOTICE = _LocalAuthNotice()
-
-
-def hide_local_auth_notice() -> None:
-    """Before a local ray.init (here and in the benchmarks): that one notice is not printed."""
-    logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
-
-
-def worker_runtime_env() -> dict | None:
-    """The runtime env ray.init adds for the tasks: WORKER_ENV minus what the job already sets.
-
-    Inside a Ray job (`ray job submit --runtime-env ...`) Ray merges the job's runtime env with
-    ray.init's and refuses any env var key set in both, even with equal values; so keys the job
-    sets are left to the job (its value wins) and only the others are added."""
-    job_env: dict = {}
-    # Ray hands a job's driver its JobConfig (runtime env included) in this variable.
-    if job_json := os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
-        job_env = (json.loads(job_json).get("runtime_env") or {}).get("env_vars") or {}
-    env_vars = {k: v for k, v in WORKER_ENV.items() if k not in job_env}
-    return {"env_vars": env_vars} if env_vars else None
-
-
-def ensure_ray(cfg: Config) -> None:
-    if ray.is_initialized():
-        return
-    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
-    runtime_env = worker_runtime_env()
-    if address:
-        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
-    else:
-        hide_local_auth_notice()
-        ray.init(  # address="local": never join a cluster some other process started here
-            address="local",
-            num_cpus=cfg.ray.num_cpus,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            log_to_driver=True,
-            runtime_env=runtime_env,
-        )
 
 
 def _gather(name: str, futures: list, show: bool, tick=None) -> list:
@@ -581,88 +497,26 @@ class _Driver:
             **self.engine,
         }
 
-    def counts(self) -> dict[str, Any]:
-        """The manifest's counts; RunError unless every document read is accounted for."""
-        docs_in = self.docs_in
-        counts = {
-            "docs_in": docs_in,
-            "docs_out": sum(s.documents for s in self.packed),
-            "removed_exact": self.audit.removed_exact,
-            "removed_near": self.audit.removed_near,
-            "quarantined": sum(self.quarantined.values()),
-            "tokens": sum(s.tokens for s in self.packed),
-            "quarantined_by_reason": dict(sorted(self.quarantined.items())),
-        }
-        accounted = documents_accounted(counts)
-        if accounted != docs_in or counts["docs_out"] != sum(r.docs for r in self.tokenized):
-            raise RunError(
-                f"accounting does not balance: docs_in {docs_in} != out + removed +"
-                f" quarantined = {accounted}; nothing was committed"
-            )
-        return counts
-
-    def source_counts(self) -> dict[str, dict[str, Any]]:
-        """The manifest's `sources`: per source the counts, the removals in favour of each
-        other source, its weight and its split sizes; RunError unless each balances."""
-        out: dict[str, dict[str, Any]] = {}
-        for src in self.cfg.sources:
-            name = src.name
-            reads = [r for r in self.read if self.origin_of[r.unit] == name]
-            audit = self.audit.by_origin.get(name, {})
-            shards = {
-                split: [r for s, sp, rs in self.parts if s == name and sp == split for r in rs]
-                for split in SPLITS
-            }
-            entry = {
-                "docs_in": sum(r.docs_in for r in reads),
-                "docs_out": sum(r.documents for rs in shards.values() for r in rs),
-                "removed_exact": audit.get("exact", 0),
-                "removed_near": audit.get("near", 0),
-                "quarantined": sum(sum(r.quarantined.values()) for r in reads),
-                "tokens": sum(r.tokens for rs in shards.values() for r in rs),
-                "removed_in_favour_of": dict(sorted(audit.get("in_favour_of", {}).items())),
-                "weight": src.weight,
-                "input_bytes": sum(
-                    int(b)
-                    for b, o in zip(
-                        self.listed.inputs["size"].to_pylist(),
-                        self.listed.inputs["origin"].to_pylist(),
-                        strict=True,
-                    )
-                    if o == name
-                ),
-            }
-            for split, rs in shards.items():
-                entry[f"{split}_documents"] = sum(r.documents for r in rs)
-                entry[f"{split}_tokens"] = sum(r.tokens for r in rs)
-            tokenized = sum(r.docs for r in self.tokenized if self.origin_of[r.unit] == name)
-            if documents_accounted(entry) != entry["docs_in"] or entry["docs_out"] != tokenized:
-                raise RunError(
-                    f"accounting does not balance for source {name!r}: docs_in"
-                    f" {entry['docs_in']} != out + removed + quarantined ="
-                    f" {documents_accounted(entry)}; nothing was committed"
-                )
-            out[name] = entry
-        return out
-
-    def shard_entries(self) -> dict[str, list[dict[str, Any]]]:
-        """Each split's shard entries, each naming its source and split, in pack order."""
-        splits: dict[str, list[dict[str, Any]]] = {split: [] for split in SPLITS}
-        for source, split, results in self.parts:
-            splits[split] += [{**r.entry(), "source": source, "split": split} for r in results]
-        return splits
+    def _input_bytes(self) -> dict[str, int]:
+        inputs = self.listed.inputs
+        sizes: Counter = Counter()
+        for size, origin in zip(
+            inputs["size"].to_pylist(), inputs["origin"].to_pylist(), strict=True
+        ):
+            sizes[origin] += int(size)
+        return dict(sizes)
 
     def commit(self, version_id: str, tok_entry: dict[str, Any]) -> RunResult:
         """The manifest and stats.json, then the commit (fenced by the lease)."""
         cfg, layout, version = self.cfg, self.layout, self.layout.version(version_id)
-        splits = self.shard_entries()
+        splits = shard_entries(self.parts)
         weights = {s.name: s.weight for s in cfg.sources}
         manifest = build_manifest(
             cfg,
             layout,
             version_id,
             tok_entry,
-            self.counts(),
+            run_counts(self.docs_in, self.packed, self.audit, self.quarantined, self.tokenized),
             splits["train"],
             self.input_digest,
             run={
@@ -671,7 +525,15 @@ class _Driver:
                 "started_at": self.started.isoformat(),
                 "skipped_files": dict(Counter(self.listed.skipped["reason"].to_pylist())),
             },
-            sources=self.source_counts(),
+            sources=source_counts(
+                cfg,
+                self.origin_of,
+                self.read,
+                self.audit,
+                self.parts,
+                self.tokenized,
+                self._input_bytes(),
+            ),
             splits=splits,
             blend={
                 "train": blend_line(splits["train"], weights),

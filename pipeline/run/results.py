@@ -15,6 +15,13 @@ import pyarrow as pa
 
 from pipeline.formats.megatron import ShardInfo
 
+
+class RunError(Exception):
+    """The run stopped on purpose (too many bad records, broken accounting); nothing committed."""
+
+    exit_code = 3
+
+
 T = TypeVar("T", bound="TaskResult")
 _TIMING = ("seconds", "io", "peak_rss_mb")
 

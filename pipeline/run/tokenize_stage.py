@@ -21,7 +21,7 @@ import ray
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.run.results import TokenizeResult
+from pipeline.run.results import RunError, TokenizeResult
 
 
 def tokenize_stage(
@@ -29,7 +29,6 @@ def tokenize_stage(
 ) -> tuple[list[TokenizeResult], dict[str, Any]]:
     """Token files for every unit; returns the tasks' results and {engine, engine_reason}.
     RunError when the configured engine cannot run (engine fastokens without fastokens)."""
-    from pipeline.run.driver import RunError  # run imports this module
     with open(cfg.tokenize.tokenizer, "rb") as f:  # tasks get the bytes, not a driver path
         tokenizer_json = ray.put(f.read())
     remote = drv.remote

@@ -23,7 +23,7 @@ from ray.runtime_env.runtime_env import _merge_runtime_env
 from pipeline import cli
 from pipeline.config import StorageConfig
 from pipeline.core.storage import Location, StorageUnreachable
-from pipeline.run.driver import WORKER_ENV, worker_runtime_env
+from pipeline.run.ray_env import WORKER_ENV, worker_runtime_env
 from pipeline.stream.reader import StreamReader
 from pipeline.testing.s3 import moto_server
 

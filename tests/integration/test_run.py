@@ -24,7 +24,8 @@ from pipeline.formats.manifest import committed_versions, comparable, resolve_ve
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run import driver as run_module
-from pipeline.run.driver import RunError, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.results import RunError
 
 
 def sample_config(tmp_path: Path, *sets: str, **kwargs):

@@ -20,7 +20,8 @@ from pipeline.config import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, boundary_problem, verify_version
-from pipeline.run.driver import RunError, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.results import RunError
 from pipeline.run.summary import format_summary
 from pipeline.tokens.check import (
     EngineMismatch,

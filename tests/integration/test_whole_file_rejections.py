@@ -19,7 +19,8 @@ from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import decode_index
 from pipeline.formats.verify import verify_version
-from pipeline.run.driver import RunError, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.results import RunError
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, PermanentFault
 from pipeline.tokens.encode import load_tokenizer
 

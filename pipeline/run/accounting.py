@@ -1,0 +1,111 @@
+"""The run's accounting: which packs a run makes, and the manifest's `counts`, `sources` and
+split sections, from the tasks' small results. Every function raises RunError rather than let a
+run commit documents it cannot account for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.config import Config
+from pipeline.formats.manifest import documents_accounted
+from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult
+from pipeline.tokens.split import SPLITS
+
+Parts = list[tuple[str, str, list[PackResult]]]  # (source, split, its shards) in pack order
+
+
+def pack_parts(cfg: Config) -> list[tuple[str, str, str, float]]:
+    """(source, split, shard name prefix, share of the source's tokens) of each pack of a run,
+    in manifest order. split "" (no validation split) keeps every document."""
+    fraction, parts = cfg.split.valid_fraction, []
+    for src in cfg.sources:
+        if cfg.named_sources:
+            prefixes = {"train": f"train-{src.name}", "valid": f"valid-{src.name}"}
+        else:
+            prefixes = {"train": "shard", "valid": "valid"}
+        if fraction > 0:
+            parts.append((src.name, "train", prefixes["train"], 1.0 - fraction))
+            parts.append((src.name, "valid", prefixes["valid"], fraction))
+        else:
+            parts.append((src.name, "", prefixes["train"], 1.0))
+    return parts
+
+
+def run_counts(
+    docs_in: int,
+    packed: list[PackResult],
+    audit: AuditResult,
+    quarantined: dict[str, int],
+    tokenized: list[TokenizeResult],
+) -> dict[str, Any]:
+    """The manifest's counts; RunError unless every document read is accounted for."""
+    counts = {
+        "docs_in": docs_in,
+        "docs_out": sum(s.documents for s in packed),
+        "removed_exact": audit.removed_exact,
+        "removed_near": audit.removed_near,
+        "quarantined": sum(quarantined.values()),
+        "tokens": sum(s.tokens for s in packed),
+        "quarantined_by_reason": dict(sorted(quarantined.items())),
+    }
+    accounted = documents_accounted(counts)
+    if accounted != docs_in or counts["docs_out"] != sum(r.docs for r in tokenized):
+        raise RunError(
+            f"accounting does not balance: docs_in {docs_in} != out + removed +"
+            f" quarantined = {accounted}; nothing was committed"
+        )
+    return counts
+
+
+def source_counts(
+    cfg: Config,
+    origin_of: dict[str, str],
+    read: list[ReadResult],
+    audit: AuditResult,
+    parts: Parts,
+    tokenized: list[TokenizeResult],
+    input_bytes: dict[str, int],
+) -> dict[str, dict[str, Any]]:
+    """The manifest's `sources`: per source the counts, the removals in favour of each other
+    source, its weight and its split sizes; RunError unless each balances. `origin_of` maps a
+    unit to its source (a unit never mixes sources)."""
+    out: dict[str, dict[str, Any]] = {}
+    for src in cfg.sources:
+        name = src.name
+        reads = [r for r in read if origin_of[r.unit] == name]
+        removed = audit.by_origin.get(name, {})
+        shards = {
+            split: [r for s, sp, rs in parts if s == name and sp == split for r in rs]
+            for split in SPLITS
+        }
+        entry = {
+            "docs_in": sum(r.docs_in for r in reads),
+            "docs_out": sum(r.documents for rs in shards.values() for r in rs),
+            "removed_exact": removed.get("exact", 0),
+            "removed_near": removed.get("near", 0),
+            "quarantined": sum(sum(r.quarantined.values()) for r in reads),
+            "tokens": sum(r.tokens for rs in shards.values() for r in rs),
+            "removed_in_favour_of": dict(sorted(removed.get("in_favour_of", {}).items())),
+            "weight": src.weight,
+            "input_bytes": input_bytes.get(name, 0),
+        }
+        for split, rs in shards.items():
+            entry[f"{split}_documents"] = sum(r.documents for r in rs)
+            entry[f"{split}_tokens"] = sum(r.tokens for r in rs)
+        docs_tokenized = sum(r.docs for r in tokenized if origin_of[r.unit] == name)
+        if documents_accounted(entry) != entry["docs_in"] or entry["docs_out"] != docs_tokenized:
+            raise RunError(
+                f"accounting does not balance for source {name!r}: docs_in"
+                f" {entry['docs_in']} != out + removed + quarantined ="
+                f" {documents_accounted(entry)}; nothing was committed"
+            )
+        out[name] = entry
+    return out
+
+
+def shard_entries(parts: Parts) -> dict[str, list[dict[str, Any]]]:
+    """Each split's shard entries, each naming its source and split, in pack order."""
+    splits: dict[str, list[dict[str, Any]]] = {split: [] for split in SPLITS}
+    for source, split, results in parts:
+        splits[split] += [{**r.entry(), "source": source, "split": split} for r in results]
+    return splits

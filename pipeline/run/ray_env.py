@@ -1,0 +1,71 @@
+"""How this process joins Ray: a cluster (RAY_ADDRESS, cfg.ray.address, or a job's driver) or a
+local instance, and the environment its tasks get."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import ray
+
+from pipeline.config import Config
+
+# Parallelism comes from tasks (one CPU each), so library thread pools inside a task stay at one
+# thread; otherwise every tokenizer task would start a pool as wide as the machine.
+WORKER_ENV = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+
+
+class _LocalAuthNotice(logging.Filter):
+    """Drops one Ray notice: that a new local instance turned token authentication on, which it
+    does by default and a local user can do nothing about. Every other record of that logger
+    (such as the warning that authentication is off) and of every other logger passes.
+
+    (Setting RAY_AUTH_MODE=token instead would need Ray's cached config reloaded: ray is already
+    imported, and a driver that sees the variable only later fails to reach its own GCS.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_AUTH_NOTICE)
+
+
+_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+_LOCAL_AUTH_NOTICE = _LocalAuthNotice()
+
+
+def hide_local_auth_notice() -> None:
+    """Before a local ray.init (here and in the benchmarks): that one notice is not printed."""
+    logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
+
+
+def worker_runtime_env() -> dict | None:
+    """The runtime env ray.init adds for the tasks: WORKER_ENV minus what the job already sets.
+
+    Inside a Ray job (`ray job submit --runtime-env ...`) Ray merges the job's runtime env with
+    ray.init's and refuses any env var key set in both, even with equal values; so keys the job
+    sets are left to the job (its value wins) and only the others are added."""
+    job_env: dict = {}
+    # Ray hands a job's driver its JobConfig (runtime env included) in this variable.
+    if job_json := os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
+        job_env = (json.loads(job_json).get("runtime_env") or {}).get("env_vars") or {}
+    env_vars = {k: v for k, v in WORKER_ENV.items() if k not in job_env}
+    return {"env_vars": env_vars} if env_vars else None
+
+
+def ensure_ray(cfg: Config) -> None:
+    if ray.is_initialized():
+        return
+    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
+    runtime_env = worker_runtime_env()
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
+    else:
+        hide_local_auth_notice()
+        ray.init(  # address="local": never join a cluster some other process started here
+            address="local",
+            num_cpus=cfg.ray.num_cpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+            runtime_env=runtime_env,
+        )
