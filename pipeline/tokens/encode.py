@@ -211,10 +211,11 @@ def frame(
 
 @dataclass
 class Batch:
-    """Texts to encode, and which of them (row in batch, document id) to check."""
+    """Texts to encode, and which of them are in the task's check sample: (row in the batch,
+    position in the sample)."""
 
     texts: list[str]
-    check: list[tuple[int, str]] = field(default_factory=list)
+    check: list[tuple[int, int]] = field(default_factory=list)
 
 
 def tokenize_batches(
@@ -223,21 +224,21 @@ def tokenize_batches(
     eos_id: int,
     bos_id: int | None,
     dtype: np.dtype,
-    reference: Encoder | None = None,
+    sample=None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Frame each batch's documents, in order, two batches at a time.
 
     The engines release the GIL while they encode, so one batch's framing overlaps the next
     one's encoding instead of adding to it. At most three batches are held at once. With a
-    `reference`, each batch's `check` documents are re-encoded by it and compared first
-    (tokenize_check.EngineMismatch on a difference).
+    `sample` (tokens.check.SampleCheck, already re-encoding its documents with the reference on
+    its own thread), each batch hands it the engine's ids of its `check` documents; the caller
+    compares (`sample.finish()`) before committing.
     """
-    from pipeline.tokens.check import check_against
 
     def one(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         ids, lengths = encoder.encode_flat(batch.texts) if batch.texts else _EMPTY
-        if reference is not None and batch.check:
-            check_against(reference, encoder, batch.texts, ids, lengths, batch.check)
+        if sample is not None:
+            sample.collect(batch.check, ids, lengths)
         return frame(ids, lengths, eos_id, bos_id, dtype)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
