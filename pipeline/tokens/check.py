@@ -16,11 +16,9 @@ A fast engine is used only while it gives the reference engine's (Hugging Face t
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from pipeline.tokens.encode import Encoder
+from pipeline.tokens.encode import Encoder, threads
 
 SAMPLE_SCALE = 1 << 20  # resolution of tokenize.verify_fraction
 
@@ -102,9 +100,7 @@ class SampleCheck:
     def __init__(self, reference: Encoder, engine: str, texts: list[str], names: list[str]):
         self.engine, self.names = engine, names
         self._got: list[np.ndarray | None] = [None] * len(texts)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize-check")
-        self._reference = pool.submit(reference.encode_flat, texts)
-        pool.shutdown(wait=False)  # the thread ends with its one job
+        self._reference = threads("tokenize-check", 1).submit(reference.encode_flat, texts)
 
     def collect(self, check: list[tuple[int, int]], ids: np.ndarray, lengths: np.ndarray) -> None:
         """The engine's ids of a batch (`ids`, `lengths`): keep those of the `check` documents,

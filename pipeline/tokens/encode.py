@@ -22,6 +22,7 @@ import functools
 import hashlib
 import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -241,14 +242,37 @@ def tokenize_batches(
             sample.collect(batch.check, ids, lengths)
         return frame(ids, lengths, eos_id, bos_id, dtype)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending: deque = deque()
+    pool = threads("tokenize", 2)
+    pending: deque = deque()
+    try:
         for batch in batches:
             pending.append(pool.submit(one, batch))
             if len(pending) > 2:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+    finally:  # on an error (or an abandoned generator) no batch is left running
+        for future in pending:
+            future.cancel()
+        for future in pending:
+            if not future.cancelled():
+                future.exception()
+
+
+_THREADS: dict[str, ThreadPoolExecutor] = {}
+_THREADS_LOCK = threading.Lock()
+
+
+def threads(name: str, workers: int) -> ThreadPoolExecutor:
+    """A thread pool kept for the life of the process (a Ray worker runs many tokenize tasks one
+    after another). Not a new pool per task: fastokens keeps per-thread state that a fresh
+    thread builds again, measured at ~30 % more CPU for a 64 MB unit encoded on new threads
+    than on warm ones."""
+    with _THREADS_LOCK:
+        pool = _THREADS.get(name)
+        if pool is None:
+            pool = _THREADS[name] = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        return pool
 
 
 _EMPTY = (np.empty(0, np.uint32), np.empty(0, np.int64))
