@@ -27,12 +27,15 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from pipeline.formats.megatron import token_dtype
+
+if TYPE_CHECKING:
+    from pipeline.tokens.check import SampleCheck
 
 ENGINES = ("fastokens", "tokenizers")
 
@@ -225,7 +228,7 @@ def tokenize_batches(
     eos_id: int,
     bos_id: int | None,
     dtype: np.dtype,
-    sample=None,
+    sample: SampleCheck | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Frame each batch's documents, in order, two batches at a time.
 
