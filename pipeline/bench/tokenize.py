@@ -66,6 +66,7 @@ class Timed:
     tokens: int
     cpu: float  # CPU seconds of this process, all threads
     probe: float = 0.0  # of `seconds`: the equality probe's
+    engine: str = ""  # the engine the pipeline ran (the probe's choice)
 
 
 def _cpu() -> float:
@@ -117,7 +118,8 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
     token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
     stages.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
-    return Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s), version
+    timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
+    return timed, version
 
 
 def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> bool:
@@ -217,6 +219,9 @@ def main(argv: list[str] | None = None) -> None:
         times = _alternate(paths, args.repeat)
         _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
         identical = identical_to_tokenizers(version, docs, cfg)
+    ran = {t.engine for t in times["pipeline"]}
+    if ran != {engine}:  # the probe chose otherwise: say what ran
+        engine = ",".join(sorted(ran))
     figures = _figures(times, len(texts), mb, engine, args.verify_fraction, identical)
     labels = {
         "raw": "raw tokenizers encode_batch_fast",
