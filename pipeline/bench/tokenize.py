@@ -5,23 +5,30 @@
 
 Baselines over the same documents in batches of the same size, ids collected, nothing written:
 raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
-(`encode_batch_flat`). Pipeline: stages.tokenize_unit (with the configured engine, including its
-sampled check against tokenizers) + stages.pack_shard on those documents staged as one unit in a
-temp folder: shuffle keys, EOS, token files, Megatron shards, checksums and read-back. Runs
-alternate in rounds (the order within a round rotates); `ratio` (pipeline / raw tokenizers, in
-tokens per second) and `ratio_vs_engine` (pipeline / raw fastokens) are medians of the rounds'
-time ratios, because on a shared machine the speed drifts by tens of percent over minutes and
-only back-to-back runs see the same machine. `identical` is true only if the shards hold, for
-every document, exactly raw tokenizers' ids (special tokens' text encoded as text, as the
-pipeline does by default) followed by EOS.
+(`encode_batch_flat`). Pipeline: the stage's own functions on those documents staged as one unit
+in a temp folder, everything the driver runs for tokenize and pack: stages.tokenize_probe (the
+equality probe, unless the engine is tokenizers; `probe_s`), stages.tokenize_unit (reading the
+unit's parquet, shuffle keys, encoding with the engine, its sampled check against tokenizers,
+EOS, the token file and its index) and stages.pack_in_process (both pack passes, Megatron
+shards, checksums and read-back). Runs alternate in rounds (the order within a round rotates);
+`ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
+fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
+by tens of percent over minutes and only back-to-back runs see the same machine.
+`ratio_vs_engine_excl_probe` leaves the probe out (a cost per run, not per unit: what a
+large run sees); `cpu_ratio_vs_engine` is the same ratio in CPU seconds of this process (all its
+threads), which other load on the machine disturbs much less than wall time. `identical` is true
+only if the shards hold, for every document, exactly raw tokenizers' ids (special tokens' text
+encoded as text, as the pipeline does by default) followed by EOS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -53,24 +60,41 @@ def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> 
     return pa.concat_tables([p for p in parts if p.num_rows])
 
 
-def time_raw_tokenizers(tokenizer, texts: list[str], batch: int) -> tuple[float, int]:
-    start, tokens = time.perf_counter(), 0
+@dataclass
+class Timed:
+    seconds: float  # wall
+    tokens: int
+    cpu: float  # CPU seconds of this process, all threads
+    probe: float = 0.0  # of `seconds`: the equality probe's
+    engine: str = ""  # the engine the pipeline ran (the probe's choice)
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def time_raw_tokenizers(tokenizer, texts: list[str], batch: int) -> Timed:
+    cpu, start, tokens = _cpu(), time.perf_counter(), 0
     for i in range(0, len(texts), batch):
         tokens += sum(len(e.ids) + 1 for e in encode_batch(tokenizer, texts[i : i + batch]))
-    return time.perf_counter() - start, tokens
+    return Timed(time.perf_counter() - start, tokens, _cpu() - cpu)
 
 
-def time_raw_fastokens(encoder, texts: list[str], batch: int) -> tuple[float, int]:
-    start, tokens = time.perf_counter(), 0
+def time_raw_fastokens(encoder, texts: list[str], batch: int) -> Timed:
+    cpu, start, tokens = _cpu(), time.perf_counter(), 0
     for i in range(0, len(texts), batch):
         ids, offsets = encoder.tokenizer.encode_batch_flat(
             texts[i : i + batch], add_special_tokens=False, split_special_tokens=True
         )
         tokens += len(ids) // 4 + len(offsets) // 8 - 1
-    return time.perf_counter() - start, tokens
+    return Timed(time.perf_counter() - start, tokens, _cpu() - cpu)
 
 
-def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int, Location]:
+def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Location]:
+    """The driver's tokenize and pack stages on `docs` as one unit, in this process: the probe
+    (unless the engine is tokenizers; its choice is then the engine, as in
+    run/tokenize_stage.py), the unit's tokenize task, both pack passes."""
     layout = RunLayout(
         Location.from_uri(work),
         f"bench-{time.monotonic_ns()}",
@@ -80,14 +104,22 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[float, int, L
     layout.read_docs("u0").write_parquet(docs, **stages.DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
-    engine = "tokenizers" if cfg.tokenize.engine == "tokenizers" else "fastokens"
-    start = time.perf_counter()
+    cpu, start = _cpu(), time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
-        tok = stages.tokenize_unit(layout, "u0", cfg, f.read(), engine)
+        raw = f.read()
+    engine = cfg.tokenize.engine
+    if engine != "tokenizers":
+        probe = stages.tokenize_probe(layout, ["u0"], cfg, raw)
+        if probe.error:
+            raise SystemExit(probe.error)
+        engine = probe.engine
+    probe_s = time.perf_counter() - start
+    tok = stages.tokenize_unit(layout, "u0", cfg, raw, engine)
     token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
     stages.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
-    return time.perf_counter() - start, tok.tokens, version
+    timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
+    return timed, version
 
 
 def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> bool:
@@ -151,10 +183,10 @@ def _bench_config(args: argparse.Namespace, engine: str, work: str) -> Config:
     )
 
 
-def _alternate(paths: dict, repeat: int) -> dict[str, list[tuple[float, int]]]:
+def _alternate(paths: dict, repeat: int) -> dict[str, list[Timed]]:
     """Each path `repeat` times, the order rotating each round (a shared machine drifts)."""
     order = list(paths)
-    times: dict[str, list[tuple[float, int]]] = {name: [] for name in order}
+    times: dict[str, list[Timed]] = {name: [] for name in order}
     for i in range(repeat):
         for name in order[i % len(order) :] + order[: i % len(order)]:
             times[name].append(paths[name]())
@@ -180,13 +212,16 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer = TokenizersEncoder(raw_json, special_as_text=True).tokenizer
         paths = {
             "raw": lambda: time_raw_tokenizers(tokenizer, texts, args.batch_docs),
-            "pipeline": lambda: time_pipeline(docs, cfg, work)[:2],
+            "pipeline": lambda: time_pipeline(docs, cfg, work)[0],
         }
         if fast is not None:
             paths["fast"] = lambda: time_raw_fastokens(fast, texts, args.batch_docs)
         times = _alternate(paths, args.repeat)
-        _, _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
+        _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
         identical = identical_to_tokenizers(version, docs, cfg)
+    ran = {t.engine for t in times["pipeline"]}
+    if ran != {engine}:  # the probe chose otherwise: say what ran
+        engine = ",".join(sorted(ran))
     figures = _figures(times, len(texts), mb, engine, args.verify_fraction, identical)
     labels = {
         "raw": "raw tokenizers encode_batch_fast",
@@ -196,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     tokens = figures["tokens"]
     print(f"{'path':<38} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
     for name in paths:
-        s = min(times[name])[0]
+        s = min(t.seconds for t in times[name])
         print(f"{labels[name]:<38} {s:>8.2f} {tokens / s:>12,.0f} {mb / s:>8.2f}")
     print(
         f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
@@ -208,30 +243,38 @@ def main(argv: list[str] | None = None) -> None:
 def _figures(times: dict, docs: int, mb: float, engine: str, fraction: float, identical: bool):
     """The last-line JSON: rates of the best runs, ratios as medians of the rounds' ratios."""
 
-    def median_ratio(base: str) -> float:
+    def median_ratio(base: str, of=lambda t: t.seconds) -> float:
         pairs = zip(times[base], times["pipeline"], strict=True)
-        return float(np.median([b[0] / p[0] for b, p in pairs]))
+        return float(np.median([of(b) / of(p) for b, p in pairs]))
 
-    best = {name: min(t) for name, t in times.items()}
-    counts = {t[1] for ts in times.values() for t in ts}
+    best = {name: min(t.seconds for t in ts) for name, ts in times.items()}
+    counts = {t.tokens for ts in times.values() for t in ts}
     if len(counts) != 1:
         raise SystemExit(f"token counts differ between paths: {sorted(counts)}")
     tokens = counts.pop()
     fast = "fast" in times
+
+    def ratio(base: str, of=lambda t: t.seconds) -> float | None:
+        return round(median_ratio(base, of), 3) if base in times else None
+
     return {
         "docs": docs,
         "mb": round(mb, 2),
         "tokens": tokens,
         "engine": engine,
         "verify_fraction": fraction,
-        "raw_tokens_per_s": round(tokens / best["raw"][0]),
-        "raw_fastokens_tokens_per_s": round(tokens / best["fast"][0]) if fast else None,
-        "pipeline_tokens_per_s": round(tokens / best["pipeline"][0]),
-        "ratio": round(median_ratio("raw"), 3),
-        "ratio_vs_engine": round(median_ratio("fast"), 3) if fast else None,
-        "ratio_of_best": round(best["raw"][0] / best["pipeline"][0], 3),
+        "raw_tokens_per_s": round(tokens / best["raw"]),
+        "raw_fastokens_tokens_per_s": round(tokens / best["fast"]) if fast else None,
+        "pipeline_tokens_per_s": round(tokens / best["pipeline"]),
+        "ratio": ratio("raw"),
+        "ratio_vs_engine": ratio("fast"),
+        "ratio_vs_engine_excl_probe": ratio("fast", lambda t: t.seconds - t.probe),
+        "cpu_ratio_vs_engine": ratio("fast", lambda t: t.cpu),
+        "probe_s": round(float(np.median([t.probe for t in times["pipeline"]])), 3),
+        "ratio_of_best": round(best["raw"] / best["pipeline"], 3),
         "pair_ratios": sorted(
-            round(r[0] / p[0], 3) for r, p in zip(times["raw"], times["pipeline"], strict=True)
+            round(r.seconds / p.seconds, 3)
+            for r, p in zip(times["raw"], times["pipeline"], strict=True)
         ),
         "identical": bool(identical),
     }

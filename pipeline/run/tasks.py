@@ -50,7 +50,13 @@ from pipeline.run.results import (
 )
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
-from pipeline.tokens.check import EngineMismatch, compare_engines, hard_strings, sample_rows
+from pipeline.tokens.check import (
+    EngineMismatch,
+    SampleCheck,
+    compare_engines,
+    hard_strings,
+    sample_rows,
+)
 from pipeline.tokens.encode import (
     Batch,
     EngineUnavailable,
@@ -413,18 +419,28 @@ def _encode_tokens(
     docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
 ) -> tuple[np.ndarray, int]:
     """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
-    tokenizers, a sample is re-encoded with tokenizers on the way (EngineMismatch). Returns the
-    token count of each document and how many documents were checked."""
+    tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
+    compared before the token file is committed (EngineMismatch). Returns the token count of
+    each document and how many documents were checked."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
     encoder = cached_encoder(engine, tokenizer_json, special_as_text)
     _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
     bos_id = token_id(reference.tokenizer, tok.bos)
-    check = engine != "tokenizers"  # the reference need not check itself
     dtype = np.dtype(info.dtype)
-    checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction) if check else []
-    check_ids = docs["doc_id"].take(pa.array(checked, pa.int64())).to_pylist() if check else []
+    checked = np.empty(0, np.int64)
+    sample = None
+    if engine != "tokenizers":  # the reference need not check itself
+        checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction)
+    if len(checked):
+        rows = pa.array(checked, pa.int64())
+        sample = SampleCheck(  # starts re-encoding now, alongside the engine
+            reference,
+            encoder.name,
+            docs["text"].take(rows).to_pylist(),
+            docs["doc_id"].take(rows).to_pylist(),
+        )
     lengths = []
     texts, step = docs["text"], tok.batch_docs
 
@@ -433,16 +449,16 @@ def _encode_tokens(
         for i in range(0, docs.num_rows, step):
             check = []
             while at < len(checked) and checked[at] < i + step:
-                check.append((int(checked[at]) - i, check_ids[at]))
+                check.append((int(checked[at]) - i, at))
                 at += 1
             yield Batch(texts.slice(i, step).to_pylist(), check)
 
     with out_loc.atomic_writer() as out:
-        for flat, lens in tokenize_batches(
-            encoder, batches(), info.eos_id, bos_id, dtype, reference if check else None
-        ):
-            out.write(flat.tobytes())
+        for flat, lens in tokenize_batches(encoder, batches(), info.eos_id, bos_id, dtype, sample):
+            out.write(flat.view(np.uint8))  # the array's own buffer: no copy to bytes
             lengths.append(lens)
+        if sample is not None:
+            sample.finish()  # inside the writer: a mismatch discards the token file
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
     return length, len(checked)
 

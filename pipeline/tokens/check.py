@@ -8,14 +8,17 @@ A fast engine is used only while it gives the reference engine's (Hugging Face t
   difference and the whole run uses the reference;
 - in every tokenize task, a deterministic sample of the documents (`sample_rows`: chosen by the
   document's shuffle key, a hash of its stable id) is re-encoded with the reference before the
-  task writes anything; a difference fails the task (EngineMismatch, naming the document).
+  task commits anything; a difference fails the task (EngineMismatch, naming the document).
+  `SampleCheck` runs that re-encoding on a thread of its own while the engine encodes the unit:
+  the reference is ~100x slower per byte, so 1 % of the documents costs it about as much CPU as
+  the engine's whole unit, and run in series it would double the task's encoding time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.tokens.encode import Encoder
+from pipeline.tokens.encode import Encoder, threads
 
 SAMPLE_SCALE = 1 << 20  # resolution of tokenize.verify_fraction
 
@@ -83,6 +86,47 @@ def check_against(
             describe(doc, pos, check[doc][1], (ref_ids, ref_lens), (got_ids, got_lens),
                      encoder.name)
         )
+
+
+class SampleCheck:
+    """One task's sampled re-encoding, overlapped with the engine's encoding of the whole unit.
+
+    Built with the sample's texts and names, it starts `reference` on them at once on a thread of
+    its own (tokenizers releases the GIL while it encodes). As the engine's batches go by,
+    `collect` keeps the engine's ids of the sampled documents (copies: a few % of the tokens at
+    most); `finish` waits for the reference and compares both, raising EngineMismatch on the
+    first differing document. Callers call `finish` before committing anything."""
+
+    def __init__(self, reference: Encoder, engine: str, texts: list[str], names: list[str]):
+        self.engine, self.names = engine, names
+        self._got: list[np.ndarray | None] = [None] * len(texts)
+        self._reference = threads("tokenize-check", 1).submit(reference.encode_flat, texts)
+
+    def collect(self, check: list[tuple[int, int]], ids: np.ndarray, lengths: np.ndarray) -> None:
+        """The engine's ids of a batch (`ids`, `lengths`): keep those of the `check` documents,
+        given as (row in the batch, position in the sample)."""
+        if not check:
+            return
+        ends = np.cumsum(lengths)
+        for row, at in check:
+            self._got[at] = ids[int(ends[row] - lengths[row]) : int(ends[row])].copy()
+
+    def finish(self) -> int:
+        """Compare (EngineMismatch on a difference); the number of documents checked."""
+        ref_ids, ref_lens = self._reference.result()
+        missing = [self.names[i] for i, got in enumerate(self._got) if got is None]
+        if missing:
+            raise RuntimeError(f"sampled document {missing[0]!r} was never encoded")
+        got_lens = np.array([len(g) for g in self._got], dtype=np.int64)
+        got_ids = np.concatenate(self._got) if self._got else np.empty(0, np.uint32)
+        diff = first_difference(ref_ids, ref_lens, got_ids, got_lens)
+        if diff is not None:
+            doc, pos = diff
+            raise EngineMismatch(
+                describe(doc, pos, self.names[doc], (ref_ids, ref_lens), (got_ids, got_lens),
+                         self.engine)
+            )
+        return len(self._got)
 
 
 def sample_rows(keys: np.ndarray, fraction: float) -> np.ndarray:

@@ -25,6 +25,7 @@ from pipeline.run.results import RunError
 from pipeline.run.summary import format_summary
 from pipeline.tokens.check import (
     EngineMismatch,
+    SampleCheck,
     check_against,
     compare_engines,
     hard_strings,
@@ -131,6 +132,37 @@ def test_engines_agree_on_hard_strings_and_mismatch_names_document(extra_tokeniz
     with pytest.raises(EngineMismatch, match="'doc-code' differs at token 3"):
         check_against(ref, fast, texts, altered, lengths, [(0, "doc-cjk"), (row, "doc-code")])
     check_against(ref, fast, texts, ids, lengths, [(0, "doc-cjk"), (row, "doc-code")])
+
+
+def test_sample_check_overlapped_names_first_differing_document(extra_tokenizer):
+    """The task's check: the reference encodes the sample on its own thread while the engine's
+    batches go by; finish() compares and names the document."""
+    raw = extra_tokenizer.read_bytes()
+    ref, fast = TokenizersEncoder(raw), FastokensEncoder(raw)
+    named = hard_strings(["<|endoftext|>", *EXTRA_TOKENS])
+    texts = [t for _, t in named]
+    rows = [0, 3, len(texts) - 1]  # a sample spread over two batches
+    names = [f"doc-{r}" for r in rows]
+    half = len(texts) // 2
+
+    def run(alter_row: int | None) -> int:
+        sample = SampleCheck(ref, fast.name, [texts[r] for r in rows], names)
+        for lo, hi in ((0, half), (half, len(texts))):
+            ids, lengths = fast.encode_flat(texts[lo:hi])
+            if alter_row is not None and lo <= alter_row < hi:
+                ids = ids.copy()
+                ids[int(lengths[: alter_row - lo].sum()) + 1] ^= 1
+            sample.collect(
+                [(r - lo, at) for at, r in enumerate(rows) if lo <= r < hi], ids, lengths
+            )
+        return sample.finish()
+
+    assert run(None) == 3
+    with pytest.raises(EngineMismatch, match=f"'doc-{len(texts) - 1}' differs at token 1"):
+        run(len(texts) - 1)
+    unfinished = SampleCheck(ref, fast.name, [texts[0]], ["doc-0"])
+    with pytest.raises(RuntimeError, match="never encoded"):
+        unfinished.finish()
 
 
 def test_sample_rows_by_key_hash():
