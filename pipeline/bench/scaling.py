@@ -47,7 +47,9 @@ ONE_THREAD_ENV = {
 def _warm_worker() -> int:
     """Start a worker and import what the stages import, so timings exclude process start-up."""
     import pipeline.run.neardup  # noqa: F401
+    import pipeline.run.pack_tasks  # noqa: F401
     import pipeline.run.tasks  # noqa: F401
+    import pipeline.run.tokenize_tasks  # noqa: F401
 
     time.sleep(0.5)  # hold the CPU so that the next warm-up task lands on another worker
     return os.getpid()

@@ -6,10 +6,11 @@
 Baselines over the same documents in batches of the same size, ids collected, nothing written:
 raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
 (`encode_batch_flat`). Pipeline: the stage's own functions on those documents staged as one unit
-in a temp folder, everything the driver runs for tokenize and pack: stages.tokenize_probe (the
-equality probe, unless the engine is tokenizers; `probe_s`), stages.tokenize_unit (reading the
-unit's parquet, shuffle keys, encoding with the engine, its sampled check against tokenizers,
-EOS, the token file and its index) and stages.pack_in_process (both pack passes, Megatron
+in a temp folder, everything the driver runs for tokenize and pack:
+tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenizers; `probe_s`),
+tokenize_tasks.tokenize_unit (reading the unit's parquet, shuffle keys, encoding with the
+engine, its sampled check against tokenizers, EOS, the token file and its index) and
+pack_tasks.pack_in_process (both pack passes, Megatron
 shards, checksums and read-back). Runs alternate in rounds (the order within a round rotates);
 `ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
 fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
@@ -40,6 +41,7 @@ from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats.megatron import decode_index
 from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
+from pipeline.run import pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.tokens.encode import (
     EngineUnavailable,
@@ -109,15 +111,15 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         raw = f.read()
     engine = cfg.tokenize.engine
     if engine != "tokenizers":
-        probe = stages.tokenize_probe(layout, ["u0"], cfg, raw)
+        probe = tokenize_tasks.tokenize_probe(layout, ["u0"], cfg, raw)
         if probe.error:
             raise SystemExit(probe.error)
         engine = probe.engine
     probe_s = time.perf_counter() - start
-    tok = stages.tokenize_unit(layout, "u0", cfg, raw, engine)
+    tok = tokenize_tasks.tokenize_unit(layout, "u0", cfg, raw, engine)
     token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
-    stages.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
+    pack_tasks.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
     timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
     return timed, version
 

@@ -34,7 +34,7 @@ from pipeline.formats.manifest import (
     table_digest,
 )
 from pipeline.formats.sectioned import Writer, exchange_plan, part_ranges, unit_bounds
-from pipeline.run import exchange, neardup
+from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import pack_parts, run_counts, shard_entries, source_counts
 from pipeline.run.ray_env import ensure_ray
@@ -107,12 +107,10 @@ _TASKS = (
             "exact_partition",
             "merge_exact",
             "merge_audit",
-            "tokenize_probe",
-            "tokenize_unit_task",
-            "exchange_bucket",
-            "pack_shard",
         ),
     ),
+    (tokenize_tasks, ("tokenize_probe", "tokenize_unit_task")),
+    (pack_tasks, ("exchange_bucket", "pack_shard")),
     (exchange, ("regroup",)),
     (
         neardup,

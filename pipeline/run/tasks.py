@@ -8,13 +8,9 @@ units (resume).
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
-import tempfile
 from collections import Counter
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -23,11 +19,8 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
 from pipeline.formats import sectioned
-from pipeline.formats.megatron import ShardWriter
-from pipeline.formats.verify import verify_shard
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
 from pipeline.ingest.readers import (
     DOCS_SCHEMA,
@@ -39,33 +32,12 @@ from pipeline.ingest.readers import (
 from pipeline.run.results import (
     AuditResult,
     ExactResult,
-    ExchangeResult,
     ListResult,
     MergeExactResult,
-    PackResult,
-    ProbeResult,
     QuarantineResult,
     ReadResult,
-    TokenizeResult,
 )
 from pipeline.run.timer import TaskTimer
-from pipeline.tokens import pack
-from pipeline.tokens.check import (
-    EngineMismatch,
-    SampleCheck,
-    compare_engines,
-    hard_strings,
-    sample_rows,
-)
-from pipeline.tokens.encode import (
-    Batch,
-    EngineUnavailable,
-    cached_encoder,
-    token_id,
-    tokenize_batches,
-    tokenizer_info,
-)
-from pipeline.tokens.split import split_mask
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
@@ -174,10 +146,10 @@ def _read_pieces(
             piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
         doc_parts += piece_docs
         bad_parts += piece_bad
-    return _concat(doc_parts, DOCS_SCHEMA), _concat(bad_parts, QUARANTINE_SCHEMA)
+    return concat(doc_parts, DOCS_SCHEMA), concat(bad_parts, QUARANTINE_SCHEMA)
 
 
-def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     tables = [t for t in tables if t.num_rows]
     if not tables:
         return schema.empty_table()
@@ -233,7 +205,7 @@ def merge_quarantine(
         ]
         schema = QUARANTINE_SCHEMA.append(pa.field("origin", pa.string()))
         order = [("origin", "ascending"), *order]
-    bad = _concat(parts, schema)
+    bad = concat(parts, schema)
     layout.quarantine.write_parquet(bad.sort_by(order))
     return timer.result(QuarantineResult, quarantined=bad.num_rows)
 
@@ -298,354 +270,3 @@ class _RemovedWriter:
 
 
 _BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
-
-
-# -- tokenize --------------------------------------------------------------------------------
-PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
-PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
-
-
-def tokenize_probe(
-    layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
-) -> ProbeResult:
-    """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
-    the hard strings and the first documents of several units, else tokenizers with the reason.
-    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
-    timer = TaskTimer()
-    special_as_text = cfg.tokenize.special_tokens_in_text == "text"
-    try:
-        fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
-    except EngineUnavailable as e:
-        if cfg.tokenize.engine == "fastokens":
-            return timer.result(ProbeResult, error=f"tokenize.engine is fastokens but {e}")
-        return timer.result(ProbeResult, engine="tokenizers", reason=str(e), probe_docs=0)
-    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
-    specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
-    named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
-    for unit in unit_ids[:PROBE_UNITS]:
-        named += _first_documents(layout, unit, PROBE_BYTES_PER_UNIT)
-    names, texts = [n for n, _ in named], [t for _, t in named]
-    diff = compare_engines(reference, fast, texts, names)
-    if diff is not None:
-        return timer.result(
-            ProbeResult,
-            engine="tokenizers",
-            reason=f"equality probe failed: {diff}",
-            probe_docs=len(texts),
-        )
-    return timer.result(ProbeResult, engine="fastokens", reason=None, probe_docs=len(texts))
-
-
-def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
-    out, size = [], 0
-    with layout.read_docs(unit_id).open_read() as f:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
-            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
-                                    strict=True):
-                if size >= max_bytes:
-                    return out
-                out.append((doc_id, text))
-                size += len(text)
-    return out
-
-
-def tokenize_unit_task(
-    layout: RunLayout,
-    unit_id: str,
-    cfg: Config,
-    tokenizer_json: bytes,
-    engine: str,
-    rewrite: bool = False,
-) -> TokenizeResult:
-    """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
-    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
-    every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
-    try:
-        return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
-    except (EngineMismatch, EngineUnavailable) as e:
-        return TokenizeResult(unit=unit_id, mismatch=f"unit {unit_id}: {e}")
-
-
-def tokenize_unit(
-    layout: RunLayout,
-    unit_id: str,
-    cfg: Config,
-    tokenizer_json: bytes,
-    engine: str = "tokenizers",
-    rewrite: bool = False,
-) -> TokenizeResult:
-    """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
-
-    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
-    is re-encoded with tokenizers before anything is committed: EngineMismatch on a difference.
-    `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
-    timer = TaskTimer()
-    with layout.removed.open_read() as f:
-        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
-    removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
-    digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
-    index_loc = layout.tokens_index(unit_id, digest)
-    if not rewrite and index_loc.exists():
-        index = index_loc.read_parquet(columns=["length"])
-        return timer.result(
-            TokenizeResult,
-            unit=unit_id,
-            removed=digest,
-            docs=index.num_rows,
-            tokens=int(pc.sum(index["length"]).as_py() or 0),
-            reused=True,
-        )
-    if rewrite and index_loc.exists():
-        index_loc.remove()  # the unit stays not-done until the new index lands
-    docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
-    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
-    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    length, checked = _encode_tokens(
-        docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
-    )
-    index_loc.write_parquet(_token_index(docs, length))  # last: its presence marks the unit done
-    return timer.result(
-        TokenizeResult,
-        unit=unit_id,
-        removed=digest,
-        docs=docs.num_rows,
-        tokens=int(length.sum()),
-        engine=engine,
-        checked=checked,
-    )
-
-
-def _encode_tokens(
-    docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
-) -> tuple[np.ndarray, int]:
-    """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
-    tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
-    compared before the token file is committed (EngineMismatch). Returns the token count of
-    each document and how many documents were checked."""
-    tok = cfg.tokenize
-    special_as_text = tok.special_tokens_in_text == "text"
-    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
-    encoder = cached_encoder(engine, tokenizer_json, special_as_text)
-    _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
-    bos_id = token_id(reference.tokenizer, tok.bos)
-    dtype = np.dtype(info.dtype)
-    checked = np.empty(0, np.int64)
-    sample = None
-    if engine != "tokenizers":  # the reference need not check itself
-        checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction)
-    if len(checked):
-        rows = pa.array(checked, pa.int64())
-        sample = SampleCheck(  # starts re-encoding now, alongside the engine
-            reference,
-            encoder.name,
-            docs["text"].take(rows).to_pylist(),
-            docs["doc_id"].take(rows).to_pylist(),
-        )
-    lengths = []
-    texts, step = docs["text"], tok.batch_docs
-
-    def batches():
-        at = 0
-        for i in range(0, docs.num_rows, step):
-            check = []
-            while at < len(checked) and checked[at] < i + step:
-                check.append((int(checked[at]) - i, at))
-                at += 1
-            yield Batch(texts.slice(i, step).to_pylist(), check)
-
-    with out_loc.atomic_writer() as out:
-        for flat, lens in tokenize_batches(encoder, batches(), info.eos_id, bos_id, dtype, sample):
-            out.write(flat.view(np.uint8))  # the array's own buffer: no copy to bytes
-            lengths.append(lens)
-        if sample is not None:
-            sample.finish()  # inside the writer: a mismatch discards the token file
-    length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
-    return length, len(checked)
-
-
-def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
-    """The token file's index: each document's ids, shuffle key and token count, in order."""
-    return pa.table(
-        {
-            "doc_id": docs["doc_id"],
-            "source": docs["source"],
-            "row": docs["row"],
-            "key": docs["key"],
-            "length": pa.array(length, pa.int64()),
-        },
-        schema=pack.TOKEN_INDEX_SCHEMA,
-    )
-
-
-# -- pack ------------------------------------------------------------------------------------
-def exchange_bucket(
-    layout: RunLayout,
-    plan: pack.PackPlan,
-    group: int,
-    bucket: int,
-    units: list[tuple[str, str]],
-    dtype_name: str,
-) -> ExchangeResult:
-    """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
-
-    Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
-    file already cut by shard (tokens and index rows), so memory holds one unit's index and the
-    piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
-    timer = TaskTimer()
-    folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
-    done = folder / f"{name}.json"
-    if done.exists():  # its marker holds the earlier result's own fields
-        return timer.result(ExchangeResult, **json.loads(done.read_bytes()), reused=True)
-    itemsize = np.dtype(dtype_name).itemsize
-    lo, hi = plan.bucket_range(bucket)
-    span = plan.bucket_shards(bucket)
-    shard_lows = np.array([pack.key_range(k, plan.shards)[0] for k in span], dtype=np.uint64)
-    # per unit with rows in the bucket: (shards in span, 4) = token offset, token bytes, index
-    # offset, index bytes of its piece of each shard in the spill file
-    placed: list[np.ndarray] = []
-    with tempfile.TemporaryFile() as spill:
-        for unit, removed in units:
-            where = _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan)
-            if where is not None:
-                placed.append(where)
-        spill.flush()
-        with (folder / f"{name}.bin").atomic_writer() as out:
-            sections = _write_sections(out, spill.fileno(), placed, len(span))
-    marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
-    done.write_bytes(json.dumps(marker).encode())  # written last: the exchange object is whole
-    return timer.result(ExchangeResult, **marker)
-
-
-def _spill_unit(
-    layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan=None
-) -> np.ndarray | None:
-    """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
-    sizes of its token bytes and index rows per shard, or None when it has no rows there.
-    With a plan naming a split, only that split's rows (tokens/split.py)."""
-    index = layout.tokens_index(unit, removed).read_parquet()
-    i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
-    if i0 == i1:
-        return None
-    starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
-    raw = layout.tokens_bin(unit, removed).read_bytes(
-        int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
-    )
-    piece = index.slice(i0, i1 - i0)
-    if plan is not None and plan.split:
-        keep = split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
-        if not keep.all():
-            lengths = piece["length"].to_numpy() * itemsize
-            offsets = (starts[i0:i1] - starts[i0]) * itemsize
-            raw = pack.gather_segments(
-                np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
-            ).tobytes()
-            piece = piece.filter(pa.array(keep))
-            if piece.num_rows == 0:
-                return None
-    rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
-    rows = np.append(rows, piece.num_rows)
-    rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
-    at = spill.tell()
-    spill.write(raw)
-    where = np.zeros((len(shard_lows), 4), dtype=np.int64)
-    for j in range(len(shard_lows)):
-        j0, j1 = int(rows[j]), int(rows[j + 1])
-        if j0 == j1:
-            continue
-        ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
-        where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
-        spill.write(ipc)
-    return where
-
-
-def _write_sections(out, fd: int, placed: list[np.ndarray], shards: int) -> list[list[int]]:
-    """The exchange object: per shard, every unit's token bytes then their index rows as one
-    Arrow IPC table; returns each section's [offset, token bytes, index bytes]."""
-    sections, offset = [], 0
-    for j in range(shards):
-        token_bytes, tables = 0, []
-        for where in placed:
-            tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
-            if tok_n == 0:
-                continue
-            out.write(os.pread(fd, tok_n, tok_at))
-            token_bytes += tok_n
-            tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
-        ipc = pack.index_to_ipc(_concat(tables, pack.TOKEN_INDEX_SCHEMA))
-        out.write(ipc)
-        sections.append([offset, token_bytes, len(ipc)])
-        offset += token_bytes + len(ipc)
-    return sections
-
-
-def pack_shard(
-    layout: RunLayout,
-    version: Location,
-    plan: pack.PackPlan,
-    shard: int,
-    sections: list[tuple[str, int, int, int]],
-    dtype_name: str,
-) -> PackResult:
-    """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
-    ((object name, offset, token bytes, index bytes) per group): one GET per group."""
-    timer = TaskTimer()
-    dtype = np.dtype(dtype_name)
-    index_parts, token_parts, offset = [], [], 0
-    for name, at, token_bytes, index_bytes in sections:
-        if token_bytes == 0:
-            continue
-        loc = layout.run / f"pack/{plan.name}/{name}"
-        raw = loc.read_bytes(at, at + token_bytes + index_bytes)
-        tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
-        index = pack.index_from_ipc(raw[token_bytes:])
-        lengths = index["length"].to_numpy()
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
-        token_parts.append(tokens)
-        index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
-        offset += len(tokens)
-    name = plan.shard_name(shard)
-    bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
-    merged = pack.TOKEN_INDEX_SCHEMA.empty_table()
-    with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
-        writer = ShardWriter(bin_f, idx_f, dtype)
-        if index_parts:
-            merged = pa.concat_tables(index_parts).sort_by(pack.SORT_KEYS)
-            tokens = np.concatenate(token_parts)
-            lengths = merged["length"].to_numpy()
-            starts = merged["start"].to_numpy()
-            for i in range(0, len(lengths), 4096):  # bounded gather buffers
-                sl = slice(i, i + 4096)
-                writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
-        info = writer.close()
-    # which documents the shard holds, in its order: the record of each document's split
-    layout.shard_docs(name).write_parquet(merged.select(["doc_id", "source", "row", "length"]))
-    names = {"bin": bin_loc.name, "idx": idx_loc.name}
-    # a shard counts as written only once storage returns what the manifest will claim
-    entry = {**names, **dataclasses.asdict(info)}
-    verify_shard(version, entry, dtype, f"{version.uri}: shard {shard}")
-    return timer.result(PackResult, shard=shard, info=info, **names)
-
-
-def pack_in_process(
-    layout: RunLayout,
-    version: Location,
-    units: list[tuple[str, str]],
-    token_bytes: int,
-    cfg: Config,
-    dtype_name: str,
-) -> list[PackResult]:
-    """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
-    plan and sections as the driver (run/driver.py) builds."""
-    plan = pack.pack_plan(
-        token_bytes, len(units), int(cfg.pack.shard_bytes), int(cfg.pack.exchange_request_bytes)
-    )
-    groups = plan.unit_groups(units)
-    exchanged = [
-        exchange_bucket(layout, plan, g, k, groups[g], dtype_name)
-        for g in range(plan.groups)
-        for k in range(plan.buckets)
-    ]
-    sections = pack.shard_sections(plan, exchanged)
-    return [
-        pack_shard(layout, version, plan, k, sections[k], dtype_name) for k in range(plan.shards)
-    ]

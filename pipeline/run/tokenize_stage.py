@@ -1,9 +1,10 @@
 """The driver's side of the tokenize stage: choose the engine, run the tasks, fall back.
 
-1. `tokenize.engine: tokenizers` runs tokenizers. Otherwise a probe task (stages.tokenize_probe)
-   loads fastokens on a worker and compares it with tokenizers on hard strings and the first
-   documents of several units: fastokens only if it loads and agrees; else tokenizers, with the
-   reason (the first differing document and position, or why it could not load).
+1. `tokenize.engine: tokenizers` runs tokenizers. Otherwise a probe task
+   (tokenize_tasks.tokenize_probe) loads fastokens on a worker and compares it with tokenizers
+   on hard strings and the first documents of several units: fastokens only if it loads and
+   agrees; else tokenizers, with the reason (the first differing document and position, or why
+   it could not load).
 2. Every task re-encodes a sample of its documents with tokenizers before committing anything.
    If any task reports a mismatch, the driver waits for the whole wave, then reruns every unit
    with tokenizers, rewriting the token files this wave wrote: no token file made by an engine

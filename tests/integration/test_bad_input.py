@@ -279,7 +279,7 @@ def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_s
 def test_local_run_prints_no_warning_a_user_cannot_act_on(tmp_path):
     import logging
 
-    from pipeline.run.driver import _AUTH_LOGGER, _LOCAL_AUTH_NOTICE
+    from pipeline.run.ray_env import _AUTH_LOGGER, _LOCAL_AUTH_NOTICE
 
     data = tmp_path / "data"
     data.mkdir()

@@ -1,0 +1,217 @@
+"""Tokenize tasks: the engine equality probe, and one unit's documents to its token file.
+
+Like every task module (run/tasks.py): picklable descriptions in, a small typed result out, each
+unit's output committed atomically and then marked done (resume). The token file's format is
+documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from pipeline.config import Config
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
+from pipeline.core.text import shuffle_key
+from pipeline.dedup import exact
+from pipeline.run.results import ProbeResult, TokenizeResult
+from pipeline.run.timer import TaskTimer
+from pipeline.tokens import pack
+from pipeline.tokens.check import (
+    EngineMismatch,
+    SampleCheck,
+    compare_engines,
+    hard_strings,
+    sample_rows,
+)
+from pipeline.tokens.encode import (
+    Batch,
+    EngineUnavailable,
+    cached_encoder,
+    token_id,
+    tokenize_batches,
+    tokenizer_info,
+)
+
+PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
+PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
+
+
+def tokenize_probe(
+    layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
+) -> ProbeResult:
+    """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
+    the hard strings and the first documents of several units, else tokenizers with the reason.
+    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
+    timer = TaskTimer()
+    special_as_text = cfg.tokenize.special_tokens_in_text == "text"
+    try:
+        fast = cached_encoder("fastokens", tokenizer_json, special_as_text)
+    except EngineUnavailable as e:
+        if cfg.tokenize.engine == "fastokens":
+            return timer.result(ProbeResult, error=f"tokenize.engine is fastokens but {e}")
+        return timer.result(ProbeResult, engine="tokenizers", reason=str(e), probe_docs=0)
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
+    named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
+    for unit in unit_ids[:PROBE_UNITS]:
+        named += _first_documents(layout, unit, PROBE_BYTES_PER_UNIT)
+    names, texts = [n for n, _ in named], [t for _, t in named]
+    diff = compare_engines(reference, fast, texts, names)
+    if diff is not None:
+        return timer.result(
+            ProbeResult,
+            engine="tokenizers",
+            reason=f"equality probe failed: {diff}",
+            probe_docs=len(texts),
+        )
+    return timer.result(ProbeResult, engine="fastokens", reason=None, probe_docs=len(texts))
+
+
+def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
+    out, size = [], 0
+    with layout.read_docs(unit_id).open_read() as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
+            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
+                                    strict=True):
+                if size >= max_bytes:
+                    return out
+                out.append((doc_id, text))
+                size += len(text)
+    return out
+
+
+def tokenize_unit_task(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str,
+    rewrite: bool = False,
+) -> TokenizeResult:
+    """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
+    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
+    every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
+    try:
+        return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
+    except (EngineMismatch, EngineUnavailable) as e:
+        return TokenizeResult(unit=unit_id, mismatch=f"unit {unit_id}: {e}")
+
+
+def tokenize_unit(
+    layout: RunLayout,
+    unit_id: str,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str = "tokenizers",
+    rewrite: bool = False,
+) -> TokenizeResult:
+    """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
+
+    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
+    is re-encoded with tokenizers before anything is committed: EngineMismatch on a difference.
+    `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
+    timer = TaskTimer()
+    with layout.removed.open_read() as f:
+        removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
+    removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
+    digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
+    index_loc = layout.tokens_index(unit_id, digest)
+    if not rewrite and index_loc.exists():
+        index = index_loc.read_parquet(columns=["length"])
+        return timer.result(
+            TokenizeResult,
+            unit=unit_id,
+            removed=digest,
+            docs=index.num_rows,
+            tokens=int(pc.sum(index["length"]).as_py() or 0),
+            reused=True,
+        )
+    if rewrite and index_loc.exists():
+        index_loc.remove()  # the unit stays not-done until the new index lands
+    docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    length, checked = _encode_tokens(
+        docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
+    )
+    index_loc.write_parquet(_token_index(docs, length))  # last: its presence marks the unit done
+    return timer.result(
+        TokenizeResult,
+        unit=unit_id,
+        removed=digest,
+        docs=docs.num_rows,
+        tokens=int(length.sum()),
+        engine=engine,
+        checked=checked,
+    )
+
+
+def _encode_tokens(
+    docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
+) -> tuple[np.ndarray, int]:
+    """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
+    tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
+    compared before the token file is committed (EngineMismatch). Returns the token count of
+    each document and how many documents were checked."""
+    tok = cfg.tokenize
+    special_as_text = tok.special_tokens_in_text == "text"
+    reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
+    encoder = cached_encoder(engine, tokenizer_json, special_as_text)
+    _, info = tokenizer_info(reference.tokenizer, tokenizer_json, tok.eos)
+    bos_id = token_id(reference.tokenizer, tok.bos)
+    dtype = np.dtype(info.dtype)
+    checked = np.empty(0, np.int64)
+    sample = None
+    if engine != "tokenizers":  # the reference need not check itself
+        checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction)
+    if len(checked):
+        rows = pa.array(checked, pa.int64())
+        sample = SampleCheck(  # starts re-encoding now, alongside the engine
+            reference,
+            encoder.name,
+            docs["text"].take(rows).to_pylist(),
+            docs["doc_id"].take(rows).to_pylist(),
+        )
+    lengths = []
+    texts, step = docs["text"], tok.batch_docs
+
+    def batches():
+        at = 0
+        for i in range(0, docs.num_rows, step):
+            check = []
+            while at < len(checked) and checked[at] < i + step:
+                check.append((int(checked[at]) - i, at))
+                at += 1
+            yield Batch(texts.slice(i, step).to_pylist(), check)
+
+    with out_loc.atomic_writer() as out:
+        for flat, lens in tokenize_batches(encoder, batches(), info.eos_id, bos_id, dtype, sample):
+            out.write(flat.view(np.uint8))  # the array's own buffer: no copy to bytes
+            lengths.append(lens)
+        if sample is not None:
+            sample.finish()  # inside the writer: a mismatch discards the token file
+    length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+    return length, len(checked)
+
+
+def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
+    """The token file's index: each document's ids, shuffle key and token count, in order."""
+    return pa.table(
+        {
+            "doc_id": docs["doc_id"],
+            "source": docs["source"],
+            "row": docs["row"],
+            "key": docs["key"],
+            "length": pa.array(length, pa.int64()),
+        },
+        schema=pack.TOKEN_INDEX_SCHEMA,
+    )
+
+
