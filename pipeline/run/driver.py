@@ -422,7 +422,8 @@ def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:
     lease released (retention takes the lease itself). A failure here is reported, not raised:
     the version is already complete."""
     from pipeline.report.build import build_report, write_report
-    from pipeline.retention.apply import apply_plan, plan_retention
+    from pipeline.retention.apply import apply_plan
+    from pipeline.retention.plan import plan_retention
 
     try:
         plan = plan_retention(cfg)
