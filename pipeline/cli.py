@@ -116,7 +116,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    from pipeline.retention.apply import apply_plan, format_plan, plan_retention
+    from pipeline.retention.apply import apply_plan
+    from pipeline.retention.plan import format_plan, plan_retention
 
     cfg = _load(args)
     _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
@@ -151,7 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.report.build import build_report, write_report
     from pipeline.report.html import format_html
     from pipeline.report.markdown import format_markdown
-    from pipeline.retention.apply import dataset_location
+    from pipeline.retention.plan import dataset_location
 
     cfg = _load(args)
     _check_storage(cfg, cfg.output.uri)

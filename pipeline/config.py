@@ -87,7 +87,7 @@ class IngestConfig(StrictModel):
     unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
     # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
-    # is quarantined as too_large, never held whole or tokenized (see ingest/readers.py).
+    # is quarantined as too_large, never held whole or tokenized (see ingest/records.py).
     max_doc_bytes: Bytes = ByteSize(16 * 2**20)
 
 

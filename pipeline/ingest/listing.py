@@ -2,7 +2,7 @@
 
 Listing never opens an object: on S3 it is one LIST request per 1,000 keys, so planning a run
 over millions of objects costs seconds, and the per-object first-byte latency is paid only by the
-readers (pipeline/ingest/readers.py), inside units big enough to hide it.
+readers (pipeline/ingest/format_readers.py), inside units big enough to hide it.
 
 On-disk formats
 ===============
@@ -52,7 +52,7 @@ size             int64     size of the whole file (not of the piece)
 format           string    as in inputs.parquet
 compression      string    as in inputs.parquet
 etag, mtime      string,   as in inputs.parquet: a reader reads the piece only if the object
-                 float64   still has them (ingest/readers.py, "Changed objects")
+                 float64   still has them (ingest/read_guards.py, "Changed objects")
 ===============  ========  =====================================================================
 
 origin           string    the source (config ``inputs``; a single ``input`` is one source named

@@ -1,7 +1,7 @@
 """What keeps one bad input object from hurting a read: bounded scans over JSONL byte ranges,
 oversize text values, and the check that an object is still the one listed.
 
-pipeline/ingest/readers.py documents the quarantine reasons (``too_large``, ``changed_during_run``).
+pipeline/ingest/records.py documents the quarantine reasons (``too_large``, ``changed_during_run``).
 
 Bounded reads. A JSONL line is read at most ``max_doc_bytes + 1`` bytes at a time: a longer one
 is measured and skipped in 1 MiB chunks, never held whole. A piece that starts inside a line
@@ -135,7 +135,7 @@ def check_version(piece: dict, info: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def open_checked(loc: Location, piece: dict) -> Iterator[io.BufferedIOBase]:
-    """Open a piece's object only if it is the one listed (ingest/readers.py, "Changed objects")."""
+    """Open a piece's object only if it is the one listed (see "Changed objects" above)."""
     with loc.open_read() as raw:
         # s3fs: the metadata it opened the object with, whose ETag its GETs send as If-Match
         check_version(piece, raw.details or loc.fs.info(loc.path))

@@ -3,7 +3,7 @@
 laying out the same tables (report/tables.py).
 
 Inputs it consumes:
-- the retention plan (retention/apply.py): the listing with data and storage classes, before and
+- the retention plan (retention/plan.py): the listing with data and storage classes, before and
   after;
 - pipeline stage counters, `_work/runs/<run_id>/stats.json` (STATS_SCHEMA below), of the run
   that made the newest committed version unless a run id or file is given; times runs per month;
@@ -25,7 +25,7 @@ from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.report import cost
-from pipeline.retention.apply import Plan, plan_retention
+from pipeline.retention.plan import Plan, plan_retention
 
 STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
  "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),

@@ -1,14 +1,13 @@
-"""Retention: plan from a listing, apply with an audit log. The decisions are retention_core's.
+"""Retention: apply a plan (retention/plan.py) with an audit log.
 
-    plan = plan_retention(cfg)        # lists the dataset and every source's root; changes nothing
-    print(format_plan(plan))
+    plan = plan_retention(cfg)        # retention/plan.py: lists, decides; changes nothing
     audit = apply_plan(plan, cfg)     # deletes / moves exactly the plan's objects; logs each one
 
-Ages come from listing metadata (mtime / LastModified), never from reading objects. Applying
-takes the dataset's lease (core/lease.py) when it touches `_work/` (if a run holds it, those actions
-are skipped and logged), re-lists, and acts only on objects still as planned (same size and
-mtime); an object already gone or already in the target class is skipped silently, so applying
-a plan twice, or planning again after applying, changes nothing and writes no second audit log.
+Applying takes the dataset's lease (core/lease.py) when it touches `_work/` (if a run holds it,
+those actions are skipped and logged), re-lists, and acts only on objects still as planned (same
+size and mtime); an object already gone or already in the target class is skipped silently, so
+applying a plan twice, or planning again after applying, changes nothing and writes no second
+audit log.
 
 Storage classes. On S3 a transition is a copy of the object onto itself with a new StorageClass
 (one COPY; S3 gives it a new LastModified). Local files have no storage class: the class the
@@ -26,294 +25,30 @@ import contextlib
 import datetime as dt
 import json
 import os
-import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.config import Config
-from pipeline.core.layout import MANIFEST, WORK_DIR, utc_stamp
+from pipeline.core.layout import WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.retention.decide import (
     LEASE_KEY,
     LEDGER_KEY,
     Decision,
-    StoredObject,
-    classify,
-    decide,
     deletion_order,
     is_raw_root,
-    raw_root_name,
 )
+from pipeline.retention.plan import Plan, list_objects, load_ledger
 
 LEDGER_FORMAT = "pipeline.core.storage-classes/1"
 AUDIT_DIR = "_audit"
 LEASE_RENEW_S = 60.0  # the lease (core/lease.py) expires after 900 s unless renewed
 
 
-@dataclass
-class RawRoot:
-    """One distinct raw root: the uri of one or more sources (two sources may share a folder and
-    differ in their globs). Its files are planned only if a run listed them from one of these
-    sources (the `origin` column of the runs' inputs.parquet)."""
-
-    name: str  # "raw", "raw.1", ...: see decide.raw_root_name
-    location: Location
-    sources: list[str]
-    # objects under this root that no run of this dataset read from any source (excluded,
-    # hidden, skipped, another source's or dataset's): never planned; a lifecycle rule on this
-    # root's prefix would reach them
-    foreign: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Plan:
-    dataset: Location
-    raw_roots: list[RawRoot]  # every source's root, the first source's first
-    now: float
-    grace_days: float
-    decisions: list[Decision]
-
-    @property
-    def raw(self) -> Location:
-        """The first source's root (root name "raw")."""
-        return self.raw_roots[0].location
-
-    @property
-    def raw_foreign(self) -> list[str]:
-        """The first root's foreign objects (RawRoot.foreign)."""
-        return self.raw_roots[0].foreign
-
-    def raw_location(self, root: str) -> Location:
-        return next(r.location for r in self.raw_roots if r.name == root)
-
-    @property
-    def actions(self) -> list[Decision]:
-        return [d for d in self.decisions if d.changes]
-
-    def committed_versions(self) -> list[str]:
-        """Version ids with a manifest (live or planned for deletion), oldest first."""
-        return sorted({d.group for d in self.decisions if d.data_class == "versions"})
-
-    def runs(self) -> list[str]:
-        """Run ids with a folder under _work/runs/."""
-        return sorted(
-            {
-                d.obj.key.split("/")[2]
-                for d in self.decisions
-                if d.obj.root == "dataset"
-                and d.obj.key.startswith("_work/runs/")
-                and d.obj.key.count("/") >= 3
-            }
-        )
-
-
-def dataset_location(cfg: Config) -> Location:
-    return Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
-
-
-# -- listing ---------------------------------------------------------------------------------
-def _mtime(info: dict[str, Any]) -> float:
-    value = info.get("mtime", info.get("LastModified"))
-    if isinstance(value, dt.datetime):
-        return value.timestamp()
-    return float(value) if value is not None else 0.0
-
-
-def list_objects(
-    root: Location, root_name: str, ledger: dict[str, dict[str, Any]]
-) -> list[StoredObject]:
-    """Every object under root with size, mtime and storage class (metadata only)."""
-    root.fs.invalidate_cache(root.path)  # a stale listing cache would hide recent writes
-    base = root.path.rstrip("/")
-    try:
-        listing = root.find(detail=True)
-    except FileNotFoundError:
-        listing = {}
-    out = []
-    for path, info in sorted(listing.items()):
-        if info.get("type", "file") != "file":
-            continue
-        key = path[len(base) + 1 :] if path.startswith(base + "/") else path.rsplit("/", 1)[-1]
-        obj = StoredObject(
-            root_name,
-            key,
-            Location(root.fs, path).uri,
-            int(info["size"]),
-            _mtime(info),
-            info.get("StorageClass", "STANDARD"),
-        )
-        out.append(_with_ledger(obj, ledger.get(obj.uri), root.is_local))
-    return out
-
-
-def _with_ledger(obj: StoredObject, entry: dict[str, Any] | None, local: bool) -> StoredObject:
-    if not entry or entry.get("size") != obj.size:
-        return obj
-    if local and entry.get("mtime") == obj.mtime:
-        return replace(
-            obj,
-            storage_class=entry["storage_class"],
-            born=entry["born"],
-            class_since=entry["since"],
-        )
-    if not local and entry.get("storage_class") == obj.storage_class:
-        return replace(obj, born=entry["born"], class_since=obj.mtime)
-    return obj  # rewritten since the ledger saw it
-
-
-def load_ledger(dataset: Location) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads((dataset / LEDGER_KEY).read_bytes())
-    except FileNotFoundError:
-        return {}
-    return dict(data.get("objects", {}))
-
-
 def _write_ledger(dataset: Location, ledger: dict[str, dict[str, Any]]) -> None:
     data = {"format": LEDGER_FORMAT, "objects": dict(sorted(ledger.items()))}
     (dataset / LEDGER_KEY).write_bytes(json.dumps(data, indent=1).encode())
-
-
-def _lineage(dataset: Location, objects: list[StoredObject]) -> dict[str, list[str] | None]:
-    """Committed version -> the paths its manifest's lineage names (None: unreadable)."""
-    versions = sorted(
-        {
-            classify(o.root, o.key)[1]
-            for o in objects
-            if o.key.endswith(f"/{MANIFEST}")
-            and o.key.count("/") == 1
-            and classify(o.root, o.key)[0] == "versions"
-        }
-    )
-    lineage: dict[str, list[str] | None] = {}
-    for v in versions:
-        try:
-            manifest = load_manifest(dataset / v)
-        except (ManifestError, OSError, ValueError) as e:
-            print(f"warning: retention skips version {v} (kept untouched): {e}", file=sys.stderr)
-            lineage[v] = None
-            continue
-        named = manifest.get("lineage")
-        named = named.values() if isinstance(named, dict) else ()
-        paths = {x for x in named if isinstance(x, str)}
-        # the run's committed.json too: without it a rerun of the same input and config would
-        # recompute everything and commit a duplicate version
-        for path in list(paths):
-            if path.endswith("/inputs.parquet"):
-                paths.add(path.rsplit("/", 1)[0] + "/committed.json")
-        lineage[v] = sorted(paths)
-    return lineage
-
-
-# -- plan ------------------------------------------------------------------------------------
-def plan_retention(cfg: Config, now: float | None = None) -> Plan:
-    """What the policy would do now. Reads listings and manifests only; changes nothing."""
-    now = time.time() if now is None else now
-    dataset = dataset_location(cfg)
-    ledger = load_ledger(dataset)
-    objects = list_objects(dataset, "dataset", ledger)
-    inside = dataset.uri.rstrip("/") + "/"
-    roots = raw_roots(cfg)
-    by_origin = read_by_origin(dataset, objects, cfg.sources[0].name, _source_roots(cfg))
-    planned: set[str] = set()  # uris: an object under two nested roots is planned once
-    listed = []
-    for root in roots:
-        if cfg.named_sources:
-            read = set().union(*(by_origin.get(n, set()) for n in root.sources))
-        else:  # the one source: every row, whatever its origin says
-            read = set().union(*by_origin.values())
-        mine = list_objects(root.location, root.name, ledger)
-        mine = [o for o in mine if not o.uri.startswith(inside)]
-        listed.append(mine)
-        for o in mine:
-            if o.key in read and o.uri not in planned:
-                planned.add(o.uri)
-                objects.append(o)
-    for root, mine in zip(roots, listed, strict=True):
-        root.foreign = sorted(o.key for o in mine if o.uri not in planned)
-    decisions = decide(
-        objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
-    )
-    return Plan(dataset, roots, now, cfg.retention.grace_days, decisions)
-
-
-def raw_roots(cfg: Config) -> list[RawRoot]:
-    """The distinct roots of the config's sources, in source order, each with its sources."""
-    roots: dict[str, RawRoot] = {}
-    for src in cfg.sources:
-        loc = Location.from_uri(src.uri, cfg.storage)
-        if loc.uri not in roots:
-            roots[loc.uri] = RawRoot(raw_root_name(len(roots)), loc, [])
-        roots[loc.uri].sources.append(src.name)
-    return list(roots.values())
-
-
-def _source_roots(cfg: Config) -> dict[str, str]:
-    return {src.name: Location.from_uri(src.uri, cfg.storage).uri for src in cfg.sources}
-
-
-def read_by_origin(
-    dataset: Location,
-    objects: list[StoredObject],
-    default: str | None = None,
-    roots: dict[str, str] | None = None,
-) -> dict[str | None, set[str]]:
-    """Input paths (relative to their source's uri) some run of this dataset listed and read,
-    per source: the union of the runs' input manifests by their `origin` column. Rows of a
-    manifest without the column (older runs: one source) count as `default`'s. Given `roots`
-    (source name -> its uri now), a row whose `root` column names another uri is dropped: the
-    run read that path under a folder the config no longer points at."""
-    read: dict[str | None, set[str]] = defaultdict(set)
-    for o in objects:
-        parts = o.key.split("/")
-        if (
-            o.root == "dataset"
-            and parts[:2] == [WORK_DIR, "runs"]
-            and parts[3:] == ["inputs.parquet"]
-        ):
-            try:
-                table = (dataset / o.key).read_parquet()
-                paths = table["path"].to_pylist()
-                if "origin" in table.column_names:
-                    origins = table["origin"].to_pylist()
-                else:
-                    origins = [default] * len(paths)
-            except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
-                print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
-                continue
-            listed_under = (
-                table["root"].to_pylist() if "root" in table.column_names else [None] * len(paths)
-            )
-            for origin, path, root in zip(origins, paths, listed_under, strict=True):
-                if _listed_under_current_root(origin, root, roots):
-                    read[origin].add(path)
-    return dict(read)
-
-
-def _listed_under_current_root(
-    origin: str | None, root: str | None, roots: dict[str, str] | None
-) -> bool:
-    if roots is None or root is None:  # a record from before roots were kept: as before
-        return True
-    if origin in roots:
-        return roots[origin] == root
-    return root in roots.values()
-
-
-def read_inputs(
-    dataset: Location, objects: list[StoredObject], origin: str | None = None
-) -> set[str]:
-    """Input paths (relative to input.uri) some run of this dataset listed and read: the union
-    of the runs' input manifests. The raw rule applies to these files only. With `origin`,
-    only rows of that source (a manifest without the column counts as that source's)."""
-    by_origin = read_by_origin(dataset, objects, origin)
-    if origin is not None:
-        return set(by_origin.get(origin, set()))
-    return set().union(*by_origin.values())
 
 
 # -- apply -----------------------------------------------------------------------------------
@@ -441,77 +176,3 @@ def _prune_empty_dirs(dataset: Location, deleted: list[Decision]) -> None:
             except OSError:
                 break  # not empty (or gone)
             folder = os.path.dirname(folder)
-
-
-# -- printing --------------------------------------------------------------------------------
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    raise AssertionError
-
-
-def _display_key(d: Decision) -> str:
-    return f"{d.obj.root}:{d.obj.key}" if is_raw_root(d.obj.root) else d.obj.key
-
-
-def plan_rows(plan: Plan, verbose: bool = False) -> list[dict[str, Any]]:
-    """Actions grouped per (action, rule, class, target, group): object or common prefix."""
-    rows: dict[tuple, list[Decision]] = defaultdict(list)
-    for d in plan.actions:
-        key = (d.action, d.rule, d.data_class, d.target_class or "", d.group)
-        rows[key + ((d.obj.uri,) if verbose else ())].append(d)
-    out = []
-    for (action, rule, data_class, target, *_), ds in sorted(rows.items()):
-        keys = [_display_key(d) for d in ds]
-        where = keys[0] if len(keys) == 1 else os.path.commonpath(keys) + "/"
-        out.append(
-            {
-                "action": action + (f"->{target}" if target else ""),
-                "rule": rule,
-                "data_class": data_class,
-                "objects": len(ds),
-                "bytes": sum(d.obj.size for d in ds),
-                "where": where,
-            }
-        )
-    return out
-
-
-def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str:
-    when = dt.datetime.fromtimestamp(plan.now, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        f"retention plan for {plan.dataset.uri} at {when} (grace {plan.grace_days:g} d)"
-        + ("" if applied else ": dry run, nothing changed (--apply to carry it out)")
-    ]
-    rows = plan_rows(plan, verbose)
-    if rows:
-        lines.append(
-            f"{'action':<24} {'bytes':>10} {'objects':>7}  {'class':<20} {'rule':<40}"
-            " object or prefix"
-        )
-        lines += [
-            f"{r['action']:<24} {_size(r['bytes']):>10} {r['objects']:>7}  "
-            f"{r['data_class']:<20} {r['rule']:<40} {r['where']}"
-            for r in rows
-        ]
-    else:
-        lines.append("nothing to do")
-    if len(plan.raw_roots) > 1:
-        lines.append(
-            "raw roots: "
-            + "; ".join(
-                f"{r.name} = {r.location.uri} ({', '.join(r.sources)})" for r in plan.raw_roots
-            )
-        )
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for d in plan.decisions:
-        kind = "protected" if d.rule == "protected" else d.action
-        totals[kind][0] += 1
-        totals[kind][1] += d.obj.size
-    lines.append(
-        "totals: "
-        + "; ".join(f"{k} {n} objects {_size(b)}" for k, (n, b) in sorted(totals.items()))
-    )
-    return "\n".join(lines)

@@ -14,8 +14,8 @@ Protections, applied whatever the rules say:
   Applying a plan takes the lease itself for its `_work/` actions (core/lease.py), so no run can
   start in between; the lease is never deleted by a rule.
 - Objects of no known class ("other") are never touched; raw inputs only by an explicit raw rule,
-  and only those a run of this dataset listed and read (retention.read_inputs), under the root
-  of the source it read them from (every source's root, retention.plan_retention): never
+  and only those a run of this dataset listed and read (plan.read_by_origin), under the root
+  of the source it read them from (every source's root, plan.plan_retention): never
   excluded, hidden, skipped or foreign files, nor another dataset's folders.
 - The audit logs (`_audit/`) are never a retention target, and a live version's run keeps its
   `committed.json` (lineage: without it a rerun would commit a duplicate version).

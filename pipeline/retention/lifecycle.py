@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.retention.apply import Plan
+from pipeline.retention.plan import Plan
 from pipeline.retention.policy import INSTANT_ACCESS, ClassRule, RetentionRules
 
 # S3 refuses transitions to these classes earlier than this many days after creation.
@@ -146,7 +146,7 @@ def raw_prefix_problem(
     `foreign`: the objects under that prefix no run read (default: the first root's).
 
     A prefix rule acts on every object under it; the raw rule may act only on files a run of
-    this dataset listed and read (retention.read_inputs), so it is exported only when nothing
+    this dataset listed and read (plan.read_by_origin), so it is exported only when nothing
     else lies under the prefix: not the whole bucket, not this dataset's folder (live versions,
     lease, ledger), and no object the runs did not read (excluded, hidden, another dataset's)."""
     if not raw:

@@ -1,4 +1,4 @@
-"""The `retention` section of the config (applied by retention/apply.py).
+"""The `retention` section of the config (planned by retention/plan.py, applied by apply.py).
 
 Data classes (where each lives is in retention/decide.classify):
 

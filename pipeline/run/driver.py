@@ -24,7 +24,6 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
-from pipeline.dedup import components
 from pipeline.formats.manifest import (
     ManifestError,
     blend_line,
@@ -33,10 +32,10 @@ from pipeline.formats.manifest import (
     load_manifest,
     table_digest,
 )
-from pipeline.formats.sectioned import Writer, exchange_plan, part_ranges, unit_bounds
 from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import pack_parts, run_counts, shard_entries, source_counts
+from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
     AuditResult,
@@ -224,10 +223,10 @@ class _Driver:
         self.layout.skipped.write_parquet(self.listed.skipped)
         self.read_units()
         self.check_quarantine()
-        self.exact_dedup()
+        exact_dedup(self)
         if self.cfg.dedup.near.enabled:
-            self.near_components(*self.near_edges())
-        self.merge_audit()
+            near_components(self, *near_edges(self))
+        merge_audit(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
         version_id, tok_entry = self.pack()
         return self.commit(version_id, tok_entry)
@@ -273,150 +272,6 @@ class _Driver:
                 f" ingest.max_error_rate = {rate:.2%}; listing:"
                 f" {layout.quarantine.uri}. Nothing was committed."
             )
-
-    def exchange(
-        self, stage: str, name: str, writers: list[Writer], n: int, reads: int = 1
-    ) -> dict[int, list]:
-        """Pass 1 of a dedup exchange (formats/sectioned.py): the writers' objects regrouped;
-        returns, per partition, the ranges its reader(s) GET (one per writer group)."""
-        dedup = self.cfg.dedup
-        plan = exchange_plan(
-            n,
-            len(writers),
-            sum(w.size for w in writers),
-            int(dedup.exchange_request_bytes),
-            int(dedup.exchange_task_bytes),
-            reads,
-        )
-        folder, groups = self.layout.exchange(stage, name) / plan.name, plan.unit_groups(writers)
-        task = self.remote["regroup"]
-        regrouped = self.stage(
-            stage,
-            [
-                task.remote(folder, plan, g, k, groups[g])
-                for g in range(plan.groups)
-                for k in range(plan.buckets)
-            ],
-            merge=True,
-        )
-        return part_ranges(folder, plan, regrouped)
-
-    def removal_buckets(self, ranges: dict[int, list]) -> list[list]:
-        return [ranges[b] for b in range(len(self.bounds))]
-
-    def exact_dedup(self) -> None:
-        """The hash rows' exchange, one task per hash partition, then the removals' exchange
-        by unit bucket and their merge into one file sorted by unit."""
-        n, layout, exact = self.cfg.dedup.partitions, self.layout, self.cfg.dedup.exact
-        self.bounds = unit_bounds(self.unit_ids, n)
-        if exact:
-            hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in self.read]
-            ranges = self.exchange("exact", "hashes", hashes, n)
-        else:
-            ranges = {p: [] for p in range(n)}
-        task, bounds = self.remote["exact_partition"], ray.put(self.bounds)
-        parts = self.stage(
-            "exact",
-            [task.remote(layout, p, ranges[p], bounds, exact) for p in range(n)],
-            merge=True,
-        )
-        removed = [Writer(layout.exact_removed(r.part), r.size) for r in parts]
-        self.exact_removed = self.removal_buckets(
-            self.exchange("exact", "exact-removed", removed, len(self.bounds))
-        )
-        merge = self.remote["merge_exact"]
-        self.stage("exact", [merge.remote(layout, self.exact_removed)], merge=True)
-
-    def near_edges(self) -> tuple[list, dict[int, list]]:
-        """MinHash LSH (run/neardup.py) up to the verified edges: returns the verify tasks' refs
-        (result, then one edge piece per partition) and each partition's signature ranges.
-        Every step writes one object sectioned by partition; `exchange` regroups it."""
-        remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
-        signed = self.stage(
-            "near",
-            [
-                remote["near_signatures"].remote(layout, u, cfg, self.origin_of[u])
-                for u in self.unit_ids
-            ],
-        )
-        sigs = self.exchange(
-            "near",
-            "sig",
-            [Writer(layout.near_sig(r.unit), r.sig_size) for r in signed],
-            n,
-            reads=3,  # by near_attach, near_verify and near_members
-        )
-        bands = self.exchange(
-            "near", "bands", [Writer(layout.near_bands(r.unit), r.band_size) for r in signed], n
-        )
-        buckets = self.stage(
-            "near",
-            [remote["near_buckets"].remote(layout, p, bands[p], n) for p in range(n)],
-            merge=True,
-        )
-        edges = self.exchange(
-            "near", "edges", [Writer(layout.near_edges(r.part), r.size) for r in buckets], n
-        )
-        attached = self.stage(
-            "near",
-            [remote["near_attach"].remote(layout, q, edges[q], sigs[q], cfg) for q in range(n)],
-            merge=True,
-        )
-        halves = self.exchange(
-            "near", "half", [Writer(layout.near_half(r.part), r.size) for r in attached], n
-        )
-        verify = [
-            remote["near_verify"]
-            .options(num_returns=n + 1)
-            .remote(layout, q, halves[q], sigs[q], cfg)
-            for q in range(n)
-        ]
-        self.stage("near", [refs[0] for refs in verify], merge=True)
-        return verify, sigs
-
-    def near_components(self, verify: list, sigs: dict[int, list]) -> None:
-        """Connected components of the verified edges, their members, the keep rule, and the
-        near removals' exchange by unit bucket (for the audit)."""
-        remote, layout, cfg, n = self.remote, self.layout, self.cfg, self.cfg.dedup.partitions
-        inbox = self._star_rounds([[refs[1 + p] for refs in verify] for p in range(n)])
-        task = remote["members_task"]
-        members = self.stage(
-            "near",
-            [task.remote(layout, q, sigs[q], cfg, *inbox[q]) for q in range(n)],
-            merge=True,
-        )
-        ranges = self.exchange(
-            "near", "members", [Writer(layout.near_members(r.part), r.size) for r in members], n
-        )
-        bounds = ray.put(self.bounds)
-        kept = self.stage(
-            "near",
-            [remote["near_keep"].remote(layout, lp, ranges[lp], bounds, cfg) for lp in range(n)],
-            merge=True,
-        )
-        removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
-        self.near_removed = self.removal_buckets(
-            self.exchange("near", "near-removed", removed, len(self.bounds))
-        )
-
-    def _star_rounds(self, inbox: list[list]) -> list[list]:
-        """Alternate large/small star rounds until a large round changes nothing; the edge
-        pieces go task to task through the object store, the driver sees fingerprints only."""
-        n = len(inbox)
-        star, previous = self.remote["star_task"].options(num_returns=n + 1), None
-        while True:
-            large = [star.remote("large", n, *inbox[p]) for p in range(n)]
-            current = components.combine_fingerprints(ray.get([refs[0] for refs in large]))
-            if current == previous:
-                return inbox
-            previous = current
-            small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
-            inbox = [[refs[1 + p] for refs in small] for p in range(n)]
-
-    def merge_audit(self) -> None:
-        near = self.near_removed if self.cfg.dedup.near.enabled else None
-        merge = self.remote["merge_audit"]
-        [self.audit] = self.stage("audit", [merge.remote(self.layout, self.exact_removed, near)])
 
     def pack(self) -> tuple[str, dict[str, Any]]:
         """Both pack passes into a new version's shards; returns its id and tokenizer entry.
@@ -567,7 +422,8 @@ def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:
     lease released (retention takes the lease itself). A failure here is reported, not raised:
     the version is already complete."""
     from pipeline.report.build import build_report, write_report
-    from pipeline.retention.apply import apply_plan, plan_retention
+    from pipeline.retention.apply import apply_plan
+    from pipeline.retention.plan import plan_retention
 
     try:
         plan = plan_retention(cfg)

@@ -8,8 +8,9 @@ records share an id. The keep rule puts the first-listed source first (component
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
 components.node_partition). Every step writes ONE object per task, sectioned by the partition
-its rows go to (formats/sectioned.py); the driver regroups each set of objects (run/exchange.py)
-and a reader GETs one range per writer group:
+its rows go to (formats/sectioned.py); the driver regroups each set of objects
+(run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one range per writer
+group:
 
     sig/<unit>.bin       by key partition q: key, doc_id, source, row, unit_id, length (chars),
                          sig (uint32 x num_perm as bytes), origin, origin_rank (the named input

@@ -22,13 +22,9 @@ from pipeline.core.storage import Location
 from pipeline.dedup import exact
 from pipeline.formats import sectioned
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
-from pipeline.ingest.readers import (
-    DOCS_SCHEMA,
-    QUARANTINE_SCHEMA,
-    ObjectChanged,
-    changed_quarantine,
-    read_piece,
-)
+from pipeline.ingest.read_guards import ObjectChanged
+from pipeline.ingest.readers import read_piece
+from pipeline.ingest.records import DOCS_SCHEMA, QUARANTINE_SCHEMA, changed_quarantine
 from pipeline.run.results import (
     AuditResult,
     ExactResult,
@@ -107,7 +103,7 @@ def read_unit(
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
     quarantined: Counter = Counter()
     for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
-        quarantined[reason] += records  # a file rejected whole counts its records (readers.py)
+        quarantined[reason] += records  # a file rejected whole counts its records (records.py)
     result = timer.result(
         ReadResult,
         unit=unit_id,

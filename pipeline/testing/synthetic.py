@@ -149,7 +149,7 @@ def _empty_lineage(dataset: Location, run_id: str) -> dict[str, str]:
     from pipeline.dedup.exact import REMOVED_SCHEMA
     from pipeline.formats.manifest import table_digest
     from pipeline.ingest.listing import INPUTS_SCHEMA
-    from pipeline.ingest.readers import QUARANTINE_SCHEMA
+    from pipeline.ingest.records import QUARANTINE_SCHEMA
 
     run = f"_work/runs/{run_id}"
     lineage = {}

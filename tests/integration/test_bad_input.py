@@ -23,7 +23,8 @@ from pipeline.config import ConfigError, load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs
-from pipeline.ingest.readers import ObjectChanged, read_piece
+from pipeline.ingest.read_guards import ObjectChanged
+from pipeline.ingest.readers import read_piece
 from pipeline.run import tasks as stages
 from pipeline.run.driver import run_pipeline
 

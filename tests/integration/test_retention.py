@@ -18,9 +18,10 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import FORMAT, commit_manifest, committed_versions, load_manifest
-from pipeline.retention.apply import apply_plan, format_plan, plan_retention
+from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle
+from pipeline.retention.plan import format_plan, plan_retention
 from pipeline.testing.s3 import recorded_requests
 
 NAME = "ds"

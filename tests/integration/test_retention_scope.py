@@ -15,9 +15,10 @@ from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
-from pipeline.retention.apply import apply_plan, dataset_location, plan_retention
+from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle
+from pipeline.retention.plan import dataset_location, plan_retention
 from pipeline.run.driver import run_pipeline
 
 RAW_30 = "retention.rules.raw.delete_after_days=30"

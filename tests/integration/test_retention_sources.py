@@ -17,9 +17,10 @@ from helpers import TOKENIZER
 from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.verify import verify_version
-from pipeline.retention.apply import apply_plan, format_plan, plan_retention
+from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle
+from pipeline.retention.plan import format_plan, plan_retention
 from pipeline.run.driver import run_pipeline
 
 RAW_30 = "retention.rules.raw.delete_after_days=30"

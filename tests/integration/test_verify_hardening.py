@@ -18,7 +18,7 @@ from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError
 from pipeline.formats.verify import VerifyError, verify_version
-from pipeline.retention.apply import plan_retention
+from pipeline.retention.plan import plan_retention
 from pipeline.run.driver import run_pipeline
 from pipeline.stream.reader import StreamReader
 
@@ -145,7 +145,7 @@ def test_verify_cli_says_failed_without_a_traceback_and_retain_skips(committed, 
 _RETAIN = """
 import json, sys
 from pipeline.config import Config
-from pipeline.retention.apply import format_plan, plan_retention
+from pipeline.retention.plan import format_plan, plan_retention
 print(format_plan(plan_retention(Config.model_validate(json.loads(sys.argv[1])))))
 """
 

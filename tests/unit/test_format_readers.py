@@ -15,7 +15,8 @@ import zstandard
 from pipeline.core.storage import Location
 from pipeline.core.text import derived_id
 from pipeline.ingest.listing import cut_units, list_inputs
-from pipeline.ingest.readers import DOCS_SCHEMA, QUARANTINE_SCHEMA, read_piece
+from pipeline.ingest.readers import read_piece
+from pipeline.ingest.records import DOCS_SCHEMA, QUARANTINE_SCHEMA
 
 
 def write_tree(folder: Path, files: dict[str, bytes]) -> Location:

@@ -1,0 +1,180 @@
+"""What a reader yields: the documents and quarantine tables, their schemas and the reasons.
+
+`read_piece` (ingest/readers.py) yields ``(docs, quarantine)`` pairs of these two tables; the
+format readers (ingest/format_readers.py) fill them through `Batches`, and every format judges a
+record's fields with the same `document_fields`.
+
+docs: ``doc_id`` string, ``source`` string (path relative to the input root), ``row`` int64,
+``text`` string. ``row`` locates the record: JSONL, the byte offset of the line's first byte in
+the decompressed stream (the same however the file is split into pieces); Parquet, the row index
+in the file; text, 0. ``doc_id`` is ``str(record[id_field])`` when that is a string or integer,
+else ``text.derived_id(source, row)`` when the field is absent or null.
+
+quarantine: ``source``, ``row`` (-1 for a file-level problem), ``reason``, ``detail``.
+Reasons (exact strings):
+
+=====================  =======================================================================
+malformed_json         a JSONL line is not valid JSON, or not a JSON object
+invalid_utf8           a JSONL line or a text file is not valid UTF-8
+empty_text             the text is empty or whitespace only
+missing_text           the text field is absent or null
+non_string_text        the text is not a string (a Parquet text column of another type: row -1)
+invalid_id             the id is present but not a non-empty string or an integer
+truncated_file         a gzip/zstd stream ends early; row = offset where the lost data begins
+                       (text: 0); the records before it are kept
+empty_file             the file has zero bytes (row -1)
+missing_text_column    a Parquet file has no text column (row -1)
+unreadable             the object is missing, forbidden or undecodable (row -1; detail = the
+                       error); a transient failure (reset, timeout) fails the unit instead
+too_large              the record is larger than ``ingest.max_doc_bytes`` (detail = its size in
+                       bytes): JSONL, the line; Parquet, the text value; text, the whole file
+                       (decompressed). It is never handed to the tokenizer
+changed_during_run     the object's size or ETag (locally: size or mtime) is not the one listed
+                       when the piece is read (row = the piece's first byte; detail = both). Its
+                       records read from that piece are dropped; a rerun lists the new object
+=====================  =======================================================================
+
+Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
+file cut into several pieces are reported once, by the piece starting at byte 0.
+
+A file rejected whole counts as the records it held, so a bad file can never pass as one bad
+record: ``records`` is how many input records a quarantine row stands for (1 for a record; for a
+file-level row, the Parquet file's rows from its metadata, or the non-blank lines of a JSONL
+piece whose raw bytes are UTF-8 text, e.g. plain JSONL named ``.gz``). Where the records cannot
+be counted (a forbidden or undecodable object) the row counts 1 record and ``bytes`` holds the
+piece's size (0 otherwise): the run then fails when either the quarantined records or these
+bytes exceed ``ingest.max_error_rate`` of the records read or of the bytes listed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.core.text import derived_id
+from pipeline.ingest.read_guards import ObjectChanged
+
+DOCS_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("text", pa.string()),
+    ]
+)
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("row", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("records", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
+)
+
+MALFORMED_JSON = "malformed_json"
+INVALID_UTF8 = "invalid_utf8"
+EMPTY_TEXT = "empty_text"
+MISSING_TEXT = "missing_text"
+NON_STRING_TEXT = "non_string_text"
+INVALID_ID = "invalid_id"
+TRUNCATED_FILE = "truncated_file"
+EMPTY_FILE = "empty_file"
+MISSING_TEXT_COLUMN = "missing_text_column"
+UNREADABLE = "unreadable"
+TOO_LARGE = "too_large"
+CHANGED_DURING_RUN = "changed_during_run"
+FILE_LEVEL = -1
+DEFAULT_MAX_DOC_BYTES = 16 * 2**20
+_DETAIL_CHARS = 300
+
+
+class Rejected(Exception):
+    """A record that cannot become a document: `reason` is one of the strings above."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason, self.detail = reason, detail
+
+
+def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
+    """(id or None when the record has none, text) of one record's field values; absent fields
+    are passed as None. Raises Rejected. Pure; shared by every format so that rules agree."""
+    if text is None:
+        raise Rejected(MISSING_TEXT, "text field is absent or null")
+    if not isinstance(text, str):
+        raise Rejected(NON_STRING_TEXT, f"text is {type(text).__name__}")
+    if not text.strip():
+        raise Rejected(EMPTY_TEXT, f"{len(text)} whitespace characters")
+    if raw_id is None:
+        return None, text
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        raise Rejected(INVALID_ID, f"id is {type(raw_id).__name__}: {str(raw_id)[:80]}")
+    return str(raw_id), text
+
+
+class Batches:
+    """Accumulates documents and quarantine rows of one source; `take` empties it."""
+
+    def __init__(
+        self, source: str, batch_docs: int, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES
+    ) -> None:
+        self.source, self.batch_docs = source, batch_docs
+        self.max_doc_bytes = max_doc_bytes  # the readers' cap on one record
+        self._ids: list[str] = []
+        self._rows: list[int] = []
+        self._texts: list[str] = []
+        self._bad: list[tuple[int, str, str, int, int]] = []
+        self.seen = 0  # documents and problems so far: a failing file's records are not recounted
+
+    def doc(self, raw_id: str | None, row: int, text: str) -> None:
+        self.seen += 1
+        self._ids.append(raw_id if raw_id is not None else derived_id(self.source, row))
+        self._rows.append(row)
+        self._texts.append(text)
+
+    def problem(
+        self, row: int, reason: str, detail: str, records: int = 1, nbytes: int = 0
+    ) -> None:
+        self.seen += 1
+        self._bad.append((row, reason, detail[:_DETAIL_CHARS], max(records, 1), nbytes))
+
+    @property
+    def full(self) -> bool:
+        return max(len(self._ids), len(self._bad)) >= self.batch_docs
+
+    def __bool__(self) -> bool:
+        return bool(self._ids or self._bad)
+
+    def take(self) -> tuple[pa.Table, pa.Table]:
+        docs = pa.table(
+            [self._ids, [self.source] * len(self._ids), self._rows, self._texts], schema=DOCS_SCHEMA
+        )
+        rows, reasons, details, records, nbytes = (
+            zip(*self._bad, strict=True) if self._bad else ((), (), (), (), ())
+        )
+        bad = pa.table(
+            [
+                [self.source] * len(rows),
+                list(rows),
+                list(reasons),
+                list(details),
+                list(records),
+                list(nbytes),
+            ],
+            schema=QUARANTINE_SCHEMA,
+        )
+        self._ids, self._rows, self._texts, self._bad = [], [], [], []
+        return docs, bad
+
+
+def changed_quarantine(changed: ObjectChanged, piece_bytes: int) -> pa.Table:
+    """The one quarantine row that stands for a piece whose object changed: its records cannot
+    be counted (the object is no longer the one listed), so it counts 1 record and its bytes."""
+    detail = changed.detail[:_DETAIL_CHARS]
+    return pa.table(
+        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail], [1], [piece_bytes]],
+        schema=QUARANTINE_SCHEMA,
+    )
