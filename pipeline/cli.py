@@ -219,6 +219,9 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     from pipeline.core.units import parse_size
     from pipeline.report import dry_run
 
+    if args.set and not args.config:  # the dry run's defaults are not a config: say so, not ignore
+        print("error: --set needs --config (e.g. --config configs/s3.yaml)", file=sys.stderr)
+        return 2
     cfg = load_config(args.config, overrides=args.set, check_paths=False) if args.config else None
     rates = None
     if args.rates:

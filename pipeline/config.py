@@ -142,6 +142,11 @@ class PackConfig(StrictModel):
     seed: Seed = 0
     # smallest token piece pack's two-pass exchange aims to move per GET (see tokens/pack.py)
     exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
+    # most token bytes one pass-1 task moves (and spills to local disk): beyond it the exchange
+    # takes more, smaller requests rather than one task whose disk and time grow with the corpus.
+    # The default is reached past ~15 TB of tokens at 256 MiB units and shards (10 TB of text:
+    # ~41 GB per task, uncapped); lower it to trade local disk for requests (plan --corpus-bytes)
+    exchange_task_bytes: Bytes = ByteSize(64 * 2**30)
 
 
 class Config(StrictModel):
@@ -225,7 +230,7 @@ class Config(StrictModel):
                 "tokenize": {"tokenizer", "engine", "verify_fraction"},
                 # how bytes move, not which: the resolved partition count stays in
                 "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
-                "pack": {"exchange_request_bytes"},
+                "pack": {"exchange_request_bytes", "exchange_task_bytes"},
             },
         )
 
@@ -309,7 +314,7 @@ _NOT_BYTES: dict[str, dict[str, Any]] = {
         # speed, not ids; verify_fraction only decides how much is checked
         "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
         # shards and the pack exchange are cut from the token files at pack time
-        "pack": {"shard_bytes", "exchange_request_bytes"},
+        "pack": {"shard_bytes", "exchange_request_bytes", "exchange_task_bytes"},
     },
 }
 

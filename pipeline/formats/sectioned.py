@@ -37,14 +37,13 @@ reading the writers' per-partition files one after the other.
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline.core.storage import Location
-from pipeline.tokens.pack import PackPlan
+from pipeline.tokens.pack import PackPlan, capped_cut
 
 
 def encode(table: pa.Table) -> bytes:
@@ -104,19 +103,13 @@ def exchange_plan(
 ) -> PackPlan:
     """The cut of one exchange (see above), as a PackPlan: its `shards` are the partitions.
 
-    `task_bytes` caps what one pass-1 task moves: past total / (G·K) > task_bytes the plan adds
-    buckets and groups, balancing W·K against reads·G·N (the two GET terms), instead of letting
-    one task's disk and time grow with the corpus. Requests then grow as sqrt(W·N·D / task_bytes)
-    (not W·N); below the cap (every benchmark size) they stay linear."""
+    `task_bytes` caps what one pass-1 task moves (tokens/pack.capped_cut, shared with pack): past
+    it requests grow as sqrt(W·N·D / task_bytes), not W·N; below it (every benchmark size) they
+    stay linear."""
     writers, total_bytes = max(1, writers), int(total_bytes)
     buckets = max(1, min(parts, int(total_bytes / writers // request_bytes)))
     groups = max(1, min(writers, int(total_bytes / max(1, parts) // request_bytes)))
-    need = -(-total_bytes // task_bytes) if task_bytes else 1
-    if buckets * groups < need:
-        balanced = math.isqrt(max(1, need * reads * parts // writers))
-        buckets = max(buckets, min(parts, balanced))
-        groups = max(groups, min(writers, -(-need // buckets)))
-        buckets = max(buckets, min(parts, -(-need // groups)))
+    buckets, groups = capped_cut(buckets, groups, parts, writers, total_bytes, task_bytes, reads)
     return PackPlan(parts, buckets, groups)
 
 

@@ -144,6 +144,7 @@ def dry_run(
     file_bytes: int = 2**30,
     dedup: DedupConfig | None = None,
     exchange_request_bytes: int = 16 * MiB,
+    exchange_task_bytes: int = 64 * 2**30,
     dedup_request_bytes: int | None = None,
     num_perm: int = 256,
     bands: int = 32,
@@ -158,7 +159,7 @@ def dry_run(
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
     token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
-    plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes)
+    plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes)
     c = _Cut(
         corpus_bytes,
         docs,
@@ -353,6 +354,7 @@ def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, 
         kw.setdefault("shard_bytes", int(cfg.pack.shard_bytes))
         kw.setdefault("dedup", cfg.dedup)
         kw.setdefault("exchange_request_bytes", int(cfg.pack.exchange_request_bytes))
+        kw.setdefault("exchange_task_bytes", int(cfg.pack.exchange_task_bytes))
         kw.setdefault("dedup_request_bytes", int(cfg.dedup.exchange_request_bytes))
         kw.setdefault("num_perm", cfg.dedup.near.num_perm)
         kw.setdefault("bands", cfg.dedup.near.bands)
@@ -372,7 +374,9 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f"corpus {_si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
         f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
         f" shards ({_si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
-        f" unit groups x {cut['pack_buckets']} key buckets)",
+        f" unit groups x {cut['pack_buckets']} key buckets,"
+        f" {_si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
+        " per pass-1 task)",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
         f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}",
     ]

@@ -305,6 +305,7 @@ class _Driver:
                 len(live),
                 int(cfg.pack.shard_bytes),
                 int(cfg.pack.exchange_request_bytes),
+                int(cfg.pack.exchange_task_bytes),
             )
             if split:
                 plan = dataclasses.replace(

@@ -186,7 +186,11 @@ def pack_in_process(
     """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
     plan and sections as the driver (run/driver.py) builds."""
     plan = pack.pack_plan(
-        token_bytes, len(units), int(cfg.pack.shard_bytes), int(cfg.pack.exchange_request_bytes)
+        token_bytes,
+        len(units),
+        int(cfg.pack.shard_bytes),
+        int(cfg.pack.exchange_request_bytes),
+        int(cfg.pack.exchange_task_bytes),
     )
     groups = plan.unit_groups(units)
     exchanged = [

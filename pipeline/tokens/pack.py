@@ -29,7 +29,11 @@ Requests, M units, S shards (K, G fixed by unit, shard and request sizes, not by
   pass 2: G·S GETs + 2·S shard PUTs (+ the verify GETs of each written shard).
 Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes,
 >= request_bytes whenever units and shards are at least that big. Local disk per pass-1 task:
-T / (G·K). Shard bytes are the same as a one-pass pack: the merge sorts by the same keys.
+T / (G·K), capped at `pack.exchange_task_bytes` (64 GiB; at production sizes K and G stop
+growing near 16 x 12, so the cap is reached past ~12 TB of tokens): past it K and G grow together
+(capped_cut) and requests grow as sqrt(M·S·T / task_bytes) instead of linearly, so that no
+task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the merge
+sorts by the same keys), whatever the cut.
 
 Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
 shard of the bucket in order, a section = the tokens of the group's documents in that shard (unit
@@ -143,14 +147,45 @@ class PackPlan:
 
 
 def pack_plan(
-    total_token_bytes: int, units: int, shard_bytes: int, request_bytes: int
+    total_token_bytes: int,
+    units: int,
+    shard_bytes: int,
+    request_bytes: int,
+    task_bytes: int | None = None,
 ) -> PackPlan:
-    """The exchange's cut: every token piece moved is >= request_bytes where sizes allow."""
+    """The exchange's cut: every token piece moved is >= request_bytes where sizes allow, and
+    no pass-1 task moves more than `task_bytes` (capped_cut)."""
     shards = shard_count(total_token_bytes, shard_bytes)
     unit_bytes = total_token_bytes / max(1, units)
     buckets = max(1, min(shards, int(unit_bytes // request_bytes)))
     groups = max(1, min(max(1, units), int(shard_bytes // request_bytes)))
+    buckets, groups = capped_cut(buckets, groups, shards, units, total_token_bytes, task_bytes)
     return PackPlan(shards, buckets, groups)
+
+
+def capped_cut(
+    buckets: int,
+    groups: int,
+    parts: int,
+    writers: int,
+    total_bytes: int,
+    task_bytes: int | None,
+    reads: int = 1,
+) -> tuple[int, int]:
+    """(K, G) raised until total / (G·K), what one pass-1 task moves, is <= task_bytes.
+
+    Past the cap, buckets and groups grow together, balancing W·K against reads·G·N (the two
+    GET terms of an exchange of W writers into N parts), so requests grow as
+    sqrt(W·N·total / task_bytes) rather than W·N; below it (every benchmark size) the cut, and
+    so the requests' linear growth, is unchanged. Shard bytes never depend on the cut."""
+    writers = max(1, writers)
+    need = -(-int(total_bytes) // task_bytes) if task_bytes else 1
+    if buckets * groups < need:
+        balanced = math.isqrt(max(1, need * reads * parts // writers))
+        buckets = max(buckets, min(parts, balanced))
+        groups = max(groups, min(writers, -(-need // buckets)))
+        buckets = max(buckets, min(parts, -(-need // groups)))
+    return buckets, groups
 
 
 def shard_sections(plan: PackPlan, exchanged: list) -> dict[int, list[tuple]]:

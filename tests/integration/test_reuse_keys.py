@@ -38,6 +38,7 @@ EXPECT = {
     "pack.shard_bytes": {"run"},
     "dedup.partition_bytes": set(),  # only sets the count a run resolves into dedup.partitions
     "pack.exchange_request_bytes": set(),  # how pack moves bytes, not which
+    "pack.exchange_task_bytes": set(),
     "dedup.exchange_request_bytes": set(),  # how dedup's exchanges move rows, not which
     "dedup.exchange_task_bytes": set(),
     "pack.seed": {"tokens", "run"},

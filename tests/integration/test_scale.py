@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SAMPLE_CONFIG
+from helpers import REPO, SAMPLE_CONFIG
 
 from pipeline.config import DedupConfig, load_config
 from pipeline.core.layout import RunLayout
@@ -71,6 +71,9 @@ def test_exchange_cut_does_not_change_shard_bytes_and_pack_requests_stay_linear(
     # tiny request size: many buckets and groups, so every shard merges several sections
     cfg, result, cut = _run(tmp_path, "b", *small, "pack.exchange_request_bytes=16KiB")
     assert cut == one_piece and len(cut) >= 2 * 10
+    # a tiny task cap: more groups and buckets than the request size asks for, same shards
+    _, _, capped = _run(tmp_path, "c", *small, "pack.exchange_task_bytes=64KiB")
+    assert capped == one_piece
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     stats = json.loads(layout.stats.read_bytes())["stages"]
     [packed] = [s for s in stats if s["stage"] == "pack"]
@@ -187,6 +190,17 @@ def test_plan_and_report_print_the_dry_run(capsys):
     assert main(["plan", "--corpus-bytes", "1TB", "--unit-bytes", "128MiB"]) == 0
     out = capsys.readouterr().out
     assert "units" in out and "pack" in out and "core-h" in out
+    assert "local disk per pass-1 task" in out
+    # --set without a config would be silently ignored: refused instead
+    assert main(["plan", "--corpus-bytes", "1TB", "--set", "pack.shard_bytes=1GiB"]) == 2
+    assert "--set needs --config" in capsys.readouterr().err
+    # with a config, a lower pack task cap trades local disk for requests
+    base = ["plan", "--corpus-bytes", "10TB", "--config", str(REPO / "configs/s3.yaml")]
+    assert main(base) == 0
+    uncapped = capsys.readouterr().out
+    assert main([*base, "--set", "pack.exchange_task_bytes=8GiB"]) == 0
+    capped = capsys.readouterr().out
+    assert "40.1GB of local disk" in uncapped and "8.5GB of local disk" in capped
 
 
 def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():

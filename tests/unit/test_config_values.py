@@ -104,6 +104,7 @@ def test_every_numeric_key_declares_a_bound() -> None:
         "dedup.partitions",
         "dedup.exchange_request_bytes",
         "dedup.exchange_task_bytes",
+        "pack.exchange_task_bytes",
         "dedup.near.seed",
         "pack.seed",
         "ray.num_cpus",

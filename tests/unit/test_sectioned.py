@@ -137,3 +137,19 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
     assert merged.equals(expected) and result.removed_exact == len(rows)
     with layout.exact_removed_all.open_read() as f:  # written bucket by bucket
         assert pq.ParquetFile(f).metadata.num_row_groups == 3
+
+
+def test_pack_cut_caps_what_one_pass_1_task_moves():
+    from pipeline.tokens.pack import pack_plan
+
+    tib, mib = 2**40, 2**20
+    units = (8 * tib) // (256 * mib)
+    free = pack_plan(8 * tib, units, 256 * mib, 16 * mib)
+    capped = pack_plan(8 * tib, units, 256 * mib, 16 * mib, 4 * 2**30)
+    assert 8 * tib / (free.groups * free.buckets) > 4 * 2**30  # uncapped: ~43 GiB per task
+    assert 8 * tib / (capped.groups * capped.buckets) <= 4 * 2**30
+    assert capped.shards == free.shards  # the cut moves bytes differently, never other shards
+    # below the cap nothing changes
+    assert pack_plan(tib // 8, 512, 256 * mib, 16 * mib, 4 * 2**30) == pack_plan(
+        tib // 8, 512, 256 * mib, 16 * mib
+    )
