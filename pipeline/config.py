@@ -144,7 +144,7 @@ class PackConfig(StrictModel):
     exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
     # most token bytes one pass-1 task moves (and spills to local disk): beyond it the exchange
     # takes more, smaller requests rather than one task whose disk and time grow with the corpus.
-    # The default is reached past ~15 TB of tokens at 256 MiB units and shards (10 TB of text:
+    # The default is reached past ~13 TB of tokens at 256 MiB units and shards (10 TB of text:
     # ~41 GB per task, uncapped); lower it to trade local disk for requests (plan --corpus-bytes)
     exchange_task_bytes: Bytes = ByteSize(64 * 2**30)
 

@@ -30,7 +30,7 @@ Requests, M units, S shards (K, G fixed by unit, shard and request sizes, not by
 Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes,
 >= request_bytes whenever units and shards are at least that big. Local disk per pass-1 task:
 T / (G·K), capped at `pack.exchange_task_bytes` (64 GiB; at production sizes K and G stop
-growing near 16 x 12, so the cap is reached past ~12 TB of tokens): past it K and G grow together
+growing near 16 x 12, so the cap is reached past ~13 TB of tokens): past it K and G grow together
 (capped_cut) and requests grow as sqrt(M·S·T / task_bytes) instead of linearly, so that no
 task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the merge
 sorts by the same keys), whatever the cut.
