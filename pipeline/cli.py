@@ -9,7 +9,8 @@ import sys
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
-from pipeline.config import ConfigError, StorageConfig, load_config, parse_set
+from pipeline.config import ConfigError, load_config, parse_set
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import StorageUnreachable
 
 

@@ -11,17 +11,28 @@ Credentials are never part of the config: s3fs takes them from the usual AWS env
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import ByteSize, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from pipeline.core.model import Bytes, Seed, StrictModel
+from pipeline import reuse_keys
+from pipeline.config_sections import (
+    DedupConfig,
+    IngestConfig,
+    InputConfig,
+    OutputConfig,
+    PackConfig,
+    RayConfig,
+    SourceConfig,
+    SplitConfig,
+    StorageConfig,
+    TokenizeConfig,
+)
+from pipeline.core.model import StrictModel
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
 
@@ -30,123 +41,6 @@ class ConfigError(Exception):
     """A configuration problem, already phrased for the user (key and file named)."""
 
     exit_code = 2
-
-
-class InputConfig(StrictModel):
-    uri: str
-    include: list[str] = Field(default_factory=lambda: ["**"])
-    exclude: list[str] = Field(default_factory=list)
-    text_field: str = "text"
-    id_field: str | None = "id"
-
-
-# A named source: its files, how to read them, and its weight in the training mixture.
-SOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # safe as part of a file name (shards, blend)
-
-
-class SourceConfig(InputConfig):
-    """One entry of `inputs:`. `weight` (> 0, default 1) makes the source contribute weight x its
-    tokens per epoch: it sets the manifest's Megatron blend line and the StreamReader's mixture,
-    never the shard bytes (see formats/manifest.py)."""
-
-    name: str = Field(pattern=SOURCE_NAME)
-    weight: float = Field(default=1.0, gt=0.0, le=1e6)
-
-
-class SplitConfig(StrictModel):
-    # Share of documents held out as the validation set: those whose stable-id hash falls below
-    # it (tokens/split.py). 0: no validation shards.
-    valid_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
-
-
-class OutputConfig(StrictModel):
-    uri: str
-
-
-class StorageConfig(StrictModel):
-    """Options passed to s3fs for s3:// URIs (ignored for local paths)."""
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    profile: str | None = None
-    anon: bool = False
-    max_pool_connections: int = Field(default=32, ge=1)
-    # Each request is retried by botocore ("standard" mode: jittered exponential backoff) on
-    # 503 SlowDown / 500 / connection resets / timeouts, up to `retries` attempts in all.
-    retries: int = Field(default=10, ge=1)
-    read_timeout: float = Field(default=15.0, gt=0)  # seconds without a byte: retry the request
-    connect_timeout: float = Field(default=5.0, gt=0)  # seconds to connect; also the reach check
-
-
-class RayConfig(StrictModel):
-    address: str | None = None  # None: RAY_ADDRESS if set, else a local ray.init
-    num_cpus: int | None = Field(default=None, ge=1)  # only for a local ray.init
-
-
-class IngestConfig(StrictModel):
-    unit_bytes: Bytes = ByteSize(64 * 2**20)
-    max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
-    # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
-    # is quarantined as too_large, never held whole or tokenized (see ingest/records.py).
-    max_doc_bytes: Bytes = ByteSize(16 * 2**20)
-
-
-class NearDedupConfig(StrictModel):
-    enabled: bool = True
-    ngram: int = Field(default=5, ge=1)
-    num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see dedup/minhash.py for why
-    bands: int = Field(default=32, ge=1)
-    rows: int = Field(default=8, ge=1)
-    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    seed: Seed = 42
-
-
-class DedupConfig(StrictModel):
-    exact: bool = True
-    # Exact and near dedup run one task per hash partition. Their count follows from the listed
-    # input bytes, ceil(bytes / partition_bytes), so a partition task's memory (hash rows, about
-    # 1 KiB of signature per document) stays bounded whatever the corpus; `partitions` overrides.
-    partitions: int | None = Field(default=None, ge=1)
-    partition_bytes: ByteSize = Field(default=ByteSize(2**30), gt=0)
-    # smallest piece each dedup exchange (hash rows, signatures, bands, edges, removals) aims to
-    # move per GET: writers are grouped until a group's part of a partition is this big
-    # (formats/sectioned.py); how bytes move, never which
-    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
-    # most bytes one regroup task of an exchange moves: beyond it the exchange takes more,
-    # smaller requests rather than one task whose disk and time grow with the corpus
-    exchange_task_bytes: Bytes = ByteSize(4 * 2**30)
-    near: NearDedupConfig = NearDedupConfig()
-
-    def partition_count(self, listed_bytes: int) -> int:
-        if self.partitions is not None:
-            return self.partitions
-        return max(1, -(-int(listed_bytes) // int(self.partition_bytes)))
-
-
-class TokenizeConfig(StrictModel):
-    tokenizer: str
-    eos: str = "<|endoftext|>"
-    batch_docs: int = Field(default=1024, ge=1)
-    # auto: fastokens when it loads the tokenizer and passes the equality probe, else tokenizers.
-    # The shards are the same bytes whichever engine runs (see tokens/check.py).
-    engine: Literal["auto", "fastokens", "tokenizers"] = "auto"
-    # text: special/added tokens' text inside a document is encoded as ordinary text, so the EOS
-    # id occurs only where the pipeline appends it; special: such text becomes the token's id.
-    special_tokens_in_text: Literal["text", "special"] = "text"
-    bos: str | None = None  # a token prepended to every document, e.g. "<s>"
-    verify_fraction: float = Field(default=0.01, ge=0.0, le=1.0)  # re-encoded by tokenizers
-
-
-class PackConfig(StrictModel):
-    shard_bytes: Bytes = ByteSize(256 * 2**20)
-    seed: Seed = 0
-    # smallest token piece pack's two-pass exchange aims to move per GET (see tokens/pack.py)
-    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
-    # most token bytes one pass-1 task moves (and spills to local disk): beyond it the exchange
-    # takes more, smaller requests rather than one task whose disk and time grow with the corpus.
-    # The default is reached past ~13 TB of tokens at 256 MiB units and shards (10 TB of text:
-    # ~41 GB per task, uncapped); lower it to trade local disk for requests (plan --corpus-bytes)
-    exchange_task_bytes: Bytes = ByteSize(64 * 2**30)
 
 
 class Config(StrictModel):
@@ -236,8 +130,8 @@ class Config(StrictModel):
 
     def output_hash(self) -> str:
         data = self.output_config()
-        data["tokenize"]["tokenizer_sha256"] = _file_digest(self.tokenize.tokenizer)
-        return _digest(data)
+        data["tokenize"]["tokenizer_sha256"] = reuse_keys.file_digest(self.tokenize.tokenizer)
+        return reuse_keys.digest(data)
 
     def read_key(self) -> str:
         """Key of the per-unit read outputs (units/<read_key>/): see stage_keys."""
@@ -248,94 +142,9 @@ class Config(StrictModel):
         return self.stage_keys()["tokens"]
 
     def stage_keys(self) -> dict[str, str]:
-        """The key of each reused intermediate, from everything that decides its bytes.
-
-        A stage's key hashes the whole config minus the keys listed in _NOT_BYTES for that stage
-        (keys known not to change its bytes), so a config key added later counts by default: at
-        worst an unchanged output is recomputed, never a stale one reused. The token key also
-        hashes the read key (token files are made from the read outputs) and the tokenizer by
-        content. What a unit holds is in its id and what dedup removed in `<removed>`
-        (core/layout.py).
-        """
-        keys: dict[str, str] = {}
-        for stage, exclude in _NOT_BYTES.items():
-            data = self.model_dump(mode="json", exclude=_merge_exclude(_NEVER_BYTES, exclude))
-            data["layout"] = _LAYOUT_VERSION
-            if stage == "tokens":
-                data["read_key"] = keys["read"]
-                data["tokenizer_sha256"] = _file_digest(self.tokenize.tokenizer)
-            keys[stage] = _digest(data)
-        return keys
-
-
-# Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
-# 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
-#    are one sectioned object (formats/sectioned.py).
-_LAYOUT_VERSION = 3
-# Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
-_NEVER_BYTES: dict[str, Any] = {
-    "name": True,
-    "output": True,
-    "storage": True,
-    "ray": True,
-    "retention": True,
-    "prices": True,
-}
-# Per stage, the further keys that do not change its bytes (each with the reason).
-_NOT_BYTES: dict[str, dict[str, Any]] = {
-    "read": {
-        # a unit id hashes its files, byte ranges and versions: the selection and the unit size
-        # decide which units exist, not what a unit's read output holds
-        "input": {"uri", "include", "exclude"},
-        # weights set the blend line and the reader's mixture, not any intermediate's bytes
-        "inputs": {"__all__": {"uri", "include", "exclude", "weight"}},
-        "split": True,  # the validation split is drawn at pack time (tokens/split.py)
-        "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
-        # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
-        # which a run resolves into dedup.partitions (Config.for_listing) before any key
-        "dedup": {
-            "exact",
-            "near",
-            "partition_bytes",
-            "exchange_request_bytes",
-            "exchange_task_bytes",
-        },
-        "tokenize": True,
-        "pack": True,
-    },
-    "tokens": {
-        # the read outputs are covered by the read key; dedup's decisions by `<removed>`
-        "input": True,
-        "inputs": True,
-        "split": True,  # token files hold every kept document; pack draws the split
-        "ingest": True,
-        "dedup": True,
-        # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
-        # speed, not ids; verify_fraction only decides how much is checked
-        "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
-        # shards and the pack exchange are cut from the token files at pack time
-        "pack": {"shard_bytes", "exchange_request_bytes", "exchange_task_bytes"},
-    },
-}
-
-
-def _merge_exclude(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for key, value in b.items():
-        if key not in out:
-            out[key] = value
-        else:
-            out[key] = True if value is True or out[key] is True else set(out[key]) | value
-    return out
-
-
-def _digest(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+        """The key of each reused intermediate, from everything that decides its bytes (the rule
+        and the keys known not to count: reuse_keys.py)."""
+        return reuse_keys.stage_keys(self)
 
 
 def is_remote(uri: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 import ray
 import s3fs
 
-from pipeline.config import StorageConfig
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.testing.s3 import dummy_aws_env, moto_server
 

@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable
 
-from pipeline.config import StorageConfig
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import list_inputs
 from pipeline.testing.s3 import dummy_aws_env, moto_server

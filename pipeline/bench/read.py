@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import xxhash
 
-from pipeline.config import StorageConfig
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import load_manifest

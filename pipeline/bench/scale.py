@@ -34,7 +34,8 @@ import ray
 from pydantic import ByteSize
 
 from pipeline.bench.scaling import ONE_THREAD_ENV, SAMPLE_CONFIG
-from pipeline.config import DedupConfig, StorageConfig, load_config
+from pipeline.config import load_config
+from pipeline.config_sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
 from pipeline.run.driver import run_pipeline
 from pipeline.run.ray_env import hide_local_auth_notice

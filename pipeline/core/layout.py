@@ -39,7 +39,7 @@ command finds the same run folder (resume; "already committed"). A unit id hashe
 (path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
 `token_key` the read key, the tokenizer (by content) and its options and the seed, and
 `<removed>` the unit's set of removed documents: an output is reused exactly when everything that
-decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (config.py),
+decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (reuse_keys.py),
 which hashes every config key except those listed as not affecting a stage's bytes. Version ids are
 UTC timestamps plus the run id, so `sorted()` is "by time".
 """

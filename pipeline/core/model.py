@@ -1,11 +1,11 @@
 """The base of every configuration model, and bounded value types for every numeric key.
 
 Unknown keys are errors and values are frozen (StrictModel). Every number in the config
-(pipeline/config.py, pipeline/retention/policy.py, pipeline/report/prices.py) takes one of these
-types, or a `Field` with an explicit bound, so that a value that cannot work (a size of 0, a
-negative seed, a fraction above 1) is a configuration error naming the key and the file (exit 2)
-before anything runs. tests/unit/test_config_values.py walks every numeric key of the model and
-fails for one without a bound: a new key must pick a type here.
+(pipeline/config_sections.py, pipeline/retention/policy.py, pipeline/report/prices.py) takes one
+of these types, or a `Field` with an explicit bound, so that a value that cannot work (a size of
+0, a negative seed, a fraction above 1) is a configuration error naming the key and the file
+(exit 2) before anything runs. tests/unit/test_config_values.py walks every numeric key of the
+model and fails for one without a bound: a new key must pick a type here.
 """
 
 from __future__ import annotations

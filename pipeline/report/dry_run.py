@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pipeline.config import Config, DedupConfig
+from pipeline.config import Config
+from pipeline.config_sections import DedupConfig
 from pipeline.formats.sectioned import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig

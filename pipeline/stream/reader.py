@@ -24,15 +24,14 @@ treat the error as fatal for the job.
 Splits and sources: `split="train"` (the default) reads the training shards (`shards`),
 `split="valid"` the validation shards (`splits.valid`, each once per epoch). A version of named
 sources with weights other than 1 is read as the mixture the manifest's blend line describes: the
-epoch is a list of segments (a source of weight w gives floor(w) copies of each of its shards
-and the first (w - floor(w)) of each shard's tokens once more), cut into pieces of at most
-MIX_TOKENS tokens and permuted by (seed, epoch) like shards are, so the sources interleave and a
-source of weight w yields w times its tokens per epoch (within a token per shard).
-`epoch_layout()` lists the segments in stream order. With all weights 1 (and for versions
-before sources) the segments are the whole shards, as before.
+epoch is a list of segments (stretches of shards, see `mixture.py`) permuted by (seed, epoch)
+like shards are, so the sources interleave and a source of weight w yields w times its tokens per
+epoch (within a token per shard). `epoch_layout()` lists the segments in stream order. With all
+weights 1 (and for versions before sources) the segments are the whole shards, as before.
 
 Resume: `state_dict()` is JSON-able: the epoch, the set of windows the assignment started from
-(`base`, intervals of window ids), world_size, rank and how many windows this rank consumed.
+(`base`, intervals of window ids), world_size, rank and how many windows this rank consumed
+(format and merging: `resume.py`).
 - Same world size and rank: the rank continues exactly where it was (ranks may differ in count).
 - Another world size (or rank): every rank of the new job loads the *same* state. A state merged
   with `StreamReader.merge_states(all ranks' states)` is exact whatever the ranks consumed. A
@@ -62,7 +61,15 @@ from pipeline.formats.manifest import (
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
+from pipeline.stream.mixture import epoch_segments
 from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, ReadPlan, read_plan
+from pipeline.stream.resume import (
+    STATE_FORMAT,
+    check_same_stream,
+    check_state,
+    job_remaining,
+    merge_states,
+)
 from pipeline.stream.windows import (
     ByteRange,
     Intervals,
@@ -71,26 +78,10 @@ from pipeline.stream.windows import (
     normalize,
     plan_ranges,
     rank_windows,
-    remaining_after,
     shard_order,
     token_ranges,
     window_count,
 )
-
-STATE_FORMAT = "pipeline.stream.reader/1"
-MIX_TOKENS = 1 << 22  # the largest piece of a shard a weighted mixture interleaves
-
-
-class Segment(NamedTuple):
-    """Tokens [first, first + tokens) of the manifest shard entry `shard`, from `source`."""
-
-    shard: dict
-    first: int
-    tokens: int
-    source: str | None
-_STREAM_KEYS = ("name", "version", "split", "tokens", "seq_len", "seed")
-# a state saved before splits existed was always of the training stream
-_STATE_DEFAULTS = {"split": "train"}
 
 
 class _Piece(NamedTuple):
@@ -146,7 +137,7 @@ class StreamReader:
         self.split = split
         shards = split_shards(self.manifest, split)
         _check_index_header(version, shards, self.dtype)
-        self._segments = _segments(self.manifest, shards, split)
+        self._segments = epoch_segments(self.manifest, shards, split)
         self._shards = [seg.shard for seg in self._segments]
         self._shard_tokens = [seg.tokens for seg in self._segments]
         self.total_tokens = sum(self._shard_tokens)
@@ -350,64 +341,19 @@ class StreamReader:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_state(state)
-        mine = self._stream_id()
-        wrong = [k for k in _STREAM_KEYS if state.get(k, _STATE_DEFAULTS.get(k)) != mine[k]]
-        if wrong:
-            raise ValueError(
-                f"state is for another stream: {', '.join(wrong)} differ"
-                f" ({[state.get(k) for k in wrong]} vs {[mine[k] for k in wrong]})"
-            )
+        check_state(state)
+        check_same_stream(state, self._stream_id())
         base = normalize(state["base"])
         if state["rank"] == self.rank and state["world_size"] == self.world_size:
             self._start_epoch(state["epoch"], base, state["consumed"])
         else:
-            self._start_epoch(state["epoch"], _job_remaining(state))
+            self._start_epoch(state["epoch"], job_remaining(state))
 
     @staticmethod
     def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """One job state from every rank's state: exactly the windows no rank has consumed yet."""
-        if not states:
-            raise ValueError("no states to merge")
-        for s in states:
-            _check_state(s)
-        first = states[0]
-        same = ("format", *_STREAM_KEYS, "epoch", "base", "world_size")
-        if any(s.get(k) != first.get(k) for s in states for k in same):
-            raise ValueError(f"states disagree on one of {same}: not from one job and epoch")
-        world = first["world_size"]
-        by_rank = {s["rank"]: s["consumed"] for s in states}
-        if sorted(by_rank) != list(range(world)):
-            raise ValueError(f"need the state of every rank 0..{world - 1}, got {sorted(by_rank)}")
-        remaining = remaining_after(
-            normalize(first["base"]), world, [by_rank[r] for r in range(world)]
-        )
-        return {
-            **first,
-            "base": [list(iv) for iv in remaining],
-            "world_size": None,
-            "rank": None,
-            "consumed": 0,
-        }
-
-
-def _segments(manifest: dict[str, Any], shards: list[dict], split: str) -> list[Segment]:
-    """The epoch's segments before permutation (see the module docstring)."""
-    sources = manifest.get("sources") or {}
-    weights = {name: float(e.get("weight", 1.0)) for name, e in sources.items()}
-    if split != "train" or all(w == 1.0 for w in weights.values()):
-        return [Segment(s, 0, int(s["tokens"]), s.get("source")) for s in shards]
-    out = []
-    for shard in shards:
-        tokens, weight = int(shard["tokens"]), weights.get(shard.get("source"), 1.0)
-        spans = [tokens] * int(weight)
-        if rest := round((weight - int(weight)) * tokens):
-            spans.append(rest)
-        for span in spans:
-            for first in range(0, span, MIX_TOKENS):
-                count = min(MIX_TOKENS, span - first)
-                out.append(Segment(shard, first, count, shard.get("source")))
-    return out
+        """One job state from every rank's state: exactly the windows no rank has consumed yet
+        (see resume.py)."""
+        return merge_states(states)
 
 
 def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) -> None:
@@ -427,20 +373,6 @@ def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) 
             f"{where}: the index header states {header_dtype} tokens in {seq_count} documents,"
             f" the manifest {dtype} in {shard['documents']}: refusing to misread the shards"
         )
-
-
-def _check_state(state: dict[str, Any]) -> None:
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise ValueError(f"not a {STATE_FORMAT} state")
-
-
-def _job_remaining(state: dict[str, Any]) -> Intervals:
-    """Windows the job has left: a merged state's set, or a rank state read as lockstep."""
-    base = normalize(state["base"])
-    if state["world_size"] is None:
-        return base
-    world = state["world_size"]
-    return remaining_after(base, world, [state["consumed"]] * world)
 
 
 def _cut(pending: deque[_Piece], w0: int, w1: int) -> np.ndarray:

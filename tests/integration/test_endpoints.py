@@ -21,7 +21,7 @@ from ray.runtime_env import RuntimeEnv
 from ray.runtime_env.runtime_env import _merge_runtime_env
 
 from pipeline import cli
-from pipeline.config import StorageConfig
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location, StorageUnreachable
 from pipeline.run.ray_env import WORKER_ENV, worker_runtime_env
 from pipeline.stream.reader import StreamReader

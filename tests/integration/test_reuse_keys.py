@@ -14,7 +14,8 @@ import pytest
 from helpers import SAMPLE_CONFIG, SOURCES_CONFIG
 from pydantic import BaseModel, ByteSize
 
-from pipeline.config import Config, InputConfig, load_config
+from pipeline.config import Config, load_config
+from pipeline.config_sections import InputConfig
 from pipeline.formats.megatron import decode_index
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.encode import load_tokenizer

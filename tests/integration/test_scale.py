@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, SAMPLE_CONFIG
 
-from pipeline.config import DedupConfig, load_config
+from pipeline.config import load_config
+from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pipeline.config import StorageConfig
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline.formats.verify import VerifyError, verify_version
