@@ -6,10 +6,8 @@ storage to tasks and back to storage.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
-import math
 import sys
 import time
 from collections import Counter
@@ -21,7 +19,7 @@ import xxhash
 from tqdm import tqdm
 
 from pipeline.config import Config
-from pipeline.core.layout import RunLayout, new_version_id
+from pipeline.core.layout import RunLayout
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import (
@@ -34,8 +32,9 @@ from pipeline.formats.manifest import (
 )
 from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
-from pipeline.run.accounting import pack_parts, run_counts, shard_entries, source_counts
+from pipeline.run.accounting import run_counts, shard_entries, source_counts
 from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
+from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
     AuditResult,
@@ -47,8 +46,6 @@ from pipeline.run.results import (
     TokenizeResult,
 )
 from pipeline.run.tokenize_stage import tokenize_stage
-from pipeline.tokens.encode import load_tokenizer, token_id
-from pipeline.tokens.pack import pack_plan, shard_sections
 
 
 @dataclass
@@ -228,7 +225,7 @@ class _Driver:
             near_components(self, *near_edges(self))
         merge_audit(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
-        version_id, tok_entry = self.pack()
+        version_id, tok_entry = pack_stage(self)
         return self.commit(version_id, tok_entry)
 
     def read_units(self) -> None:
@@ -272,84 +269,6 @@ class _Driver:
                 f" ingest.max_error_rate = {rate:.2%}; listing:"
                 f" {layout.quarantine.uri}. Nothing was committed."
             )
-
-    def pack(self) -> tuple[str, dict[str, Any]]:
-        """Both pack passes into a new version's shards; returns its id and tokenizer entry.
-
-        One pack per (source, split): a source's units (a unit never mixes sources) into its own
-        shards, and with `split.valid_fraction` > 0 its training and validation documents into
-        separate shards (tokens/split.py). Shard names (pack_parts): a single `input` writes
-        `shard-00000` ... (and `valid-00000` ...), named sources `train-<name>-00000` ... and
-        `valid-<name>-00000` ..."""
-        cfg, layout, remote = self.cfg, self.layout, self.remote
-        tok_entry = self._tokenizer_entry()
-        dtype = tok_entry["dtype"]
-        version_id = new_version_id(layout.run_id)
-        version = layout.version(version_id)
-        itemsize = 2 if dtype == "uint16" else 4
-        exchange = remote["exchange_bucket"]
-        plans = []
-        for source, split, prefix, share in pack_parts(cfg):
-            live = [
-                (r.unit, r.removed)
-                for r in self.tokenized
-                if r.docs and self.origin_of[r.unit] == source
-            ]
-            tokens = sum(r.tokens for r in self.tokenized if self.origin_of[r.unit] == source)
-            if not live and (cfg.named_sources or split):
-                continue  # nothing of this source (a single input still writes an empty shard)
-            plan = pack_plan(
-                # the split's share of the source's tokens: a deterministic estimate that sizes
-                # its shards (every document still lands in exactly one shard)
-                math.ceil(tokens * itemsize * share),
-                len(live),
-                int(cfg.pack.shard_bytes),
-                int(cfg.pack.exchange_request_bytes),
-                int(cfg.pack.exchange_task_bytes),
-            )
-            if split:
-                plan = dataclasses.replace(
-                    plan, prefix=prefix, split=split, valid_fraction=cfg.split.valid_fraction
-                )
-            else:
-                plan = dataclasses.replace(plan, prefix=prefix)
-            plans.append((source, split or "train", plan, plan.unit_groups(live)))
-        exchanged = self.stage(
-            "pack",
-            [
-                exchange.remote(layout, plan, g, k, groups[g], dtype)
-                for _, _, plan, groups in plans
-                for g in range(plan.groups)
-                for k in range(plan.buckets)
-            ],
-        )
-        futures, owners, at = [], [], 0
-        for source, split, plan, _ in plans:
-            mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
-            at += len(mine)
-            sections = shard_sections(plan, mine)
-            for k in range(plan.shards):
-                futures.append(
-                    remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
-                )
-                owners.append((source, split))
-        self.packed = self.stage("pack", futures, merge=True)
-        for (source, split), result in zip(owners, self.packed, strict=True):
-            if not self.parts or self.parts[-1][:2] != (source, split):
-                self.parts.append((source, split, []))
-            self.parts[-1][2].append(result)
-        return version_id, tok_entry
-
-    def _tokenizer_entry(self) -> dict[str, Any]:
-        tok = self.cfg.tokenize
-        tokenizer, tok_info = load_tokenizer(tok.tokenizer, tok.eos)
-        return {
-            **tok_info.as_dict(),
-            "special_tokens_in_text": tok.special_tokens_in_text,
-            "bos": tok.bos,
-            "bos_id": token_id(tokenizer, tok.bos),
-            **self.engine,
-        }
 
     def _input_bytes(self) -> dict[str, int]:
         inputs = self.listed.inputs

@@ -184,7 +184,7 @@ def pack_in_process(
     dtype_name: str,
 ) -> list[PackResult]:
     """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
-    plan and sections as the driver (run/driver.py) builds."""
+    plan and sections as the driver (run/pack_stage.py) builds."""
     plan = pack.pack_plan(
         token_bytes,
         len(units),

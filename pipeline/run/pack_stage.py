@@ -1,0 +1,99 @@
+"""The driver's side of the pack stage: one pack per (source, split), both passes, into a new
+version's shards (tokens/pack.py has the exchange; run/pack_tasks.py the tasks).
+
+A source's units (a unit never mixes sources) go into its own shards, and with
+`split.valid_fraction` > 0 its training and validation documents into separate shards
+(tokens/split.py). Shard names (accounting.pack_parts): a single `input` writes `shard-00000` ...
+(and `valid-00000` ...), named sources `train-<name>-00000` ... and `valid-<name>-00000` ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from pipeline.config import Config
+from pipeline.core.layout import new_version_id
+from pipeline.run.accounting import pack_parts
+from pipeline.tokens.encode import load_tokenizer, token_id
+from pipeline.tokens.pack import PackPlan, pack_plan, shard_sections
+
+# (source, split, its plan, its unit groups) of each pack of a run, in manifest order
+Packs = list[tuple[str, str, PackPlan, list[list]]]
+
+
+def pack_stage(drv) -> tuple[str, dict[str, Any]]:
+    """Both pack passes; returns the new version's id and its manifest's tokenizer entry, and
+    leaves the shards' results on the driver (`packed`, and `parts` per source and split)."""
+    layout, remote = drv.layout, drv.remote
+    tok_entry = tokenizer_entry(drv.cfg, drv.engine)
+    dtype = tok_entry["dtype"]
+    version_id = new_version_id(layout.run_id)
+    version = layout.version(version_id)
+    packs = _plan_packs(drv, 2 if dtype == "uint16" else 4)
+    exchanged = drv.stage(
+        "pack",
+        [
+            remote["exchange_bucket"].remote(layout, plan, g, k, groups[g], dtype)
+            for _, _, plan, groups in packs
+            for g in range(plan.groups)
+            for k in range(plan.buckets)
+        ],
+    )
+    futures, owners, at = [], [], 0
+    for source, split, plan, _ in packs:
+        mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
+        at += len(mine)
+        sections = shard_sections(plan, mine)
+        for k in range(plan.shards):
+            futures.append(
+                remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
+            )
+            owners.append((source, split))
+    drv.packed = drv.stage("pack", futures, merge=True)
+    for (source, split), result in zip(owners, drv.packed, strict=True):
+        if not drv.parts or drv.parts[-1][:2] != (source, split):
+            drv.parts.append((source, split, []))
+        drv.parts[-1][2].append(result)
+    return version_id, tok_entry
+
+
+def _plan_packs(drv, itemsize: int) -> Packs:
+    cfg: Config = drv.cfg
+    packs: Packs = []
+    for source, split, prefix, share in pack_parts(cfg):
+        mine = [r for r in drv.tokenized if drv.origin_of[r.unit] == source]
+        live = [(r.unit, r.removed) for r in mine if r.docs]
+        if not live and (cfg.named_sources or split):
+            continue  # nothing of this source (a single input still writes an empty shard)
+        plan = pack_plan(
+            # the split's share of the source's tokens: a deterministic estimate that sizes its
+            # shards (every document still lands in exactly one shard)
+            math.ceil(sum(r.tokens for r in mine) * itemsize * share),
+            len(live),
+            int(cfg.pack.shard_bytes),
+            int(cfg.pack.exchange_request_bytes),
+            int(cfg.pack.exchange_task_bytes),
+        )
+        if split:
+            plan = dataclasses.replace(
+                plan, prefix=prefix, split=split, valid_fraction=cfg.split.valid_fraction
+            )
+        else:
+            plan = dataclasses.replace(plan, prefix=prefix)
+        packs.append((source, split or "train", plan, plan.unit_groups(live)))
+    return packs
+
+
+def tokenizer_entry(cfg: Config, engine: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's `tokenizer`: the file's identity, EOS/BOS and the engine that ran."""
+    tok = cfg.tokenize
+    tokenizer, tok_info = load_tokenizer(tok.tokenizer, tok.eos)
+    return {
+        **tok_info.as_dict(),
+        "special_tokens_in_text": tok.special_tokens_in_text,
+        "bos": tok.bos,
+        "bos_id": token_id(tokenizer, tok.bos),
+        **engine,
+    }
