@@ -169,11 +169,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(format_markdown(report))
     if args.corpus_bytes:  # the same run, at the user's scale
         from pipeline.core.units import parse_size
-        from pipeline.report import dry_run
+        from pipeline.report import bill, dry_run
 
         corpus = parse_size(args.corpus_bytes)
         cut, stages = dry_run.plan_for_config(cfg, corpus)
-        report["projection"] = dry_run.projected_bill(
+        report["projection"] = bill.projected_bill(
             report,
             corpus,
             stages,
@@ -183,7 +183,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             range_bytes=args.range_bytes,
             prices=cfg.prices,
         )
-        print("\n".join(["", *dry_run.bill_lines(report["projection"])]))
+        print("\n".join(["", *bill.bill_lines(report["projection"])]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)

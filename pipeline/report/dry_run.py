@@ -363,7 +363,7 @@ def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, 
     return dry_run(corpus_bytes, **{k: v for k, v in kw.items() if v is not None})
 
 
-def _si(n: float) -> str:
+def si(n: float) -> str:
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.1f}{unit}"
@@ -372,11 +372,11 @@ def _si(n: float) -> str:
 
 def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
     lines = [
-        f"corpus {_si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
+        f"corpus {si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
         f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
-        f" shards ({_si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
+        f" shards ({si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
         f" unit groups x {cut['pack_buckets']} key buckets,"
-        f" {_si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
+        f" {si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
         " per pass-1 task)",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
         f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}",
@@ -385,14 +385,14 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         r = s.requests
         mean_get = s.bytes_read / r["get"] if r.get("get") else 0
         lines.append(
-            f"{s.name:<10}{s.tasks:>9,}{_si(r.get('get', 0)):>9}{_si(r.get('put', 0)):>9}"
-            f"{_si(r.get('head', 0)):>8}{_si(r.get('list', 0)):>6}{_si(mean_get) + 'B':>10}"
-            f"{_si(s.bytes_read) + 'B':>8}{_si(s.bytes_written) + 'B':>8}{s.peak_mb:>9,.0f}"
+            f"{s.name:<10}{s.tasks:>9,}{si(r.get('get', 0)):>9}{si(r.get('put', 0)):>9}"
+            f"{si(r.get('head', 0)):>8}{si(r.get('list', 0)):>6}{si(mean_get) + 'B':>10}"
+            f"{si(s.bytes_read) + 'B':>8}{si(s.bytes_written) + 'B':>8}{s.peak_mb:>9,.0f}"
             f"{s.core_hours:>9,.0f}{s.dollars:>9,.2f}"
         )
     total_req = sum(sum(s.requests.values()) for s in stages)
     lines.append(
-        f"{'total':<10}{sum(s.tasks for s in stages):>9,}  requests {_si(total_req)},"
+        f"{'total':<10}{sum(s.tasks for s in stages):>9,}  requests {si(total_req)},"
         f" core-hours {sum(s.core_hours for s in stages):,.0f},"
         f" request $ {sum(s.dollars for s in stages):,.2f}"
     )
@@ -401,58 +401,3 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
 
 def dry_run_json(cut: dict, stages: list[StagePlan]) -> str:
     return json.dumps({"cut": cut, "stages": [s.__dict__ for s in stages]})
-
-
-def projected_bill(
-    report: dict,
-    corpus_bytes: int,
-    stages: list[StagePlan],
-    cut: dict,
-    *,
-    runs_per_month: float,
-    epochs_per_month: float,
-    range_bytes: int,
-    prices: PricesConfig,
-) -> dict:
-    """The monthly bill of `report` (a cost report of this dataset) at `corpus_bytes` of input:
-    storage retained under the same retention plan scaled by corpus / this dataset's raw bytes,
-    the dry run's requests per pipeline run, and training's range GETs over the tokens."""
-    raw = sum(r["bytes"] for r in report["before"]["retained"] if r["data_class"] == "raw")
-    if not raw:
-        raise ValueError("the report lists no raw input bytes to scale from (input not listed)")
-    scale = corpus_bytes / raw
-    storage = {}
-    for r in report["after"]["retained"]:
-        storage[r["data_class"]] = storage.get(r["data_class"], 0.0) + r["usd_month"] * scale
-    run_usd = sum(s.dollars for s in stages) * runs_per_month
-    epoch_gets = math.ceil(cut["token_bytes"] / range_bytes) + cut["shards"]
-    training_usd = epochs_per_month * epoch_gets * prices.standard.get_per_1000 / 1000
-    return {
-        "corpus_bytes": corpus_bytes,
-        "scale": scale,
-        "storage_usd_by_class": storage,
-        "storage_usd": sum(storage.values()),
-        "pipeline_request_usd": run_usd,
-        "pipeline_core_hours": sum(s.core_hours for s in stages) * runs_per_month,
-        "training_request_usd": training_usd,
-        "total_usd": sum(storage.values()) + run_usd + training_usd,
-    }
-
-
-def bill_lines(bill: dict) -> list[str]:
-    lines = [
-        f"## Projected monthly bill at {_si(bill['corpus_bytes'])}B of input"
-        f" (this dataset x {bill['scale']:,.0f}; `plan --corpus-bytes` dry run)",
-        "",
-        "| item | $ / month |",
-        "|---|---|",
-    ]
-    for data_class, usd in sorted(bill["storage_usd_by_class"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"| storage retained: {data_class} | {usd:,.2f} |")
-    lines += [
-        f"| pipeline run requests ({bill['pipeline_core_hours']:,.0f} core-hours not priced)"
-        f" | {bill['pipeline_request_usd']:,.2f} |",
-        f"| training reads (range GETs) | {bill['training_request_usd']:,.2f} |",
-        f"| **total** | **{bill['total_usd']:,.2f}** |",
-    ]
-    return lines

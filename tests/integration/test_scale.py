@@ -205,6 +205,7 @@ def test_plan_and_report_print_the_dry_run(capsys):
 
 
 def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():
+    from pipeline.report import bill as bills
     from pipeline.report import dry_run
     from pipeline.report.prices import PricesConfig
 
@@ -218,7 +219,7 @@ def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training(
         },
     }
     cut, stages = dry_run.dry_run(10**13)
-    bill = dry_run.projected_bill(
+    bill = bills.projected_bill(
         report, 10**13, stages, cut, runs_per_month=2, epochs_per_month=1,
         range_bytes=16 * MiB, prices=PricesConfig(),
     )
@@ -226,7 +227,7 @@ def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training(
     assert bill["storage_usd_by_class"] == pytest.approx({"raw": 200.0, "versions": 150.0})
     assert bill["pipeline_request_usd"] == pytest.approx(2 * sum(s.dollars for s in stages))
     assert bill["training_request_usd"] > 0
-    assert "total" in "\n".join(dry_run.bill_lines(bill))
+    assert "total" in "\n".join(bills.bill_lines(bill))
 
 
 def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
