@@ -24,6 +24,7 @@ from typing import Any
 from pipeline.config import Config
 from pipeline.core.layout import MANIFEST, WORK_DIR
 from pipeline.core.storage import Location
+from pipeline.core.units import human_bytes
 from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.retention.decide import (
     LEDGER_KEY,
@@ -281,27 +282,7 @@ def _listed_under_current_root(
     return root in roots.values()
 
 
-def read_inputs(
-    dataset: Location, objects: list[StoredObject], origin: str | None = None
-) -> set[str]:
-    """Input paths (relative to input.uri) some run of this dataset listed and read: the union
-    of the runs' input manifests. The raw rule applies to these files only. With `origin`,
-    only rows of that source (a manifest without the column counts as that source's)."""
-    by_origin = read_by_origin(dataset, objects, origin)
-    if origin is not None:
-        return set(by_origin.get(origin, set()))
-    return set().union(*by_origin.values())
-
-
 # -- printing --------------------------------------------------------------------------------
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    raise AssertionError
-
-
 def _display_key(d: Decision) -> str:
     return f"{d.obj.root}:{d.obj.key}" if is_raw_root(d.obj.root) else d.obj.key
 
@@ -342,7 +323,7 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
             " object or prefix"
         )
         lines += [
-            f"{r['action']:<24} {_size(r['bytes']):>10} {r['objects']:>7}  "
+            f"{r['action']:<24} {human_bytes(r['bytes']):>10} {r['objects']:>7}  "
             f"{r['data_class']:<20} {r['rule']:<40} {r['where']}"
             for r in rows
         ]
@@ -362,6 +343,6 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
         totals[kind][1] += d.obj.size
     lines.append(
         "totals: "
-        + "; ".join(f"{k} {n} objects {_size(b)}" for k, (n, b) in sorted(totals.items()))
+        + "; ".join(f"{k} {n} objects {human_bytes(b)}" for k, (n, b) in sorted(totals.items()))
     )
     return "\n".join(lines)

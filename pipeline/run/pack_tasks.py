@@ -66,11 +66,11 @@ def exchange_bucket(
 
 
 def _spill_unit(
-    layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan=None
+    layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan: pack.PackPlan
 ) -> np.ndarray | None:
     """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
     sizes of its token bytes and index rows per shard, or None when it has no rows there.
-    With a plan naming a split, only that split's rows (tokens/split.py)."""
+    When the plan names a split, only that split's rows (tokens/split.py)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
@@ -80,7 +80,7 @@ def _spill_unit(
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
     )
     piece = index.slice(i0, i1 - i0)
-    if plan is not None and plan.split:
+    if plan.split:
         keep = split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
         if not keep.all():
             lengths = piece["length"].to_numpy() * itemsize

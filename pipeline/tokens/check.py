@@ -60,34 +60,6 @@ def describe(
     )
 
 
-def check_against(
-    reference: Encoder,
-    encoder: Encoder,
-    texts: list[str],
-    ids: np.ndarray,
-    lengths: np.ndarray,
-    check: list[tuple[int, str]],
-) -> None:
-    """Re-encode the `check` documents (row in `texts`, name) with `reference` and compare them
-    with the same documents inside (`ids`, `lengths`); EngineMismatch on the first difference."""
-    rows = np.array([row for row, _ in check], dtype=np.int64)
-    ref_ids, ref_lens = reference.encode_flat([texts[r] for r in rows])
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    got_lens = lengths[rows]
-    got_ids = (
-        np.concatenate([ids[offsets[r] : offsets[r + 1]] for r in rows])
-        if len(rows)
-        else ids[:0]
-    )
-    diff = first_difference(ref_ids, ref_lens, got_ids, got_lens)
-    if diff is not None:
-        doc, pos = diff
-        raise EngineMismatch(
-            describe(doc, pos, check[doc][1], (ref_ids, ref_lens), (got_ids, got_lens),
-                     encoder.name)
-        )
-
-
 class SampleCheck:
     """One task's sampled re-encoding, overlapped with the engine's encoding of the whole unit.
 

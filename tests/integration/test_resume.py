@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from helpers import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout
@@ -59,21 +58,10 @@ def test_driver_killed_mid_run_then_rerun_is_byte_identical(ray_local, tmp_path)
         load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "ref")), show_progress=False
     )
     out = tmp_path / "crash"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "run",
-            "--config",
-            str(SAMPLE_CONFIG),
-            "--output",
-            str(out),
-            "--quiet",
-        ],
+        run_command(SAMPLE_CONFIG, out),
         cwd=REPO,
-        env=env,
+        env=own_ray_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from helpers import REPO, SAMPLE_CONFIG
+from helpers import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 from tokenizers import Tokenizer
 
 from pipeline.config import ConfigError, load_config
@@ -107,23 +107,10 @@ def test_same_bytes_whatever_units_partitions_and_workers(sample_run, tmp_path):
         assert other.manifest[key] == sample_run.manifest[key]
     # a separate process with a one-CPU Ray: the same bytes again
     out = tmp_path / "one-worker"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "run",
-            "--config",
-            str(SAMPLE_CONFIG),
-            "--output",
-            str(out),
-            "--set",
-            "ray.num_cpus=1",
-            "--quiet",
-        ],
+        run_command(SAMPLE_CONFIG, out, "ray.num_cpus=1"),
         check=True,
-        env=env,
+        env=own_ray_env(),
         cwd=REPO,
         capture_output=True,
     )

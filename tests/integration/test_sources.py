@@ -4,16 +4,14 @@ validation split, weights (the reader's mixture and the Megatron blend line)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from helpers import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER
+from helpers import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
@@ -211,12 +209,10 @@ def _pack_ids(layout: RunLayout, entries: list[dict]) -> list[str]:
 
 
 def _run_cli(config: Path, out: Path, *sets: str) -> Location:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    args = [sys.executable, "-m", "pipeline", "run", "--config", str(config)]
-    args += ["--output", str(out), "--quiet"]
-    for s in sets:
-        args += ["--set", s]
-    subprocess.run(args, check=True, env=env, cwd=REPO, capture_output=True)
+    subprocess.run(
+        run_command(config, out, *sets), check=True, env=own_ray_env(), cwd=REPO,
+        capture_output=True,
+    )
     return resolve_version(Location.from_uri(str(out / "sample")))
 
 
