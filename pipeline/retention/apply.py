@@ -5,8 +5,8 @@
 
 Applying takes the dataset's lease (core/lease.py) when it touches `_work/` (if a run holds it,
 those actions are skipped and logged), re-lists, and acts only on objects still as planned (same
-size and mtime); an object already gone or already in the target class is skipped silently, so
-applying a plan twice, or planning again after applying, changes nothing and writes no second
+size, mtime and ETag); an object already gone or already in the target class is skipped silently,
+so applying a plan twice, or planning again after applying, changes nothing and writes no second
 audit log.
 
 Storage classes. On S3 a transition is a copy of the object onto itself with a new StorageClass
@@ -98,7 +98,7 @@ def _still_as_planned(
             d.action == "transition" and now_obj.storage_class == d.target_class
         ):
             continue  # already done
-        if (now_obj.size, now_obj.mtime) != (d.obj.size, d.obj.mtime):
+        if (now_obj.size, now_obj.mtime, now_obj.etag) != (d.obj.size, d.obj.mtime, d.obj.etag):
             audit.append(_entry(d, "skipped: changed since the plan was made"))
             continue
         todo.append(d)

@@ -79,6 +79,7 @@ class StoredObject:
     storage_class: str = "STANDARD"
     born: float | None = None  # first written; survives S3 copy-in-place via the ledger
     class_since: float | None = None  # entered its storage class
+    etag: str | None = None  # S3 ETag without quotes; None locally
 
     @property
     def first_written(self) -> float:

@@ -6,8 +6,11 @@
 Ages come from listing metadata (mtime / LastModified), never from reading objects; the storage
 class ledger (retention/apply.py writes it) supplies the classes and ages of local files and of
 transitioned S3 objects. Every source's distinct root is a raw root (`RawRoot`), and only the files
-some run of this dataset listed and read from it are planned (`read_by_origin`). The decisions
-themselves are retention/decide.py's; retention/apply.py carries a plan out.
+some run of this dataset listed and read from it are planned (`read_by_origin`), and only as they
+were read: same path, size and ETag (local files: mtime), as the run's inputs.parquet lists them.
+A file changed since (appended to, rewritten, deleted and re-created) is kept and shown in the
+plan with the change (`RawRoot.changed`). The decisions themselves are retention/decide.py's;
+retention/apply.py carries a plan out.
 """
 
 from __future__ import annotations
@@ -50,6 +53,38 @@ class RawRoot:
     # hidden, skipped, another source's or dataset's): never planned; a lifecycle rule on this
     # root's prefix would reach them
     foreign: list[str] = field(default_factory=list)
+    # of those, the ones a run read but which changed since: key -> "changed since read: ..."
+    changed: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReadAs:
+    """A raw file as a run listed it before reading it: its inputs.parquet row."""
+
+    size: int | None
+    etag: str | None  # S3
+    mtime: float | None  # local files (no ETag)
+
+    def matches(self, o: StoredObject) -> bool:
+        """The object is the one that was read (a record without size or version: by path)."""
+        if self.size is not None and self.size != o.size:
+            return False
+        if self.etag:
+            return self.etag == o.etag
+        return self.mtime is None or self.mtime == o.mtime
+
+    def change(self, o: StoredObject) -> str:
+        if self.size is not None and self.size != o.size:
+            return f"changed since read: size {self.size:,} -> {o.size:,}"
+        if self.etag:
+            return f"changed since read: ETag {self.etag} -> {o.etag}"
+        return f"changed since read: mtime {_stamp(self.mtime)} -> {_stamp(o.mtime)}"
+
+
+def _stamp(t: float | None) -> str:
+    if t is None:
+        return "?"
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 @dataclass
@@ -106,6 +141,11 @@ def _mtime(info: dict[str, Any]) -> float:
     return float(value) if value is not None else 0.0
 
 
+def _etag(info: dict[str, Any]) -> str | None:
+    etag = info.get("ETag") or info.get("etag")
+    return str(etag).strip('"') if etag else None
+
+
 def list_objects(
     root: Location, root_name: str, ledger: dict[str, dict[str, Any]]
 ) -> list[StoredObject]:
@@ -128,6 +168,7 @@ def list_objects(
             int(info["size"]),
             _mtime(info),
             info.get("StorageClass", "STANDARD"),
+            etag=_etag(info),
         )
         out.append(_with_ledger(obj, ledger.get(obj.uri), root.is_local))
     return out
@@ -200,17 +241,22 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
     planned: set[str] = set()  # uris: an object under two nested roots is planned once
     listed = []
     for root in roots:
-        if cfg.named_sources:
-            read = set().union(*(by_origin.get(n, set()) for n in root.sources))
-        else:  # the one source: every row, whatever its origin says
-            read = set().union(*by_origin.values())
+        origins = root.sources if cfg.named_sources else list(by_origin)  # one source: every row
+        read: dict[str, list[ReadAs]] = defaultdict(list)
+        for origin in origins:
+            for path, copies in by_origin.get(origin, {}).items():
+                read[path] += copies
         mine = list_objects(root.location, root.name, ledger)
         mine = [o for o in mine if not o.uri.startswith(inside)]
         listed.append(mine)
         for o in mine:
-            if o.key in read and o.uri not in planned:
+            if o.key not in read or o.uri in planned:
+                continue
+            if any(r.matches(o) for r in read[o.key]):
                 planned.add(o.uri)
                 objects.append(o)
+            else:  # the newest run's listing of it says what changed
+                root.changed[o.key] = read[o.key][-1].change(o)
     for root, mine in zip(roots, listed, strict=True):
         root.foreign = sorted(o.key for o in mine if o.uri not in planned)
     decisions = decide(
@@ -239,14 +285,15 @@ def read_by_origin(
     objects: list[StoredObject],
     default: str | None = None,
     roots: dict[str, str] | None = None,
-) -> dict[str | None, set[str]]:
+) -> dict[str | None, dict[str, list[ReadAs]]]:
     """Input paths (relative to their source's uri) some run of this dataset listed and read,
-    per source: the union of the runs' input manifests by their `origin` column. Rows of a
+    per source, each with how the runs listed it (size, ETag, mtime; oldest input manifest
+    first): the union of the runs' input manifests by their `origin` column. Rows of a
     manifest without the column (older runs: one source) count as `default`'s. Given `roots`
     (source name -> its uri now), a row whose `root` column names another uri is dropped: the
     run read that path under a folder the config no longer points at."""
-    read: dict[str | None, set[str]] = defaultdict(set)
-    for o in objects:
+    read: dict[str | None, dict[str, list[ReadAs]]] = defaultdict(lambda: defaultdict(list))
+    for o in sorted(objects, key=lambda o: (o.mtime, o.key)):
         parts = o.key.split("/")
         if (
             o.root == "dataset"
@@ -263,13 +310,15 @@ def read_by_origin(
             except Exception as e:  # noqa: BLE001 - an unreadable record: its files stay
                 print(f"warning: retention cannot read {o.key}: {e}", file=sys.stderr)
                 continue
-            listed_under = (
-                table["root"].to_pylist() if "root" in table.column_names else [None] * len(paths)
-            )
-            for origin, path, root in zip(origins, paths, listed_under, strict=True):
+            columns = {
+                name: table[name].to_pylist() if name in table.column_names else [None] * len(paths)
+                for name in ("root", "size", "etag", "mtime")
+            }
+            rows = zip(origins, paths, *columns.values(), strict=True)
+            for origin, path, root, size, etag, mtime in rows:
                 if _listed_under_current_root(origin, root, roots):
-                    read[origin].add(path)
-    return dict(read)
+                    read[origin][path].append(ReadAs(size, etag, mtime))
+    return {origin: dict(paths) for origin, paths in read.items()}
 
 
 def _listed_under_current_root(
@@ -336,6 +385,7 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
                 f"{r.name} = {r.location.uri} ({', '.join(r.sources)})" for r in plan.raw_roots
             )
         )
+    lines += _changed_lines(plan, verbose)
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for d in plan.decisions:
         kind = "protected" if d.rule == "protected" else d.action
@@ -346,3 +396,16 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
         + "; ".join(f"{k} {n} objects {human_bytes(b)}" for k, (n, b) in sorted(totals.items()))
     )
     return "\n".join(lines)
+
+
+def _changed_lines(plan: Plan, verbose: bool, shown: int = 10) -> list[str]:
+    """Raw files a run read that changed since: kept, whatever the raw rule says."""
+    changed = [(f"{r.name}:{k}", why) for r in plan.raw_roots for k, why in r.changed.items()]
+    if not changed:
+        return []
+    lines = [f"kept {len(changed)} raw files a run read that changed since (not what was read):"]
+    limit = len(changed) if verbose else shown
+    lines += [f"  {key}: {why}" for key, why in changed[:limit]]
+    if len(changed) > limit:
+        lines.append(f"  ... and {len(changed) - limit} more (--verbose lists them all)")
+    return lines
