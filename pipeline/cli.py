@@ -135,6 +135,20 @@ def cmd_retain(args: argparse.Namespace) -> int:
         print(f"lifecycle rules written to {args.export_lifecycle}")
         for item in exported["not_expressible"]:
             print(f"  not expressible as an S3 rule: {item['class']}: {item['reason']}")
+    if args.tag_read:
+        from pipeline.retention.tagging import read_tag, tag_read
+
+        tagged = tag_read(plan)
+        tag = read_tag(cfg.name)
+        print(
+            f"tagged {tag['Key']}={tag['Value']}: {tagged.tagged} objects now,"
+            f" {tagged.already} already; {tagged.local} local files skipped (no tags)"
+            + (
+                f"; {len(tagged.replaced)} replaced while tagging, untagged"
+                if tagged.replaced
+                else ""
+            )
+        )
     if args.apply:
         audit = apply_plan(plan, cfg)
         done = [e for e in audit if e["status"] == "done"]
@@ -298,6 +312,11 @@ def _retain_parser(sub: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="write the policy as S3 lifecycle rules (JSON) where S3 can say it",
     )
+    retain.add_argument(
+        "--tag-read",
+        action="store_true",
+        help="tag the S3 objects the runs read, unchanged since, for the exported raw rule",
+    )
     retain.set_defaults(func=cmd_retain)
 
 
@@ -388,8 +407,14 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_run_parser, _verify_parser, _retain_parser, _report_parser, _plan_parser,
-                _bench_parser):
+    for add in (
+        _run_parser,
+        _verify_parser,
+        _retain_parser,
+        _report_parser,
+        _plan_parser,
+        _bench_parser,
+    ):
         add(sub)
     return parser
 

@@ -295,6 +295,22 @@ class Location:
         self._count_requests(copy_requests=1)
         self.fs.copy(self.path, self.path, **s3_args)
 
+    # -- object tags (S3 only) -----------------------------------------------------------------
+    def get_tags(self) -> dict[str, str]:
+        self._count_requests(get_requests=1)
+        return self.fs.get_tags(self.path)
+
+    def put_tags(self, tags: dict[str, str]) -> None:
+        """Replace the object's whole tag set (S3 PutObjectTagging; the object is not rewritten)."""
+        self._count_requests(put_requests=1)
+        self.fs.put_tags(self.path, tags, mode="o")
+
+    def etag(self) -> str | None:
+        """The object's ETag now (a fresh HEAD, no listing cache), without quotes."""
+        self._count_requests(head_requests=1)
+        etag = self.fs.info(self.path, refresh=True).get("ETag")
+        return str(etag).strip('"') if etag else None
+
     def __reduce__(self):
         return (Location, (self.fs, self.path))
 

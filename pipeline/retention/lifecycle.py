@@ -1,14 +1,17 @@
 """The retention policy as S3 bucket lifecycle rules, where a lifecycle rule can say the same thing.
 
-A lifecycle rule selects objects by key prefix and acts on each object's own age. So it can express
-a class that owns whole prefixes (raw inputs, one rule per distinct source root, when nothing but
-the files read lies under its prefix: see raw_prefix_problem; `_reports/`; `_work/tokens/`; a
-run's `near/` folder; a version folder's transitions), and cannot express anything that needs to
-look at other objects: keep-newest-K versions, "uncommitted" (no manifest.json beside it),
-lineage protection, "a run is in progress", or marker-follows-data (S3 may expire a token file
-up to a day before its .parquet marker, which was written after it). Those are listed under
-`not_expressible`; run `retain --apply` (e.g. daily) for them. Prefixes of runs and versions are
-those that exist now: export again after new runs. Output (JSON):
+A lifecycle rule selects objects by key prefix (and tags) and acts on each object's own age. So it
+can express a class that owns whole prefixes (raw inputs, one rule per distinct source root, when
+nothing but the files read lies under its prefix: see raw_prefix_problem; `_reports/`;
+`_work/tokens/`; a run's `near/` folder; a version folder's transitions), and cannot express
+anything that needs to look at other objects: keep-newest-K versions, "uncommitted" (no
+manifest.json beside it), lineage protection, "a run is in progress", or marker-follows-data (S3 may
+expire a token file up to a day before its .parquet marker, which was written after it). Those are
+listed under `not_expressible`; run `retain --apply` (e.g. daily) for them. Prefixes of runs and
+versions are those that exist now: export again after new runs. The raw rule also filters by the tag
+`pipeline-read/<dataset>` = `true` (retention/tagging.py), which `retain --tag-read` puts on the
+objects the runs read, as they were read: an object added under the prefix later, or rewritten
+since, carries no tag and is never expired by it. Output (JSON):
 
     {"buckets": {"<bucket>": {"Rules": [...]}},     # each value is a ready
      "not_expressible": [{"class", "rule", "reason"}],  # put-bucket-lifecycle-configuration body
@@ -22,6 +25,7 @@ from typing import Any
 
 from pipeline.retention.plan import Plan
 from pipeline.retention.policy import INSTANT_ACCESS, ClassRule, RetentionRules
+from pipeline.retention.tagging import read_tag
 
 # S3 refuses transitions to these classes earlier than this many days after creation.
 MIN_TRANSITION_DAYS = {"STANDARD_IA": 30}
@@ -38,7 +42,7 @@ def _split(path: str, local: bool) -> tuple[str, str]:
 
 def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
     out = _Export(plan)
-    out.raw(plan, rules.raw)
+    raw_exported = out.raw(plan, rules.raw)
     out.add(out.bucket, "reports", out.ds + "_reports/", rules.reports, expire=True)
     out.add(out.bucket, "token_parts", out.ds + "_work/tokens/", rules.token_parts, expire=True)
     for run in plan.runs():
@@ -57,6 +61,13 @@ def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
         "S3 counts days from each object's creation and acts at the next"
         " midnight UTC; fractional days are rounded up",
     ]
+    if raw_exported:
+        tag = read_tag(plan.dataset.name)
+        notes.append(
+            f"the raw rule expires only objects tagged {tag['Key']}={tag['Value']}: run"
+            " `retain --tag-read` after each run to tag what it read; objects added or"
+            " rewritten under the prefix later carry no tag and are not expired"
+        )
     return {
         "buckets": {b: {"Rules": r} for b, r in out.buckets.items() if r},
         "not_expressible": out.missing,
@@ -86,19 +97,32 @@ class _Export:
     def refuse(self, data_class: str, rule: ClassRule, reason: str) -> None:
         self.missing.append({"class": data_class, "rule": _describe(rule), "reason": reason})
 
-    def add(self, where: str, data_class: str, prefix: str, rule: ClassRule, expire: bool) -> None:
+    def add(
+        self,
+        where: str,
+        data_class: str,
+        prefix: str,
+        rule: ClassRule,
+        expire: bool,
+        tag: dict[str, str] | None = None,
+    ) -> bool:
         body, problem = _rule_body(rule, expire)
         if problem:
             self.refuse(data_class, rule, problem)
         elif body:
             ident = f"{data_class}:{prefix}"[-255:]
+            selects = {"And": {"Prefix": prefix, "Tags": [tag]}} if tag else {"Prefix": prefix}
             self.buckets.setdefault(where, []).append(
-                {"ID": ident, "Filter": {"Prefix": prefix}, "Status": "Enabled", **body}
+                {"ID": ident, "Filter": selects, "Status": "Enabled", **body}
             )
+        return bool(body) and not problem
 
-    def raw(self, plan: Plan, rule: ClassRule) -> None:
+    def raw(self, plan: Plan, rule: ClassRule) -> bool:
         """One rule per distinct raw root (sources sharing a uri share it), each refused on its
-        own when its prefix would reach more than the files read."""
+        own when its prefix would reach more than the files read, and each limited to the
+        objects tagged as read (tagging.read_tag). True if any was exported."""
+        tag = read_tag(plan.dataset.name)
+        exported = False
         for root in plan.raw_roots:
             raw_bucket, raw_prefix = _split(root.location.path, root.location.is_local)
             refused = raw_prefix_problem(
@@ -107,7 +131,8 @@ class _Export:
             if refused and (rule.deletes or rule.transitions):
                 self.refuse("raw", rule, refused)
             else:
-                self.add(raw_bucket, "raw", raw_prefix, rule, expire=True)
+                exported |= self.add(raw_bucket, "raw", raw_prefix, rule, expire=True, tag=tag)
+        return exported
 
     def versions(self, plan: Plan, rule: ClassRule) -> None:
         if rule.deletes:
