@@ -75,6 +75,12 @@ def export_lifecycle(plan: Plan, rules: RetentionRules) -> dict[str, Any]:
     }
 
 
+def rule_prefix(rule: dict[str, Any]) -> str:
+    """The key prefix an exported rule selects (the raw rule's sits beside its tag, in And)."""
+    selects = rule["Filter"]
+    return selects.get("And", selects)["Prefix"]
+
+
 # Classes whose objects share a prefix with others: no prefix rule can act on them alone.
 _SHARED_PREFIXES = (
     ("read_docs", "shares _work/units/<key>/ with quarantine, hashes and done markers"),

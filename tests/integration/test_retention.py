@@ -20,7 +20,7 @@ from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import FORMAT, commit_manifest, committed_versions, load_manifest
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
-from pipeline.retention.lifecycle import export_lifecycle
+from pipeline.retention.lifecycle import export_lifecycle, rule_prefix
 from pipeline.retention.plan import format_plan, plan_retention
 from pipeline.testing.s3 import recorded_requests
 
@@ -474,7 +474,7 @@ def test_s3_lifecycle_export_is_accepted_by_the_server(s3_bucket, s3_storage, s3
     )
     exported = export_lifecycle(plan_retention(cfg), cfg.retention.rules)
     rules = exported["buckets"][s3_bucket]["Rules"]
-    by_prefix = {r["Filter"]["Prefix"]: r for r in rules}
+    by_prefix = {rule_prefix(r): r for r in rules}
     assert by_prefix["out/ds/_work/tokens/"]["Expiration"] == {"Days": 14}
     assert by_prefix["out/ds/_work/runs/r1/near/"]["Expiration"] == {"Days": 14}
     assert by_prefix["raw/"]["Transitions"] == [{"Days": 60, "StorageClass": "GLACIER"}]

@@ -17,7 +17,7 @@ from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
-from pipeline.retention.lifecycle import export_lifecycle
+from pipeline.retention.lifecycle import export_lifecycle, rule_prefix
 from pipeline.retention.plan import dataset_location, plan_retention
 from pipeline.run.driver import run_pipeline
 
@@ -92,7 +92,7 @@ def test_raw_scope_and_lifecycle_prefixes_on_s3(
     plan = plan_retention(cfg, now=time.time() + 60 * DAY)
     assert raw_deletes(plan) == set(READ)
     exported = export_lifecycle(plan, cfg.retention.rules)
-    prefixes = [r["Filter"]["Prefix"] for r in exported["buckets"][b]["Rules"]]
+    prefixes = [rule_prefix(r) for r in exported["buckets"][b]["Rules"]]
     assert "corpus/" not in prefixes and "" not in prefixes
     [refused] = [m for m in exported["not_expressible"] if m["class"] == "raw"]
     assert "covers this dataset's folder 'corpus/.out/sample/'" in refused["reason"]
@@ -126,7 +126,8 @@ def test_raw_scope_and_lifecycle_prefixes_on_s3(
     exported = export_lifecycle(plan_retention(cfg), cfg.retention.rules)
     rules = exported["buckets"][b]["Rules"]
     [raw_rule] = [r for r in rules if r["ID"].startswith("raw:")]
-    assert raw_rule["Filter"] == {"Prefix": "clean/"} and raw_rule["Expiration"] == {"Days": 30}
+    assert rule_prefix(raw_rule) == "clean/" and raw_rule["Expiration"] == {"Days": 30}
+    assert raw_rule["Filter"]["And"]["Tags"] == [{"Key": "pipeline-read/sample", "Value": "true"}]
     client = boto3.client("s3", endpoint_url=s3_server)
     client.put_bucket_lifecycle_configuration(
         Bucket=b, LifecycleConfiguration=exported["buckets"][b]
