@@ -58,13 +58,13 @@ def test_raw_rule_deletes_only_files_this_dataset_read_local(ray_local, tmp_path
     for rel, blob in {**READ, **BESIDE}.items():
         (data / rel).parent.mkdir(parents=True, exist_ok=True)
         (data / rel).write_bytes(blob)
-    out = str(data / ".out")  # the output sits in a hidden folder under the input
-    other = run_pipeline(config(str(data), out, "name=other"), show_progress=False)
-    run_pipeline(config(str(data), out), show_progress=False)
-    old = time.time() - 60 * DAY
+    old = time.time() - 60 * DAY  # old when read: a later utime would be a change (mtime)
     for path in data.rglob("*"):
         if path.is_file():
             os.utime(path, (old, old))
+    out = str(data / ".out")  # the output sits in a hidden folder under the input
+    other = run_pipeline(config(str(data), out, "name=other"), show_progress=False)
+    run_pipeline(config(str(data), out), show_progress=False)
     cfg = config(str(data), out, RAW_30)
     plan = plan_retention(cfg)
     assert raw_deletes(plan) == set(READ)

@@ -90,16 +90,16 @@ def test_raw_rule_reaches_every_source_and_only_what_was_read_local(ray_local, t
         for rel, blob in {**READ[k], **FOREIGN[k]}.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(blob)
+    old = time.time() - 60 * DAY  # old when read: a later utime would be a change (mtime)
+    for root in roots.values():
+        for path in root.rglob("*"):
+            if path.is_file():
+                os.utime(path, (old, old))
     uris = {k: str(p) for k, p in roots.items()}
     out = str(tmp_path / "out")
     cfg = write_config(tmp_path / "mix.yaml", sources(uris), out)
     result = run_pipeline(cfg, show_progress=False)
     verify_version(result.version)
-    old = time.time() - 60 * DAY
-    for root in roots.values():
-        for path in root.rglob("*"):
-            if path.is_file():
-                os.utime(path, (old, old))
     cfg = write_config(tmp_path / "mix.yaml", sources(uris), out, RAW_30)
 
     plan = plan_retention(cfg)
@@ -224,12 +224,12 @@ def test_a_moved_source_never_makes_its_new_folder_deletable(ray_local, tmp_path
     for root in (old_root, new_root):
         root.mkdir()
         (root / "a.jsonl").write_bytes(jsonl(root.name, 20))
+    old = time.time() - 60 * DAY  # old when read: a later utime would be a change (mtime)
+    for root in (old_root, new_root):
+        os.utime(root / "a.jsonl", (old, old))
     out = str(tmp_path / "out")
     cfg = write_config(tmp_path / "mix.yaml", [{"name": "web", "uri": str(old_root)}], out)
     verify_version(run_pipeline(cfg, show_progress=False).version)
-    old = time.time() - 60 * DAY
-    for root in (old_root, new_root):
-        os.utime(root / "a.jsonl", (old, old))
     moved = write_config(
         tmp_path / "mix.yaml", [{"name": "web", "uri": str(new_root)}], out, RAW_30
     )
