@@ -30,6 +30,7 @@ from pipeline.formats.manifest import (
     load_manifest,
     table_digest,
 )
+from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import run_counts, shard_entries, source_counts
@@ -313,6 +314,10 @@ class _Driver:
         layout.stats.write_bytes(
             json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
         )
+        try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
+            verify_manifest(version, manifest, shards_checked=True)
+        except VerifyError as e:
+            raise RunError(f"the version fails verify: {e}; nothing was committed") from None
         if self.lease is not None:
             self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
         commit_manifest(version, manifest)

@@ -77,9 +77,7 @@ def tokenizer_info(
     tokenizer: Tokenizer, raw: bytes, eos: str, name: str = "tokenizer.json"
 ) -> tuple[Tokenizer, TokenizerInfo]:
     """The facts recorded about a tokenizer (parsed from `raw`) and its EOS."""
-    eos_id = tokenizer.token_to_id(eos)
-    if eos_id is None:
-        raise ValueError(f"EOS token {eos!r} is not in tokenizer {name}")
+    eos_id = special_id(tokenizer, eos, name)
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
     info = TokenizerInfo(
         fingerprint=hashlib.sha256(raw).hexdigest(),
@@ -93,11 +91,25 @@ def tokenizer_info(
 
 def token_id(tokenizer: Tokenizer, token: str | None, name: str = "tokenizer.json") -> int | None:
     """The id of a configured token (BOS); None when none is configured."""
-    if token is None:
-        return None
+    return None if token is None else special_id(tokenizer, token, name)
+
+
+def special_id(tokenizer: Tokenizer, token: str, name: str = "tokenizer.json") -> int:
+    """The id of a configured EOS or BOS, which must be a *special* token of the tokenizer
+    (ValueError otherwise). An ordinary vocabulary entry ("e") or a non-special added token is
+    produced from text by every model, so it could not mark where documents end."""
     tid = tokenizer.token_to_id(token)
     if tid is None:
         raise ValueError(f"token {token!r} is not in tokenizer {name}")
+    added = tokenizer.get_added_tokens_decoder().get(tid)
+    if added is None or not added.special or added.content != token:
+        kind = "a non-special added token" if added else "an ordinary vocabulary token"
+        specials = sorted(t.content for t in tokenizer.get_added_tokens_decoder().values()
+                          if t.special)
+        raise ValueError(
+            f"token {token!r} is {kind} of tokenizer {name}, not a special token; its"
+            f" special tokens: {specials}"
+        )
     return tid
 
 
