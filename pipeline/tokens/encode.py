@@ -13,6 +13,12 @@ Both encode the text of special and added tokens inside a document as ordinary t
 `encode_special_tokens = True`), so the EOS id appears only where `frame` appends it. `frame` adds
 the optional BOS and the EOS around every document and converts to the on-disk dtype in numpy.
 
+That stops the added-token match, not the model: a SentencePiece/Unigram vocabulary holds `</s>`
+and `<s>` as pieces too, and its model picks them for the literal text (`x</s>y` -> `▁ x </s> y`).
+Such a document is not written: `tokenize_batches` finds the EOS/BOS id among its ids
+(`special_from_text`) and hands it back to be quarantined as `special_token_text` (see
+docs/tokenize.md for why it is not re-encoded some other way).
+
 The engines are checked against each other rather than trusted: see tokens/check.py.
 """
 
@@ -234,6 +240,25 @@ class Batch:
     check: list[tuple[int, int]] = field(default_factory=list)
 
 
+def special_from_text(ids: np.ndarray, lengths: np.ndarray, forbidden: list[int]) -> np.ndarray:
+    """Rows (documents, `lengths` tokens each) whose ids hold any of `forbidden`: the EOS/BOS
+    ids, which the model made from the text itself. Ascending, each row once."""
+    at = np.flatnonzero(np.isin(ids, np.asarray(forbidden, dtype=ids.dtype)))
+    if len(at) == 0:
+        return np.empty(0, np.int64)
+    return np.unique(np.searchsorted(np.cumsum(lengths), at, side="right")).astype(np.int64)
+
+
+@dataclass
+class Framed:
+    """One batch as written: its documents framed (`tokens`, `lengths`), less those in `special`
+    (row in the batch -> the engine's ids of that document), which are not written."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    special: dict[int, np.ndarray] = field(default_factory=dict)
+
+
 def tokenize_batches(
     encoder: Encoder,
     batches: Iterable[Batch],
@@ -241,21 +266,34 @@ def tokenize_batches(
     bos_id: int | None,
     dtype: np.dtype,
     sample: SampleCheck | None = None,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    forbid_in_text: bool = True,
+) -> Iterator[Framed]:
     """Frame each batch's documents, in order, two batches at a time.
 
     The engines release the GIL while they encode, so one batch's framing overlaps the next
     one's encoding instead of adding to it. At most three batches are held at once. With a
     `sample` (tokens.check.SampleCheck, already re-encoding its documents with the reference on
     its own thread), each batch hands it the engine's ids of its `check` documents; the caller
-    compares (`sample.finish()`) before committing.
+    compares (`sample.finish()`) before committing. With `forbid_in_text` (special tokens'
+    text is text), a document whose ids hold the EOS or BOS id is left out (`Framed.special`).
     """
+    forbidden = [eos_id] + ([bos_id] if bos_id is not None else [])
 
-    def one(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def one(batch: Batch) -> Framed:
         ids, lengths = encoder.encode_flat(batch.texts) if batch.texts else _EMPTY
         if sample is not None:
             sample.collect(batch.check, ids, lengths)
-        return frame(ids, lengths, eos_id, bos_id, dtype)
+        special = special_from_text(ids, lengths, forbidden) if forbid_in_text else _NONE
+        found: dict[int, np.ndarray] = {}
+        if len(special):
+            ends = np.cumsum(lengths)
+            keep = np.ones(len(ids), dtype=bool)
+            for row in special.tolist():
+                start, end = int(ends[row] - lengths[row]), int(ends[row])
+                found[row] = ids[start:end].copy()
+                keep[start:end] = False
+            ids, lengths = ids[keep], np.delete(lengths, special)
+        return Framed(*frame(ids, lengths, eos_id, bos_id, dtype), found)
 
     pool = threads("tokenize", 2)
     pending: deque = deque()
@@ -291,3 +329,4 @@ def threads(name: str, workers: int) -> ThreadPoolExecutor:
 
 
 _EMPTY = (np.empty(0, np.uint32), np.empty(0, np.int64))
+_NONE = np.empty(0, np.int64)
