@@ -164,6 +164,9 @@ def hard_strings(special_tokens: list[str]) -> list[tuple[str, str]]:
         "surrogate-range": "\ud7ff\ue000\uffff\U0001f600\U0010ffff",
         "mixed-case": "HTTPServer getHTTPResponseCode iPhone McDonald's don't I'M",
         "empty": "",
+        # SentencePiece/Unigram vocabularies hold these as pieces: the model itself may pick
+        # them from text even where added-token matching is off (x</s>y -> ▁ x </s> y)
+        "sentencepiece-pieces": "x</s>y <s>z</s> <unk> \u2581x\u2581</s>\u2581 a\u2581\u2581b </s",
     }
     out = list(cases.items())
     for token in special_tokens:

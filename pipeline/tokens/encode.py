@@ -39,6 +39,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from pipeline.formats.megatron import token_dtype
+from pipeline.tokens import pieces
 
 if TYPE_CHECKING:
     from pipeline.tokens.check import SampleCheck
@@ -110,8 +111,9 @@ def special_id(tokenizer: Tokenizer, token: str, name: str = "tokenizer.json") -
     added = tokenizer.get_added_tokens_decoder().get(tid)
     if added is None or not added.special or added.content != token:
         kind = "a non-special added token" if added else "an ordinary vocabulary token"
-        specials = sorted(t.content for t in tokenizer.get_added_tokens_decoder().values()
-                          if t.special)
+        specials = sorted(
+            t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special
+        )
         raise ValueError(
             f"token {token!r} is {kind} of tokenizer {name}, not a special token; its"
             f" special tokens: {specials}"
@@ -136,20 +138,54 @@ class Encoder(Protocol):
         ...
 
 
+def encode_in_pieces(encode, texts: list[str], cut_before: str | None):
+    """`encode(texts)` -> (ids, lengths), with texts longer than pieces.PIECE_CHARS cut where
+    the pieces give the whole's ids (tokens/pieces.py): memory follows the piece, not the
+    document."""
+    split = pieces.split_long(texts, cut_before)
+    if split is None:
+        return encode(texts)
+    parts, owner = split
+    ids, lengths = encode(parts)
+    return ids, pieces.per_text(lengths, owner, len(texts))
+
+
 class TokenizersEncoder:
     name = "tokenizers"
+    CALL_CHARS = 1 << 19  # characters per encode call: its Encodings take ~170 bytes each
 
     def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
         self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         self.tokenizer.encode_special_tokens = special_as_text
+        self.cut_before = pieces.can_cut(raw, special_as_text)
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        encodings = encode_batch(self.tokenizer, texts) if texts else []
-        lengths = np.fromiter((len(e) for e in encodings), np.int64, len(encodings))
-        ids = np.fromiter(
-            itertools.chain.from_iterable(e.ids for e in encodings), np.uint32, int(lengths.sum())
-        )
-        return ids, lengths
+        return encode_in_pieces(self._encode, texts, self.cut_before)
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Encoded in calls of about CALL_CHARS characters, so that one call's Encodings, not
+        the batch's, are alive at once."""
+        all_ids, all_lengths, at = [], [], 0
+        while at < len(texts):
+            end, size = at, 0
+            while end < len(texts) and (end == at or size + len(texts[end]) <= self.CALL_CHARS):
+                size += len(texts[end])
+                end += 1
+            encodings = encode_batch(self.tokenizer, texts[at:end])
+            lengths = np.fromiter((len(e) for e in encodings), np.int64, len(encodings))
+            all_ids.append(
+                np.fromiter(
+                    itertools.chain.from_iterable(e.ids for e in encodings),
+                    np.uint32,
+                    int(lengths.sum()),
+                )
+            )
+            all_lengths.append(lengths)
+            del encodings
+            at = end
+        if not all_ids:
+            return _EMPTY
+        return np.concatenate(all_ids), np.concatenate(all_lengths)
 
 
 class FastokensEncoder:
@@ -165,16 +201,19 @@ class FastokensEncoder:
         except Exception as e:  # noqa: BLE001 - fastokens refuses what it cannot reproduce
             raise EngineUnavailable(f"fastokens cannot load the tokenizer.json: {e}") from None
         self.split_special = special_as_text
+        self.cut_before = pieces.can_cut(raw, special_as_text)
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        ids, offsets = self.tokenizer.encode_batch_flat(
-            texts, add_special_tokens=False, split_special_tokens=self.split_special
-        )
-        lengths = np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
-        ids = np.frombuffer(ids, "<u4")
+        ids, lengths = encode_in_pieces(self._encode, texts, self.cut_before)
         if FAULT_MARKER:
             ids = _alter_marked(texts, ids, lengths)
         return ids, lengths
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self.tokenizer.encode_batch_flat(
+            texts, add_special_tokens=False, split_special_tokens=self.split_special
+        )
+        return np.frombuffer(ids, "<u4"), np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
 
 
 # Fault injection for tests, like testing/fault_proxy.py for storage: with this variable set in the
