@@ -205,6 +205,7 @@ BENCHES = {
     "dedup-quality": "pipeline.bench.dedup_quality",
     "listing": "pipeline.bench.listing",
     "doc-memory": "pipeline.bench.doc_memory",
+    "pieces": "pipeline.bench.pieces",
 }
 
 
