@@ -126,7 +126,8 @@ def tokenize_unit(
     digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
     index_loc = layout.tokens_index(unit_id, digest)
     bad_loc = layout.tokens_quarantine(unit_id, digest)
-    if not rewrite and index_loc.exists() and bad_loc.exists():
+    has_index = index_loc.exists()
+    if not rewrite and has_index and bad_loc.exists():
         index = index_loc.read_parquet(columns=["length"])
         return timer.result(
             TokenizeResult,
@@ -137,7 +138,7 @@ def tokenize_unit(
             quarantined=bad_loc.read_parquet(columns=["row"]).num_rows,
             reused=True,
         )
-    if index_loc.exists():
+    if has_index:  # a rewrite, or an index without its quarantine list (older token files)
         index_loc.remove()  # the unit stays not-done until the new index lands
     docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
