@@ -218,6 +218,8 @@ BENCHES = {
     "minhash": "pipeline.bench.minhash",
     "dedup-quality": "pipeline.bench.dedup_quality",
     "listing": "pipeline.bench.listing",
+    "doc-memory": "pipeline.bench.doc_memory",
+    "pieces": "pipeline.bench.pieces",
 }
 
 

@@ -317,10 +317,13 @@ def _check_paths(config: Config, source: str) -> None:
         raise ConfigError(
             f"{source}: key 'tokenize.tokenizer': cannot read tokenizer file {tok}: {e}"
         ) from None
-    if tokenizer.token_to_id(config.tokenize.eos) is None:
-        raise ConfigError(
-            f"{source}: key 'tokenize.eos': token {config.tokenize.eos!r} is not in {tok}"
-        )
-    bos = config.tokenize.bos
-    if bos is not None and tokenizer.token_to_id(bos) is None:
-        raise ConfigError(f"{source}: key 'tokenize.bos': token {bos!r} is not in {tok}")
+    from pipeline.tokens.encode import special_id
+
+    for key in ("eos", "bos"):
+        token = getattr(config.tokenize, key)
+        if token is None:
+            continue
+        try:
+            special_id(tokenizer, token, tok)
+        except ValueError as e:
+            raise ConfigError(f"{source}: key 'tokenize.{key}': {e}") from None

@@ -43,6 +43,7 @@ from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run import pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
+from pipeline.run.pack_stage import tokenizer_entry
 from pipeline.tokens.encode import (
     EngineUnavailable,
     FastokensEncoder,
@@ -119,7 +120,8 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
     tok = tokenize_tasks.tokenize_unit(layout, "u0", cfg, raw, engine)
     token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
     version = layout.version("bench")
-    pack_tasks.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, info.dtype)
+    entry = tokenizer_entry(cfg, {"engine": engine})
+    pack_tasks.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, entry)
     timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
     return timed, version
 

@@ -33,6 +33,8 @@
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
+          <unit>-<removed>.quarantine.parquet  documents tokenize quarantined
+                                        (special_token_text; ingest/records.py schema)
 
 A run id hashes the output-determining config and the input manifest, so rerunning the same
 command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
@@ -178,6 +180,9 @@ class RunLayout:
 
     def tokens_index(self, unit: str, removed: str) -> Location:
         return self.work / f"tokens/{self.token_key}/{unit}-{removed}.parquet"
+
+    def tokens_quarantine(self, unit: str, removed: str) -> Location:
+        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.quarantine.parquet"
 
     def version(self, version_id: str) -> Location:
         return self.dataset / version_id

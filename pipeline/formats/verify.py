@@ -35,19 +35,19 @@ def verify_version(location: Location) -> dict:
     except (OSError, ValueError) as e:  # e.g. a folder or unreadable object named manifest.json
         raise VerifyError(f"{location.uri}: cannot read the manifest: {e}") from None
     try:
-        return _verify_loaded(version, manifest)
+        return verify_manifest(version, manifest)
     except (KeyError, TypeError, ValueError, OSError) as e:  # a field no check above covers
         raise VerifyError(f"{version.uri}: malformed manifest: {e!r}") from None
 
 
-def _verify_loaded(version: Location, manifest: dict) -> dict:
-    dtype = np.dtype(manifest["tokenizer"]["dtype"])
-    # training shards (`shards`), then the validation split's (formats/manifest.py)
+def verify_manifest(version: Location, manifest: dict, shards_checked: bool = False) -> dict:
+    """Every check `verify` makes on a version: each shard (`check_shard`), then the counts, the
+    lineage and the sources. The run calls this before it commits, with `shards_checked`: its
+    pack tasks already ran `check_shard` on each shard as they wrote it (one read of each)."""
     every = manifest["shards"] + split_shards(manifest, "valid")
-    for i, shard in enumerate(every):
-        where = f"{version.uri}: shard {i}"
-        info, tokens = verify_shard(version, shard, dtype, where)
-        check_document_boundaries(info, tokens, shard, manifest["tokenizer"], where)
+    if not shards_checked:
+        for i, shard in enumerate(every):
+            check_shard(version, shard, manifest["tokenizer"], f"{version.uri}: shard {i}")
     tokens = sum(shard["tokens"] for shard in every)
     docs = sum(shard["documents"] for shard in every)
     counts = manifest["counts"]
@@ -179,13 +179,21 @@ def verify_lineage(version: Location, manifest: dict) -> None:
         )
 
 
+def check_shard(version: Location, shard: dict, tokenizer: dict, where: str) -> IndexInfo:
+    """Every check `verify` makes on one shard, on one read of it: its claims (`verify_shard`),
+    then the document boundaries (`check_document_boundaries`). Pack runs it on each shard it
+    writes, so a shard that `verify` would reject is never committed."""
+    info, tokens = verify_shard(version, shard, np.dtype(tokenizer["dtype"]), where)
+    check_document_boundaries(info, tokens, shard, tokenizer, where)
+    return info
+
+
 def verify_shard(
     version: Location, shard: dict, dtype: np.dtype, where: str
 ) -> tuple[IndexInfo, np.ndarray]:
     """Every claim of one shard entry: both files present with the stated sizes and xxh3-128,
     the .idx well formed and agreeing with the .bin size, the dtype, tokens and documents.
-    Pack runs this on each shard it writes, so `verify` later repeats the same check. Returns
-    the decoded index and the tokens, for checks that need the content."""
+    Returns the decoded index and the tokens, for the checks that need the content."""
     idx_buf = _read_checked(
         version / shard["idx"], shard["idx_bytes"], shard["idx_xxh3_128"], where
     )

@@ -32,6 +32,11 @@ too_large              the record is larger than ``ingest.max_doc_bytes`` (detai
 changed_during_run     the object's size or ETag (locally: size or mtime) is not the one listed
                        when the piece is read (row = the piece's first byte; detail = both). Its
                        records read from that piece are dropped; a rerun lists the new object
+special_token_text     found by tokenize, not the readers: with ``special_tokens_in_text: text``
+                       the tokenizer's model still made the EOS or BOS id from the document's
+                       text (a SentencePiece/Unigram vocabulary holding ``</s>`` as a piece;
+                       detail = the token and where). Listed by the tokenize task
+                       (run/tokenize_tasks.py), merged into the run's quarantine listing
 =====================  =======================================================================
 
 Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
@@ -86,6 +91,7 @@ MISSING_TEXT_COLUMN = "missing_text_column"
 UNREADABLE = "unreadable"
 TOO_LARGE = "too_large"
 CHANGED_DURING_RUN = "changed_during_run"
+SPECIAL_TOKEN_TEXT = "special_token_text"
 FILE_LEVEL = -1
 DEFAULT_MAX_DOC_BYTES = 16 * 2**20
 _DETAIL_CHARS = 300

@@ -316,7 +316,8 @@ def _tokenize(c: _Cut) -> StagePlan:
     return StagePlan(
         "tokenize",
         m,
-        {"get": m * (gets(c.docs_pq) + 2), "put": m * (puts(c.token_bytes / m) + 1), "head": m},
+        # PUTs: the token file, its quarantine list (special_token_text), its index
+        {"get": m * (gets(c.docs_pq) + 2), "put": m * (puts(c.token_bytes / m) + 2), "head": m},
         m * c.docs_pq,
         c.token_bytes * 1.02,
         WORKER_BASE_MB + (3 * c.per_unit + c.token_bytes / m) / MiB,

@@ -30,6 +30,8 @@ from pipeline.formats.manifest import (
     load_manifest,
     table_digest,
 )
+from pipeline.formats.verify import VerifyError, verify_manifest
+from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import run_counts, shard_entries, source_counts
@@ -225,6 +227,7 @@ class _Driver:
             near_components(self, *near_edges(self))
         merge_audit(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
+        self.quarantine_tokenized()
         version_id, tok_entry = pack_stage(self)
         return self.commit(version_id, tok_entry)
 
@@ -247,13 +250,14 @@ class _Driver:
         for r in self.read:
             self.quarantined.update(r.quarantined)
 
-    def check_quarantine(self) -> None:
+    def check_quarantine(self, tokenized: dict[str, str] | None = None) -> None:
         """The quarantine listing; RunError past ingest.max_error_rate of the records, or of the
-        listed bytes for files whose records could not be counted (forbidden, undecodable)."""
+        listed bytes for files whose records could not be counted (forbidden, undecodable).
+        `tokenized`: the units whose documents tokenize quarantined (unit -> removals digest)."""
         layout, rate = self.layout, self.cfg.ingest.max_error_rate
         merge = self.remote["merge_quarantine"]
         origins = self.origin_of if self.cfg.named_sources else None  # rows name their source
-        [_] = self.stage("quarantine", [merge.remote(layout, self.unit_ids, origins)])
+        [_] = self.stage("quarantine", [merge.remote(layout, self.unit_ids, origins, tokenized)])
         docs_in, n_bad = self.docs_in, sum(self.quarantined.values())
         if docs_in and n_bad / docs_in > rate:
             raise RunError(
@@ -269,6 +273,14 @@ class _Driver:
                 f" ingest.max_error_rate = {rate:.2%}; listing:"
                 f" {layout.quarantine.uri}. Nothing was committed."
             )
+
+    def quarantine_tokenized(self) -> None:
+        """Documents tokenize left out (special_token_text: the model made the EOS/BOS id from
+        their text) join the quarantine listing and counts, under the same error rate."""
+        bad = {r.unit: r.removed for r in self.tokenized if r.quarantined}
+        if bad:
+            self.quarantined[SPECIAL_TOKEN_TEXT] += sum(r.quarantined for r in self.tokenized)
+            self.check_quarantine(bad)
 
     def _input_bytes(self) -> dict[str, int]:
         """Listed bytes per source."""
@@ -313,6 +325,10 @@ class _Driver:
         layout.stats.write_bytes(
             json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
         )
+        try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
+            verify_manifest(version, manifest, shards_checked=True)
+        except VerifyError as e:
+            raise RunError(f"the version fails verify: {e}; nothing was committed") from None
         if self.lease is not None:
             self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
         commit_manifest(version, manifest)

@@ -15,7 +15,9 @@ from typing import Any
 
 from pipeline.config import Config
 from pipeline.core.layout import new_version_id
+from pipeline.formats.verify import VerifyError
 from pipeline.run.accounting import pack_parts
+from pipeline.run.results import RunError
 from pipeline.tokens.encode import load_tokenizer, token_id
 from pipeline.tokens.pack import PackPlan, pack_plan, shard_sections
 
@@ -48,10 +50,13 @@ def pack_stage(drv) -> tuple[str, dict[str, Any]]:
         sections = shard_sections(plan, mine)
         for k in range(plan.shards):
             futures.append(
-                remote["pack_shard"].remote(layout, version, plan, k, sections[k], dtype)
+                remote["pack_shard"].remote(layout, version, plan, k, sections[k], tok_entry)
             )
             owners.append((source, split))
-    drv.packed = drv.stage("pack", futures, merge=True)
+    try:
+        drv.packed = drv.stage("pack", futures, merge=True)
+    except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
+        raise RunError(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
     for (source, split), result in zip(owners, drv.packed, strict=True):
         if not drv.parts or drv.parts[-1][:2] != (source, split):
             drv.parts.append((source, split, []))
@@ -97,3 +102,8 @@ def tokenizer_entry(cfg: Config, engine: dict[str, Any]) -> dict[str, Any]:
         "bos_id": token_id(tokenizer, tok.bos),
         **engine,
     }
+
+
+def _first_line(e: Exception) -> str:
+    """The task's own message (Ray's re-raised error also carries the remote traceback)."""
+    return str(getattr(e, "cause", None) or e).strip().splitlines()[0]

@@ -19,7 +19,7 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import ShardWriter
-from pipeline.formats.verify import verify_shard
+from pipeline.formats.verify import check_shard
 from pipeline.run.results import ExchangeResult, PackResult
 from pipeline.run.tasks import concat
 from pipeline.run.timer import TaskTimer
@@ -133,12 +133,14 @@ def pack_shard(
     plan: pack.PackPlan,
     shard: int,
     sections: list[tuple[str, int, int, int]],
-    dtype_name: str,
+    tokenizer: dict,
 ) -> PackResult:
     """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
-    ((object name, offset, token bytes, index bytes) per group): one GET per group."""
+    ((object name, offset, token bytes, index bytes) per group): one GET per group. `tokenizer`
+    is the manifest's entry (dtype, EOS, BOS): the shard is read back and checked as `verify`
+    checks it (formats/verify.check_shard) before the task returns; VerifyError otherwise."""
     timer = TaskTimer()
-    dtype = np.dtype(dtype_name)
+    dtype = np.dtype(tokenizer["dtype"])
     index_parts, token_parts, offset = [], [], 0
     for name, at, token_bytes, index_bytes in sections:
         if token_bytes == 0:
@@ -169,9 +171,10 @@ def pack_shard(
     # which documents the shard holds, in its order: the record of each document's split
     layout.shard_docs(name).write_parquet(merged.select(["doc_id", "source", "row", "length"]))
     names = {"bin": bin_loc.name, "idx": idx_loc.name}
-    # a shard counts as written only once storage returns what the manifest will claim
+    # a shard counts as written only once storage returns what the manifest will claim, and
+    # what `verify` would accept: the same checks, on one read
     entry = {**names, **dataclasses.asdict(info)}
-    verify_shard(version, entry, dtype, f"{version.uri}: shard {shard}")
+    check_shard(version, entry, tokenizer, f"{version.uri}: shard {name}")
     return timer.result(PackResult, shard=shard, info=info, **names)
 
 
@@ -181,10 +184,12 @@ def pack_in_process(
     units: list[tuple[str, str]],
     token_bytes: int,
     cfg: Config,
-    dtype_name: str,
+    tokenizer: dict,
 ) -> list[PackResult]:
     """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
-    plan and sections as the driver (run/pack_stage.py) builds."""
+    plan and sections as the driver (run/pack_stage.py) builds. `tokenizer`: the manifest's
+    entry (run/pack_stage.tokenizer_entry)."""
+    dtype_name = tokenizer["dtype"]
     plan = pack.pack_plan(
         token_bytes,
         len(units),
@@ -200,5 +205,5 @@ def pack_in_process(
     ]
     sections = pack.shard_sections(plan, exchanged)
     return [
-        pack_shard(layout, version, plan, k, sections[k], dtype_name) for k in range(plan.shards)
+        pack_shard(layout, version, plan, k, sections[k], tokenizer) for k in range(plan.shards)
     ]

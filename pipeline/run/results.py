@@ -193,6 +193,7 @@ class TokenizeResult(TaskResult):
     tokens: int = 0
     engine: str | None = None
     checked: int = 0
+    quarantined: int = 0  # documents left out as special_token_text (not in `docs`)
     mismatch: str | None = None  # the engine disagreed with tokenizers: nothing committed
 
     @property

@@ -185,14 +185,28 @@ def merge_exact(layout: RunLayout, by_bucket: list[list[sectioned.Range]]) -> Me
 
 
 def merge_quarantine(
-    layout: RunLayout, units: list[str], origins: dict[str, str] | None = None
+    layout: RunLayout,
+    units: list[str],
+    origins: dict[str, str] | None = None,
+    tokenized: dict[str, str] | None = None,
 ) -> QuarantineResult:
     """Every unit's bad records in one listing, sorted by source and row. With `origins` (unit
     id -> source name; named sources) every row also has `origin`, the source it came from,
     and rows sort by origin first (two sources may hold the same relative path). A listing
-    without the column (a single `input:`, or a run from before) is the one source's."""
+    without the column (a single `input:`, or a run from before) is the one source's.
+    `tokenized` (unit id -> its removals digest) adds the documents tokenize quarantined."""
     timer = TaskTimer()
-    parts = [layout.read_quarantine(u).read_parquet() for u in units]
+    tokenized = tokenized or {}
+
+    def unit_rows(u: str) -> pa.Table:
+        read = layout.read_quarantine(u).read_parquet()
+        if u not in tokenized:
+            return read
+        return concat(
+            [read, layout.tokens_quarantine(u, tokenized[u]).read_parquet()], QUARANTINE_SCHEMA
+        )
+
+    parts = [unit_rows(u) for u in units]
     schema, order = QUARANTINE_SCHEMA, [("source", "ascending"), ("row", "ascending")]
     if origins is not None:
         parts = [

@@ -20,6 +20,7 @@ from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
+from pipeline.ingest.records import QUARANTINE_SCHEMA, SPECIAL_TOKEN_TEXT
 from pipeline.run.results import ProbeResult, TokenizeResult
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
@@ -27,6 +28,7 @@ from pipeline.tokens.check import (
     EngineMismatch,
     SampleCheck,
     compare_engines,
+    confirm_with_reference,
     hard_strings,
     sample_rows,
 )
@@ -123,7 +125,9 @@ def tokenize_unit(
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
     digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
     index_loc = layout.tokens_index(unit_id, digest)
-    if not rewrite and index_loc.exists():
+    bad_loc = layout.tokens_quarantine(unit_id, digest)
+    has_index = index_loc.exists()
+    if not rewrite and has_index and bad_loc.exists():
         index = index_loc.read_parquet(columns=["length"])
         return timer.result(
             TokenizeResult,
@@ -131,35 +135,62 @@ def tokenize_unit(
             removed=digest,
             docs=index.num_rows,
             tokens=int(pc.sum(index["length"]).as_py() or 0),
+            quarantined=bad_loc.read_parquet(columns=["row"]).num_rows,
             reused=True,
         )
-    if rewrite and index_loc.exists():
+    if has_index:  # a rewrite, or an index without its quarantine list (older token files)
         index_loc.remove()  # the unit stays not-done until the new index lands
     docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    length, checked = _encode_tokens(
+    length, checked, special = _encode_tokens(
         docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
     )
-    index_loc.write_parquet(_token_index(docs, length))  # last: its presence marks the unit done
+    keep = np.ones(docs.num_rows, dtype=bool)
+    keep[list(special)] = False
+    bad_loc.write_parquet(_special_quarantine(docs, special))
+    # last: its presence marks the unit done
+    index_loc.write_parquet(_token_index(docs.filter(pa.array(keep)), length))
     return timer.result(
         TokenizeResult,
         unit=unit_id,
         removed=digest,
-        docs=docs.num_rows,
+        docs=int(keep.sum()),
         tokens=int(length.sum()),
         engine=engine,
         checked=checked,
+        quarantined=len(special),
+    )
+
+
+def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:
+    """The quarantine rows (ingest/records.py) of the documents whose ids held the EOS or BOS
+    id: row in `docs` -> detail."""
+    rows = sorted(special)
+    taken = docs.take(pa.array(rows, pa.int64()))
+    return pa.table(
+        [
+            taken["source"],
+            taken["row"],
+            [SPECIAL_TOKEN_TEXT] * len(rows),
+            [special[r] for r in rows],
+            [1] * len(rows),
+            [0] * len(rows),
+        ],
+        schema=QUARANTINE_SCHEMA,
     )
 
 
 def _encode_tokens(
     docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, int, dict[int, str]]:
     """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
     tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
-    compared before the token file is committed (EngineMismatch). Returns the token count of
-    each document and how many documents were checked."""
+    compared before the token file is committed (EngineMismatch). With special tokens' text as
+    text, a document whose ids hold the EOS/BOS id is left out of the file (and, unless the
+    engine is tokenizers, confirmed by tokenizers first). Returns the token count of each
+    document written, how many documents were checked, and the documents left out: row ->
+    what was found where."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
@@ -181,6 +212,7 @@ def _encode_tokens(
         )
     lengths = []
     texts, step = docs["text"], tok.batch_docs
+    special: dict[int, np.ndarray] = {}
 
     def batches():
         at = 0
@@ -191,14 +223,37 @@ def _encode_tokens(
                 at += 1
             yield Batch(texts.slice(i, step).to_pylist(), check)
 
+    framed = tokenize_batches(
+        encoder, batches(), info.eos_id, bos_id, dtype, sample, forbid_in_text=special_as_text
+    )
     with out_loc.atomic_writer() as out:
-        for flat, lens in tokenize_batches(encoder, batches(), info.eos_id, bos_id, dtype, sample):
-            out.write(flat.view(np.uint8))  # the array's own buffer: no copy to bytes
-            lengths.append(lens)
+        for n, batch in enumerate(framed):
+            out.write(batch.tokens.view(np.uint8))  # the array's own buffer: no copy to bytes
+            lengths.append(batch.lengths)
+            special.update({n * step + row: ids for row, ids in batch.special.items()})
+        # inside the writer: a mismatch discards the token file
         if sample is not None:
-            sample.finish()  # inside the writer: a mismatch discards the token file
+            sample.finish()
+        rows = sorted(special)
+        if rows and engine != "tokenizers":
+            taken = pa.array(rows, pa.int64())
+            confirm_with_reference(
+                reference,
+                encoder.name,
+                docs["text"].take(taken).to_pylist(),
+                docs["doc_id"].take(taken).to_pylist(),
+                [special[r] for r in rows],
+            )
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
-    return length, len(checked)
+    names = {info.eos_id: tok.eos, **({bos_id: tok.bos} if bos_id is not None else {})}
+    found = {}
+    for row, ids in special.items():
+        pos = int(np.flatnonzero(np.isin(ids, np.array(list(names), ids.dtype)))[0])
+        found[row] = (
+            f"the tokenizer made {names[int(ids[pos])]!r} (id {int(ids[pos])}) from the"
+            f" document's text, at token {pos}"
+        )
+    return length, len(checked), found
 
 
 def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:

@@ -101,6 +101,23 @@ class SampleCheck:
         return len(self._got)
 
 
+def confirm_with_reference(
+    reference: Encoder, engine: str, texts: list[str], names: list[str], got: list[np.ndarray]
+) -> None:
+    """The engine's ids (`got`) of documents about to be quarantined because they hold the EOS
+    or BOS id, against the reference's: a document is quarantined only on the reference's word
+    (EngineMismatch otherwise). Such documents are rare; all of them are checked."""
+    if not texts:
+        return
+    ref = reference.encode_flat(texts)
+    lens = np.array([len(g) for g in got], dtype=np.int64)
+    ids = np.concatenate(got)
+    diff = first_difference(*ref, ids, lens)
+    if diff is not None:
+        doc, pos = diff
+        raise EngineMismatch(describe(doc, pos, names[doc], ref, (ids, lens), engine))
+
+
 def sample_rows(keys: np.ndarray, fraction: float) -> np.ndarray:
     """Rows to re-encode: those whose uint64 shuffle key (a hash of the document's stable id)
     falls in the lowest `fraction` of its low bits; row 0 when none does, so that every task
@@ -147,6 +164,9 @@ def hard_strings(special_tokens: list[str]) -> list[tuple[str, str]]:
         "surrogate-range": "\ud7ff\ue000\uffff\U0001f600\U0010ffff",
         "mixed-case": "HTTPServer getHTTPResponseCode iPhone McDonald's don't I'M",
         "empty": "",
+        # SentencePiece/Unigram vocabularies hold these as pieces: the model itself may pick
+        # them from text even where added-token matching is off (x</s>y -> ▁ x </s> y)
+        "sentencepiece-pieces": "x</s>y <s>z</s> <unk> \u2581x\u2581</s>\u2581 a\u2581\u2581b </s",
     }
     out = list(cases.items())
     for token in special_tokens:

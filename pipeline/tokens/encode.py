@@ -13,6 +13,12 @@ Both encode the text of special and added tokens inside a document as ordinary t
 `encode_special_tokens = True`), so the EOS id appears only where `frame` appends it. `frame` adds
 the optional BOS and the EOS around every document and converts to the on-disk dtype in numpy.
 
+That stops the added-token match, not the model: a SentencePiece/Unigram vocabulary holds `</s>`
+and `<s>` as pieces too, and its model picks them for the literal text (`x</s>y` -> `▁ x </s> y`).
+Such a document is not written: `tokenize_batches` finds the EOS/BOS id among its ids
+(`special_from_text`) and hands it back to be quarantined as `special_token_text` (see
+docs/tokenize.md for why it is not re-encoded some other way).
+
 The engines are checked against each other rather than trusted: see tokens/check.py.
 """
 
@@ -33,6 +39,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from pipeline.formats.megatron import token_dtype
+from pipeline.tokens import pieces
 
 if TYPE_CHECKING:
     from pipeline.tokens.check import SampleCheck
@@ -77,9 +84,7 @@ def tokenizer_info(
     tokenizer: Tokenizer, raw: bytes, eos: str, name: str = "tokenizer.json"
 ) -> tuple[Tokenizer, TokenizerInfo]:
     """The facts recorded about a tokenizer (parsed from `raw`) and its EOS."""
-    eos_id = tokenizer.token_to_id(eos)
-    if eos_id is None:
-        raise ValueError(f"EOS token {eos!r} is not in tokenizer {name}")
+    eos_id = special_id(tokenizer, eos, name)
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
     info = TokenizerInfo(
         fingerprint=hashlib.sha256(raw).hexdigest(),
@@ -93,11 +98,26 @@ def tokenizer_info(
 
 def token_id(tokenizer: Tokenizer, token: str | None, name: str = "tokenizer.json") -> int | None:
     """The id of a configured token (BOS); None when none is configured."""
-    if token is None:
-        return None
+    return None if token is None else special_id(tokenizer, token, name)
+
+
+def special_id(tokenizer: Tokenizer, token: str, name: str = "tokenizer.json") -> int:
+    """The id of a configured EOS or BOS, which must be a *special* token of the tokenizer
+    (ValueError otherwise). An ordinary vocabulary entry ("e") or a non-special added token is
+    produced from text by every model, so it could not mark where documents end."""
     tid = tokenizer.token_to_id(token)
     if tid is None:
         raise ValueError(f"token {token!r} is not in tokenizer {name}")
+    added = tokenizer.get_added_tokens_decoder().get(tid)
+    if added is None or not added.special or added.content != token:
+        kind = "a non-special added token" if added else "an ordinary vocabulary token"
+        specials = sorted(
+            t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special
+        )
+        raise ValueError(
+            f"token {token!r} is {kind} of tokenizer {name}, not a special token; its"
+            f" special tokens: {specials}"
+        )
     return tid
 
 
@@ -118,20 +138,54 @@ class Encoder(Protocol):
         ...
 
 
+def encode_in_pieces(encode, texts: list[str], cut_before: str | None):
+    """`encode(texts)` -> (ids, lengths), with texts longer than pieces.PIECE_CHARS cut where
+    the pieces give the whole's ids (tokens/pieces.py): memory follows the piece, not the
+    document."""
+    split = pieces.split_long(texts, cut_before)
+    if split is None:
+        return encode(texts)
+    parts, owner = split
+    ids, lengths = encode(parts)
+    return ids, pieces.per_text(lengths, owner, len(texts))
+
+
 class TokenizersEncoder:
     name = "tokenizers"
+    CALL_CHARS = 1 << 19  # characters per encode call: its Encodings take ~170 bytes each
 
     def __init__(self, raw: bytes, special_as_text: bool = True) -> None:
         self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         self.tokenizer.encode_special_tokens = special_as_text
+        self.cut_before = pieces.can_cut(raw, special_as_text)
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        encodings = encode_batch(self.tokenizer, texts) if texts else []
-        lengths = np.fromiter((len(e) for e in encodings), np.int64, len(encodings))
-        ids = np.fromiter(
-            itertools.chain.from_iterable(e.ids for e in encodings), np.uint32, int(lengths.sum())
-        )
-        return ids, lengths
+        return encode_in_pieces(self._encode, texts, self.cut_before)
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Encoded in calls of about CALL_CHARS characters, so that one call's Encodings, not
+        the batch's, are alive at once."""
+        all_ids, all_lengths, at = [], [], 0
+        while at < len(texts):
+            end, size = at, 0
+            while end < len(texts) and (end == at or size + len(texts[end]) <= self.CALL_CHARS):
+                size += len(texts[end])
+                end += 1
+            encodings = encode_batch(self.tokenizer, texts[at:end])
+            lengths = np.fromiter((len(e) for e in encodings), np.int64, len(encodings))
+            all_ids.append(
+                np.fromiter(
+                    itertools.chain.from_iterable(e.ids for e in encodings),
+                    np.uint32,
+                    int(lengths.sum()),
+                )
+            )
+            all_lengths.append(lengths)
+            del encodings
+            at = end
+        if not all_ids:
+            return _EMPTY
+        return np.concatenate(all_ids), np.concatenate(all_lengths)
 
 
 class FastokensEncoder:
@@ -147,16 +201,19 @@ class FastokensEncoder:
         except Exception as e:  # noqa: BLE001 - fastokens refuses what it cannot reproduce
             raise EngineUnavailable(f"fastokens cannot load the tokenizer.json: {e}") from None
         self.split_special = special_as_text
+        self.cut_before = pieces.can_cut(raw, special_as_text)
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        ids, offsets = self.tokenizer.encode_batch_flat(
-            texts, add_special_tokens=False, split_special_tokens=self.split_special
-        )
-        lengths = np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
-        ids = np.frombuffer(ids, "<u4")
+        ids, lengths = encode_in_pieces(self._encode, texts, self.cut_before)
         if FAULT_MARKER:
             ids = _alter_marked(texts, ids, lengths)
         return ids, lengths
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, offsets = self.tokenizer.encode_batch_flat(
+            texts, add_special_tokens=False, split_special_tokens=self.split_special
+        )
+        return np.frombuffer(ids, "<u4"), np.diff(np.frombuffer(offsets, "<u8")).astype(np.int64)
 
 
 # Fault injection for tests, like testing/fault_proxy.py for storage: with this variable set in the
@@ -222,6 +279,25 @@ class Batch:
     check: list[tuple[int, int]] = field(default_factory=list)
 
 
+def special_from_text(ids: np.ndarray, lengths: np.ndarray, forbidden: list[int]) -> np.ndarray:
+    """Rows (documents, `lengths` tokens each) whose ids hold any of `forbidden`: the EOS/BOS
+    ids, which the model made from the text itself. Ascending, each row once."""
+    at = np.flatnonzero(np.isin(ids, np.asarray(forbidden, dtype=ids.dtype)))
+    if len(at) == 0:
+        return np.empty(0, np.int64)
+    return np.unique(np.searchsorted(np.cumsum(lengths), at, side="right")).astype(np.int64)
+
+
+@dataclass
+class Framed:
+    """One batch as written: its documents framed (`tokens`, `lengths`), less those in `special`
+    (row in the batch -> the engine's ids of that document), which are not written."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    special: dict[int, np.ndarray] = field(default_factory=dict)
+
+
 def tokenize_batches(
     encoder: Encoder,
     batches: Iterable[Batch],
@@ -229,21 +305,34 @@ def tokenize_batches(
     bos_id: int | None,
     dtype: np.dtype,
     sample: SampleCheck | None = None,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    forbid_in_text: bool = True,
+) -> Iterator[Framed]:
     """Frame each batch's documents, in order, two batches at a time.
 
     The engines release the GIL while they encode, so one batch's framing overlaps the next
     one's encoding instead of adding to it. At most three batches are held at once. With a
     `sample` (tokens.check.SampleCheck, already re-encoding its documents with the reference on
     its own thread), each batch hands it the engine's ids of its `check` documents; the caller
-    compares (`sample.finish()`) before committing.
+    compares (`sample.finish()`) before committing. With `forbid_in_text` (special tokens'
+    text is text), a document whose ids hold the EOS or BOS id is left out (`Framed.special`).
     """
+    forbidden = [eos_id] + ([bos_id] if bos_id is not None else [])
 
-    def one(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def one(batch: Batch) -> Framed:
         ids, lengths = encoder.encode_flat(batch.texts) if batch.texts else _EMPTY
         if sample is not None:
             sample.collect(batch.check, ids, lengths)
-        return frame(ids, lengths, eos_id, bos_id, dtype)
+        special = special_from_text(ids, lengths, forbidden) if forbid_in_text else _NONE
+        found: dict[int, np.ndarray] = {}
+        if len(special):
+            ends = np.cumsum(lengths)
+            keep = np.ones(len(ids), dtype=bool)
+            for row in special.tolist():
+                start, end = int(ends[row] - lengths[row]), int(ends[row])
+                found[row] = ids[start:end].copy()
+                keep[start:end] = False
+            ids, lengths = ids[keep], np.delete(lengths, special)
+        return Framed(*frame(ids, lengths, eos_id, bos_id, dtype), found)
 
     pool = threads("tokenize", 2)
     pending: deque = deque()
@@ -279,3 +368,4 @@ def threads(name: str, workers: int) -> ThreadPoolExecutor:
 
 
 _EMPTY = (np.empty(0, np.uint32), np.empty(0, np.int64))
+_NONE = np.empty(0, np.int64)

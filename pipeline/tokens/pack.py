@@ -10,7 +10,9 @@ shards come out close to T / S bytes (<= the target on average) and no document 
 
 Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet): the .bin holds the unit's kept
 documents' tokens (EOS appended) concatenated in shuffle order; the .parquet has one row per
-document in the same order: doc_id, source, row, key uint64, length int64 (tokens).
+document in the same order: doc_id, source, row, key uint64, length int64 (tokens). Documents the
+tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
+tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
 
 Exchange (two passes, so that no request shrinks as the corpus grows). Reading one range of every
 unit for every shard costs M x S requests of T / (M x S) bytes: quadratic in the corpus, with

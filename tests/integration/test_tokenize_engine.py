@@ -348,3 +348,22 @@ def test_bos_prepended_and_recorded(ray_fault, tmp_path, extra_tokenizer):
     assert len(docs) == 12
     assert all(d[0] == bos_id and d[-1] == entry["eos_id"] for d in docs)
     verify_version(result.version)
+
+
+def test_eos_from_engine_is_quarantined_only_on_tokenizers_word(ray_fault, tmp_path):
+    """fastokens (altered) makes the EOS id at the start of one document (issue 20): the
+    sampled check is off, so before the token file kept it, the run committed and `verify`
+    failed. A document about to be quarantined as special_token_text is re-encoded with
+    tokenizers first: it disagrees, so the stage reruns with tokenizers and the document is
+    kept."""
+    rng = random.Random(3)
+    texts = [words(rng, 40) for _ in range(800)]  # past the probe's first 128 KiB
+    texts.append(f"!{MARKER} {words(rng, 5)}")  # fastokens' first id, 1 ("!"), becomes 0 (EOS)
+    corpus = write_corpus(tmp_path / "eos", texts)
+    sets = ["dedup.near.enabled=false", "tokenize.verify_fraction=0", "tokenize.engine=auto"]
+    result = run_pipeline(config(tmp_path, "eos", corpus, *sets), False)
+    entry = result.manifest["tokenizer"]
+    assert entry["engine"] == "tokenizers" and "d00800" in entry["engine_reason"]
+    assert result.manifest["counts"]["docs_out"] == len(texts)
+    assert result.manifest["counts"]["quarantined"] == 0
+    verify_version(result.version)

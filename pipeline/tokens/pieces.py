@@ -1,0 +1,130 @@
+"""Long documents encoded in pieces, with the ids of the whole (pure core).
+
+Why: `tokenizers` holds an Encoding of ~170 bytes per character (tokens, offsets, masks), so a
+15 MB document peaked at 2.7 GB in one encode call. Cut into pieces of at most `PIECE_CHARS`
+characters, each encoded on its own and the ids concatenated, it costs one piece's worth.
+
+When the pieces give exactly the ids of the whole (`can_cut`, checked on the tokenizer.json):
+- no normalizer; the model is BPE without dropout (it only ever sees one pre-token at a time);
+- the pre-tokenizer is ByteLevel with its GPT-2 regex, or a Split by one of `SAFE_PATTERNS`
+  (GPT-2, cl100k "GPT-4", o200k) then ByteLevel without a regex;
+- no added token that is matched in the text (every one when special tokens' text is text is
+  not, except non-special ones) contains whitespace or strips its neighbours' whitespace.
+
+Where the cut goes (`cut_points`): before a space or newline that has an ASCII letter or digit
+on both sides (`a b`, `7\\nx`). In each safe pattern every alternative that can match a letter or
+digit matches a run of letters/digits (an optional one-character prefix before it, a
+contraction after it starting with an apostrophe), never a space or newline after one: so a
+pre-token ends at the cut in the whole text, the patterns have no look-behind, so matching
+from the cut reads nothing before it, and the only look-ahead, `\\s+(?!\\S)`, belongs to
+whitespace runs that end before the letter. The pre-tokens of prefix + suffix are those of the
+whole, and BPE encodes pre-tokens independently. With ByteLevel's `add_prefix_space` (which
+prepends a space to a text not starting with one) only spaces are cut at.
+
+Anything else (SentencePiece/Unigram, normalizers, other regexes, a document without such a
+position such as a long CJK run or base64) is encoded whole: memory then grows with the
+document, bounded by `ingest.max_doc_bytes` (docs/tokenize.md). tests/unit/test_pieces.py
+compares the pieces' ids with the whole's on long real text for the shipped tokenizer and a
+100k BPE with the cl100k regex, with both engines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+PIECE_CHARS = 1 << 18  # 256 Ki characters: ~45 MB of Encoding in tokenizers
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+CL100K_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+O200K_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
+_CUTS = {
+    " \n": re.compile(r"[A-Za-z0-9](?=[ \n][A-Za-z0-9])"),
+    " ": re.compile(r"[A-Za-z0-9](?= [A-Za-z0-9])"),
+}
+
+
+def can_cut(raw: bytes, special_as_text: bool) -> str | None:
+    """The characters a long document of this tokenizer.json may be cut before (" \\n" or " "),
+    or None when its pieces might not give the whole's ids (see the module docstring)."""
+    spec = json.loads(raw)
+    model = spec.get("model") or {}
+    if spec.get("normalizer") is not None or model.get("type") != "BPE" or model.get("dropout"):
+        return None
+    pre = spec.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    if len(steps) == 1 and steps[0].get("type") == "ByteLevel":
+        if not steps[0].get("use_regex", True):
+            return None
+        level = steps[0]
+    elif len(steps) == 2 and [s.get("type") for s in steps] == ["Split", "ByteLevel"]:
+        split, level = steps
+        pattern = (split.get("pattern") or {}).get("Regex")
+        if (
+            pattern not in SAFE_PATTERNS
+            or split.get("behavior") != "Isolated"
+            or split.get("invert")
+            or level.get("use_regex", True)
+        ):
+            return None
+    else:
+        return None
+    for token in spec.get("added_tokens") or []:
+        matched = not (token.get("special") and special_as_text)
+        content = token.get("content", "")
+        if matched and (
+            any(c.isspace() for c in content) or token.get("lstrip") or token.get("rstrip")
+        ):
+            return None
+    return " " if level.get("add_prefix_space") else " \n"
+
+
+def cut_points(text: str, cut_before: str, piece_chars: int = PIECE_CHARS) -> list[int]:
+    """Where to cut `text` into pieces of at most `piece_chars` characters where possible: the
+    last safe position in the second half of each piece's span, else the first one after it
+    (a piece grows past the limit only where the text has no safe position). Deterministic:
+    it depends on the text alone."""
+    pattern, cuts, start = _CUTS[cut_before], [], 0
+    while len(text) - start > piece_chars:
+        end = start + piece_chars
+        last = None
+        for m in pattern.finditer(text, start + piece_chars // 2, end):
+            last = m
+        found = last or pattern.search(text, end)
+        if found is None:
+            break
+        start = found.end()
+        cuts.append(start)
+    return cuts
+
+
+def split_long(
+    texts: list[str], cut_before: str | None, piece_chars: int = PIECE_CHARS
+) -> tuple[list[str], np.ndarray] | None:
+    """(pieces, index of the text each piece belongs to), or None when no text is cut."""
+    if cut_before is None or all(len(t) <= piece_chars for t in texts):
+        return None
+    pieces, owner = [], []
+    for i, text in enumerate(texts):
+        bounds = [0, *cut_points(text, cut_before, piece_chars), len(text)]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            pieces.append(text[a:b])
+            owner.append(i)
+    return pieces, np.asarray(owner, np.int64)
+
+
+def per_text(lengths: np.ndarray, owner: np.ndarray, texts: int) -> np.ndarray:
+    """The token count of each text from its pieces' counts."""
+    out = np.zeros(texts, np.int64)
+    np.add.at(out, owner, lengths)
+    return out

@@ -1,0 +1,110 @@
+"""Nothing is committed that `verify` would reject (issue 20): the run checks each shard with
+verify's own check_shard, EOS boundaries included, and the version with verify_manifest; a
+model that makes the EOS id from text gets its document quarantined (special_token_text); a
+giant document's tokenize task stays within bounded memory. Real runs on a real Ray."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import REPO, SAMPLE_CONFIG
+from tokenizers import SentencePieceUnigramTokenizer
+
+from pipeline.bench import doc_memory
+from pipeline.config import load_config
+from pipeline.core.layout import MANIFEST
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import committed_versions
+from pipeline.formats.verify import verify_version
+from pipeline.run.driver import run_pipeline
+from pipeline.run.results import RunError
+
+
+def unigram(folder: Path) -> Path:
+    """A SentencePiece Unigram tokenizer.json with </s> (its EOS) as a vocabulary piece."""
+    tok = SentencePieceUnigramTokenizer()
+    sents = ["the quick brown fox jumps over the lazy dog", "x y z marks the spot"] * 20
+    tok.train_from_iterator(
+        sents, vocab_size=40, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>"
+    )
+    path = folder / "unigram.json"
+    tok.save(str(path))
+    return path
+
+
+def corpus(folder: Path, texts: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "docs.jsonl", "w", encoding="utf-8") as f:
+        for i, text in enumerate(texts):
+            f.write(json.dumps({"id": f"d{i:03d}", "text": text}) + "\n")
+    return folder
+
+
+def config(tmp: Path, inp: Path, *sets: str):
+    return load_config(
+        SAMPLE_CONFIG,
+        input_uri=str(inp),
+        output_uri=str(tmp / "out"),
+        overrides=["dedup.near.enabled=false", "ingest.max_error_rate=0.5", *sets],
+    )
+
+
+def test_unigram_eos_from_text_is_quarantined_and_the_version_verifies(ray_local, tmp_path):
+    """Case (a): before, the run committed `x</s>y` as [▁ x </s> y] and verify failed."""
+    texts = [f"the quick brown fox {i} jumps over the lazy dog" for i in range(20)]
+    texts += ["x</s>y marks the spot", "a <s> in the text"]
+    inp = corpus(tmp_path / "in", texts)
+    sets = [f"tokenize.tokenizer={unigram(tmp_path)}", "tokenize.eos=</s>", "tokenize.bos=<s>"]
+    result = run_pipeline(config(tmp_path, inp, *sets), False)
+    assert verify_version(result.version)["version"] == result.version.name
+    counts = result.manifest["counts"]
+    assert counts["quarantined_by_reason"] == {"special_token_text": 2}
+    assert counts["docs_out"] == 20 and counts["docs_in"] == 22
+    run = next((tmp_path / "out" / "sample" / "_work" / "runs").iterdir())
+    bad = pq.read_table(run / "quarantine.parquet").to_pylist()
+    assert sorted(r["reason"] for r in bad) == ["special_token_text"] * 2
+    assert any("'</s>'" in r["detail"] for r in bad) and any("'<s>'" in r["detail"] for r in bad)
+    # another pack of the same token files: the quarantine is reused with them
+    again = run_pipeline(config(tmp_path, inp, *sets, "pack.shard_bytes=2KiB"), False)
+    assert again.manifest["counts"]["quarantined_by_reason"] == {"special_token_text": 2}
+    assert next(s for s in again.stages if s.name == "tokenize").reused == 1
+    verify_version(again.version)
+
+
+def test_a_shard_verify_would_reject_is_never_committed(ray_local, tmp_path):
+    """A token file whose tokens hold a stray EOS (here: edited on disk, as a wrong engine or a
+    corrupt store would leave it) reaches pack; before, the run committed it and only `verify`
+    failed. Now the run stops with verify's own message and commits nothing."""
+    inp = REPO / "sample"
+    first = run_pipeline(config(tmp_path, inp), False)
+    eos = first.manifest["tokenizer"]["eos_id"]
+    dtype = np.dtype(first.manifest["tokenizer"]["dtype"])
+    tokens_dir = next((tmp_path / "out" / "sample" / "_work" / "tokens").iterdir())
+    token_file = sorted(tokens_dir.glob("*.bin"))[0]
+    index = pq.read_table(token_file.with_suffix(".parquet"))
+    data = np.fromfile(token_file, dtype)
+    data[int(index["length"][0].as_py()) // 2] = eos  # inside the first document
+    data.tofile(token_file)
+    with pytest.raises(RunError, match=r"a shard fails verify: .*EOS id \d+ inside document"):
+        run_pipeline(config(tmp_path, inp, "pack.shard_bytes=700KiB"), False)
+    names = committed_versions(Location.from_uri(str(tmp_path / "out" / "sample")))
+    assert names == [first.version.name]  # the failed run committed nothing
+    versions = [p for p in (tmp_path / "out" / "sample").iterdir() if p.name[0].isdigit()]
+    assert sum((v / MANIFEST).exists() for v in versions) == 1
+
+
+def test_a_giant_document_tokenizes_in_bounded_memory():
+    """Before: a 15 MB document peaked at ~2.3 GB (tokenizers) / 2.5 GB (fastokens with its
+    reference check); 6 MB at about 1 GB. Now the task's peak follows the piece size."""
+    with tempfile.TemporaryDirectory(prefix="doc-memory-") as work:
+        doc_memory.stage_unit(work, 6)
+        rss, _, out = doc_memory.peak_rss_mb(
+            work, str(REPO / "configs" / "tokenizer.json"), "tokenizers", str(REPO)
+        )
+    assert out.startswith("201 ")
+    assert rss < 450, f"peak RSS {rss:.0f} MB"
