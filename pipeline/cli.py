@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _load(args)
     _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     try:
-        result = run_pipeline(cfg, show_progress=not args.quiet)
+        result = run_pipeline(cfg, show_progress=not args.quiet, allow_empty=args.allow_empty)
     except (RunError, LeaseHeld) as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
@@ -274,6 +274,12 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="list, read, dedup, tokenize, pack and commit a version")
     _add_config_args(run)
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="publish even when the input yields no document or shrank by more than"
+        " run.max_input_shrink against the newest version (refused otherwise, exit 3)",
+    )
     run.set_defaults(func=cmd_run)
 
 
