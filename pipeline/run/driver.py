@@ -30,6 +30,7 @@ from pipeline.formats.manifest import (
     load_manifest,
     table_digest,
 )
+from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import run_counts, shard_entries, source_counts
@@ -331,6 +332,8 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
         return already
     if not allow_empty:  # before anything is written
         input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
+    for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # wrong text_field: exit 2
+        print(f"warning: {warning}", file=sys.stderr)
     with held(layout.lease, layout.run_id) as lease:
         drv.lease = lease
         result = drv.run_stages()

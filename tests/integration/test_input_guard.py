@@ -77,9 +77,8 @@ def test_a_glob_matching_nothing_names_the_source(ray_local, tmp_path):
     with pytest.raises(RunError) as e:
         run_pipeline(cfg, show_progress=False)
     assert e.value.exit_code == 3
-    assert (
-        f"inputs[1] (web) {data}: no file to read (include ['web/**', 'forum/**'])."
-        in str(e.value)
+    assert f"inputs[1] (web) {data}: no file to read (include ['web/**', 'forum/**'])." in str(
+        e.value
     )
     assert "inputs[0]" not in str(e.value)
     assert versions(tmp_path / "out") == []
