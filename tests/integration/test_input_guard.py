@@ -132,3 +132,20 @@ def test_a_shrunken_input_asks_for_the_flag_and_names_retention(ray_local, tmp_p
     write_docs(data, "c.jsonl", 1, "c")
     allowed = run_pipeline(cfg, show_progress=False, allow_empty=False)  # within 0.5 of newest
     assert allowed.manifest["counts"]["docs_out"] == 11
+
+
+def test_a_wrong_text_field_is_exit_2_before_any_read(tmp_path):
+    """Found item 7: the listing's probe of the first record (ingest/field_probe.py)."""
+    data, out = tmp_path / "in", tmp_path / "out"
+    data.mkdir()
+    rows = [{"content": f"text {i} " * 30, "doc_id": i, "url": f"u{i}"} for i in range(50)]
+    (data / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [*run_command(SAMPLE_CONFIG, out, "input.text_field=body"), "--input", str(data)]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=own_ray_env())
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (
+        f"config error: input: text_field 'body' not in the first record of {data}/a.jsonl;"
+        " columns: ['content', 'doc_id', 'url']"
+    ) in proc.stderr.splitlines()
+    assert not list(out.glob("sample/_work/units/*/*")) and versions(out) == []
