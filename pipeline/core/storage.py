@@ -152,6 +152,7 @@ _REFUSALS = {
     "ExpiredToken": "the credentials have expired",
     "InvalidToken": "the session token is invalid",
     "TokenRefreshRequired": "the credentials have expired",
+    "403": "access denied",  # a HEAD's answer has no body, so no code: "(403, in HeadObject)"
 }
 
 
