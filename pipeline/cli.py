@@ -11,7 +11,9 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
-from pipeline.core.storage import StorageUnreachable
+from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
+
+_URIS: list[str] = []  # the storage URIs the command was given, named by a refusal without one
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +74,7 @@ def _check_storage(cfg, *uris: str) -> None:
     """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
     from pipeline.core.storage import Location, check_reachable
 
+    _URIS[:] = uris
     check_reachable(*(Location.from_uri(uri, cfg.storage) for uri in uris))
 
 
@@ -84,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _load(args)
     _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     try:
-        result = run_pipeline(cfg, show_progress=not args.quiet)
+        result = run_pipeline(cfg, show_progress=not args.quiet, allow_empty=args.allow_empty)
     except (RunError, LeaseHeld) as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
@@ -97,6 +100,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from pipeline.formats.verify import VerifyError, verify_version
 
     location = Location.from_uri(args.uri, storage_from_args(args))
+    _URIS[:] = [args.uri]
     check_reachable(location)
     try:
         manifest = verify_version(location)
@@ -270,6 +274,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.probe:
         from pipeline.stream.fetch import probe_uri
 
+        _URIS[:] = [args.probe]
         probe = probe_uri(args.probe, storage_from_args(args))
         latency_s, bandwidth = probe.latency_s, probe.bandwidth
     for line in plan_lines(
@@ -290,6 +295,12 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="list, read, dedup, tokenize, pack and commit a version")
     _add_config_args(run)
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="publish even when the input yields no document or shrank by more than"
+        " run.max_input_shrink against the newest version (refused otherwise, exit 3)",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -435,6 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         # the store went away after the reach check: one line (it names the endpoint and object)
         print(f"error: storage unreachable: {e}", file=sys.stderr)
         return StorageUnreachable.exit_code
+    except Exception as e:  # noqa: BLE001 - a refusal by the store, also from inside a Ray task
+        cause = refusal_cause(e)
+        if cause is None:
+            raise
+        if not cause.startswith("storage refused: "):  # raised where no URI was known
+            cause = f"storage refused: {', '.join(_URIS) or 'storage'}: {cause}"
+        print(f"error: {cause}", file=sys.stderr)
+        return StorageRefused.exit_code
 
 
 def exit_cleanly(code: int) -> None:

@@ -27,6 +27,7 @@ from pipeline.config_sections import (
     OutputConfig,
     PackConfig,
     RayConfig,
+    RunConfig,
     SourceConfig,
     SplitConfig,
     StorageConfig,
@@ -52,6 +53,7 @@ class Config(StrictModel):
     output: OutputConfig
     storage: StorageConfig = StorageConfig()
     ray: RayConfig = RayConfig()
+    run: RunConfig = RunConfig()  # guards on what a run may publish (no bytes)
     ingest: IngestConfig = IngestConfig()
     dedup: DedupConfig = DedupConfig()
     tokenize: TokenizeConfig
@@ -118,6 +120,7 @@ class Config(StrictModel):
                 "output": True,
                 "storage": True,
                 "ray": True,
+                "run": True,
                 "retention": True,
                 "prices": True,
                 # the engine and its checking rate do not change the bytes (proven per run)

@@ -65,6 +65,12 @@ class RayConfig(StrictModel):
     num_cpus: int | None = Field(default=None, ge=1)  # only for a local ray.init
 
 
+class RunConfig(StrictModel):
+    # Refuse (exit 3) a run whose listed bytes of a source fell by more than this fraction
+    # against the newest committed version's (run --allow-empty overrides; run/input_guard.py).
+    max_input_shrink: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
 class IngestConfig(StrictModel):
     unit_bytes: Bytes = ByteSize(64 * 2**20)
     max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)

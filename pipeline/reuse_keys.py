@@ -24,6 +24,7 @@ NEVER_BYTES: dict[str, Any] = {
     "output": True,
     "storage": True,
     "ray": True,
+    "run": True,
     "retention": True,
     "prices": True,
 }

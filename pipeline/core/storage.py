@@ -133,6 +133,71 @@ class StorageUnreachable(Exception):
     exit_code = 5
 
 
+class StorageRefused(Exception):
+    """The object store answered but refused: no credentials, access denied, or no such bucket.
+
+    Exit 6, one line naming the URI and the cause (5 stays "does not accept connections")."""
+
+    exit_code = 6
+
+
+# S3 error codes that no retry or other object can cure -> the cause, in words
+_REFUSALS = {
+    "NoSuchBucket": "no such bucket",
+    "AccessDenied": "access denied",
+    "AllAccessDisabled": "access denied",
+    "AccountProblem": "access denied (account problem)",
+    "InvalidAccessKeyId": "the access key is not known to the store",
+    "SignatureDoesNotMatch": "the secret key does not match the access key",
+    "ExpiredToken": "the credentials have expired",
+    "InvalidToken": "the session token is invalid",
+    "TokenRefreshRequired": "the credentials have expired",
+    "403": "access denied",  # a HEAD's answer has no body, so no code: "(403, in HeadObject)"
+}
+
+
+def refusal_cause(error: BaseException) -> str | None:
+    """The cause, in words, when `error` or an exception it wraps (its __cause__/__context__,
+    s3fs's translation of a botocore error, a Ray task error's `cause`) is the store refusing
+    every request of this kind; None for anything else (a missing object, a transient error)."""
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [error]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, StorageRefused):  # a Ray task's error is one too: its cause is clean
+            inner = getattr(e, "cause", None)
+            return str(inner if isinstance(inner, StorageRefused) else e)
+        if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
+            return f"no AWS credentials found ({e}; see the README's \"Credentials\")"
+        if isinstance(e, ClientError):
+            err = e.response.get("Error") or {}
+            code = str(err.get("Code", ""))
+            if code in _REFUSALS:
+                bucket = f", bucket {err['BucketName']}" if err.get("BucketName") else ""
+                return f"{_REFUSALS[code]} ({code}{bucket}, in {e.operation_name})"
+        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    return None
+
+
+@contextlib.contextmanager
+def refusals_named(uri: str) -> Iterator[None]:
+    """Turn a refusal (refusal_cause) inside the block into StorageRefused naming `uri`."""
+    try:
+        yield
+    except StorageRefused:
+        raise
+    except Exception as e:
+        cause = refusal_cause(e)
+        if cause is None:
+            raise
+        raise StorageRefused(f"storage refused: {uri}: {cause}") from None
+
+
 _REACHABLE: set[tuple[str, int]] = set()
 
 
@@ -207,7 +272,8 @@ class Location:
 
     def exists(self) -> bool:
         self._count_requests(head_requests=1)
-        return self.fs.exists(self.path)
+        with refusals_named(self.uri):
+            return self.fs.exists(self.path)
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         self._count_requests(get_requests=1)
@@ -231,12 +297,14 @@ class Location:
     def find(self, detail: bool = True) -> dict[str, dict[str, Any]]:
         """Recursive listing (metadata only: one LIST per page on S3, no object reads)."""
         self._count_requests(list_requests=1)
-        return self.fs.find(self.path, detail=detail, withdirs=False)
+        with refusals_named(self.uri):
+            return self.fs.find(self.path, detail=detail, withdirs=False)
 
     def ls_names(self) -> list[str]:
         self._count_requests(list_requests=1)
         try:
-            names = self.fs.ls(self.path, detail=False)
+            with refusals_named(self.uri):  # a missing bucket is not an empty folder
+                names = self.fs.ls(self.path, detail=False)
             return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in names)
         except FileNotFoundError:
             return []

@@ -204,6 +204,8 @@ def load_manifest(version: Location) -> dict[str, Any]:
         manifest = json.loads(raw)
     except ValueError as e:
         raise ManifestError(f"{loc.uri}: not valid JSON: {e}") from None
+    except RecursionError:  # json nests by recursion: `[` x 100,000 exhausts the stack
+        raise ManifestError(f"{loc.uri}: not a manifest: JSON nested too deeply") from None
     check_structure(manifest, where=loc.uri)
     return manifest
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.core.storage import Location
+from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats.manifest import (
     ManifestError,
     documents_accounted,
@@ -33,6 +33,8 @@ def verify_version(location: Location) -> dict:
     except ManifestError as e:
         raise VerifyError(str(e)) from None
     except (OSError, ValueError) as e:  # e.g. a folder or unreadable object named manifest.json
+        if refusal_cause(e):  # the store refused: not a verdict on the version (exit 6)
+            raise
         raise VerifyError(f"{location.uri}: cannot read the manifest: {e}") from None
     try:
         return verify_manifest(version, manifest)

@@ -31,8 +31,9 @@ from pipeline.formats.manifest import (
     table_digest,
 )
 from pipeline.formats.verify import VerifyError, verify_manifest
+from pipeline.ingest.field_probe import probe_fields
 from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
-from pipeline.run import exchange, neardup, pack_tasks, tokenize_tasks
+from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import run_counts, shard_entries, source_counts
 from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
@@ -129,8 +130,8 @@ class _Driver:
     """One run: the stages in order, each a batch of Ray tasks, with its report. What the stages
     share (layout, units, the tasks' results the accounting needs) lives on the object."""
 
-    def __init__(self, cfg: Config, show_progress: bool) -> None:
-        self.cfg, self.show = cfg, show_progress
+    def __init__(self, cfg: Config, show_progress: bool, allow_empty: bool = False) -> None:
+        self.cfg, self.show, self.allow_empty = cfg, show_progress, allow_empty
         self.remote = {
             name: ray.remote(getattr(module, name)) for module, names in _TASKS for name in names
         }
@@ -222,6 +223,8 @@ class _Driver:
         self.layout.skipped.write_parquet(self.listed.skipped)
         self.read_units()
         self.check_quarantine()
+        if not self.allow_empty:
+            input_guard.check_documents(self.cfg, sum(r.docs for r in self.read), self.docs_in)
         exact_dedup(self)
         if self.cfg.dedup.near.enabled:
             near_components(self, *near_edges(self))
@@ -335,13 +338,18 @@ class _Driver:
         return RunResult(version, manifest, self.reports)
 
 
-def run_pipeline(cfg: Config, show_progress: bool = True) -> RunResult:
+def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = False) -> RunResult:
+    """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
     ensure_ray(cfg)
-    drv = _Driver(cfg, show_progress)
+    drv = _Driver(cfg, show_progress, allow_empty)
     layout = drv.list_inputs()
     already = _already_committed(layout)
     if already is not None:
         return already
+    if not allow_empty:  # before anything is written
+        input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
+    for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # wrong text_field: exit 2
+        print(f"warning: {warning}", file=sys.stderr)
     with held(layout.lease, layout.run_id) as lease:
         drv.lease = lease
         result = drv.run_stages()

@@ -45,7 +45,7 @@ EXPECT = {
     "pack.seed": {"tokens", "run"},
     "split.valid_fraction": {"run"},  # drawn at pack time from the token files
 }
-_NEVER = ("name", "output.", "storage.", "ray.", "retention.", "prices.")
+_NEVER = ("name", "output.", "storage.", "ray.", "run.", "retention.", "prices.")
 
 
 def expected(key: str) -> set[str]:

@@ -168,3 +168,34 @@ def test_reader_refuses_a_dtype_the_index_does_not_state(committed, tmp_path):
     lying = edited(committed, other, big_vocab)
     with pytest.raises(ManifestError, match="index header states uint16"):
         StreamReader(str(lying), seq_len=16)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"format": ' + "[" * 5_000 + "]" * 5_000 + "}"])
+def test_a_deeply_nested_manifest_is_a_one_line_failure(committed, tmp_path, text):
+    """JSON nesting deeper than Python's recursion limit is a ManifestError (verify FAILED,
+    exit 1; the reader's ManifestError; retain's warning), never a RecursionError traceback."""
+    cfg, version = committed
+    copy = tmp_path / "sample"
+    shutil.copytree(version.parent, copy)
+    (copy / version.name / "manifest.json").write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "verify", str(copy / version.name)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("verify FAILED: ") and "nested too deeply" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    with pytest.raises(ManifestError, match="nested too deeply"):
+        StreamReader(str(copy), seq_len=16)
+    cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"uri": str(tmp_path)})})
+    proc = subprocess.run(
+        [sys.executable, "-c", _RETAIN, json.dumps(cfg.model_dump(mode="json"))],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: retention skips version {version.name}" in proc.stderr
+    assert "Traceback" not in proc.stderr
