@@ -13,15 +13,19 @@ whose quarantine says what is wrong with each record.
 from __future__ import annotations
 
 import json
+import lzma
+import zlib
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import zstandard
 
 from pipeline.config import ConfigError
 from pipeline.core.storage import Location
 from pipeline.ingest.format_readers import _decompressed
 
+UNREADABLE = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
 PROBE_BYTES = 1 << 13  # the first range read of a JSONL file
 PROBE_LINE_BYTES = 1 << 20  # a longer first line is not probed
 
@@ -69,8 +73,10 @@ def _first_columns(loc: Location, fmt: str, compression: str) -> list[str] | Non
             with loc.open_read(block_size=1 << 16) as f:
                 return list(pq.ParquetFile(f).schema_arrow.names)
         line = _first_line(loc, compression)
-    except (FileNotFoundError, EOFError, ValueError, pa.ArrowInvalid):
-        return None  # gone, truncated or not Parquet: the readers quarantine it with its reason
+    except (*UNREADABLE, pa.ArrowInvalid):
+        # gone, truncated, not what its name says (a `.gz` that is not gzip: BadGzipFile is an
+        # OSError) or not Parquet: the readers quarantine that file with its reason
+        return None
     if line is None:
         return None
     try:

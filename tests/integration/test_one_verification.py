@@ -100,11 +100,17 @@ def test_a_shard_verify_would_reject_is_never_committed(ray_local, tmp_path):
 
 def test_a_giant_document_tokenizes_in_bounded_memory():
     """Before: a 15 MB document peaked at ~2.3 GB (tokenizers) / 2.5 GB (fastokens with its
-    reference check); 6 MB at about 1 GB. Now the task's peak follows the piece size."""
-    with tempfile.TemporaryDirectory(prefix="doc-memory-") as work:
-        doc_memory.stage_unit(work, 6)
-        rss, _, out = doc_memory.peak_rss_mb(
-            work, str(REPO / "configs" / "tokenizer.json"), "tokenizers", str(REPO)
-        )
-    assert out.startswith("201 ")
-    assert rss < 450, f"peak RSS {rss:.0f} MB"
+    reference check); 6 MB at about 1 GB, some 600 MB over a unit of small documents. Now the
+    task's peak follows the piece size: the giant adds little over the same task without it
+    (measured in the same test, so a machine's base RSS does not matter)."""
+    peaks = {}
+    for mb in (0.01, 6):
+        with tempfile.TemporaryDirectory(prefix="doc-memory-") as work:
+            doc_memory.stage_unit(work, mb)
+            rss, _, out = doc_memory.peak_rss_mb(
+                work, str(REPO / "configs" / "tokenizer.json"), "tokenizers", str(REPO)
+            )
+        assert out.startswith("201 ")
+        peaks[mb] = rss
+    growth = peaks[6] - peaks[0.01]
+    assert growth < 300, f"a 6 MB document adds {growth:.0f} MB of peak RSS ({peaks})"
