@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     status = wait_for_status(client, job_id)
     info = client.get_job_info(job_id)
     code = exit_code(status, info.driver_exit_code)
-    print(f"[submit] job {job_id} {status.value}; exit {code}", file=sys.stderr)
+    print(f"[submit] job {job_id} {status.value.lower()}; exit {code}", file=sys.stderr)
     return code
 
 

@@ -391,5 +391,5 @@ def test_submit_survives_a_dropped_log_stream_and_exits_with_the_jobs_code(ray_t
             timeout=120,
         )
         assert failed.returncode == 7 and "bye" in failed.stdout, failed.stderr
-        assert "FAILED" in failed.stderr
+        assert "failed; exit 7" in failed.stderr
     assert live_processes(ray_tmpdir, session=head.pid) == []
