@@ -1,7 +1,9 @@
 """Real S3 endpoints on loopback for tests and benchmarks.
 
 `seaweedfs_server` (pipeline.testing.seaweedfs): a production object store, started as a
-subprocess and stopped by its pid. Dummy credentials keep botocore from looking for real ones.
+subprocess and stopped by its pid. `moto_server` (moto, a Python imitation of S3) only where a
+test needs what SeaweedFS lacks (storage classes, lifecycle transitions).
+Dummy credentials keep botocore from looking for real ones.
 `recorded_requests` puts the project's own proxy in front of a server and records every request
 that crosses it (what a test counts is what crossed the wire, not a server's internals).
 """
@@ -9,8 +11,14 @@ that crosses it (what a test counts is what crossed the wire, not a server's int
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy
@@ -44,6 +52,50 @@ def dummy_aws_env() -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def moto_server(startup_timeout: float = 60.0) -> Iterator[str]:
+    """Start ``python -m moto.server`` on a free loopback port; yield its endpoint URL.
+
+    Only for what SeaweedFS refuses: storage classes (a CopyObject onto itself with a new
+    StorageClass is InvalidRequest) and lifecycle rules with Transitions (NotImplemented)."""
+    if importlib.util.find_spec("moto") is None:  # moto is in the test extra only
+        raise SystemExit(
+            "this needs moto, which `pip install -e .` does not install:"
+            " run `pip install -e '.[test]'` first"
+        )
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **DUMMY_AWS_ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_up(endpoint, proc, startup_timeout)
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_until_up(endpoint: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"moto server exited with code {proc.returncode} before answering")
+        try:
+            with urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=1):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.1)
+    raise TimeoutError(f"moto server at {endpoint} did not answer within {timeout} s")
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """Retention: the plan selects exactly what the rules say, --apply does exactly that and nothing a
-live manifest references, reruns are no-ops; local storage and a SeaweedFS S3 server."""
+live manifest references, reruns are no-ops; local storage and a moto S3 server
+(storage classes: see s3_server below)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import boto3
 import pyarrow as pa
 import pytest
+import s3fs
 from helpers import REPO
 
 from pipeline.cli import main
@@ -22,7 +24,7 @@ from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle
 from pipeline.retention.plan import format_plan, plan_retention
-from pipeline.testing.s3 import recorded_requests
+from pipeline.testing.s3 import dummy_aws_env, moto_server, recorded_requests
 
 NAME = "ds"
 WORK_FILES = {  # key under the dataset -> bytes (core/layout.py)
@@ -389,7 +391,16 @@ def test_retain_command_prints_then_applies(local, capsys, tmp_path):
     assert "applied: 0 actions" in capsys.readouterr().out
 
 
-# -- S3 (SeaweedFS) ------------------------------------------------------------------------
+# -- S3 (moto) ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto, not SeaweedFS, for this module's S3 tests: they move objects to another storage class
+    (CopyObject onto itself with a new StorageClass: SeaweedFS answers InvalidRequest, it has no
+    storage classes) and put lifecycle rules with Transitions (SeaweedFS: NotImplemented)."""
+    with dummy_aws_env(), moto_server() as endpoint:
+        yield endpoint
+    s3fs.S3FileSystem.clear_instance_cache()  # its instances point at the stopped server
+
 def s3_config(bucket: str, endpoint: str, **retention) -> Config:
     return make_config(f"s3://{bucket}/raw", f"s3://{bucket}/out", endpoint, **retention)
 
