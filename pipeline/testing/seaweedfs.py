@@ -123,9 +123,11 @@ def _wait_until_ready(
         if proc.poll() is not None:
             return False
         try:
-            for method, url, data in steps:
+            while steps:  # a step that failed is retried, not the ones before it
+                method, url, data = steps[0]
                 request = urllib.request.Request(url, data=data, method=method)
                 urllib.request.urlopen(request, timeout=5).close()
+                steps.pop(0)
             return True
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.1)
