@@ -10,7 +10,7 @@ no identity configured the gateway accepts any credentials, as the tests' dummy 
 Startup takes ~3-5 s: ready means a bucket was created and an object written to it (the volume
 server has joined). A start that loses a port race (another
 process took one of the ports between the check and the bind) is retried on fresh ports. The
-server is stopped by its pid, and its data folder removed.
+server is stopped by its pid, its data folder removed, and the Unix sockets it leaves in /tmp.
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def seaweedfs_server(startup_timeout: float = 60.0, attempts: int = 3) -> Iterat
                     return
             finally:
                 _stop(proc)
+                _remove_sockets(ports.values())
         raise RuntimeError(
             f"SeaweedFS exited before answering, {attempts} times; last log:\n{_tail(log_path)}"
         )
@@ -147,6 +148,15 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _remove_sockets(ports) -> None:
+    """weed also listens on Unix sockets named by its ports (/tmp/seaweedfs-filer-PORT.sock,
+    /tmp/seaweedfs-s3-grpc-PORT.sock, ...) and leaves them behind; remove the ones of our ports."""
+    tmp = Path("/tmp")  # where weed puts them, whatever TMPDIR says
+    for port in ports:
+        for sock in tmp.glob(f"seaweedfs-*-{port}.sock"):
+            sock.unlink(missing_ok=True)
 
 
 def _tail(path: Path, n: int = 4000) -> str:
