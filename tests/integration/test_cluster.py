@@ -1,6 +1,6 @@
 """The cluster path: a job submitted to a real Ray head, and several Ray nodes that share only S3.
 
-Both tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
+The tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
 stop every Ray on the machine, other users' included). Ray's temp dir (sessions, sockets and the
 "current cluster" address file that a bare `ray.init()` reads) is private to each test through
 RAY_TMPDIR, so no other Ray on the machine can be joined by mistake. Each test takes 30-60 s.
