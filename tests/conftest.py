@@ -1,4 +1,4 @@
-"""Shared fixtures: a real S3 endpoint (moto's standalone server in a subprocess, on loopback)."""
+"""Shared fixtures: a real S3 endpoint (SeaweedFS's `weed server` in a subprocess, on loopback)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import s3fs
 
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
-from pipeline.testing.s3 import dummy_aws_env, moto_server
+from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
-    """Endpoint URL of a moto S3 server started once per session and stopped by its pid."""
-    with dummy_aws_env(), moto_server() as endpoint:
+    """Endpoint URL of a SeaweedFS S3 server started once per session and stopped by its pid."""
+    with dummy_aws_env(), seaweedfs_server() as endpoint:
         yield endpoint
     # Cached s3fs instances hold connections to the server that is now gone.
     s3fs.S3FileSystem.clear_instance_cache()

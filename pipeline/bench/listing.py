@@ -2,7 +2,7 @@
 
     python -m pipeline.bench.listing --objects 10000 [--object-bytes 2048] [--repeat 3]
 
-Starts a moto S3 server (subprocess on loopback, stopped by its pid), uploads N small JSONL
+Starts a SeaweedFS S3 server (subprocess on loopback, stopped by its pid), uploads N small JSONL
 objects under a prefix, then times, on the same server in the same run:
 - baseline: s3fs's own recursive `find` of the prefix (the LIST requests alone);
 - pipeline: `list_inputs` (the same listing plus classification into an Arrow manifest);
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import list_inputs
-from pipeline.testing.s3 import dummy_aws_env, moto_server
+from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-listing"
 PREFIX = "corpus"
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sample", type=int, default=200, help="objects read one by one")
     args = parser.parse_args(argv)
 
-    with dummy_aws_env(), moto_server() as endpoint:
+    with dummy_aws_env(), seaweedfs_server() as endpoint:
         root = Location.from_uri(f"s3://{BUCKET}/{PREFIX}", StorageConfig(endpoint_url=endpoint))
         upload_s = upload(root, args.objects, args.object_bytes)
         timed = best_alternating(

@@ -2,9 +2,9 @@
 
     python -m pipeline.bench.read --latency-ms 50 [--conn-mbps 50] [--mb 256]
 
-A moto S3 server (subprocess) behind `LatencyProxy` (first-byte latency L, each connection capped
-at --conn-mbps), a synthetic version of --mb MiB of tokens in ~--shard-mb shards (written with
-ShardWriter + commit_manifest), and the same tokens read four ways:
+A SeaweedFS S3 server (subprocess) behind `LatencyProxy` (first-byte latency L, each connection
+capped at --conn-mbps), a synthetic version of --mb MiB of tokens in ~--shard-mb shards (written
+with ShardWriter + commit_manifest), and the same tokens read four ways:
   (a) stream     StreamReader through the proxy, sized by the plan for L and the cap
   (b) no-lat     StreamReader, the same request size and depth, 0 ms injected, same cap
   (c) per-doc    --docs documents stored as one object each, read by --doc-threads threads (a
@@ -14,8 +14,8 @@ Checks: (d) matches every shard's manifest xxh3-128; (a) and (b) yield exactly t
 (xxh3 of the streamed tokens == xxh3 over the shards read in (d)); (c) equals the start of a shard.
 Rates are tokens/s while reading (opening a version, a few small requests, is shown apart); (a)
 and (b) run --repeat times alternately and the best of each is kept, to damp a shared machine.
-(b) keeps (a)'s plan on purpose: moto copies a whole object for every range GET, so the smaller
-requests a 0 ms plan would choose would measure moto, not latency.
+(b) keeps (a)'s plan on purpose, so that (a) and (b) differ in the injected latency alone (a 0 ms
+plan would choose smaller requests, and measure the local server's per-request cost).
 Last line: JSON with stream_tokens_per_s and the ratios (targets >= 0.8, >= 20, >= 2).
 """
 
@@ -37,7 +37,7 @@ from pipeline.formats.megatron import decode_index
 from pipeline.stream.reader import StreamReader
 from pipeline.stream.windows import shard_order
 from pipeline.testing.latency_proxy import LatencyProxy
-from pipeline.testing.s3 import dummy_aws_env, moto_server
+from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 from pipeline.testing.synthetic import write_version
 
 BUCKET = "bench-read"
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.mb % args.shard_mb:
         shard_tokens.append(args.mb % args.shard_mb * MiB // 2)
 
-    with dummy_aws_env(), moto_server() as endpoint:
+    with dummy_aws_env(), seaweedfs_server() as endpoint:
         direct = StorageConfig(endpoint_url=endpoint)
         root = Location.from_uri(f"s3://{BUCKET}", direct)
         root.fs.mkdir(BUCKET)
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         keys, docs_digest = upload_documents(version, root / "docs", args.docs)
         print(
             f"setup: {args.mb} MiB in {len(shard_tokens)} shards + {len(keys)} document objects"
-            f" written to moto in {time.perf_counter() - t0:.1f} s"
+            f" written to SeaweedFS in {time.perf_counter() - t0:.1f} s"
         )
 
         with LatencyProxy(endpoint, latency, bandwidth) as proxy:

@@ -5,7 +5,7 @@
         [--partition-bytes 16MiB] [--workers 2] [--set KEY=VALUE]
 
 The corpus (a make_corpus folder, or one made with `--mb` in a temp folder) is cut by file, in
-path order, into its first 1/16, 1/4 and all; each part is uploaded to a moto S3 server on
+path order, into its first 1/16, 1/4 and all; each part is uploaded to a SeaweedFS S3 server on
 loopback (upload not timed) and run end to end with work units, shards and dedup partitions
 scaled down together (2 MiB units, 1 MiB shards instead of 256 MiB), so that unit, shard and
 partition counts grow with the data as they would on a 10 TB corpus. Every size gets a fresh
@@ -39,7 +39,7 @@ from pipeline.config_sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
 from pipeline.run.driver import run_pipeline
 from pipeline.run.ray_env import hide_local_auth_notice
-from pipeline.testing.s3 import dummy_aws_env, moto_server
+from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-scale"
 DATA_STAGES = ("read+hash", "near", "tokenize", "pack")  # stages that move documents or tokens
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
             sets += ["dedup.partitions=null", f"dedup.partition_bytes={args.partition_bytes}"]
         sets += args.set
         results = []
-        with dummy_aws_env(), moto_server() as endpoint:
+        with dummy_aws_env(), seaweedfs_server() as endpoint:
             storage = {"endpoint_url": endpoint}
             base = Location.from_uri(f"s3://{BUCKET}", StorageConfig(endpoint_url=endpoint))
             base.fs.mkdir(BUCKET)

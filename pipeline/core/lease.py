@@ -92,6 +92,19 @@ def _create_exclusive(loc: Location, data: bytes) -> tuple[bool, str | None]:
         return True, (out or {}).get("ETag")
     except FileExistsError:
         return False, None
+    except OSError as e:
+        if _precondition_failed(e):  # the key exists: If-None-Match: * refused
+            return False, None
+        raise
+
+
+def _precondition_failed(e: OSError) -> bool:
+    """A 412 answer. s3fs raises FileExistsError for a refused create only when the error names
+    its condition (AWS, moto); SeaweedFS leaves <Condition> out, and s3fs raises EINVAL."""
+    if "Precondition" in str(e) or "412" in str(e):
+        return True
+    response = getattr(e.__cause__, "response", None) or {}
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412
 
 
 def _holder_is_dead(holder: dict) -> bool:
@@ -204,7 +217,7 @@ class Lease:
                 self.check()  # raises LeaseLost: the lease is gone or not ours
                 raise
             except OSError as e:
-                if e.errno == errno.EINVAL or "Precondition" in str(e) or "412" in str(e):
+                if e.errno == errno.EINVAL or _precondition_failed(e):
                     raise LeaseLost(
                         f"{self.loc.uri}: the lease of run {self.run_id} was taken over by"
                         " another run (conditional renewal refused); stopping without committing"

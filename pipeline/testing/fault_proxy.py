@@ -2,7 +2,7 @@
 
     python -m pipeline.testing.fault_proxy --upstream http://127.0.0.1:5000 --slowdown-every 7
 
-It sits in front of an S3 endpoint (moto, SeaweedFS) and reads each HTTP/1.1 request whole (h11
+It sits in front of an S3 endpoint (SeaweedFS, any S3) and reads each HTTP/1.1 request whole (h11
 does the framing). Then, by the request's number n (1, 2, ... over all connections):
 - a permanent rule whose method and key match answers its error (e.g. 403 AccessDenied) forever;
 - else every `slowdown_every`-th request is answered 503 SlowDown (S3's "reduce your request
@@ -109,6 +109,9 @@ class FaultProxy:
         # (host, port) of each client whose request is being held now: a test finds the process
         # stuck in it by that socket address.
         self.holding: list[tuple[str, int]] = []
+        # (method, request target as sent: path and query) of every request received, in order:
+        # what a test counts, independent of the client and of the server's internals.
+        self.requests: list[tuple[str, str]] = []
         # Every key exists from the start, so that another thread can copy the dict any time.
         for key in (
             "requests",
@@ -173,6 +176,7 @@ class FaultProxy:
                 self._requests += 1
                 n = self._requests
                 method = request.method.decode()
+                self.requests.append((method, request.target.decode()))
                 path = urllib.parse.unquote(request.target.decode().split("?", 1)[0])
                 self.counters["requests"] += 1
                 fault = self.plan.fault_for(n, method, path)

@@ -1,24 +1,30 @@
-"""A real S3 endpoint on loopback for tests and benchmarks: moto's standalone server.
+"""Real S3 endpoints on loopback for tests and benchmarks.
 
-moto runs as a subprocess (as in s3fs's own test suite), so its requests go through a real HTTP
-stack and it is stopped by its pid. Dummy credentials keep botocore from looking for real ones.
-moto's recorder (``/moto-api/recorder/*``) lets a test see which requests the server received.
+`seaweedfs_server` (pipeline.testing.seaweedfs): a production object store, started as a
+subprocess and stopped by its pid. `moto_server` (moto, a Python imitation of S3) only where a
+test needs what SeaweedFS lacks (storage classes, lifecycle transitions).
+Dummy credentials keep botocore from looking for real ones.
+`recorded_requests` puts the project's own proxy in front of a server and records every request
+that crosses it (what a test counts is what crossed the wire, not a server's internals).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+
+from pipeline.testing.fault_proxy import FaultPlan, FaultProxy
+from pipeline.testing.seaweedfs import seaweedfs_server
+
+__all__ = ["seaweedfs_server"]
 
 DUMMY_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -50,36 +56,33 @@ def dummy_aws_env() -> Iterator[None]:
 
 @contextlib.contextmanager
 def moto_server(startup_timeout: float = 60.0) -> Iterator[str]:
-    """Start ``python -m moto.server`` on a free loopback port; yield its endpoint URL."""
+    """Start ``python -m moto.server`` on a free loopback port; yield its endpoint URL.
+
+    Only for what SeaweedFS refuses: storage classes (a CopyObject onto itself with a new
+    StorageClass is InvalidRequest) and lifecycle rules with Transitions (NotImplemented)."""
     if importlib.util.find_spec("moto") is None:  # moto is in the test extra only
         raise SystemExit(
-            "this needs the local S3 test server (moto), which `pip install -e .` does not"
-            " install: run `pip install -e '.[test]'` first"
+            "this needs moto, which `pip install -e .` does not install:"
+            " run `pip install -e '.[test]'` first"
         )
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory(prefix="moto-") as tmp:
-        env = {
-            **os.environ,
-            **DUMMY_AWS_ENV,
-            "MOTO_RECORDER_FILEPATH": os.path.join(tmp, "recording.jsonl"),
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **DUMMY_AWS_ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_up(endpoint, proc, startup_timeout)
+        yield endpoint
+    finally:
+        proc.terminate()
         try:
-            _wait_until_up(endpoint, proc, startup_timeout)
-            yield endpoint
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _wait_until_up(endpoint: str, proc: subprocess.Popen, timeout: float) -> None:
@@ -95,27 +98,11 @@ def _wait_until_up(endpoint: str, proc: subprocess.Popen, timeout: float) -> Non
     raise TimeoutError(f"moto server at {endpoint} did not answer within {timeout} s")
 
 
-def _moto_api(endpoint: str, action: str) -> bytes:
-    method = "GET" if action == "download-recording" else "POST"
-    request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{action}", method=method)
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.read()
-
-
 @contextlib.contextmanager
-def recorded_requests(endpoint: str) -> Iterator[list[tuple[str, str]]]:
-    """Collect (method, url) of every request the moto server receives inside the block.
+def recorded_requests(upstream: str) -> Iterator[FaultProxy]:
+    """A proxy in front of `upstream` that records every request sent through it.
 
-    The list is filled when the block exits (the server's own record, independent of the client).
-    """
-    requests: list[tuple[str, str]] = []
-    _moto_api(endpoint, "reset-recording")
-    _moto_api(endpoint, "start-recording")
-    try:
-        yield requests
-    finally:
-        _moto_api(endpoint, "stop-recording")
-        for line in _moto_api(endpoint, "download-recording").decode().splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                requests.append((entry["method"], entry["url"]))
+    Point the client at `proxy.endpoint`; `proxy.requests` holds (method, target) of each
+    request, target being the path and query as sent (e.g. `/bucket?delete`)."""
+    with FaultProxy(upstream, FaultPlan()) as proxy:
+        yield proxy

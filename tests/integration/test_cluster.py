@@ -1,6 +1,6 @@
 """The cluster path: a job submitted to a real Ray head, and several Ray nodes that share only S3.
 
-Both tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
+The tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
 stop every Ray on the machine, other users' included). Ray's temp dir (sessions, sockets and the
 "current cluster" address file that a bare `ray.init()` reads) is private to each test through
 RAY_TMPDIR, so no other Ray on the machine can be joined by mistake. Each test takes 30-60 s.
@@ -8,6 +8,7 @@ RAY_TMPDIR, so no other Ray on the machine can be joined by mistake. Each test t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 import ray
 from helpers import REPO, SAMPLE_CONFIG
+from ray.job_submission import JobStatus, JobSubmissionClient
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -33,6 +36,7 @@ from pipeline.run.driver import run_pipeline
 from pipeline.testing.s3 import free_port
 
 VENV_BIN = Path(sys.executable).parent
+TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 
 
 def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
@@ -163,9 +167,8 @@ def test_job_on_a_real_head_runs_verifies_and_leaves_nothing(ray_tmpdir, tmp_pat
     with ray_head(ray_tmpdir) as (url, env, head):
         job = subprocess.run(
             [
-                str(VENV_BIN / "ray"),
-                "job",
-                "submit",
+                sys.executable,
+                str(REPO / "jobs/submit.py"),
                 "--address",
                 url,
                 "--working-dir",
@@ -184,6 +187,9 @@ def test_job_on_a_real_head_runs_verifies_and_leaves_nothing(ray_tmpdir, tmp_pat
             timeout=240,
         )
         log = job.stdout + job.stderr
+        # Success is the job's status, read through the SDK; submit.py's exit code says the same.
+        (info,) = JobSubmissionClient(url).list_jobs()
+        assert info.status == JobStatus.SUCCEEDED, log[-4000:]
         assert job.returncode == 0, log[-4000:]
         assert "succeeded" in log and "committed" in log and "1 nodes, 2 CPUs" in log
         # the driver ran from the uploaded working dir, not from this checkout
@@ -283,3 +289,108 @@ def test_three_nodes_sharing_only_s3_give_the_single_node_bytes(
         single.version, single.manifest
     )
     assert comparable(result.manifest) == comparable(single.manifest)
+
+
+class DroppingRelay:
+    """A TCP relay to the Ray dashboard that cuts the first `drops` log-tail WebSockets
+    `after_s` seconds after they open, as a flaky network or a restarted proxy does: the client
+    sees the abnormal closure (1006) of ray-project/ray#57002 while the job goes on."""
+
+    def __init__(self, upstream_port: int, drops: int = 2, after_s: float = 2.5) -> None:
+        self.upstream_port, self.drops, self.after_s = upstream_port, drops, after_s
+        self.dropped = 0
+
+    def __enter__(self) -> DroppingRelay:
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self._thread.start()
+        assert started.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        started.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        first = await reader.read(65536)
+        up_writer.write(first)
+        pipes = [self._pipe(reader, up_writer), self._pipe(up_reader, writer)]
+        drop = b"/logs/tail" in first.split(b"\r\n", 1)[0] and self.dropped < self.drops
+        if drop:
+            self.dropped += 1
+            pipes = [asyncio.wait_for(asyncio.gather(*pipes), self.after_s)]
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*pipes)
+        for w in (writer, up_writer):
+            w.transport.abort()  # no WebSocket close frame: an abnormal closure
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+        dst.write_eof()
+
+
+SLOW_JOB = "import time; [(print('line', i, flush=True), time.sleep(0.25)) for i in range(30)]"
+
+
+def test_submit_survives_a_dropped_log_stream_and_exits_with_the_jobs_code(ray_tmpdir):
+    submit = [sys.executable, str(REPO / "jobs/submit.py"), "--address"]
+    with (
+        ray_head(ray_tmpdir) as (url, env, head),
+        DroppingRelay(int(url.rsplit(":", 1)[1])) as relay,
+    ):
+        client = JobSubmissionClient(url)
+        # `ray job submit` through the same network: the job succeeds, the CLI fails.
+        relay.dropped, relay.drops = 0, 1
+        cli = subprocess.run(
+            [str(VENV_BIN / "ray"), "job", "submit", "--address", relay.url, "--"]
+            + ["python", "-c", SLOW_JOB],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert relay.dropped == 1
+        print(f"ray job submit: exit {cli.returncode}: {cli.stderr.strip().splitlines()[-1:]}")
+        assert cli.returncode != 0 and "1006" in cli.stdout + cli.stderr
+        (job,) = client.list_jobs()
+        while client.get_job_status(job.submission_id) not in TERMINAL:
+            time.sleep(0.5)
+        assert client.get_job_status(job.submission_id) == JobStatus.SUCCEEDED
+
+        # jobs/submit.py: the stream dropped twice, every line printed once, the job's exit code.
+        relay.dropped, relay.drops = 0, 2
+        ok = subprocess.run(
+            [*submit, relay.url, "--", "python", "-c", SLOW_JOB],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        print(ok.stderr)
+        assert relay.dropped == 2 and ok.stderr.count("log stream dropped") == 2
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        printed = [line for line in ok.stdout.splitlines() if line.startswith("line ")]
+        assert printed == [f"line {i}" for i in range(30)], ok.stdout  # each once, in order
+        failed = subprocess.run(
+            [*submit, relay.url, "--", "python", "-c", "import sys; print('bye'); sys.exit(7)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert failed.returncode == 7 and "bye" in failed.stdout, failed.stderr
+        assert "failed; exit 7" in failed.stderr
+    assert live_processes(ray_tmpdir, session=head.pid) == []

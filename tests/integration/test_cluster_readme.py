@@ -1,11 +1,12 @@
 """The README's "Run on a Ray cluster" commands, run as written against a real head and S3 server.
 
 The commands are read from the README's ```sh block, and only the head's address (HEAD and its
-two ports) and ENDPOINT (the moto S3 server) are filled in. The head is started the README's way,
-so Ray's default token authentication is on; its token lands in a private HOME (~/.ray/auth_token
-of this test only). To share the machine with other Ray clusters, the head command gets flags the
-README leaves to their defaults: free ports for every other Ray port, a private temp dir, --block
-(so that it is stopped by its pid, never `ray stop`), 127.0.0.1, two CPUs. Takes ~1-2 minutes.
+two ports) and ENDPOINT (the SeaweedFS S3 server) are filled in. The head is started the README's
+way, so Ray's default token authentication is on; its token lands in a private HOME
+(~/.ray/auth_token of this test only). To share the machine with other Ray clusters, the head
+command gets flags the README leaves to their defaults: free ports for every other Ray port, a
+private temp dir, --block (so that it is stopped by its pid, never `ray stop`), 127.0.0.1,
+two CPUs. Takes ~1-2 minutes.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
     fs.invalidate_cache()
 
     ports = {"gcs": free_port(), "dashboard": free_port()}
+    dashboard = f"http://127.0.0.1:{ports['dashboard']}"
     cmds = [fill_in(line, "127.0.0.1", ports, s3_server) for line in readme_cluster_commands()]
     exports = [c for c in cmds if c.startswith("export ")]
     (start,) = [c for c in cmds if c.startswith("ray start --head")]
@@ -160,11 +162,13 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         assert skipped.get("README.md") == "excluded", skipped
 
         # Air-gapped form: the same submission with the image's runtime env; a committed run
-        # writes nothing (the S3 server's own record of the requests shows no write).
+        # writes nothing (every request the job sends crosses the recording proxy: none writes).
         before = bucket_state(storage, "datasets-bucket")
         image = steps[0].replace("jobs/runtime_env.yaml", "jobs/runtime_env.image.yaml")
-        with recorded_requests(s3_server) as requests:
-            again = sh(image)
+        with recorded_requests(s3_server) as proxy:
+            again = sh(image.replace(s3_server, proxy.endpoint))
+        requests = proxy.requests
+        assert requests, "the job sent nothing through the proxy: the check would be vacuous"
         out = again.stdout + again.stderr
         print(f"$ {image}\n{again.stdout[-2000:]}\n(exit {again.returncode})")
         assert again.returncode == 0, out[-4000:]
@@ -172,6 +176,13 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         writes = [(m, u) for m, u in requests if m in WRITES and "datasets-bucket" in u]
         assert writes == []
         assert bucket_state(storage, "datasets-bucket") == before
+
+        # Success is each job's status, read through Ray's SDK (with the README's token).
+        statuses = sh(
+            "python -c 'from ray.job_submission import JobSubmissionClient as C;"
+            f" print(*sorted(j.status.value for j in C(\"{dashboard}\").list_jobs()))'"
+        )
+        assert statuses.stdout.split() == ["SUCCEEDED"] * 4, statuses.stdout + statuses.stderr
     finally:
         _stop_head(head)
         log.close()

@@ -25,7 +25,7 @@ from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location, StorageUnreachable
 from pipeline.run.ray_env import WORKER_ENV, worker_runtime_env
 from pipeline.stream.reader import StreamReader
-from pipeline.testing.s3 import moto_server
+from pipeline.testing.s3 import seaweedfs_server
 
 S3_CONFIG = str(REPO / "configs" / "s3.yaml")
 
@@ -55,7 +55,7 @@ def test_worker_env_outside_a_job_and_when_the_job_sets_every_key(monkeypatch):
 @pytest.fixture(scope="module")
 def stopped_endpoint() -> str:
     """The URL of an S3 server that was started and then stopped."""
-    with moto_server() as endpoint:
+    with seaweedfs_server() as endpoint:
         pass
     return endpoint
 

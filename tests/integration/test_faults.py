@@ -1,4 +1,4 @@
-"""S3 faults between the pipeline and a real S3 server (moto), injected by
+"""S3 faults between the pipeline and a real S3 server (SeaweedFS), injected by
 pipeline.testing.fault_proxy.
 
 Policy under test:

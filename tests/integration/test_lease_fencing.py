@@ -1,6 +1,6 @@
 """Case 8 of "nothing wrong committed": the lease is fenced (a holder whose lease was taken over
 cannot renew or commit), expiry allows for clock skew, and a pid is judged only in the same boot
-and pid namespace. Local files and the moto S3 server (conditional PUT on the ETag)."""
+and pid namespace. Local files and the SeaweedFS S3 server (conditional PUT on the ETag)."""
 
 from __future__ import annotations
 

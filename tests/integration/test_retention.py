@@ -1,5 +1,6 @@
 """Retention: the plan selects exactly what the rules say, --apply does exactly that and nothing a
-live manifest references, reruns are no-ops; local storage and the moto S3 server."""
+live manifest references, reruns are no-ops; local storage and a moto S3 server
+(storage classes: see s3_server below)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import boto3
 import pyarrow as pa
 import pytest
+import s3fs
 from helpers import REPO
 
 from pipeline.cli import main
@@ -22,7 +24,7 @@ from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle, rule_prefix
 from pipeline.retention.plan import format_plan, plan_retention
-from pipeline.testing.s3 import recorded_requests
+from pipeline.testing.s3 import dummy_aws_env, moto_server, recorded_requests
 
 NAME = "ds"
 WORK_FILES = {  # key under the dataset -> bytes (core/layout.py)
@@ -389,7 +391,16 @@ def test_retain_command_prints_then_applies(local, capsys, tmp_path):
     assert "applied: 0 actions" in capsys.readouterr().out
 
 
-# -- S3 (moto server) ------------------------------------------------------------------------
+# -- S3 (moto) ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto, not SeaweedFS, for this module's S3 tests: they move objects to another storage class
+    (CopyObject onto itself with a new StorageClass: SeaweedFS answers InvalidRequest, it has no
+    storage classes) and put lifecycle rules with Transitions (SeaweedFS: NotImplemented)."""
+    with dummy_aws_env(), moto_server() as endpoint:
+        yield endpoint
+    s3fs.S3FileSystem.clear_instance_cache()  # its instances point at the stopped server
+
 def s3_config(bucket: str, endpoint: str, **retention) -> Config:
     return make_config(f"s3://{bucket}/raw", f"s3://{bucket}/out", endpoint, **retention)
 
@@ -410,31 +421,30 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
     s3_bucket, s3_storage, s3_server
 ):
     root = s3_dataset(s3_bucket, s3_server, s3_storage)
-    cfg = s3_config(
-        s3_bucket,
-        s3_server,
-        rules={
-            "versions": {
-                "keep_newest": 2,
-                "transitions": [{"after_days": 10, "storage_class": "STANDARD_IA"}],
-            }
-        },
-    )
-    later = time.time() + 20 * DAY  # everything is 20 days old
-    before = keys(root)
-    plan = plan_retention(cfg, now=later)
-    assert planned(plan) == expected_deletes()
-    live = {
-        f"{v}/{n}"
-        for v in (V[1], V[3])
-        for n in ("shard-00000.bin", "shard-00000.idx", "manifest.json")
+    rules = {
+        "versions": {
+            "keep_newest": 2,
+            "transitions": [{"after_days": 10, "storage_class": "STANDARD_IA"}],
+        }
     }
-    assert planned(plan, "transition") == live
-    assert keys(root) == before
-    counts0 = IO.snapshot()
-    with recorded_requests(s3_server) as requests:
+    with recorded_requests(s3_server) as proxy:  # the plan holds the endpoint it was made with
+        cfg = s3_config(s3_bucket, proxy.endpoint, rules=rules)
+        later = time.time() + 20 * DAY  # everything is 20 days old
+        before = keys(root)
+        plan = plan_retention(cfg, now=later)
+        assert planned(plan) == expected_deletes()
+        live = {
+            f"{v}/{n}"
+            for v in (V[1], V[3])
+            for n in ("shard-00000.bin", "shard-00000.idx", "manifest.json")
+        }
+        assert planned(plan, "transition") == live
+        assert keys(root) == before
+        proxy.requests.clear()
+        counts0 = IO.snapshot()
         audit = apply_plan(plan, cfg)
-    counts = IO.delta(IO.snapshot(), counts0)
+        counts = IO.delta(IO.snapshot(), counts0)
+        requests = list(proxy.requests)
     assert sum(e["status"] == "done" for e in audit) == len(expected_deletes()) + len(live)
     after = keys(root)
     assert {k for k in before - after} == expected_deletes()
@@ -442,7 +452,7 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
     listing = root.fs.find(root.path, detail=True)
     for key in live:
         assert listing[f"{root.path}/{key}"]["StorageClass"] == "STANDARD_IA"
-    # counters are the server's own count of requests, by type
+    # counters are what crossed the wire (the proxy's record), by type
     by_method = {m: sum(1 for x, _ in requests if x == m) for m in ("GET", "PUT", "DELETE")}
     bulk_deletes = sum(1 for x, url in requests if x == "POST" and url.endswith("?delete"))
     assert counts.get("copy_requests", 0) == len(live)
@@ -451,7 +461,7 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
     assert counts["delete_requests"] == len(expected_deletes()) + 1
     assert counts.get("get_requests", 0) + counts.get("list_requests", 0) == by_method["GET"]
     # rerun: a no-op; the ledger keeps the age the copy reset
-    again = plan_retention(cfg, now=later)
+    again = plan_retention(s3_config(s3_bucket, s3_server, rules=rules), now=later)
     assert again.actions == []
     moved = next(d for d in again.decisions if d.obj.key == f"{V[3]}/manifest.json")
     first = next(d for d in plan.decisions if d.obj.key == f"{V[3]}/manifest.json")

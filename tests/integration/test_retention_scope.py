@@ -1,6 +1,6 @@
 """Cases 2 and 7 of "nothing wrong committed": retention touches only what the pipeline owns and
 read, a lifecycle rule is exported only when its prefix covers nothing else, and retention never
-deletes its own memory (the live run's committed.json, the audit logs). Local and moto S3."""
+deletes its own memory (the live run's committed.json, the audit logs). Local and SeaweedFS S3."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Retention with named sources (issue 14 follow-up, issue 16's guarantee for every source): the
 raw rule reaches the files runs read from every source, under each source's own root (sources
 sharing a folder share one root), never a file no run read; the lifecycle export has one raw
-rule per distinct root, each refused on its own. Local and moto S3."""
+rule per distinct root, each refused on its own. Local and SeaweedFS S3."""
 
 from __future__ import annotations
 

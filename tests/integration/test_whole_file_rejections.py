@@ -1,7 +1,7 @@
 """Cases 3-5 of "nothing wrong committed": a whole rejected file counts by its records (else its
 bytes), text columns of any string-like Parquet type and JSON arrays are read; symlinks follow a
 documented policy; a file name that is not UTF-8 is skipped with its escaped name. Local input,
-and the moto S3 server (case 3) with 403s from the fault proxy."""
+and the SeaweedFS S3 server (case 3) with 403s from the fault proxy."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """A Ray worker killed with SIGKILL in the middle of a unit (issue 7): no byte changes.
 
-The sample goes to a moto bucket and is read through pipeline.testing.fault_proxy, which holds the
-first GET of one input object for a while, so one `read_unit` task is reliably mid-unit. The test
-finds the worker process owning the held connection and kills it. Ray retries the task on a fresh
-worker (a worker death is retried, max_retries defaults to 3); should the run fail instead, the
-same run again must resume. Either way the committed shards must equal an uninterrupted run's.
+The sample goes to a SeaweedFS bucket and is read through pipeline.testing.fault_proxy, which holds
+the first GET of one input object for a while, so one `read_unit` task is reliably mid-unit. The
+test finds the worker process owning the held connection and kills it. Ray retries the task on a
+fresh worker (a worker death is retried, max_retries defaults to 3); should the run fail instead,
+the same run again must resume. Either way the committed shards must equal an uninterrupted run's.
 """
 
 from __future__ import annotations

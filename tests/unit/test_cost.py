@@ -13,6 +13,7 @@ from helpers import REPO
 
 from pipeline.cli import main
 from pipeline.config import Config
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import FORMAT, commit_manifest
 from pipeline.report import cost
@@ -292,9 +293,9 @@ def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
 
 # -- request counters are what the server received -------------------------------------------
 def test_s3_request_counters_match_the_server(s3_bucket, s3_storage, s3_server):
-    root = Location.from_uri(f"s3://{s3_bucket}/d", s3_storage)
     counts0 = IO.snapshot()
-    with recorded_requests(s3_server) as requests:
+    with recorded_requests(s3_server) as proxy:
+        root = Location.from_uri(f"s3://{s3_bucket}/d", StorageConfig(endpoint_url=proxy.endpoint))
         (root / "a.bin").write_bytes(b"a" * 1000)
         (root / "b.bin").write_bytes(b"b" * 10)
         assert (root / "a.bin").read_bytes(0, 100) == b"a" * 100
@@ -304,6 +305,7 @@ def test_s3_request_counters_match_the_server(s3_bucket, s3_storage, s3_server):
         assert not (root / "missing").exists()
         (root / "b.bin").remove()
     counts = IO.delta(IO.snapshot(), counts0)
+    requests = proxy.requests
     methods = [m for m, _ in requests]
     lists = sum(1 for m, url in requests if m == "GET" and "list-type=2" in url)
     assert counts.get("list_requests", 0) == lists

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units, list_inputs
 from pipeline.testing.s3 import recorded_requests
@@ -99,12 +100,14 @@ def test_listing_reads_no_object_content(local_root: Location, s3_upload, s3_ser
     s3_root = s3_upload(FILES)
     before = IO.snapshot()
     list_inputs(local_root, ["**"], [])
-    with recorded_requests(s3_server) as requests:
-        inputs, _ = list_inputs(s3_root, ["**"], [])
+    with recorded_requests(s3_server) as proxy:
+        via_proxy = Location.from_uri(s3_root.uri, StorageConfig(endpoint_url=proxy.endpoint))
+        inputs, _ = list_inputs(via_proxy, ["**"], [])
+    requests = proxy.requests
     counts = IO.delta(IO.snapshot(), before)
     assert "bytes_read" not in counts and "get_requests" not in counts
     assert inputs.num_rows == len(ACCEPTED)
-    # The server's own log: only bucket listings, no GET or HEAD of any object.
+    # What crossed the wire: only bucket listings, no GET or HEAD of any object.
     assert requests, "the recorder saw nothing: the check would be vacuous"
     for method, url in requests:
         assert method == "GET" and "list-type=2" in url, (method, url)
