@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from pipeline.core.storage import Location
+from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
     documents_accounted,
@@ -61,9 +62,37 @@ def _verify_loaded(version: Location, manifest: dict) -> dict:
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
+    verify_documents(version, manifest, every, dtype)
     verify_lineage(version, manifest)
     verify_sources(version, manifest, every)
     return manifest
+
+
+def verify_documents(version: Location, manifest: dict, shards: list[dict], dtype) -> None:
+    """The document index (formats/documents.py), where the manifest lists one: its size and
+    checksum, one row per document, and per shard the .idx's counts, offsets and lengths."""
+    entry = manifest.get("documents")
+    if entry is None:
+        return  # a version from before the index
+    try:
+        index = documents.read_index(version, entry)
+    except FileNotFoundError:
+        raise VerifyError(f"{version.uri}: {documents.INDEX_FILE} is missing") from None
+    except ValueError as e:
+        raise VerifyError(f"{version.uri}: {e}") from None
+    if index.num_rows != entry["rows"] or index.num_rows != manifest["counts"]["docs_out"]:
+        raise VerifyError(
+            f"{version.uri}: {documents.INDEX_FILE} has {index.num_rows} rows, the manifest"
+            f" says {entry['rows']} and docs_out {manifest['counts']['docs_out']}"
+        )
+    for shard in shards:
+        info = decode_index((version / shard["idx"]).read_bytes())
+        name = shard["bin"].removesuffix(".bin")
+        problem = documents.index_problem(
+            index, name, info.pointers, info.lengths, dtype.itemsize
+        )
+        if problem:
+            raise VerifyError(f"{version.uri}: {problem}")
 
 
 def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> None:
