@@ -84,9 +84,10 @@ def write_index(version: Location, tables: list[pa.Table]) -> dict:
 def read_index(version: Location, entry: dict | None = None) -> pa.Table:
     """The index; with the manifest's entry, ValueError unless size and checksum match."""
     data = (version / INDEX_FILE).read_bytes()
-    if entry is not None:
-        if len(data) != entry["bytes"] or xxhash.xxh3_128_hexdigest(data) != entry["xxh3_128"]:
-            raise ValueError(f"{INDEX_FILE} does not have the size and xxh3-128 the manifest says")
+    if entry is not None and (
+        len(data) != entry["bytes"] or xxhash.xxh3_128_hexdigest(data) != entry["xxh3_128"]
+    ):
+        raise ValueError(f"{INDEX_FILE} does not have the size and xxh3-128 the manifest says")
     return pq.read_table(io.BytesIO(data))
 
 
