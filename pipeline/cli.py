@@ -120,6 +120,60 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version_of(args: argparse.Namespace):
+    from pipeline.core.storage import Location, check_reachable
+    from pipeline.formats.manifest import load_manifest, resolve_version
+
+    location = Location.from_uri(args.uri, storage_from_args(args))
+    check_reachable(location)
+    version = resolve_version(location)
+    return version, load_manifest(version)
+
+
+def cmd_find(args: argparse.Namespace) -> int:
+    """Where a document is (formats/documents.py); exit 1 when the version does not hold it."""
+    from pipeline.formats import documents
+    from pipeline.formats.manifest import ManifestError
+
+    try:
+        version, manifest = _version_of(args)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if manifest.get("documents") is None:
+        print(f"error: {version.uri} has no document index (written before it)", file=sys.stderr)
+        return 2
+    rows = documents.find(documents.read_index(version, manifest["documents"]), args.id)
+    if not rows:
+        print(f"not found: {args.id} is not in version {manifest['version']}", file=sys.stderr)
+        return 1
+    for row in rows:
+        print(f"version {manifest['version']}")
+        for key, value in row.items():
+            print(f"{key:>12} {value}")
+    return 0
+
+
+def cmd_blend(args: argparse.Namespace) -> int:
+    """Megatron-LM's --data-path for a split, with absolute prefixes (local paths, or the
+    s3:// prefixes of an S3 version)."""
+    from pipeline.formats.manifest import ManifestError, blend_line, split_shards
+
+    try:
+        version, manifest = _version_of(args)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    sources = manifest.get("sources") or {}
+    weights = {n: e.get("weight", 1.0) for n, e in sources.items()} if args.split == "train" else {}
+    shards = split_shards(manifest, args.split)
+    if not any(s["tokens"] for s in shards):
+        print(f"error: version {manifest['version']} has no {args.split} tokens", file=sys.stderr)
+        return 1
+    print(blend_line(shards, weights, root=version.uri.removeprefix("file://")))
+    return 0
+
+
 def cmd_retain(args: argparse.Namespace) -> int:
     from pipeline.retention.apply import apply_plan
     from pipeline.retention.plan import format_plan, plan_retention
@@ -311,6 +365,22 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=cmd_verify)
 
 
+def _find_parser(sub: argparse._SubParsersAction) -> None:
+    find = sub.add_parser("find", help="where a document is: version, shard, offset, input")
+    find.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    find.add_argument("--id", required=True, help="the document id (named sources: SOURCE/ID)")
+    add_storage_args(find)
+    find.set_defaults(func=cmd_find)
+
+
+def _blend_parser(sub: argparse._SubParsersAction) -> None:
+    blend = sub.add_parser("blend", help="Megatron-LM --data-path line with absolute prefixes")
+    blend.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    blend.add_argument("--split", choices=("train", "valid"), default="train")
+    add_storage_args(blend)
+    blend.set_defaults(func=cmd_blend)
+
+
 def _retain_parser(sub: argparse._SubParsersAction) -> None:
     retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
     _add_config_args(retain)
@@ -427,6 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
         _report_parser,
         _plan_parser,
         _bench_parser,
+        _find_parser,
+        _blend_parser,
     ):
         add(sub)
     return parser

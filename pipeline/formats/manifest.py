@@ -43,6 +43,9 @@ not exist for any command or reader here. Fields:
                         a source of weight w contributes w times its tokens per epoch. Paste as
                         `--data-path` after making each prefix absolute (blend_line(..., root=
                         version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
+    documents           {file: "documents.parquet", bytes, xxh3_128, rows}: the document index
+                        (formats/documents.py), written before this manifest; absent in
+                        versions from before it
     run                 where and when: run_id, input_uri (the first source's), input_uris
                         ({source: uri}), output_uri, started_at, and skipped_files (count per
                         reason)

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from pipeline.core.storage import Location, refusal_cause
+from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
     documents_accounted,
@@ -46,6 +47,7 @@ def verify_manifest(version: Location, manifest: dict, shards_checked: bool = Fa
     """Every check `verify` makes on a version: each shard (`check_shard`), then the counts, the
     lineage and the sources. The run calls this before it commits, with `shards_checked`: its
     pack tasks already ran `check_shard` on each shard as they wrote it (one read of each)."""
+    dtype = np.dtype(manifest["tokenizer"]["dtype"])
     every = manifest["shards"] + split_shards(manifest, "valid")
     if not shards_checked:
         for i, shard in enumerate(every):
@@ -63,9 +65,37 @@ def verify_manifest(version: Location, manifest: dict, shards_checked: bool = Fa
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
+    verify_documents(version, manifest, every, dtype)
     verify_lineage(version, manifest)
     verify_sources(version, manifest, every)
     return manifest
+
+
+def verify_documents(version: Location, manifest: dict, shards: list[dict], dtype) -> None:
+    """The document index (formats/documents.py), where the manifest lists one: its size and
+    checksum, one row per document, and per shard the .idx's counts, offsets and lengths."""
+    entry = manifest.get("documents")
+    if entry is None:
+        return  # a version from before the index
+    try:
+        index = documents.read_index(version, entry)
+    except FileNotFoundError:
+        raise VerifyError(f"{version.uri}: {documents.INDEX_FILE} is missing") from None
+    except ValueError as e:
+        raise VerifyError(f"{version.uri}: {e}") from None
+    if index.num_rows != entry["rows"] or index.num_rows != manifest["counts"]["docs_out"]:
+        raise VerifyError(
+            f"{version.uri}: {documents.INDEX_FILE} has {index.num_rows} rows, the manifest"
+            f" says {entry['rows']} and docs_out {manifest['counts']['docs_out']}"
+        )
+    for shard in shards:
+        info = decode_index((version / shard["idx"]).read_bytes())
+        name = shard["bin"].removesuffix(".bin")
+        problem = documents.index_problem(
+            index, name, info.pointers, info.lengths, dtype.itemsize
+        )
+        if problem:
+            raise VerifyError(f"{version.uri}: {problem}")
 
 
 def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> None:

@@ -22,6 +22,7 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
+from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
     blend_line,
@@ -325,6 +326,7 @@ class _Driver:
                 "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
             },
         )
+        manifest["documents"] = document_index(layout, version, splits)  # before the manifest
         layout.stats.write_bytes(
             json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
         )
@@ -336,6 +338,18 @@ class _Driver:
             self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
         commit_manifest(version, manifest)
         return RunResult(version, manifest, self.reports)
+
+
+def document_index(layout: RunLayout, version: Location, splits: dict) -> dict:
+    """The version's documents.parquet (formats/documents.py) from the run's per-shard records,
+    shards in manifest order; returns the manifest's `documents` entry."""
+    tables = []
+    for split in ("train", "valid"):
+        for shard in splits[split]:
+            name = shard["bin"].removesuffix(".bin")
+            docs = layout.shard_docs(name).read_parquet()
+            tables.append(documents.shard_rows(docs, shard["source"], split, name))
+    return documents.write_index(version, tables)
 
 
 def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = False) -> RunResult:
