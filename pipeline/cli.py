@@ -174,6 +174,56 @@ def cmd_blend(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Takedown (run/takedown.py): a new version without the listed documents."""
+    from pipeline.config_sections import RayConfig
+    from pipeline.core.lease import LeaseHeld
+    from pipeline.core.storage import Location, check_reachable
+    from pipeline.formats.manifest import ManifestError, resolve_version
+    from pipeline.run.results import RunError
+    from pipeline.run.takedown import EXAMPLES, read_ids, remove_documents
+
+    try:
+        ids = read_ids(args.ids)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"error: --ids {args.ids}: {e}", file=sys.stderr)
+        return 2
+    location = Location.from_uri(args.uri, storage_from_args(args))
+    _URIS[:] = [args.uri]
+    check_reachable(location)
+    ray_cfg = RayConfig()
+    if args.config:
+        ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
+    try:
+        version = resolve_version(location)
+        done = remove_documents(version, ids, strict=args.strict, ray_cfg=ray_cfg)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RunError, LeaseHeld) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    if done.unknown:
+        print(
+            f"warning: {len(done.unknown)} of {done.ids} ids are not in the version"
+            f" (e.g. {', '.join(done.unknown[:EXAMPLES])})",
+            file=sys.stderr,
+        )
+    if done.result is None:
+        print(f"nothing to remove: no id of {args.ids} is in {version.uri}; nothing written")
+        return 0
+    m = done.result.manifest
+    removal, counts = m["removal"], m["counts"]
+    state = "already committed" if done.result.already_committed else "committed"
+    print(
+        f"removed {removal['documents']} documents from version {removal['parent']}"
+        f" (ids sha256 {removal['ids_sha256'][:16]}...): {counts['docs_out']} documents,"
+        f" {counts['tokens']} tokens, {len(m['shards'])} training shards"
+    )
+    print(f"{state:<17} {done.result.version.uri}")
+    return 0
+
+
 def cmd_retain(args: argparse.Namespace) -> int:
     from pipeline.retention.apply import apply_plan
     from pipeline.retention.plan import format_plan, plan_retention
@@ -381,6 +431,21 @@ def _blend_parser(sub: argparse._SubParsersAction) -> None:
     blend.set_defaults(func=cmd_blend)
 
 
+def _remove_parser(sub: argparse._SubParsersAction) -> None:
+    remove = sub.add_parser(
+        "remove", help="takedown: a new version without the listed documents (re-packed)"
+    )
+    remove.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    remove.add_argument("--ids", required=True, help="file of document ids, one a line")
+    remove.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2, nothing written) when an id is not in the version",
+    )
+    add_storage_args(remove)  # --config also gives the ray section
+    remove.set_defaults(func=cmd_remove)
+
+
 def _retain_parser(sub: argparse._SubParsersAction) -> None:
     retain = sub.add_parser("retain", help="print the retention plan; --apply carries it out")
     _add_config_args(retain)
@@ -499,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
         _bench_parser,
         _find_parser,
         _blend_parser,
+        _remove_parser,
     ):
         add(sub)
     return parser

@@ -11,6 +11,9 @@ validation shards; within a shard, the shard's own document order):
     tokens       int64   its token count (EOS, and BOS when configured, included)
     input_path   string  the input file it was read from (relative to its source's root)
     input_row    int64   where in that file (ingest/records.py: JSONL byte offset, Parquet row)
+    <field> ...  string  one column per `inputs[].keep_fields` entry of any source, in config
+                         order: the record's value (a string as is, a number as its JSON text),
+                         null when the record has no such field or its source does not keep it
 
 The manifest's `documents` entry names the file with its size, xxh3-128 and row count; `verify`
 checks it against every shard's .idx (documents per shard, first_token = the .idx pointer /
@@ -64,6 +67,22 @@ def shard_rows(shard_docs: pa.Table, source: str, split: str, shard: str) -> pa.
         ],
         schema=INDEX_SCHEMA,
     )
+
+
+FIELD_KEYS = ["source", "input_path", "input_row"]  # what locates a document's input record
+
+
+def with_fields(index: pa.Table, fields: pa.Table) -> pa.Table:
+    """The index with the kept input fields (`inputs[].keep_fields`) as more columns, in its
+    own row order: `fields` has FIELD_KEYS and one column per field; a document without a row
+    there gets nulls."""
+    extra = [c for c in fields.column_names if c not in FIELD_KEYS]
+    if not extra:
+        return index
+    numbered = index.append_column("_at", pa.array(range(index.num_rows), pa.int64()))
+    joined = numbered.join(fields, FIELD_KEYS, join_type="left outer", coalesce_keys=True)
+    joined = joined.sort_by("_at").drop_columns(["_at"])
+    return joined.select([*INDEX_SCHEMA.names, *extra])
 
 
 def write_index(version: Location, tables: list[pa.Table]) -> dict:

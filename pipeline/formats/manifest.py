@@ -17,7 +17,9 @@ not exist for any command or reader here. Fields:
                         none), engine (fastokens | tokenizers: the bytes are the same either
                         way) and engine_reason (why tokenizers ran, null when fastokens did)
     counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
-                        quarantined_by_reason {reason: n}
+                        quarantined_by_reason {reason: n}; a takedown's version also
+                        removed_takedown (every takedown since the run, in counts and in each
+                        source): in = out + removed (exact, near, takedown) + quarantined
     lineage             paths (relative to the dataset folder) of the run's records: input_manifest
                         (with its xxh3-128), units, removed (the dedup audit), quarantine,
                         skipped (listed files not read), stats (per-stage I/O)
@@ -46,6 +48,12 @@ not exist for any command or reader here. Fields:
     documents           {file: "documents.parquet", bytes, xxh3_128, rows}: the document index
                         (formats/documents.py), written before this manifest; absent in
                         versions from before it
+    removal             only in a version written by `remove` (run/takedown.py): {parent
+                        (the version it was re-packed from), documents (removed this time),
+                        ids_sha256 (pipeline.tokens.pack.ids_digest of those ids), unknown_ids
+                        (ids of the list the parent did not hold)}; lineage then also names
+                        removed_ids (every id removed since the run, doc_id column) and tokens
+                        (the run's token folder, which a takedown re-packs)
     run                 where and when: run_id, input_uri (the first source's), input_uris
                         ({source: uri}), output_uri, started_at, and skipped_files (count per
                         reason)
@@ -71,6 +79,7 @@ from pipeline.core.storage import Location
 from pipeline.formats.megatron import token_dtype
 
 FORMAT = "pipeline.dataset/1"
+TAKEDOWN_KEY = "removed_takedown"  # only in versions written by `remove` (run/takedown.py)
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",
@@ -96,6 +105,7 @@ def documents_accounted(counts: dict[str, int]) -> int:
         counts["docs_out"]
         + counts["removed_exact"]
         + counts["removed_near"]
+        + counts.get(TAKEDOWN_KEY, 0)
         + counts["quarantined"]
     )
 
@@ -148,6 +158,7 @@ def build_manifest(
             "quarantine": layout.quarantine.relative_to(dataset),
             "skipped": layout.skipped.relative_to(dataset),
             "stats": layout.stats.relative_to(dataset),
+            "tokens": layout.tokens.relative_to(dataset),
         },
         "shards": [_shard_entry(s) for s in shards],
         "run": {"run_id": layout.run_id, "output_uri": dataset.uri, **run},
@@ -223,6 +234,8 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
         raise ManifestError(
             f"{where}: counts must hold non-negative integers {', '.join(COUNT_KEYS)}"
         )
+    if TAKEDOWN_KEY in counts and not _count(counts[TAKEDOWN_KEY]):
+        raise ManifestError(f"{where}: counts.{TAKEDOWN_KEY} must be a non-negative integer")
     check_tokenizer(manifest.get("tokenizer"), where)
     check_shard_entries(manifest.get("shards"), where)
     splits = manifest.get("splits")

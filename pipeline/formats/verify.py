@@ -11,6 +11,7 @@ import xxhash
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
+    TAKEDOWN_KEY,
     ManifestError,
     documents_accounted,
     load_manifest,
@@ -119,9 +120,10 @@ def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> Non
                 f"{version.uri}: source {name}: its shards hold {tokens} tokens / {docs}"
                 f" documents, sources say {entry['tokens']} / {entry['docs_out']}"
             )
-    for key in ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"):
-        total = sum(entry[key] for entry in sources.values())
-        if total != counts[key]:
+    keys = ["docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"]
+    for key in keys + ([TAKEDOWN_KEY] if TAKEDOWN_KEY in counts else []):
+        total = sum(entry.get(key, 0) for entry in sources.values())
+        if total != counts.get(key, 0):
             raise VerifyError(
                 f"{version.uri}: sources add up to {key} = {total}, counts say {counts[key]}"
             )
@@ -186,6 +188,13 @@ def verify_lineage(version: Location, manifest: dict) -> None:
             raise VerifyError(
                 f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
                 f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
+            )
+    if isinstance(lineage.get("removed_ids"), str):  # a takedown's version
+        taken = table("removed_ids", ["doc_id"]).num_rows
+        if taken > counts.get(TAKEDOWN_KEY, 0):
+            raise VerifyError(
+                f"{version.uri}: {taken} ids were taken down, counts say"
+                f" {TAKEDOWN_KEY} = {counts.get(TAKEDOWN_KEY, 0)} documents"
             )
     bad = table("quarantine", ["reason", "records", "origin"])
     weights = bad["records"].to_pylist() if "records" in bad.column_names else [1] * len(bad)

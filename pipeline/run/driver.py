@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import ray
 import xxhash
 from tqdm import tqdm
@@ -340,15 +341,21 @@ class _Driver:
         return RunResult(version, manifest, self.reports)
 
 
-def document_index(layout: RunLayout, version: Location, splits: dict) -> dict:
+def document_index(
+    layout: RunLayout, version: Location, splits: dict, fields: pa.Table | None = None
+) -> dict:
     """The version's documents.parquet (formats/documents.py) from the run's per-shard records,
-    shards in manifest order; returns the manifest's `documents` entry."""
+    shards in manifest order, with the kept input fields' columns of `fields`
+    (documents.with_fields) when given; returns the manifest's `documents` entry."""
     tables = []
     for split in ("train", "valid"):
         for shard in splits[split]:
             name = shard["bin"].removesuffix(".bin")
             docs = layout.shard_docs(name).read_parquet()
             tables.append(documents.shard_rows(docs, shard["source"], split, name))
+    if fields is not None:
+        index = pa.concat_tables(tables) if tables else documents.INDEX_SCHEMA.empty_table()
+        tables = [documents.with_fields(index, fields)]
     return documents.write_index(version, tables)
 
 

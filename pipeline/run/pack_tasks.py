@@ -14,6 +14,7 @@ import tempfile
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -70,7 +71,8 @@ def _spill_unit(
 ) -> np.ndarray | None:
     """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
     sizes of its token bytes and index rows per shard, or None when it has no rows there.
-    When the plan names a split, only that split's rows (tokens/split.py)."""
+    When the plan names a split, only that split's rows (tokens/split.py); never its excluded
+    documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
@@ -80,17 +82,21 @@ def _spill_unit(
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
     )
     piece = index.slice(i0, i1 - i0)
+    keep = np.ones(piece.num_rows, dtype=bool)
     if plan.split:
-        keep = split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
-        if not keep.all():
-            lengths = piece["length"].to_numpy() * itemsize
-            offsets = (starts[i0:i1] - starts[i0]) * itemsize
-            raw = pack.gather_segments(
-                np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
-            ).tobytes()
-            piece = piece.filter(pa.array(keep))
-            if piece.num_rows == 0:
-                return None
+        keep &= split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
+    if plan.excluded:  # a takedown (PackPlan.without)
+        value_set = pa.array(sorted(plan.excluded), pa.string())
+        keep &= ~pc.is_in(piece["doc_id"], value_set=value_set).to_numpy(zero_copy_only=False)
+    if not keep.all():
+        lengths = piece["length"].to_numpy() * itemsize
+        offsets = (starts[i0:i1] - starts[i0]) * itemsize
+        raw = pack.gather_segments(
+            np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
+        ).tobytes()
+        piece = piece.filter(pa.array(keep))
+        if piece.num_rows == 0:
+            return None
     rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
     rows = np.append(rows, piece.num_rows)
     rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
