@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ByteSize, Field
+from pydantic import ByteSize, Field, field_validator
 
 from pipeline.core.model import Bytes, Seed, StrictModel
 
@@ -20,6 +20,25 @@ class InputConfig(StrictModel):
     exclude: list[str] = Field(default_factory=list)
     text_field: str = "text"
     id_field: str | None = "id"
+    # Top-level fields of each record carried into the version's document index
+    # (documents.parquet), one string column each (formats/documents.py); a record whose kept
+    # field is not a string or number is quarantined (non_scalar_field, ingest/records.py).
+    keep_fields: list[str] = Field(default_factory=list)
+
+    @field_validator("keep_fields")
+    @classmethod
+    def _kept_field_names(cls, names: list[str]) -> list[str]:
+        from pipeline.formats.documents import INDEX_SCHEMA
+
+        for name in names:
+            if not name or name in INDEX_SCHEMA.names:
+                raise ValueError(
+                    f"{name!r} cannot be kept: a field name must be non-empty and none of the"
+                    f" index's own columns ({', '.join(INDEX_SCHEMA.names)})"
+                )
+        if len(set(names)) != len(names):
+            raise ValueError("a field is named twice")
+        return names
 
 
 # A named source: its files, how to read them, and its weight in the training mixture.

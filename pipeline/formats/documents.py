@@ -85,6 +85,32 @@ def with_fields(index: pa.Table, fields: pa.Table) -> pa.Table:
     return joined.select([*INDEX_SCHEMA.names, *extra])
 
 
+def read_fields(layout, origin_of: dict[str, str], keep: dict[str, list[str]]) -> pa.Table | None:
+    """The kept fields of every document the run read (`layout`: run.RunLayout), from the units'
+    read outputs (`keep.<field>` columns, ingest/records.py): FIELD_KEYS and one string column
+    per field any source keeps (config order; null where its source does not keep it); None when
+    no source keeps a field. `origin_of`: unit -> source, `keep`: source -> its keep_fields."""
+    from pipeline.ingest.records import KEEP_PREFIX
+
+    names = list(dict.fromkeys(n for fields in keep.values() for n in fields))
+    if not names:
+        return None
+    parts = []
+    for unit, origin in sorted(origin_of.items()):
+        mine = keep.get(origin, [])
+        docs = layout.read_docs(unit).read_parquet(
+            columns=["source", "row", *(KEEP_PREFIX + n for n in mine)]
+        )
+        n = docs.num_rows
+        columns = [pa.array([origin] * n, pa.string()), docs["source"], docs["row"]]
+        columns += [
+            docs[KEEP_PREFIX + name] if name in mine else pa.nulls(n, pa.string())
+            for name in names
+        ]
+        parts.append(pa.table(columns, names=[*FIELD_KEYS, *names]))
+    return pa.concat_tables(parts)
+
+
 def write_index(version: Location, tables: list[pa.Table]) -> dict:
     """Write the index; returns the manifest's `documents` entry."""
     table = pa.concat_tables(tables) if tables else INDEX_SCHEMA.empty_table()

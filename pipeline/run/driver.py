@@ -327,7 +327,10 @@ class _Driver:
                 "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
             },
         )
-        manifest["documents"] = document_index(layout, version, splits)  # before the manifest
+        fields = documents.read_fields(
+            layout, self.origin_of, {src.name: src.keep_fields for src in cfg.sources}
+        )
+        manifest["documents"] = document_index(layout, version, splits, fields)  # before it
         layout.stats.write_bytes(
             json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
         )
