@@ -185,9 +185,10 @@ def _token_files(
     if missing:
         raise TakedownError(
             f"{len(missing)} token files of version {parent}'s run are gone (e.g."
-            f" {layout.tokens.relative_to(dataset)}/{missing[0]}; retention's token_parts"
-            " rule deletes them): a takedown cannot re-pack it; run `python -m pipeline run`"
-            " on the input without those documents instead; nothing was committed"
+            f" {layout.tokens.relative_to(dataset)}/{missing[0]}; retention deletes them after"
+            " retention.rules.token_parts.delete_after_days): a takedown cannot re-pack it;"
+            " remove the documents from the input and `run` again (keep token_parts as long"
+            " as takedowns must stay cheap); nothing was committed"
         )
     return out
 
