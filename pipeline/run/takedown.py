@@ -63,6 +63,12 @@ class UnknownIds(TakedownError):
     exit_code = 2
 
 
+class NoIndex(TakedownError):
+    """A version from before documents.parquet: which document is where is not recorded."""
+
+    exit_code = 2
+
+
 @dataclass
 class Takedown:
     result: RunResult | None  # None when no id of the list is in the version
@@ -82,7 +88,7 @@ def remove_documents(
 ) -> Takedown:
     manifest = load_manifest(version)
     if manifest.get("documents") is None:
-        raise TakedownError(
+        raise NoIndex(
             f"{version.uri} has no document index (written before it): rerun the run to"
             " write a version that can be taken down; nothing was committed"
         )
