@@ -12,11 +12,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from helpers import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env, run_command
 
+from pipeline.config import load_config
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions, resolve_version
+from pipeline.formats import documents
+from pipeline.formats.manifest import committed_versions, load_manifest, resolve_version
 from pipeline.formats.verify import verify_version
+from pipeline.run.driver import run_pipeline
+from pipeline.run.takedown import remove_documents
 from pipeline.tokens.pack import ids_digest
 
 
@@ -152,3 +156,27 @@ def test_gone_token_files_are_one_line_exit_3(taken, tmp_path: Path) -> None:
     assert committed_versions(Location.from_uri(str(copy))) == committed_versions(
         Location.from_uri(str(parent.parent))
     )
+
+
+def test_takedown_of_a_single_input_version_on_s3(ray_local, s3_bucket, s3_storage) -> None:
+    """The S3 test server, a single `input:` (shards named shard-*), in this process's Ray."""
+    cfg = load_config(
+        SAMPLE_CONFIG,
+        output_uri=f"s3://{s3_bucket}/out",
+        overrides=[f"storage.endpoint_url={s3_storage.endpoint_url}"],
+    )
+    parent = run_pipeline(cfg, show_progress=False).version
+    index = documents.read_index(parent)
+    ids = index["doc_id"].to_pylist()[1::50]
+    done = remove_documents(parent, sorted(ids))
+    assert done.removed == len(ids) and not done.unknown
+    child = resolve_version(Location.from_uri(f"s3://{s3_bucket}/out/sample", s3_storage))
+    assert child.uri == done.result.version.uri != parent.uri
+    manifest = verify_version(child)
+    assert manifest["removal"]["documents"] == len(ids)
+    assert [s["bin"] for s in manifest["shards"]] == [
+        s["bin"] for s in load_manifest(parent)["shards"]
+    ]
+    kept = [d for d in index["doc_id"].to_pylist() if d not in set(ids)]
+    assert documents.read_index(child)["doc_id"].to_pylist() == kept
+    assert remove_documents(parent, sorted(ids)).result.already_committed
