@@ -39,6 +39,7 @@ from pipeline.formats.manifest import (
     TAKEDOWN_KEY,
     blend_line,
     commit_manifest,
+    documents_accounted,
     load_manifest,
 )
 from pipeline.formats.verify import VerifyError, verify_manifest
@@ -160,23 +161,19 @@ def _token_files(
     """source -> its units' (unit, removals digest): the names of the token files to re-pack;
     TakedownError when any of them is gone."""
     units = (dataset / lineage["units"]).read_parquet(columns=["unit_id", "origin"])
-    removed = (dataset / lineage["removed"]).read_parquet(columns=["unit_id", "source", "row"])
-    removed = removed.sort_by([("unit_id", "ascending"), ("source", "ascending"),
-                               ("row", "ascending")])
-    by_unit: dict[str, list] = {}
-    for unit in sorted(set(units["unit_id"].to_pylist())):
-        by_unit[unit] = []
-    bounds = Counter(removed["unit_id"].to_pylist())
-    at = 0
-    for unit in sorted(bounds):  # rows of a unit are consecutive once sorted
-        by_unit[unit] = removed.slice(at, bounds[unit])
-        at += bounds[unit]
-    empty = removed.slice(0, 0)
     origin = dict(zip(units["unit_id"].to_pylist(), units["origin"].to_pylist(), strict=True))
+    removed = (dataset / lineage["removed"]).read_parquet(columns=["unit_id", "source", "row"])
+    removed = removed.sort_by(
+        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
+    )
+    rows = Counter(removed["unit_id"].to_pylist())
+    first, at = {}, 0
+    for unit in sorted(rows):  # a unit's rows are consecutive, units in this order
+        first[unit], at = at, at + rows[unit]
     out: dict[str, list[tuple[str, str]]] = {}
-    for unit in sorted(by_unit):
-        rows = by_unit[unit] if isinstance(by_unit[unit], pa.Table) else empty
-        out.setdefault(origin[unit], []).append((unit, removals_digest(rows)))
+    for unit in sorted(origin):  # the digest tokenize named the unit's token files with
+        mine = removed.slice(first.get(unit, 0), rows.get(unit, 0))
+        out.setdefault(origin[unit], []).append((unit, removals_digest(mine)))
     try:
         there = set(layout.tokens.ls_names())
     except FileNotFoundError:
@@ -310,12 +307,13 @@ def _manifest(parent, layout, version_id, parts, gone, digest, unknown, started)
             "train": blend_line(splits["train"], weights),
             "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
         }
-    if (docs_in := counts["docs_in"]) != (
-        accounted := counts["docs_out"] + counts["removed_exact"] + counts["removed_near"]
-        + counts[TAKEDOWN_KEY] + counts["quarantined"]
-    ):
-        raise TakedownError(f"accounting does not balance: docs_in {docs_in} != {accounted};"
-                            " nothing was committed")
+    expected = parent["counts"]["docs_out"] - gone.num_rows
+    if documents_accounted(counts) != counts["docs_in"] or counts["docs_out"] != expected:
+        raise TakedownError(
+            f"accounting does not balance: the shards hold {counts['docs_out']} documents, the"
+            f" parent's {parent['counts']['docs_out']} less {gone.num_rows} taken down is"
+            f" {expected}; nothing was committed"
+        )
     return out
 
 
