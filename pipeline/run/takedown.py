@@ -93,7 +93,10 @@ def remove_documents(
             f"{version.uri} has no document index (written before it): rerun the run to"
             " write a version that can be taken down; nothing was committed"
         )
-    index = documents.read_index(version, manifest["documents"])
+    try:
+        index = documents.read_index(version, manifest["documents"])
+    except ValueError as e:  # not the index the manifest names
+        raise TakedownError(f"{version.uri}: {e}: run `verify`; nothing was committed") from None
     hit = pc.is_in(index["doc_id"], value_set=pa.array(ids, pa.string()))
     gone = index.filter(hit)
     present = sorted(set(gone["doc_id"].to_pylist()))
