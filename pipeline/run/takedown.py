@@ -150,6 +150,13 @@ def _token_key(dataset: Location, lineage: dict) -> str:
         keys = (dataset / "_work/tokens").ls_names()
     except FileNotFoundError:
         keys = []
+    if not keys:
+        raise TakedownError(
+            f"the token files of the version's run are gone ({dataset.uri}/_work/tokens is"
+            " empty; retention deletes them after"
+            " retention.rules.token_parts.delete_after_days): a takedown cannot re-pack it;"
+            " remove the documents from the input and `run` again; nothing was committed"
+        )
     if len(keys) != 1:
         raise TakedownError(
             f"the version's lineage does not name its token folder and {dataset.uri}/_work/tokens"

@@ -139,11 +139,16 @@ def test_a_takedown_of_a_takedown_removes_both_lists(taken, tmp_path: Path) -> N
     assert not left & (set(ids) | set(more))
 
 
-def test_gone_token_files_are_one_line_exit_3(taken, tmp_path: Path) -> None:
+def test_token_files_retention_deleted_are_one_line_exit_3(taken, tmp_path: Path) -> None:
     parent, _, _, _ = taken
     copy = tmp_path / "sample"
     shutil.copytree(parent.parent, copy)
-    shutil.rmtree(copy / "_work" / "tokens")
+    retain = _cli(
+        "retain", "--config", str(SOURCES_CONFIG), "--output", str(tmp_path), "--apply",
+        "--set", "retention.rules.token_parts.delete_after_days=0",
+    )
+    assert retain.returncode == 0, retain.stderr
+    assert not list((copy / "_work" / "tokens").rglob("*.bin"))  # retention deleted them
     first = pq.read_table(parent / "documents.parquet")["doc_id"].to_pylist()[0]
     listed = _ids_file(tmp_path, "ids", [first, "web/unknown"])
     done = _cli("remove", str(copy / parent.name), "--ids", str(listed), "--strict")
