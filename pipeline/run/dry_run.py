@@ -11,6 +11,7 @@ list_stage) in this process, without Ray.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import PurePosixPath
 
 import pyarrow.compute as pc
 
@@ -69,14 +70,17 @@ def _skipped_lines(skipped) -> list[str]:
 
 
 def _first_record_lines(cfg: Config, src, inputs) -> list[str]:
-    """The first record of the first file of each (format, compression): one read each."""
+    """The first record of the first file of each extension (.json, .jsonl.gz, ...): one read
+    each."""
     lines, seen = [], set()
     root = Location.from_uri(src.uri, cfg.storage)
     for row in inputs.to_pylist():
-        kind = (row["format"], row["compression"])
-        if kind in seen:
+        suffixes = PurePosixPath(row["path"].lower()).suffixes
+        suffix = "".join(suffixes[-2:] if row["compression"] != "none" else suffixes[-1:])
+        if suffix in seen:
             continue
-        seen.add(kind)
+        seen.add(suffix)
+        kind = (row["format"], row["compression"])
         found = first_record(root / row["path"], *kind, int(cfg.ingest.max_doc_bytes))
         lines.append(f"  first record of {row['path']} ({row['format']}):")
         if "problem" in found:
