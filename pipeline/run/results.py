@@ -13,13 +13,14 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from pipeline import exit_codes
 from pipeline.formats.megatron import ShardInfo
 
 
 class RunError(Exception):
     """The run stopped on purpose (too many bad records, broken accounting); nothing committed."""
 
-    exit_code = 3
+    exit_code = exit_codes.RUN_STOPPED
 
 
 T = TypeVar("T", bound="TaskResult")
