@@ -397,7 +397,12 @@ def _find_parser(sub: argparse._SubParsersAction) -> None:
 def _blend_parser(sub: argparse._SubParsersAction) -> None:
     blend = sub.add_parser("blend", help="Megatron-LM --data-path line with absolute prefixes")
     blend.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
-    blend.add_argument("--split", choices=("train", "valid"), default="train")
+    blend.add_argument(
+        "--split",
+        choices=("train", "valid"),
+        default="train",
+        help="the training shards (default) or the validation split's",
+    )
     add_storage_args(blend)
     blend.set_defaults(func=cmd_blend)
 

@@ -121,9 +121,14 @@ class RayConfig(StrictModel):
 
 
 class RunConfig(StrictModel):
-    # Refuse (exit 3) a run whose listed bytes of a source fell by more than this fraction
-    # against the newest committed version's (run --allow-empty overrides; run/input_guard.py).
-    max_input_shrink: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_input_shrink: float = Field(  # run/input_guard.py
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="refuse (exit 3) a run whose listed bytes of a source fell by more than this"
+        " fraction against the newest committed version's; an input that yields no document"
+        " is refused too; `run --allow-empty` publishes anyway",
+    )
 
 
 class IngestConfig(StrictModel):
