@@ -41,8 +41,9 @@ not exist for any command or reader here. Fields:
                         path prefix (its .bin without the extension) relative to the version
                         folder and w = its source's weight x its tokens, normalised to sum to 1:
                         a source of weight w contributes w times its tokens per epoch. Paste as
-                        `--data-path` after making each prefix absolute (blend_line(..., root=
-                        version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
+                        `--data-path` after making each prefix absolute (data_path_line(
+                        version folder, blend["train"]) does it; the run's summary ends with
+                        it), e.g. `OUT/sample/<version>/train-web-00000`.
     run                 where and when: run_id, input_uri (the first source's), input_uris
                         ({source: uri}), output_uri, started_at, and skipped_files (count per
                         reason)
@@ -179,6 +180,15 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
     if len(words) % 2:
         raise ManifestError(f"blend line has an odd number of words: {line!r}")
     return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+
+
+def data_path_line(version_uri: str, blend: str) -> str:
+    """Megatron's `--data-path` words for a version: its manifest's blend line (e.g.
+    `blend["train"]`) with each prefix joined under the version folder `version_uri`; the
+    weights are kept as written."""
+    parse_blend(blend)  # an even number of words, alternately a float and a prefix
+    words, root = blend.split(), version_uri.rstrip("/")
+    return " ".join(w if i % 2 == 0 else f"{root}/{w}" for i, w in enumerate(words))
 
 
 def split_shards(manifest: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
