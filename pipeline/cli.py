@@ -166,8 +166,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         epochs_per_month=args.epochs,
         range_bytes=args.range_bytes,
     )
-    print(format_markdown(report))
-    if args.corpus_bytes:  # the same run, at the user's scale
+    if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.core.units import parse_size
         from pipeline.report import bill, dry_run
 
@@ -183,7 +182,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             range_bytes=args.range_bytes,
             prices=cfg.prices,
         )
-        print("\n".join(["", *bill.bill_lines(report["projection"])]))
+    print(format_markdown(report))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
