@@ -164,20 +164,18 @@ def cmd_find(args: argparse.Namespace) -> int:
 def cmd_blend(args: argparse.Namespace) -> int:
     """Megatron-LM's --data-path for a split, with absolute prefixes (local paths, or the
     s3:// prefixes of an S3 version)."""
-    from pipeline.formats.manifest import ManifestError, blend_line, split_shards
+    from pipeline.formats.manifest import ManifestError, data_path_line
 
     try:
         version, manifest = _version_of(args)
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sources = manifest.get("sources") or {}
-    weights = {n: e.get("weight", 1.0) for n, e in sources.items()} if args.split == "train" else {}
-    shards = split_shards(manifest, args.split)
-    if not any(s["tokens"] for s in shards):
+    blend = (manifest.get("blend") or {}).get(args.split)
+    if not blend:
         print(f"error: version {manifest['version']} has no {args.split} tokens", file=sys.stderr)
         return 1
-    print(blend_line(shards, weights, root=version.uri.removeprefix("file://")))
+    print(data_path_line(version.uri, blend))
     return 0
 
 
@@ -245,8 +243,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         epochs_per_month=args.epochs,
         range_bytes=args.range_bytes,
     )
-    print(format_markdown(report))
-    if args.corpus_bytes:  # the same run, at the user's scale
+    if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.core.units import parse_size
         from pipeline.report import bill, dry_run
 
@@ -262,7 +259,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             range_bytes=args.range_bytes,
             prices=cfg.prices,
         )
-        print("\n".join(["", *bill.bill_lines(report["projection"])]))
+    print(format_markdown(report))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
