@@ -94,7 +94,7 @@ def _timeline(
     pieces: list[Segment], weight: float, seed: int, epoch: int
 ) -> list[tuple[float, Segment]]:
     """One source's segments for the epoch, each with the fraction of the timeline before it."""
-    source_key = xxhash.xxh3_64_intdigest(str(pieces[0].source))
+    source_key = xxhash.xxh3_64_intdigest(str(pieces[0].source).encode())
     order = np.random.default_rng([seed, epoch, source_key]).permutation(len(pieces))
     passes, fraction = int(weight), weight - int(weight)
     total = sum(p.tokens for p in pieces)

@@ -359,3 +359,86 @@ def test_response_framing_finds_the_end_of_each_response():
     )
     assert not any(chunked.feed(msg[i : i + 1]) for i in range(len(msg) - 1))  # byte by byte
     assert chunked.feed(msg[-1:])
+
+
+# -- shuffling within bounded groups (issue 23) --------------------------------------------------
+GROUP = 10  # windows per shuffle group
+SHUFFLED = {**SMALL, "shuffle_buffer_bytes": GROUP * (L + 1) * 2}
+
+
+def test_shuffled_windows_stay_in_their_group_and_change_every_epoch(version):
+    expected = windows_of(stream_of(version))
+    index = index_of(expected)
+    with StreamReader(version.uri, L, **SHUFFLED) as reader:
+        assert reader.shuffle_group == GROUP
+        first, second = read(reader), read(reader)
+    ids = [index[w.tobytes()] for w in first]
+    assert sorted(ids) == list(range(len(expected)))  # every window once
+    groups = [j // GROUP for j in ids]
+    assert groups == sorted(groups)  # a group at a time: reads stay large and in stream order
+    assert ids != sorted(ids)
+    # the same seed and epoch give the same order; the next epoch another one
+    assert same(read(StreamReader(version.uri, L, **SHUFFLED)), first)
+    second_ids = [index_of(windows_of(stream_of(version, 0, 1)))[w.tobytes()] for w in second]
+    assert sorted(second_ids) == list(range(len(expected))) and second_ids != ids
+    # reading shuffled fetches the same bytes in the same requests as reading in order
+    ordered = StreamReader(version.uri, L, **ORDERED)
+    read(ordered)
+    shuffled = StreamReader(version.uri, L, **SHUFFLED)
+    read(shuffled)
+    assert (shuffled.stats.requests, shuffled.stats.bytes) == (
+        ordered.stats.requests,
+        ordered.stats.bytes,
+    )
+
+
+def test_elastic_resume_with_small_shuffle_groups_covers_the_rest_once(version):
+    index = index_of(windows_of(stream_of(version)))
+    seen, job = Counter(), None
+    for world, counts in ((3, (5, 9, 2)), (2, (4, 11)), (4, (None,) * 4)):
+        readers = [
+            StreamReader(version.uri, L, rank=r, world_size=world, **SHUFFLED) for r in range(world)
+        ]
+        for reader, n in zip(readers, counts, strict=True):
+            if job is not None:
+                reader.load_state_dict(job)
+            seen += coverage(read(reader, n), index)
+            reader.close()
+        job = json.loads(json.dumps(StreamReader.merge_states([r.state_dict() for r in readers])))
+    assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
+    # same rank, same world: the resumed reader continues the shuffled order exactly
+    full = read(StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED))
+    head_reader = StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED)
+    head = read(head_reader, 13)
+    resumed = StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED)
+    resumed.load_state_dict(json.loads(json.dumps(head_reader.state_dict())))
+    assert same(head + read(resumed), full)
+
+
+def test_shuffle_buffer_must_fit_the_memory_cap(version):
+    with pytest.raises(ValueError, match="shuffle_buffer_bytes"):
+        StreamReader(version.uri, L, max_buffer_bytes=64 * 1024, shuffle_buffer_bytes=60 * 1024)
+
+
+# -- document boundaries --------------------------------------------------------------------------
+def boundaries_by_hand(tokens, eos):
+    """Document starts in the inputs and position ids, one token at a time."""
+    starts, positions, pos = [0], [], 0
+    for i, _t in enumerate(tokens[:-1]):
+        if i and tokens[i - 1] == eos:
+            starts.append(i)
+            pos = 0
+        positions.append(pos)
+        pos += 1
+    return starts + [len(tokens) - 1], positions
+
+
+def test_boundaries_match_eos_on_every_window(version):
+    eos = load_manifest(version)["tokenizer"]["eos_id"]
+    with StreamReader(version.uri, L, boundaries=True, **SHUFFLED) as reader:
+        windows = read(reader)
+    assert len(windows) == reader.windows_per_epoch
+    for w in windows:
+        starts, positions = boundaries_by_hand(w.tokens.tolist(), eos)
+        assert w.cu_seqlens.tolist() == starts and w.position_ids.tolist() == positions
+    assert sum(len(w.cu_seqlens) - 2 for w in windows) > len(windows) // 4  # documents start inside
