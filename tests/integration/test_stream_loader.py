@@ -34,21 +34,22 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, os, sys
 from pipeline.stream.torch_data import StreamDataLoader, TorchIterableDataset
-uri, out, resume = sys.argv[1], sys.argv[2], sys.argv[3]
+uri, out, resume, seq_len = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5])
 read = json.loads(sys.argv[4])
-loader = StreamDataLoader(TorchIterableDataset(uri, %d, **read), batch_size=3, num_workers=2)
+loader = StreamDataLoader(TorchIterableDataset(uri, seq_len, **read), batch_size=3, num_workers=2)
 step = 0
 if resume != "-":
     loader.load_state_dict(json.load(open(resume))["state"])
     step = json.load(open(resume))["step"] + 1
 for batch in loader:
-    record = {"step": step, "windows": [w.tolist()[:8] for w in batch], "state": loader.state_dict()}
+    windows = [w.tolist()[:8] for w in batch]
+    record = {"step": step, "windows": windows, "state": loader.state_dict()}
     with open(f"{out}/step.tmp", "w") as f:
         json.dump(record, f)
     os.replace(f"{out}/step.tmp", f"{out}/step-{step:05d}.json")
     step += 1
 print("epoch done", flush=True)
-""" % L
+"""
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def steps(folder: Path) -> list[dict]:
 
 def run_child(version, out: Path, resume: str, kill_after: int | None):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    args = [sys.executable, "-c", CHILD, version.uri, str(out), resume, json.dumps(READ)]
+    args = [sys.executable, "-c", CHILD, version.uri, str(out), resume, json.dumps(READ), str(L)]
     proc = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.PIPE)
     try:
         if kill_after is None:
