@@ -9,6 +9,10 @@ nowhere else: a document starts right after each EOS. For a window of L + 1 toke
 - `position_ids` (int64, L): i minus the start of the document holding input i, so positions
   restart at 0 at each document and at the window's start (a document cut by the window edge
   starts again at 0, as Megatron's reset_position_ids does).
+A weighted mixture cuts shards into pieces at arbitrary tokens (mixture.py), so a piece can start
+or end inside a document; the reader passes each piece's start as a `cut`, a boundary too (the
+rest of a cut document is attended on its own, never with the piece before it, which has no EOS
+between them). Whole shards always end with an EOS, so unweighted versions have no cuts.
 The loss mask is left to the trainer (docs/reading.md): `tokens[:-1] != eos_id` masks the
 prediction of a document's first token from the previous document's EOS.
 """
@@ -28,10 +32,13 @@ class Window(NamedTuple):
     position_ids: np.ndarray  # int64, L
 
 
-def with_boundaries(tokens: np.ndarray, eos_id: int) -> Window:
+def with_boundaries(tokens: np.ndarray, eos_id: int, cuts: np.ndarray | None = None) -> Window:
+    """The window with its boundaries; `cuts`: other positions in 1..L-1 where a span starts."""
     inputs = tokens[:-1]
     n = len(inputs)
     starts = np.flatnonzero(inputs[:-1] == eos_id) + 1
+    if cuts is not None and len(cuts):
+        starts = np.union1d(starts, cuts)
     cu = np.concatenate([[0], starts, [n]]).astype(np.int32)
     positions = np.arange(n, dtype=np.int64)
     positions -= np.repeat(cu[:-1].astype(np.int64), np.diff(cu))

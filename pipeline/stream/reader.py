@@ -183,6 +183,7 @@ class StreamReader:
         self._segments = self._epoch_segments(epoch)  # in stream order
         self._shards = [seg.shard for seg in self._segments]
         self._shard_tokens = [seg.tokens for seg in self._segments]
+        self._segment_starts = np.cumsum([0, *self._shard_tokens[:-1]], dtype=np.int64)
         self._base = normalize(base if base is not None else [(0, self.windows_per_epoch)])
         self._consumed = consumed
 
@@ -257,11 +258,17 @@ class StreamReader:
                     window = _cut(pending, j * L, j * L + L + 1)
                     self._consumed += 1
                     self.stats.windows += 1
-                    yield with_boundaries(window, self.eos_id) if self.boundaries else window
+                    yield self._with_boundaries(window, j * L) if self.boundaries else window
             for piece in pieces:  # rest of the last shard, read for its checksum
                 fetcher.release(piece.nbytes)
         finally:
             fetcher.close()
+
+    def _with_boundaries(self, window: np.ndarray, w0: int) -> Window:
+        """Document starts from EOS, and where a mixture's piece starts inside the window."""
+        starts = self._segment_starts
+        lo, hi = np.searchsorted(starts, [w0 + 1, w0 + self.seq_len])
+        return with_boundaries(window, self.eos_id, starts[lo:hi] - w0)
 
     def _requests(self, ranges: list[ByteRange]) -> tuple[list[ByteRange | int], list[Request]]:
         """Fetch list: the ranges, each shard's .idx before its first range when verifying."""
