@@ -5,8 +5,8 @@
             ...
             ckpt["data"] = reader.state_dict()
 
-What is read: only a version with a valid manifest.json (else ManifestError); its shards in
-manifest order, permuted per epoch by (seed, epoch), their tokens concatenated, cut into windows
+What is read: only a version with a valid manifest.json (else ManifestError); its segments
+(below) in stream order, their tokens concatenated, cut into windows
 of seq_len + 1 tokens at stride seq_len (window j = tokens [j*L, j*L + L + 1); the stream's last
 < L tokens are unused). Rank r of W reads the r-th of W contiguous, equal (± 1) runs of windows,
 so ranks never overlap, together cover every window, and each reads only its own stretch of bytes
@@ -21,23 +21,22 @@ whole and its .idx and .bin are checked against the manifest's xxh3-128 (VerifyE
 mismatch is found at the end of that shard, so windows from it may already have been yielded:
 treat the error as fatal for the job.
 
-Splits and sources: `split="train"` (the default) reads the training shards (`shards`),
-`split="valid"` the validation shards (`splits.valid`, each once per epoch). A version of named
-sources with weights other than 1 is read as the mixture the manifest's blend line describes: the
-epoch is a list of segments (stretches of shards, see `mixture.py`) permuted by (seed, epoch)
-like shards are, so the sources interleave and a source of weight w yields w times its tokens per
-epoch (within a token per shard). `epoch_layout()` lists the segments in stream order. With all
-weights 1 (and for versions before sources) the segments are the whole shards, as before.
+Splits, mixtures, order (reference: docs/reading.md): `split="train"` (the default) reads the
+training shards, `split="valid"` the validation shards. The epoch is a list of segments in stream
+order (`mixture.py`: whole shards permuted by (seed, epoch); a weighted mixture's pieces spread
+so that copies of a stretch are >= 1/(2w) of the epoch apart); `epoch_layout()` lists them. A
+rank yields its windows shuffled within groups of `shuffle_group` windows (`WindowOrder`,
+`shuffle_windows`, default on; the same range requests as in order). `boundaries=True` yields
+`Window(tokens, cu_seqlens, position_ids)` (boundaries.py).
 
-Resume: `state_dict()` is JSON-able: the epoch, the set of windows the assignment started from
-(`base`, intervals of window ids), world_size, rank and how many windows this rank consumed
-(format and merging: `resume.py`).
-- Same world size and rank: the rank continues exactly where it was (ranks may differ in count).
-- Another world size (or rank): every rank of the new job loads the *same* state. A state merged
-  with `StreamReader.merge_states(all ranks' states)` is exact whatever the ranks consumed. A
-  single rank's state is read as "every rank consumed this many" (synchronous data-parallel
-  training: a checkpoint at a step boundary), which is exact there too. The job's remaining
-  windows are then split over the new ranks: nothing repeated, nothing skipped.
+Resume: `state_dict()` is JSON-able (format: resume.py, docs/reading.md): the stream, the epoch,
+the shuffle group, the windows the assignment started from (`base`), world_size, rank and how
+many windows this rank yielded.
+- Same world size and rank: the rank continues exactly where it was (same windows, same order).
+- Another world size (or rank): every rank of the new job loads the *same* state, merged with
+  `StreamReader.merge_states(all ranks' states)` (exact whatever the ranks consumed) or a single
+  rank's (read as "every rank consumed this many": synchronous training). The job's remaining
+  windows are split over the new ranks: nothing repeated, nothing skipped.
 """
 
 from __future__ import annotations
