@@ -17,7 +17,7 @@ TOP = ("pipeline", "tests", "jobs", "configs", "docs", "sample", ".ci")
 _TOPS = "|".join(re.escape(t) for t in TOP)
 PATH = re.compile(rf"(?<![\w./-])((?:{_TOPS})/[\w./-]*\w)")
 # a dotted module or attribute: pipeline.x.y[.Name]
-MODULE = re.compile(r"(?<![\w./-])(pipeline(?:\.\w+)+)")
+MODULE = re.compile(r"(?<![\w./-])(pipeline(?:\.\w+)+)(?![\w/])")  # not a tag like `x.y/1`
 # placeholders a document may use in a path (OUT/<name>/<version>, NNNNN, ...)
 PLACEHOLDER = re.compile(r"[<*{]|NNNNN|XXXX")
 
@@ -42,7 +42,26 @@ def _is_module(dotted: str) -> bool:
         return False
 
 
+def _without_console_output(text: str) -> str:
+    """A console transcript's output lines (the lines after a `$ ` command, up to a blank line)
+    show data — document ids like `docs/100114`, input paths relative to a source — not paths
+    of this repository."""
+    kept, in_output = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("$ "):
+            kept.append(re.sub(r"--id \S+", "", line))  # a document id, not a path
+            in_output = True
+        elif not stripped or stripped.startswith("```"):
+            kept.append(line)
+            in_output = False
+        elif not in_output:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def _names(text: str) -> tuple[set[str], set[str]]:
+    text = _without_console_output(text)
     paths = {m for m in PATH.findall(text) if not PLACEHOLDER.search(m)}
     modules = {m.rstrip(".") for m in MODULE.findall(text)}
     return paths, modules
