@@ -175,7 +175,7 @@ def refusal_cause(error: BaseException) -> str | None:
             inner = getattr(e, "cause", None)
             return str(inner if isinstance(inner, StorageRefused) else e)
         if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f"no AWS credentials found ({e}; see the README's \"Credentials\")"
+            return f"no AWS credentials found ({e}; see docs/cluster.md, \"Credentials\")"
         if isinstance(e, ClientError):
             err = e.response.get("Error") or {}
             code = str(err.get("Code", ""))
