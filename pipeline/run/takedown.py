@@ -34,6 +34,7 @@ from pipeline.config_sections import PackConfig, RayConfig
 from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
+from pipeline.exit_codes import CONFIG_ERROR
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
     TAKEDOWN_KEY,
@@ -61,13 +62,13 @@ class TakedownError(RunError):
 class UnknownIds(TakedownError):
     """--strict and ids the version does not hold."""
 
-    exit_code = 2
+    exit_code = CONFIG_ERROR
 
 
 class NoIndex(TakedownError):
     """A version from before documents.parquet: which document is where is not recorded."""
 
-    exit_code = 2
+    exit_code = CONFIG_ERROR
 
 
 @dataclass
