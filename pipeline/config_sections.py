@@ -58,6 +58,12 @@ class StorageConfig(StrictModel):
     retries: int = Field(default=10, ge=1)
     read_timeout: float = Field(default=15.0, gt=0)  # seconds without a byte: retry the request
     connect_timeout: float = Field(default=5.0, gt=0)  # seconds to connect; also the reach check
+    # Every object written is sent with this checksum of its bytes (of each part, in a multipart
+    # upload), which the store checks before it accepts the PUT (S3 ChecksumAlgorithm; a
+    # corrupted upload is refused, BadDigest). SHA256 is the algorithm s3fs carries through a
+    # multipart upload; "none" for a store that rejects checksum headers (botocore may still
+    # send its own CRC32: its request_checksum_calculation setting).
+    upload_checksum: Literal["SHA256", "none"] = "SHA256"
 
 
 class RayConfig(StrictModel):
