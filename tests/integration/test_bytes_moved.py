@@ -126,3 +126,17 @@ def test_a_corrupted_upload_is_refused_by_the_store(s3_bucket, s3_storage, multi
     unchecked = _writer_without_sdk_checksums(f"s3://{s3_bucket}/unchecked.bin", off)
     unchecked.write_bytes(data)
     assert unchecked.read_bytes() != data  # stored corrupt: only `verify` would catch it now
+
+
+def test_plan_prints_bytes_moved_and_pack_reads_no_shard_back(capsys):
+    from pipeline.cli import main
+    from pipeline.report import dry_run
+
+    cut, stages = dry_run.dry_run(10**13)
+    pack = next(s for s in stages if s.name == "pack")
+    assert pack.bytes_read == 2 * cut["token_bytes"]  # pass 1 and pass 2; no read back
+    assert pack.requests["head"] >= 2 * cut["shards"]  # the stored sizes instead
+    moved = dry_run.bytes_moved_per_input_byte(cut, stages)
+    assert moved == sum(s.bytes_read + s.bytes_written for s in stages) / 10**13
+    assert main(["plan", "--corpus-bytes", "10TB"]) == 0
+    assert f"bytes moved {moved:.2f} x input" in capsys.readouterr().out
