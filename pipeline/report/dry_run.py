@@ -326,13 +326,13 @@ def _tokenize(c: _Cut) -> StagePlan:
 
 def _pack(c: _Cut) -> StagePlan:
     """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
-    no read back, a HEAD per .bin and .idx); the commit GETs each .idx once (verify's checks)."""
+    no read back, a HEAD per .bin and .idx)."""
     g, k, s, t = c.g, c.k, c.s, c.token_bytes
     return StagePlan(
         "pack",
         g * k + s,
         {
-            "get": 2 * c.m * k + g * s + s,
+            "get": 2 * c.m * k + g * s,
             "put": g * k * (puts(t / (g * k)) + 1) + s * (puts(c.shard_bytes) + 1),
             "head": g * k + 2 * s,
         },
