@@ -61,8 +61,8 @@ class StorageConfig(StrictModel):
     # Every object written is sent with this checksum of its bytes (of each part, in a multipart
     # upload), which the store checks before it accepts the PUT (S3 ChecksumAlgorithm; a
     # corrupted upload is refused, BadDigest). SHA256 is the algorithm s3fs carries through a
-    # multipart upload; "none" for a store that rejects checksum headers (botocore may still
-    # send its own CRC32: its request_checksum_calculation setting).
+    # multipart upload; "none" for a store that rejects checksum headers (then botocore sends
+    # none of its own either: request_checksum_calculation when_required).
     upload_checksum: Literal["SHA256", "none"] = "SHA256"
 
 

@@ -106,7 +106,8 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
     also without a config), which the store checks before it accepts them: a body corrupted on
     its way is refused (BadDigest), not stored. s3fs passes `s3_additional_kwargs` to each call
     that takes the parameter (PutObject, UploadPart, CreateMultipartUpload, DeleteObjects...)
-    and carries each part's ChecksumSHA256 into CompleteMultipartUpload."""
+    and carries each part's ChecksumSHA256 into CompleteMultipartUpload. "none" (a store that
+    rejects checksum headers) also stops botocore's own default CRC32 (when_required)."""
     if not uri.startswith("s3://"):
         return {}
     checksum = getattr(options, "upload_checksum", "SHA256")
@@ -122,6 +123,8 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
             "connect_timeout": options.connect_timeout,
         }
     }
+    if checksum == "none":
+        kwargs["config_kwargs"]["request_checksum_calculation"] = "when_required"
     client: dict[str, Any] = {}
     if options.endpoint_url:
         client["endpoint_url"] = options.endpoint_url

@@ -123,6 +123,8 @@ def test_a_corrupted_upload_is_refused_by_the_store(s3_bucket, s3_storage, multi
             loc.write_bytes(data)
     assert not loc.fs.exists(loc.path)
     off = s3_storage.model_copy(update={"upload_checksum": "none"})
+    config = storage_options(loc.uri, off)["config_kwargs"]
+    assert config["request_checksum_calculation"] == "when_required"  # no SDK CRC32 either
     unchecked = _writer_without_sdk_checksums(f"s3://{s3_bucket}/unchecked.bin", off)
     unchecked.write_bytes(data)
     assert unchecked.read_bytes() != data  # stored corrupt: only `verify` would catch it now
