@@ -142,3 +142,36 @@ def test_plan_prints_bytes_moved_and_pack_reads_no_shard_back(capsys):
     assert moved == sum(s.bytes_read + s.bytes_written for s in stages) / 10**13
     assert main(["plan", "--corpus-bytes", "10TB"]) == 0
     assert f"bytes moved {moved:.2f} x input" in capsys.readouterr().out
+
+
+def test_the_checks_on_written_bytes_name_the_shard_document_and_stored_size(tmp_path):
+    """What pack checks instead of a read back: boundaries batch by batch (document numbers
+    count from the shard's start), the .idx in memory, and the sizes storage holds."""
+    import dataclasses
+
+    import numpy as np
+
+    from pipeline.formats.megatron import ShardWriter
+    from pipeline.formats.verify import WrittenBoundaries, check_written
+
+    tok = {"dtype": "uint16", "eos_id": 0, "bos_id": None, "special_tokens_in_text": "text"}
+    docs = np.array([5, 6, 0, 7, 0], np.uint16), np.array([3, 2])
+    boundaries = WrittenBoundaries("s.bin", tok, "v: shard s")
+    boundaries.add(*docs)
+    with pytest.raises(VerifyError, match=r"s.bin: EOS id 0 inside document 3 \(token 0\)"):
+        boundaries.add(np.array([4, 0, 0, 1, 0], np.uint16), np.array([2, 3]))
+    version = Location.from_uri(str(tmp_path))
+    with (version / "s.bin").atomic_writer() as b, (version / "s.idx").atomic_writer() as i:
+        writer = ShardWriter(b, i, np.uint16)
+        writer.add(*docs)
+        info = writer.close()
+    entry = {"bin": "s.bin", "idx": "s.idx", **dataclasses.asdict(info)}
+    assert check_written(version, entry, writer.index, tok, "v").tokens == 5
+    with pytest.raises(VerifyError, match="idx as written does not have"):
+        check_written(version, entry, writer.index[:-8] + bytes(8), tok, "v")
+    (tmp_path / "s.bin").write_bytes(b"\0" * 4)  # what storage holds is not what was written
+    with pytest.raises(VerifyError, match="s.bin has 4 bytes, manifest says 10"):
+        check_written(version, entry, writer.index, tok, "v")
+    (tmp_path / "s.bin").unlink()
+    with pytest.raises(VerifyError, match="s.bin is missing"):
+        check_written(version, entry, writer.index, tok, "v")
