@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from pipeline import exit_codes
+
 
 class IOCounters:
     """Per-process counts of bytes and requests made through this module (thread-safe)."""
@@ -144,7 +146,7 @@ class StorageUnreachable(Exception):
 
     Its own exit code, 5: not a verify mismatch (1) nor a config error (2)."""
 
-    exit_code = 5
+    exit_code = exit_codes.STORAGE_UNREACHABLE
 
 
 class StorageRefused(Exception):
@@ -152,7 +154,7 @@ class StorageRefused(Exception):
 
     Exit 6, one line naming the URI and the cause (5 stays "does not accept connections")."""
 
-    exit_code = 6
+    exit_code = exit_codes.STORAGE_REFUSED
 
 
 # S3 error codes that no retry or other object can cure -> the cause, in words
@@ -187,7 +189,7 @@ def refusal_cause(error: BaseException) -> str | None:
             inner = getattr(e, "cause", None)
             return str(inner if isinstance(inner, StorageRefused) else e)
         if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f"no AWS credentials found ({e}; see the README's \"Credentials\")"
+            return f"no AWS credentials found ({e}; see docs/cluster.md, \"Credentials\")"
         if isinstance(e, ClientError):
             err = e.response.get("Error") or {}
             code = str(err.get("Code", ""))
