@@ -21,6 +21,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from pipeline import reuse_keys
 from pipeline.config_sections import (
+    NO_BYTES,
+    READ,
     DedupConfig,
     IngestConfig,
     InputConfig,
@@ -45,22 +47,29 @@ class ConfigError(Exception):
 
 
 class Config(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """A run's configuration. Each key declares which stages' bytes it changes (`changes`,
+    pipeline/reuse_keys.py): a section field for all of its section, else each of its keys."""
+
+    # the dataset's folder (OUTPUT/<name>) and, for a single `input:`, its source's name: the
+    # origin the read outputs' rows carry (as inputs[*].name does)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", json_schema_extra=READ)
     # one input (the dataset's only source, named like the dataset) or `inputs:`, a list of
     # named sources; exactly one of the two (see sources)
     input: InputConfig | None = None
     inputs: list[SourceConfig] | None = None
-    output: OutputConfig
-    storage: StorageConfig = StorageConfig()
-    ray: RayConfig = RayConfig()
-    run: RunConfig = RunConfig()  # guards on what a run may publish (no bytes)
+    # where data lives and how a run is run: never which bytes
+    output: OutputConfig = Field(json_schema_extra=NO_BYTES)
+    storage: StorageConfig = Field(StorageConfig(), json_schema_extra=NO_BYTES)
+    ray: RayConfig = Field(RayConfig(), json_schema_extra=NO_BYTES)
+    run: RunConfig = Field(RunConfig(), json_schema_extra=NO_BYTES)  # guards on what may publish
     ingest: IngestConfig = IngestConfig()
     dedup: DedupConfig = DedupConfig()
     tokenize: TokenizeConfig
     pack: PackConfig = PackConfig()
     split: SplitConfig = SplitConfig()
-    retention: RetentionConfig = RetentionConfig()  # see retention/policy.py
-    prices: PricesConfig = PricesConfig()
+    # what is kept and what it costs: see retention/policy.py, report/prices.py
+    retention: RetentionConfig = Field(RetentionConfig(), json_schema_extra=NO_BYTES)
+    prices: PricesConfig = Field(PricesConfig(), json_schema_extra=NO_BYTES)
 
     @model_validator(mode="after")
     def _one_input_form(self) -> Config:
@@ -110,31 +119,12 @@ class Config(StrictModel):
         return self.model_copy(update={"dedup": dedup})
 
     def output_config(self) -> dict[str, Any]:
-        """Everything that decides the dataset's bytes: not where data lives, not Ray, not
-        retention or prices, and the tokenizer by content (see output_hash), not by path."""
-        return self.model_dump(
-            mode="json",
-            exclude={
-                "input": {"uri"},
-                "inputs": {"__all__": {"uri"}},
-                "output": True,
-                "storage": True,
-                "ray": True,
-                "run": True,
-                "retention": True,
-                "prices": True,
-                # the engine and its checking rate do not change the bytes (proven per run)
-                "tokenize": {"tokenizer", "engine", "verify_fraction"},
-                # how bytes move, not which: the resolved partition count stays in
-                "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
-                "pack": {"exchange_request_bytes", "exchange_task_bytes"},
-            },
-        )
+        """Every key declared as changing the dataset's bytes (`output`): the manifest's
+        `config`. The tokenizer counts by content (output_hash), not by path."""
+        return reuse_keys.output_config(self)
 
     def output_hash(self) -> str:
-        data = self.output_config()
-        data["tokenize"]["tokenizer_sha256"] = reuse_keys.file_digest(self.tokenize.tokenizer)
-        return reuse_keys.digest(data)
+        return reuse_keys.output_hash(self)
 
     def read_key(self) -> str:
         """Key of the per-unit read outputs (units/<read_key>/): see stage_keys."""
@@ -145,8 +135,8 @@ class Config(StrictModel):
         return self.stage_keys()["tokens"]
 
     def stage_keys(self) -> dict[str, str]:
-        """The key of each reused intermediate, from everything that decides its bytes (the rule
-        and the keys known not to count: reuse_keys.py)."""
+        """The key of each reused intermediate, from the keys declared as changing its bytes
+        (reuse_keys.py)."""
         return reuse_keys.stage_keys(self)
 
 

@@ -42,7 +42,7 @@ command finds the same run folder (resume; "already committed"). A unit id hashe
 `token_key` the read key, the tokenizer (by content) and its options and the seed, and
 `<removed>` the unit's set of removed documents: an output is reused exactly when everything that
 decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (reuse_keys.py),
-which hashes every config key except those listed as not affecting a stage's bytes. Version ids are
+which hashes the config keys declared (field metadata) as changing its bytes. Version ids are
 UTC timestamps plus the run id, so `sorted()` is "by time".
 """
 

@@ -17,15 +17,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
 from pipeline.core.layout import utc_stamp
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
  "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),

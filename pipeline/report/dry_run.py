@@ -21,15 +21,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from pipeline.config import Config
 from pipeline.config_sections import DedupConfig
 from pipeline.formats.sectioned import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 MiB = 2**20
 S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size

@@ -26,9 +26,8 @@ import datetime as dt
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
 from pipeline.core.layout import WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
 from pipeline.core.storage import Location
@@ -40,6 +39,9 @@ from pipeline.retention.decide import (
     is_raw_root,
 )
 from pipeline.retention.plan import Plan, list_objects, load_ledger
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 LEDGER_FORMAT = "pipeline.core.storage-classes/1"
 AUDIT_DIR = "_audit"
