@@ -19,7 +19,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core.layout import utc_stamp
+from pipeline.core.layout import REPORTS_DIR, utc_stamp
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
@@ -253,7 +253,7 @@ def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
         ("md", format_markdown(report)),
         ("html", format_html(report)),
     ):
-        loc = dataset / f"_reports/cost-{stamp}.{ext}"
+        loc = dataset / f"{REPORTS_DIR}/cost-{stamp}.{ext}"
         loc.write_bytes(text.encode())
         out.append(loc)
     return out
