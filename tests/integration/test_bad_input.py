@@ -25,8 +25,8 @@ from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
-from pipeline.run import tasks as stages
 from pipeline.run.driver import run_pipeline
+from pipeline.run.tasks import read_unit
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "owls")
 
@@ -210,14 +210,14 @@ def listed_pieces(root: Location) -> list[dict]:
 
 
 def read_unit_here(tmp_path: Path, root: Location, pieces: list[dict]):
-    """stages.read_unit without Ray: (summary, docs, quarantine rows)."""
+    """read_unit without Ray: (summary, docs, quarantine rows)."""
     cfg = load_config(
         SAMPLE_CONFIG,
         input_uri=root.uri if root.is_local else str(tmp_path),
         output_uri=str(tmp_path / "out"),
     )
     layout = RunLayout.for_config(cfg, "test")
-    summary = stages.read_unit(layout, root, "u", pieces, cfg)
+    summary = read_unit(layout, root, "u", pieces, cfg)
     docs = layout.read_docs("u").read_parquet().to_pylist()
     return summary, docs, layout.read_quarantine("u").read_parquet().to_pylist()
 
