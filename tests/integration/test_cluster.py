@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 import ray
-from helpers import REPO, SAMPLE_CONFIG
 from ray.job_submission import JobStatus, JobSubmissionClient
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version

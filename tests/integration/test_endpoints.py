@@ -16,9 +16,9 @@ import time
 
 import pytest
 import yaml
-from helpers import REPO
 from ray.runtime_env import RuntimeEnv
 from ray.runtime_env.runtime_env import _merge_runtime_env
+from support import REPO
 
 from pipeline import cli
 from pipeline.config_sections import StorageConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
 
 from pipeline.config import load_config
 from pipeline.core.layout import is_version_name

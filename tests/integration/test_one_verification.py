@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 from tokenizers import SentencePieceUnigramTokenizer
 
 from pipeline.bench import doc_memory

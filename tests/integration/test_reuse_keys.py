@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pydantic
 import pytest
-from helpers import SAMPLE_CONFIG, SOURCES_CONFIG
 from pydantic import BaseModel, ByteSize, Field
+from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
 from pipeline import reuse_keys
 from pipeline.config import Config, load_config

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from helpers import REPO, SAMPLE_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 from tokenizers import Tokenizer
 
 from pipeline.config import ConfigError, load_config

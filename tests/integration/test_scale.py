@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.config_sections import DedupConfig

@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
-from helpers import REPO, SAMPLE_CONFIG, own_ray_env
+from support import REPO, SAMPLE_CONFIG, own_ray_env
 
 from pipeline.core.storage import StorageRefused, refusal_cause, refusals_named
 from pipeline.testing.s3 import moto_server

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location

@@ -13,8 +13,8 @@ import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
 from pydantic import BaseModel
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline import cli
 from pipeline.config import Config

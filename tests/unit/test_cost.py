@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import REPO
+from support import REPO
 
 from pipeline.cli import main
 from pipeline.config import Config

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SAMPLE, TOKENIZER
+from support import SAMPLE, TOKENIZER
 from tokenizers import (
     Regex,
     SentencePieceUnigramTokenizer,
