@@ -276,6 +276,7 @@ def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_s
 
 
 # -- case 5: quiet local runs ----------------------------------------------------------------
+@pytest.mark.slow  # runs the pipeline
 def test_local_run_prints_no_warning_a_user_cannot_act_on(tmp_path):
     import logging
 

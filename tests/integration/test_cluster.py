@@ -35,6 +35,7 @@ from pipeline.formats.verify import verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.testing.s3 import free_port
 
+pytestmark = pytest.mark.cluster  # a Ray cluster of its own (`ray start`): slow too (conftest.py)
 VENV_BIN = Path(sys.executable).parent
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 

@@ -18,6 +18,8 @@ from pipeline.formats.manifest import resolve_version
 from pipeline.formats.megatron import decode_index, read_shard
 from pipeline.formats.verify import VerifyError, verify_version
 
+pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

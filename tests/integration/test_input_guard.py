@@ -19,6 +19,8 @@ from pipeline.retention.plan import plan_retention
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
 
+pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
+
 
 def versions(out: Path, name: str = "sample") -> list[str]:
     dataset = out / name

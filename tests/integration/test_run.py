@@ -248,6 +248,7 @@ def test_error_rate_stops_the_run(ray_local, tmp_path):
     assert committed_versions(Location.from_uri(str(tmp_path / "out" / "sample"))) == []
 
 
+@pytest.mark.slow  # runs the pipeline
 @pytest.mark.parametrize(
     "yaml_text, key",
     [

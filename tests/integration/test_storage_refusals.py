@@ -46,7 +46,11 @@ def assert_refused(proc, uri_part: str, cause: str) -> None:
     assert cause in proc.lines[0], proc.lines[0]
 
 
-@pytest.mark.parametrize("name", ["run", "verify", "retain", "report", "plan --probe"])
+# `run` starts the pipeline (Ray) before the store refuses: slow
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("run", marks=pytest.mark.slow), "verify", "retain", "report", "plan --probe"],
+)
 def test_a_missing_bucket(s3_server, s3_upload, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
     have = root.uri.rstrip("/")
@@ -57,7 +61,9 @@ def test_a_missing_bucket(s3_server, s3_upload, name):
     assert_refused(proc, f"s3://nobucket-{os.getpid()}/", "no such bucket (NoSuchBucket")
 
 
-@pytest.mark.parametrize("name", ["run", "verify", "retain", "plan --probe"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("run", marks=pytest.mark.slow), "verify", "retain", "plan --probe"]
+)
 def test_no_credentials(s3_server, s3_upload, tmp_path, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
     have = root.uri.rstrip("/")
@@ -98,13 +104,14 @@ def locked_bucket(s3_server) -> tuple[str, dict[str, str]]:
         del os.environ["INITIAL_NO_AUTH_ACTION_COUNT"]
 
 
-@pytest.mark.parametrize("name", ["run", "verify", "retain"])
+@pytest.mark.parametrize("name", [pytest.param("run", marks=pytest.mark.slow), "verify", "retain"])
 def test_access_denied(locked_bucket, name):
     endpoint, env = locked_bucket
     proc = command(commands(endpoint, "s3://locked/raw", "s3://locked/out")[name], env)
     assert_refused(proc, "s3://locked/", "access denied (AccessDenied")
 
 
+@pytest.mark.slow  # a pipeline run
 def test_an_unknown_access_key(locked_bucket):
     endpoint, env = locked_bucket
     env = env | {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWN000000000"}

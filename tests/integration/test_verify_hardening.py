@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG, setter
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -77,19 +77,6 @@ def more_quarantined(m):
 
 def other_input_digest(m):
     m["lineage"]["input_manifest_xxh3_128"] = "0" * 32
-
-
-def setter(*path, value=None, delete=False):
-    def edit(m):
-        node = m
-        for key in path[:-1]:
-            node = node[key]
-        if delete:
-            del node[path[-1]]
-        else:
-            node[path[-1]] = value
-
-    return edit
 
 
 CASES = {

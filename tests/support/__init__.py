@@ -2,7 +2,7 @@
 pytest puts tests/ on sys.path (pyproject.toml), so a test imports `from support import ...`;
 fixtures stay in tests/conftest.py."""
 
-from support.data import jsonl, jsonl_records, s3_config
+from support.data import jsonl, jsonl_records, s3_config, setter
 from support.paths import (
     REPO,
     SAMPLE,
@@ -24,4 +24,5 @@ __all__ = [
     "own_ray_env",
     "run_command",
     "s3_config",
+    "setter",
 ]

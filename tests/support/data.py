@@ -23,6 +23,21 @@ def jsonl(prefix: str, n: int, words: str = "text", repeat: int = 12) -> bytes:
     )
 
 
+def setter(*path: Any, value: Any = None, delete: bool = False):
+    """An edit of a JSON-like object (a manifest): set (or delete) the value at `path`."""
+
+    def edit(obj: Any) -> None:
+        node = obj
+        for key in path[:-1]:
+            node = node[key]
+        if delete:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+
+    return edit
+
+
 def s3_config(bucket: str, endpoint: str, output: str, *sets: str, config=SAMPLE_CONFIG) -> Config:
     """`config` reading s3://<bucket>/raw and writing s3://<bucket>/<output> at `endpoint`,
     with one --set per item of `sets`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from support import setter
 
 from pipeline.formats.manifest import FORMAT, ManifestError, check_structure
 
@@ -36,13 +37,7 @@ VALID = {
 
 def edited(path: tuple, value=None, delete=False) -> dict:
     m = copy.deepcopy(VALID)
-    node = m
-    for key in path[:-1]:
-        node = node[key]
-    if delete:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
+    setter(*path, value=value, delete=delete)(m)
     return m
 
 
