@@ -46,11 +46,8 @@ def assert_refused(proc, uri_part: str, cause: str) -> None:
     assert cause in proc.lines[0], proc.lines[0]
 
 
-# `run` starts the pipeline (Ray) before the store refuses: slow
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param("run", marks=pytest.mark.slow), "verify", "retain", "report", "plan --probe"],
-)
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
+@pytest.mark.parametrize("name", ["run", "verify", "retain", "report", "plan --probe"])
 def test_a_missing_bucket(s3_server, s3_upload, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
     have = root.uri.rstrip("/")
@@ -61,9 +58,8 @@ def test_a_missing_bucket(s3_server, s3_upload, name):
     assert_refused(proc, f"s3://nobucket-{os.getpid()}/", "no such bucket (NoSuchBucket")
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param("run", marks=pytest.mark.slow), "verify", "retain", "plan --probe"]
-)
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
+@pytest.mark.parametrize("name", ["run", "verify", "retain", "plan --probe"])
 def test_no_credentials(s3_server, s3_upload, tmp_path, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
     have = root.uri.rstrip("/")
@@ -104,7 +100,8 @@ def locked_bucket(s3_server) -> tuple[str, dict[str, str]]:
         del os.environ["INITIAL_NO_AUTH_ACTION_COUNT"]
 
 
-@pytest.mark.parametrize("name", [pytest.param("run", marks=pytest.mark.slow), "verify", "retain"])
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
+@pytest.mark.parametrize("name", ["run", "verify", "retain"])
 def test_access_denied(locked_bucket, name):
     endpoint, env = locked_bucket
     proc = command(commands(endpoint, "s3://locked/raw", "s3://locked/out")[name], env)
