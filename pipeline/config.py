@@ -21,6 +21,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from pipeline import exit_codes, reuse_keys
 from pipeline.config_sections import (
+    NO_BYTES,
+    READ,
     DedupConfig,
     IngestConfig,
     InputConfig,
@@ -45,10 +47,14 @@ class ConfigError(Exception):
 
 
 class Config(StrictModel):
+    """A run's configuration. Each key declares which stages' bytes it changes (`changes`,
+    pipeline/reuse_keys.py): a section field for all of its section, else each of its keys."""
+
     name: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
         description="the dataset's name: its folder under output.uri",
         examples=["my-dataset"],
+        json_schema_extra=READ,
     )
     # exactly one of the two (see sources)
     input: InputConfig | None = Field(
@@ -61,13 +67,21 @@ class Config(StrictModel):
         description="named sources in priority order (dedup keeps the copy of the first"
         " listed); give input or inputs",
     )
-    output: OutputConfig = Field(description="where the dataset's versions are written")
-    storage: StorageConfig = Field(
-        default=StorageConfig(), description="S3 options for s3:// URIs (ignored for local paths)"
+    output: OutputConfig = Field(
+        description="where the dataset's versions are written", json_schema_extra=NO_BYTES
     )
-    ray: RayConfig = Field(default=RayConfig(), description="which Ray runs the tasks")
+    storage: StorageConfig = Field(
+        default=StorageConfig(),
+        description="S3 options for s3:// URIs (ignored for local paths)",
+        json_schema_extra=NO_BYTES,
+    )
+    ray: RayConfig = Field(
+        default=RayConfig(), description="which Ray runs the tasks", json_schema_extra=NO_BYTES
+    )
     run: RunConfig = Field(
-        default=RunConfig(), description="guards on what a run may publish (no bytes)"
+        default=RunConfig(),
+        description="guards on what a run may publish (no bytes)",
+        json_schema_extra=NO_BYTES,
     )
     ingest: IngestConfig = Field(
         default=IngestConfig(), description="listing, work units and bad records"
@@ -79,9 +93,12 @@ class Config(StrictModel):
     retention: RetentionConfig = Field(  # see retention/policy.py
         default=RetentionConfig(),
         description="what `retain` keeps, moves to colder storage or deletes",
+        json_schema_extra=NO_BYTES,
     )
     prices: PricesConfig = Field(
-        default=PricesConfig(), description="the price table of `report` and `plan`"
+        default=PricesConfig(),
+        description="the price table of `report` and `plan`",
+        json_schema_extra=NO_BYTES,
     )
 
     @model_validator(mode="after")
@@ -132,31 +149,12 @@ class Config(StrictModel):
         return self.model_copy(update={"dedup": dedup})
 
     def output_config(self) -> dict[str, Any]:
-        """Everything that decides the dataset's bytes: not where data lives, not Ray, not
-        retention or prices, and the tokenizer by content (see output_hash), not by path."""
-        return self.model_dump(
-            mode="json",
-            exclude={
-                "input": {"uri"},
-                "inputs": {"__all__": {"uri"}},
-                "output": True,
-                "storage": True,
-                "ray": True,
-                "run": True,
-                "retention": True,
-                "prices": True,
-                # the engine and its checking rate do not change the bytes (proven per run)
-                "tokenize": {"tokenizer", "engine", "verify_fraction"},
-                # how bytes move, not which: the resolved partition count stays in
-                "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
-                "pack": {"exchange_request_bytes", "exchange_task_bytes"},
-            },
-        )
+        """Every key declared as changing the dataset's bytes (`output`): the manifest's
+        `config`. The tokenizer counts by content (output_hash), not by path."""
+        return reuse_keys.output_config(self)
 
     def output_hash(self) -> str:
-        data = self.output_config()
-        data["tokenize"]["tokenizer_sha256"] = reuse_keys.file_digest(self.tokenize.tokenizer)
-        return reuse_keys.digest(data)
+        return reuse_keys.output_hash(self)
 
     def read_key(self) -> str:
         """Key of the per-unit read outputs (units/<read_key>/): see stage_keys."""
@@ -167,8 +165,8 @@ class Config(StrictModel):
         return self.stage_keys()["tokens"]
 
     def stage_keys(self) -> dict[str, str]:
-        """The key of each reused intermediate, from everything that decides its bytes (the rule
-        and the keys known not to count: reuse_keys.py)."""
+        """The key of each reused intermediate, from the keys declared as changing its bytes
+        (reuse_keys.py)."""
         return reuse_keys.stage_keys(self)
 
 

@@ -2,7 +2,8 @@
 
 pipeline.config assembles them into Config (with the rules across sections, the reuse keys and
 load_config); the retention and prices sections live with their own code
-(retention/policy.py, report/prices.py). Each model's comments say what a key changes.
+(retention/policy.py, report/prices.py). Each field declares which stages' bytes it changes,
+`changes(...)` (pipeline/reuse_keys.py: the reuse keys and the run's key derive from it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,17 @@ from typing import Literal
 from pydantic import ByteSize, Field, field_validator
 
 from pipeline.core.model import Bytes, Seed, StrictModel
+from pipeline.reuse_keys import changes
+
+# Keys that change how or where bytes move, never which.
+NO_BYTES = changes()
+# Keys that decide what a unit's read outputs hold (and so everything after them).
+READ = changes("read", "output")
+# Keys that decide the token ids of a document (the token files) and so the shards.
+TOKENS = changes("tokens", "output")
+# Keys that decide the dataset only: drawn, cut or decided from the intermediates at a later
+# stage (dedup decisions, the split, the shards), so a rerun reuses every intermediate.
+OUTPUT = changes("output")
 
 
 class InputConfig(StrictModel):
@@ -19,23 +31,29 @@ class InputConfig(StrictModel):
         description="folder or prefix the documents are listed under: a local path, file:// or"
         " s3:// (relative paths: from the config file's folder)",
         examples=["s3://raw-bucket/web/"],
+        json_schema_extra=NO_BYTES,
     )
     include: list[str] = Field(
         default_factory=lambda: ["**"],
         description="globs over the path relative to uri; a file is read if one matches ('*'"
         " stays in one folder: '**/*.jsonl' for any depth)",
+        json_schema_extra=OUTPUT,
     )
     exclude: list[str] = Field(
         default_factory=list,
         description="globs over the relative path; a matching file is skipped as 'excluded'",
+        json_schema_extra=OUTPUT,
     )
     text_field: str = Field(
-        default="text", description="JSONL key or Parquet column holding the document's text"
+        default="text",
+        description="JSONL key or Parquet column holding the document's text",
+        json_schema_extra=READ,
     )
     id_field: str | None = Field(
         default="id",
         description="JSONL key or Parquet column of a document id; absent, null or no field:"
         " an id derived from the file path and row",
+        json_schema_extra=READ,
     )
     keep_fields: list[str] = Field(
         default_factory=list,
@@ -43,6 +61,7 @@ class InputConfig(StrictModel):
         " version's documents.parquet, one string column each; a value that is not a string or"
         " number quarantines the record (non_scalar_field)",
         examples=[["url"]],
+        json_schema_extra=changes("read", "output", columns_only=True),
     )
 
     @field_validator("keep_fields")
@@ -74,6 +93,7 @@ class SourceConfig(InputConfig):
         pattern=SOURCE_NAME,
         description="the source's name: prefixes its document ids and names its shards",
         examples=["web"],
+        json_schema_extra=READ,
     )
     weight: float = Field(
         default=1.0,
@@ -81,6 +101,7 @@ class SourceConfig(InputConfig):
         le=1e6,
         description="share of the training mixture: weight x the source's tokens per epoch"
         " (the blend line; never changes shard bytes)",
+        json_schema_extra=OUTPUT,
     )
 
 
@@ -92,6 +113,7 @@ class SplitConfig(StrictModel):
         lt=1.0,
         description="share of documents held out as the validation split (by a hash of their"
         " id); 0: no validation shards",
+        json_schema_extra=OUTPUT,
     )
 
 
@@ -166,6 +188,7 @@ class IngestConfig(StrictModel):
         default=ByteSize(64 * 2**20),
         description="bytes of input per work unit (one read task); larger files are split"
         " where the format allows",
+        json_schema_extra=OUTPUT,
     )
     max_error_rate: float = Field(
         default=0.01,
@@ -173,34 +196,54 @@ class IngestConfig(StrictModel):
         le=1.0,
         description="the run stops (exit 3) when more than this share of records, or of bytes,"
         " is quarantined",
+        json_schema_extra=OUTPUT,
     )
     # never held whole or tokenized (see ingest/records.py)
     max_doc_bytes: Bytes = Field(
         default=ByteSize(16 * 2**20),
         description="a larger record (JSONL line, Parquet text value, text file) is quarantined"
         " as too_large",
+        json_schema_extra=READ,
     )
 
 
 class NearDedupConfig(StrictModel):
-    enabled: bool = Field(default=True, description="remove near-duplicates (MinHash LSH)")
-    ngram: int = Field(default=5, ge=1, description="words per shingle")
+    enabled: bool = Field(
+        default=True, description="remove near-duplicates (MinHash LSH)", json_schema_extra=OUTPUT
+    )
+    ngram: int = Field(default=5, ge=1, description="words per shingle", json_schema_extra=OUTPUT)
     # 32 bands x 8 rows: see dedup/minhash.py for why
-    num_perm: int = Field(default=256, ge=8, description="MinHash permutations per document")
-    bands: int = Field(default=32, ge=1, description="LSH bands (bands x rows <= num_perm)")
-    rows: int = Field(default=8, ge=1, description="signature rows per LSH band")
+    num_perm: int = Field(
+        default=256, ge=8, description="MinHash permutations per document", json_schema_extra=OUTPUT
+    )
+    bands: int = Field(
+        default=32,
+        ge=1,
+        description="LSH bands (bands x rows <= num_perm)",
+        json_schema_extra=OUTPUT,
+    )
+    rows: int = Field(
+        default=8, ge=1, description="signature rows per LSH band", json_schema_extra=OUTPUT
+    )
     threshold: float = Field(
         default=0.8,
         gt=0.0,
         le=1.0,
         description="estimated Jaccard similarity at or above which a candidate pair is a"
         " duplicate",
+        json_schema_extra=OUTPUT,
     )
-    seed: Seed = Field(default=42, description="seed of the MinHash permutations")
+    seed: Seed = Field(
+        default=42, description="seed of the MinHash permutations", json_schema_extra=OUTPUT
+    )
 
 
 class DedupConfig(StrictModel):
-    exact: bool = Field(default=True, description="remove exact duplicates (same normalized text)")
+    exact: bool = Field(
+        default=True,
+        description="remove exact duplicates (same normalized text)",
+        json_schema_extra=OUTPUT,
+    )
     # One task per hash partition, ceil(bytes / partition_bytes) of them, so a partition task's
     # memory (hash rows, about 1 KiB of signature per document) stays bounded whatever the corpus.
     partitions: int | None = Field(
@@ -208,23 +251,27 @@ class DedupConfig(StrictModel):
         ge=1,
         description="dedup hash partitions (one task each); null: from the listed bytes and"
         " partition_bytes",
+        json_schema_extra=READ,
     )
     partition_bytes: ByteSize = Field(
         default=ByteSize(2**30),
         gt=0,
         description="listed input bytes per dedup partition when partitions is null",
+        json_schema_extra=NO_BYTES,
     )
     # writers are grouped until a group's part of a partition is this big (formats/sectioned.py)
     exchange_request_bytes: Bytes = Field(
         default=ByteSize(16 * 2**20),
         description="smallest piece a dedup exchange aims to move per GET (how bytes move,"
         " never which)",
+        json_schema_extra=NO_BYTES,
     )
     # beyond it the exchange takes more, smaller requests rather than one task whose disk and
     # time grow with the corpus
     exchange_task_bytes: Bytes = Field(
         default=ByteSize(4 * 2**30),
         description="most bytes one regroup task of a dedup exchange moves",
+        json_schema_extra=NO_BYTES,
     )
     near: NearDedupConfig = Field(
         default=NearDedupConfig(), description="near-duplicate removal (MinHash LSH)"
@@ -240,44 +287,60 @@ class TokenizeConfig(StrictModel):
     tokenizer: str = Field(
         description="a Hugging Face tokenizer.json (relative: from the config file's folder)",
         examples=["tokenizer.json"],
+        json_schema_extra=changes("tokens", "output", by_content=True),
     )
     eos: str = Field(
         default="<|endoftext|>",
         description="token appended after every document; must be in the tokenizer",
+        json_schema_extra=TOKENS,
     )
-    batch_docs: int = Field(default=1024, ge=1, description="documents per encode batch")
+    batch_docs: int = Field(
+        default=1024, ge=1, description="documents per encode batch", json_schema_extra=NO_BYTES
+    )
     # The shards are the same bytes whichever engine runs (see tokens/check.py).
     engine: Literal["auto", "fastokens", "tokenizers"] = Field(
         default="auto",
         description="auto: fastokens when it loads the tokenizer and passes the equality"
         " probe, else tokenizers",
+        json_schema_extra=NO_BYTES,
     )
     # text keeps the EOS id only where the pipeline appends it (verify checks it)
     special_tokens_in_text: Literal["text", "special"] = Field(
         default="text",
         description="text: special-token text inside a document is encoded as ordinary text;"
         " special: as the token's id",
+        json_schema_extra=TOKENS,
     )
     bos: str | None = Field(
-        default=None, description='token prepended to every document, e.g. "<s>"; null: none'
+        default=None,
+        description='token prepended to every document, e.g. "<s>"; null: none',
+        json_schema_extra=TOKENS,
     )
     verify_fraction: float = Field(
         default=0.01,
         ge=0.0,
         le=1.0,
         description="share of documents re-encoded with tokenizers to check the engine's ids",
+        json_schema_extra=NO_BYTES,
     )
 
 
 class PackConfig(StrictModel):
     shard_bytes: Bytes = Field(
-        default=ByteSize(256 * 2**20), description="token bytes per Megatron shard (.bin)"
+        default=ByteSize(256 * 2**20),
+        description="token bytes per Megatron shard (.bin)",
+        json_schema_extra=OUTPUT,
     )
-    seed: Seed = Field(default=0, description="seed of the document shuffle across shards")
+    seed: Seed = Field(
+        default=0,
+        description="seed of the document shuffle across shards",
+        json_schema_extra=TOKENS,
+    )
     # see tokens/pack.py
     exchange_request_bytes: Bytes = Field(
         default=ByteSize(16 * 2**20),
         description="smallest token piece pack's two-pass exchange aims to move per GET",
+        json_schema_extra=NO_BYTES,
     )
     # Beyond it the exchange takes more, smaller requests rather than one task whose disk and
     # time grow with the corpus. The default is reached past ~13 TB of tokens at 256 MiB units
@@ -286,4 +349,5 @@ class PackConfig(StrictModel):
     exchange_task_bytes: Bytes = Field(
         default=ByteSize(64 * 2**30),
         description="most token bytes one pack pass-1 task moves and spills to local disk",
+        json_schema_extra=NO_BYTES,
     )

@@ -1,119 +1,185 @@
-"""The keys under which a run's intermediates are reused: per stage, from what decides its bytes.
+"""Which config keys change which bytes, declared once per key, and the keys derived from that.
 
-Config.stage_keys, read_key and token_key (and output_hash, the run's key) come from here; where
-the keyed intermediates live is in core/layout.py.
+Every field of the run configuration (config.py, config_sections.py) declares in its metadata,
+`json_schema_extra=changes(...)`, the stages whose bytes it changes (a section field may declare
+for its whole section: where data lives, how it runs, retention, prices). A field without a
+declaration is an error the moment a key is derived (and tests/unit/test_reuse_keys_rules.py
+fails), so a key added later cannot be forgotten. The stages:
+
+    read     the per-unit read outputs (units/<read_key>/: documents, hashes, quarantine)
+    tokens   the per-unit token files (tokens/<token_key>/); what decides the read outputs
+             reaches them through the read key, which the token key hashes
+    output   the dataset a run writes: its run key (Config.output_hash, the run id) and the
+             manifest's `config` (Config.output_config)
+
+From these: Config.output_config/output_hash, Config.stage_keys (read_key, token_key). A field
+declared `by_content` (the tokenizer) counts by its file's content, never by its path. A field
+declared `columns_only` (inputs[].keep_fields) adds columns to the read outputs that never reach
+a token file: it is in the read key, but the token key hashes the read key without it (changing
+it re-reads, never re-tokenizes). Where the
+keyed intermediates live is in core/layout.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+import types
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from pipeline.config import Config
 
-
+Stage = Literal["read", "tokens", "output"]
+STAGES: tuple[str, ...] = get_args(Stage)
 # Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
 # 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
 #    are one sectioned object (formats/sectioned.py).
 LAYOUT_VERSION = 3
-# Where data lives, how it is run, and what is kept: never part of any intermediate's bytes.
-NEVER_BYTES: dict[str, Any] = {
-    "name": True,
-    "output": True,
-    "storage": True,
-    "ray": True,
-    "run": True,
-    "retention": True,
-    "prices": True,
-}
-# Per stage, the further keys that do not change its bytes (each with the reason).
-NOT_BYTES: dict[str, dict[str, Any]] = {
-    "read": {
-        # a unit id hashes its files, byte ranges and versions: the selection and the unit size
-        # decide which units exist, not what a unit's read output holds
-        "input": {"uri", "include", "exclude"},
-        # weights set the blend line and the reader's mixture, not any intermediate's bytes
-        "inputs": {"__all__": {"uri", "include", "exclude", "weight"}},
-        "split": True,  # the validation split is drawn at pack time (tokens/split.py)
-        "ingest": {"unit_bytes", "max_error_rate"},  # the error rate is checked after reading
-        # dedup decisions are made later, from the hashes; partition_bytes only sets the count,
-        # which a run resolves into dedup.partitions (Config.for_listing) before any key
-        "dedup": {
-            "exact",
-            "near",
-            "partition_bytes",
-            "exchange_request_bytes",
-            "exchange_task_bytes",
-        },
-        "tokenize": True,
-        "pack": True,
-    },
-    "tokens": {
-        # the read outputs are covered by the read key; dedup's decisions by `<removed>`
-        "input": True,
-        "inputs": True,
-        "split": True,  # token files hold every kept document; pack draws the split
-        "ingest": True,
-        "dedup": True,
-        # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
-        # speed, not ids; verify_fraction only decides how much is checked
-        "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
-        # shards and the pack exchange are cut from the token files at pack time
-        "pack": {"shard_bytes", "exchange_request_bytes", "exchange_task_bytes"},
-    },
-}
+_KEY = "changes_bytes_of"
 
-# The read key without the kept fields (inputs[].keep_fields add `keep.<field>` columns to the
-# read outputs, never to what tokenize reads from them): what the token key hashes.
-READ_TEXT_NOT_BYTES: dict[str, Any] = {
-    **NOT_BYTES["read"],
-    "input": NOT_BYTES["read"]["input"] | {"keep_fields"},
-    "inputs": {"__all__": NOT_BYTES["read"]["inputs"]["__all__"] | {"keep_fields"}},
-}
+
+def changes(
+    *stages: Stage, by_content: bool = False, columns_only: bool = False
+) -> dict[str, Any]:
+    """Field metadata (`Field(..., json_schema_extra=changes("read", "output"))`): the stages
+    whose bytes this key changes; none: it changes how or where, never which bytes."""
+    unknown = set(stages) - set(STAGES)
+    if unknown:
+        raise ValueError(f"unknown stages {sorted(unknown)}; stages are {STAGES}")
+    flags = {"by_content": by_content, "columns_only": columns_only}
+    return {_KEY: sorted(stages), **{k: True for k, v in flags.items() if v}}
+
+
+def declared(field: Any) -> dict[str, Any] | None:
+    """A field's declaration (changes(...)), or None where the field declares nothing."""
+    extra = field.json_schema_extra
+    return extra if isinstance(extra, dict) and _KEY in extra else None
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model a section field holds: X, X | None and list[X] (the `inputs` list) give X."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return section_model(args[0]) if len(args) == 1 else None
+    if origin is list:
+        return section_model(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def declarations(model: type[BaseModel], prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Every declaration under `model`, by dotted key ("tokenize.eos", "inputs.name"); raises
+    TypeError naming a field that declares nothing, directly or through its section."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, field in model.model_fields.items():
+        key, decl = f"{prefix}{name}", declared(field)
+        if decl is not None:
+            out[key] = decl
+            continue
+        sub = section_model(field.annotation)
+        if sub is None:
+            raise TypeError(
+                f"config key '{key}' does not declare which stages' bytes it changes: give it"
+                " json_schema_extra=changes(...) (pipeline/reuse_keys.py)"
+            )
+        out.update(declarations(sub, f"{key}."))
+    return out
+
+
+def _exclude(
+    model: type[BaseModel], stage: str, text_only: bool = False
+) -> dict[str, Any] | bool:
+    """The model_dump exclude of what does not change `stage`'s bytes: True for all of it
+    (text_only: nor the columns_only keys)."""
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        decl = declared(field)
+        if decl is not None:
+            part: Any = (
+                stage not in decl[_KEY]
+                or decl.get("by_content", False)
+                or (text_only and decl.get("columns_only", False))
+            )
+        else:
+            part = _exclude(section_model(field.annotation), stage, text_only)
+            if isinstance(part, dict) and _is_list(field.annotation):
+                part = {"__all__": part}  # the same keys of every item
+        if part:
+            out[name] = part
+    whole = len(out) == len(model.model_fields) and all(v is True for v in out.values())
+    return True if whole else out
+
+
+def _is_list(annotation: Any) -> bool:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(_is_list(a) for a in get_args(annotation))
+    return get_origin(annotation) is list
+
+
+def _by_content(model: type[BaseModel], stage: str) -> list[tuple[str, ...]]:
+    """Dotted paths of the fields counted by their file's content for `stage`."""
+    paths = []
+    for key, decl in declarations(model).items():
+        if decl.get("by_content") and stage in decl[_KEY]:
+            paths.append(tuple(key.split(".")))
+    return paths
+
+
+def _value(config: BaseModel, path: tuple[str, ...]) -> Any:
+    node: Any = config
+    for part in path:
+        node = getattr(node, part)
+    return node
+
+
+def stage_data(config: Config, stage: str, text_only: bool = False) -> dict[str, Any]:
+    """The config as `stage` sees it: every key that changes its bytes, nothing else
+    (text_only: without the keys that only add columns, e.g. inputs[].keep_fields)."""
+    return config.model_dump(mode="json", exclude=_exclude(type(config), stage, text_only))
+
+
+def output_config(config: Config) -> dict[str, Any]:
+    """Config.output_config: what decides the dataset's bytes (the manifest's `config`)."""
+    return stage_data(config, "output")
+
+
+def output_hash(config: Config) -> str:
+    """Config.output_hash: output_config with each by-content file's digest beside its key."""
+    data = output_config(config)
+    for path in _by_content(type(config), "output"):
+        data[path[0]][f"{path[-1]}_sha256"] = file_digest(_value(config, path))
+    return digest(data)
 
 
 def stage_keys(config: Config) -> dict[str, str]:
     """The key of each reused intermediate, from everything that decides its bytes.
 
-    A stage's key hashes the whole config minus the keys listed in NOT_BYTES for that stage
-    (keys known not to change its bytes), so a config key added later counts by default: at
-    worst an unchanged output is recomputed, never a stale one reused. The token key also
-    hashes the read key (token files are made from the read outputs) and the tokenizer by
-    content. What a unit holds is in its id and what dedup removed in `<removed>`
-    (core/layout.py).
+    A stage's key hashes the config keys declared as changing its bytes. What a unit holds is in
+    its id, what dedup removed in `<removed>` (core/layout.py); the token key also hashes the read
+    key (token files are made from the read outputs) and the tokenizer by content.
     """
     keys: dict[str, str] = {}
-    for stage, exclude in NOT_BYTES.items():
-        data = _stage_data(config, exclude)
+    for stage in ("read", "tokens"):
+        data = _keyed(config, stage)
         if stage == "tokens":
-            # the read outputs' text, ids and rows: the kept fields' columns never reach a
-            # token file, so changing inputs[].keep_fields re-reads but does not re-tokenize
-            data["read_key"] = _stage_key(config, READ_TEXT_NOT_BYTES)
-            data["tokenizer_sha256"] = file_digest(config.tokenize.tokenizer)
+            # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields)
+            # never reach a token file, so changing them re-reads but does not re-tokenize
+            data["read_key"] = digest(_keyed(config, "read", text_only=True))
         keys[stage] = digest(data)
     return keys
 
 
-def _stage_data(config: Config, exclude: dict[str, Any]) -> dict[str, Any]:
-    data = config.model_dump(mode="json", exclude=_merge_exclude(NEVER_BYTES, exclude))
+def _keyed(config: Config, stage: str, text_only: bool = False) -> dict[str, Any]:
+    data = stage_data(config, stage, text_only)
     data["layout"] = LAYOUT_VERSION
+    for path in _by_content(type(config), stage):
+        data[f"{path[-1]}_sha256"] = file_digest(_value(config, path))
     return data
-
-
-def _stage_key(config: Config, exclude: dict[str, Any]) -> str:
-    return digest(_stage_data(config, exclude))
-
-
-def _merge_exclude(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for key, value in b.items():
-        if key not in out:
-            out[key] = value
-        else:
-            out[key] = True if value is True or out[key] is True else set(out[key]) | value
-    return out
 
 
 def digest(data: Any) -> str:

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real S3 endpoint (SeaweedFS's `weed server` in a subprocess, on loopback)."""
+"""Shared fixtures: a real S3 endpoint (SeaweedFS's `weed server` in a subprocess, on loopback)
+and a local Ray; and the markers (pyproject.toml) that follow from them."""
 
 from __future__ import annotations
 
@@ -61,3 +62,25 @@ def ray_local(s3_server):
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+# A test using one of these fixtures needs the S3 server: marked `s3`.
+S3_FIXTURES = {"s3_server", "s3_storage", "s3_bucket", "s3_upload"}
+# A test using one of these starts Ray: marked `slow` (test modules that run the pipeline as a
+# command, or start a cluster, say so themselves with `pytestmark`).
+RAY_FIXTURES = {"ray_local", "ray_fault"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        servers = used & (S3_FIXTURES | RAY_FIXTURES)
+        if item.path.parent.name == "unit" and servers:
+            # tests/unit/ means no subprocess, no server, no Ray: such a test is integration's
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {sorted(servers)}: it is an integration test"
+            )
+        if used & S3_FIXTURES:
+            item.add_marker(pytest.mark.s3)
+        if used & RAY_FIXTURES or item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.slow)

@@ -43,8 +43,8 @@ from pipeline.formats.megatron import decode_index
 from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run import pack_tasks, tokenize_tasks
-from pipeline.run import tasks as stages
 from pipeline.run.pack_stage import tokenizer_entry
+from pipeline.run.tasks import DOCS_PARQUET
 from pipeline.tokens.encode import (
     EngineUnavailable,
     FastokensEncoder,
@@ -105,7 +105,7 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         "read",
         f"tok-{time.monotonic_ns()}",
     )
-    layout.read_docs("u0").write_parquet(docs, **stages.DOCS_PARQUET)
+    layout.read_docs("u0").write_parquet(docs, **DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     cpu, start = _cpu(), time.perf_counter()

@@ -45,19 +45,167 @@ command finds the same run folder (resume; "already committed"). A unit id hashe
 `token_key` the read key, the tokenizer (by content) and its options and the seed, and
 `<removed>` the unit's set of removed documents: an output is reused exactly when everything that
 decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (reuse_keys.py),
-which hashes every config key except those listed as not affecting a stage's bytes. Version ids are
+which hashes the config keys declared (field metadata) as changing its bytes. Version ids are
 UTC timestamps plus the run id, so `sorted()` is "by time".
+
+Every path is declared once below (PATHS), with the retention data class of what it holds
+(retention/policy.py): RunLayout builds paths from these templates, and retention asks
+`data_class` what an object found in a listing is.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from pipeline.core.storage import Location
 
 WORK_DIR = "_work"
 MANIFEST = "manifest.json"
+AUDIT_DIR = "_audit"  # retention audit logs and the storage-class ledger (retention/apply.py)
+REPORTS_DIR = "_reports"  # cost reports (report/build.py)
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """One path of a dataset, relative to OUTPUT/<name>, and the retention data class of what
+    lives there (retention/policy.py). `{slot}` is one path part (`{slot:04d}` a number); a
+    trailing `**` is anything below (a folder whose files share the class)."""
+
+    template: str
+    data_class: str | None  # None: a folder whose files take the class of the folder above
+
+    def at(self, **slots: object) -> str:
+        return self.template.format(**slots)
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return _compile(self.template)
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    out, at = [], 0
+    for m in re.finditer(r"\{(\w+)(:[^}]*)?\}|\*\*", template):
+        out.append(re.escape(template[at : m.start()]))
+        if m.group(0) == "**":
+            out.append(".+")
+        elif m.group(1) == "version":
+            out.append(VERSION_PATTERN)
+        else:
+            out.append(r"\d+" if (m.group(2) or "").endswith("d") else "[^/]+")
+        at = m.end()
+    out.append(re.escape(template[at:]))
+    return re.compile("".join(out))
+
+
+# a version id (new_version_id; is_version_name): not hidden, a "T", ends with a hex digit
+VERSION_PATTERN = r"(?![_.])[^/]*T[^/]*[0-9a-f]"
+
+_RUN = f"{WORK_DIR}/runs/{{run}}"
+_UNIT = f"{WORK_DIR}/units/{{read_key}}/{{unit}}"
+_TOKENS = f"{WORK_DIR}/tokens/{{token_key}}/{{unit}}-{{removed}}"
+
+LEASE = PathRule(f"{WORK_DIR}/lease.json", "work_state")
+RUN_INPUTS = PathRule(f"{_RUN}/inputs.parquet", "work_state")
+RUN_UNITS = PathRule(f"{_RUN}/units.parquet", "work_state")
+RUN_SKIPPED = PathRule(f"{_RUN}/skipped.parquet", "work_state")
+EXACT_REMOVED = PathRule(f"{_RUN}/exact/p{{part:04d}}.removed.bin", "exact_hashes")
+EXACT_REMOVED_ALL = PathRule(f"{_RUN}/exact/removed.parquet", "exact_hashes")
+# a dedup exchange's objects, under its step's folder (exact/ or near/) and so of its class
+DEDUP_EXCHANGE = PathRule(f"{_RUN}/{{step}}/xchg/{{name}}", None)
+EXACT_DIR = PathRule(f"{_RUN}/exact/**", "exact_hashes")
+NEAR_DIR = PathRule(f"{_RUN}/near", "near_dedup")
+NEAR_SIG = PathRule(f"{_RUN}/near/sig/{{unit}}.bin", "near_dedup")
+NEAR_BANDS = PathRule(f"{_RUN}/near/bands/{{unit}}.bin", "near_dedup")
+NEAR_EDGES = PathRule(f"{_RUN}/near/edges/p{{part:04d}}.bin", "near_dedup")
+NEAR_HALF = PathRule(f"{_RUN}/near/half/q{{part:04d}}.bin", "near_dedup")
+NEAR_MEMBERS = PathRule(f"{_RUN}/near/members/q{{part:04d}}.bin", "near_dedup")
+NEAR_REMOVED = PathRule(f"{_RUN}/near/removed/l{{part:04d}}.bin", "near_dedup")
+NEAR_FILES = PathRule(f"{_RUN}/near/**", "near_dedup")
+PACK_EXCHANGE = PathRule(f"{_RUN}/pack/{{plan}}", "token_parts")  # pack's exchange objects
+SHARD_DOCS = PathRule(f"{_RUN}/pack/docs/{{shard}}.parquet", "token_parts")
+PACK_FILES = PathRule(f"{_RUN}/pack/**", "token_parts")
+RUN_REMOVED = PathRule(f"{_RUN}/removed.parquet", "work_state")
+RUN_QUARANTINE = PathRule(f"{_RUN}/quarantine.parquet", "quarantine")
+RUN_STATS = PathRule(f"{_RUN}/stats.json", "work_state")
+RUN_COMMITTED = PathRule(f"{_RUN}/committed.json", "work_state")
+RUN_FILES = PathRule(f"{_RUN}/**", "work_state")
+READ_DOCS = PathRule(f"{_UNIT}.docs.parquet", "read_docs")
+READ_QUARANTINE = PathRule(f"{_UNIT}.quarantine.parquet", "quarantine")
+EXACT_HASHES = PathRule(f"{_UNIT}.hashes.bin", "exact_hashes")
+EXACT_HASH_PARTS = PathRule(f"{_UNIT}.p{{part:d}}.parquet", "exact_hashes")  # before layout 3
+READ_SIGS = PathRule(f"{_UNIT}.sig-{{signature_key}}.parquet", "near_dedup")
+# recomputed from the documents when missing, so not worth keeping; done markers stay
+READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
+READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
+UNIT_FILES = PathRule(f"{WORK_DIR}/units/{{read_key}}/**", "work_state")
+TOKENS_BIN = PathRule(f"{_TOKENS}.bin", "token_parts")
+TOKENS_INDEX = PathRule(f"{_TOKENS}.parquet", "token_parts")  # marks its .bin complete
+TOKENS_QUARANTINE = PathRule(f"{_TOKENS}.quarantine.parquet", "token_parts")
+TOKEN_FILES = PathRule(f"{WORK_DIR}/tokens/{{token_key}}/**", "token_parts")
+WORK_FILES = PathRule(f"{WORK_DIR}/**", "work_state")  # anything else under _work/
+AUDIT_FILES = PathRule(f"{AUDIT_DIR}/**", "reports")
+REPORT_FILES = PathRule(f"{REPORTS_DIR}/**", "reports")
+VERSION_FILES = PathRule("{version}/**", "versions")  # committed or not: retention tells
+
+# Every path, most specific first: the first rule a key matches gives its data class. (Folder
+# rules, DEDUP_EXCHANGE, NEAR_DIR and PACK_EXCHANGE, name folders: their files match the
+# `**` rule of the folder above.)
+PATHS: tuple[PathRule, ...] = (
+    LEASE,
+    RUN_INPUTS,
+    RUN_UNITS,
+    RUN_SKIPPED,
+    EXACT_REMOVED,
+    EXACT_REMOVED_ALL,
+    EXACT_DIR,
+    NEAR_SIG,
+    NEAR_BANDS,
+    NEAR_EDGES,
+    NEAR_HALF,
+    NEAR_MEMBERS,
+    NEAR_REMOVED,
+    NEAR_FILES,
+    SHARD_DOCS,
+    PACK_FILES,
+    RUN_REMOVED,
+    RUN_QUARANTINE,
+    RUN_STATS,
+    RUN_COMMITTED,
+    RUN_FILES,
+    READ_DOCS,
+    READ_QUARANTINE,
+    EXACT_HASHES,
+    EXACT_HASH_PARTS,
+    READ_SIGS,
+    READ_SIGS_ANY,
+    READ_DONE,
+    UNIT_FILES,
+    TOKENS_BIN,
+    TOKENS_INDEX,
+    TOKENS_QUARANTINE,
+    TOKEN_FILES,
+    WORK_FILES,
+    AUDIT_FILES,
+    REPORT_FILES,
+    VERSION_FILES,
+)
+
+
+def is_path(rule: PathRule, key: str) -> bool:
+    """Whether `key` (relative to OUTPUT/<name>) is a path of `rule`."""
+    return rule.pattern.fullmatch(key) is not None
+
+
+def data_class(key: str) -> str:
+    """The retention data class of the object at `key` (relative to OUTPUT/<name>, '/'
+    separated): the class of the first rule of PATHS it matches; "other" for none."""
+    for rule in PATHS:
+        if rule.pattern.fullmatch(key):
+            return rule.data_class
+    return "other"
 
 
 def utc_stamp(now: dt.datetime | None = None) -> str:
@@ -82,13 +230,17 @@ class RunLayout:
         dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
         return cls(dataset, run_id, cfg.read_key(), cfg.token_key())
 
+    def _at(self, rule: PathRule, **slots: object) -> Location:
+        keys = {"run": self.run_id, "read_key": self.read_key, "token_key": self.token_key}
+        return self.dataset / rule.at(**keys, **slots)
+
     @property
     def work(self) -> Location:
         return self.dataset / WORK_DIR
 
     @property
     def lease(self) -> Location:
-        return self.work / "lease.json"
+        return self._at(LEASE)
 
     @property
     def run(self) -> Location:
@@ -96,96 +248,97 @@ class RunLayout:
 
     @property
     def inputs(self) -> Location:
-        return self.run / "inputs.parquet"
+        return self._at(RUN_INPUTS)
 
     @property
     def units(self) -> Location:
-        return self.run / "units.parquet"
+        return self._at(RUN_UNITS)
 
     @property
     def skipped(self) -> Location:
-        return self.run / "skipped.parquet"
+        return self._at(RUN_SKIPPED)
 
     def exact_removed(self, part: int) -> Location:
-        return self.run / f"exact/p{part:04d}.removed.bin"
+        return self._at(EXACT_REMOVED, part=part)
 
     def exchange(self, step: str, name: str) -> Location:
         """Folder of one dedup exchange's regrouped objects (run/exchange.py), under its step's
         folder (exact/ or near/), so that retention classes them with it."""
-        return self.run / f"{step}/xchg/{name}"
+        return self._at(DEDUP_EXCHANGE, step=step, name=name)
+
+    def pack_exchange(self, plan: str) -> Location:
+        """Folder of pack's exchange objects under plan `plan` (run/pack_tasks.py)."""
+        return self._at(PACK_EXCHANGE, plan=plan)
 
     @property
     def exact_removed_all(self) -> Location:
-        return self.run / "exact/removed.parquet"
+        return self._at(EXACT_REMOVED_ALL)
 
     @property
     def near(self) -> Location:
-        return self.run / "near"
+        return self._at(NEAR_DIR)
 
     # near-dedup intermediates (formats: run/neardup.py); one sectioned object per writer
     def near_sig(self, unit: str) -> Location:
-        return self.near / f"sig/{unit}.bin"
+        return self._at(NEAR_SIG, unit=unit)
 
     def near_bands(self, unit: str) -> Location:
-        return self.near / f"bands/{unit}.bin"
+        return self._at(NEAR_BANDS, unit=unit)
 
     def near_edges(self, p: int) -> Location:
-        return self.near / f"edges/p{p:04d}.bin"
+        return self._at(NEAR_EDGES, part=p)
 
     def near_half(self, q: int) -> Location:
-        return self.near / f"half/q{q:04d}.bin"
+        return self._at(NEAR_HALF, part=q)
 
     def near_members(self, q: int) -> Location:
-        return self.near / f"members/q{q:04d}.bin"
+        return self._at(NEAR_MEMBERS, part=q)
 
     def near_removed(self, label_part: int) -> Location:
-        return self.near / f"removed/l{label_part:04d}.bin"
+        return self._at(NEAR_REMOVED, part=label_part)
 
     def shard_docs(self, shard_name: str) -> Location:
-        return self.run / f"pack/docs/{shard_name}.parquet"
+        return self._at(SHARD_DOCS, shard=shard_name)
 
     @property
     def removed(self) -> Location:
-        return self.run / "removed.parquet"
+        return self._at(RUN_REMOVED)
 
     @property
     def quarantine(self) -> Location:
-        return self.run / "quarantine.parquet"
+        return self._at(RUN_QUARANTINE)
 
     @property
     def stats(self) -> Location:
-        return self.run / "stats.json"
+        return self._at(RUN_STATS)
 
     @property
     def committed(self) -> Location:
-        return self.run / "committed.json"
-
-    def _unit(self, unit: str, suffix: str) -> Location:
-        return self.work / f"units/{self.read_key}/{unit}.{suffix}"
+        return self._at(RUN_COMMITTED)
 
     def read_docs(self, unit: str) -> Location:
-        return self._unit(unit, "docs.parquet")
+        return self._at(READ_DOCS, unit=unit)
 
     def read_quarantine(self, unit: str) -> Location:
-        return self._unit(unit, "quarantine.parquet")
+        return self._at(READ_QUARANTINE, unit=unit)
 
     def read_sigs(self, unit: str, signature_key: str) -> Location:
-        return self._unit(unit, f"sig-{signature_key}.parquet")
+        return self._at(READ_SIGS, unit=unit, signature_key=signature_key)
 
     def read_done(self, unit: str) -> Location:
-        return self._unit(unit, "done.json")
+        return self._at(READ_DONE, unit=unit)
 
     def exact_hashes(self, unit: str) -> Location:
-        return self._unit(unit, "hashes.bin")
+        return self._at(EXACT_HASHES, unit=unit)
 
     def tokens_bin(self, unit: str, removed: str) -> Location:
-        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.bin"
+        return self._at(TOKENS_BIN, unit=unit, removed=removed)
 
     def tokens_index(self, unit: str, removed: str) -> Location:
-        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.parquet"
+        return self._at(TOKENS_INDEX, unit=unit, removed=removed)
 
     def tokens_quarantine(self, unit: str, removed: str) -> Location:
-        return self.work / f"tokens/{self.token_key}/{unit}-{removed}.quarantine.parquet"
+        return self._at(TOKENS_QUARANTINE, unit=unit, removed=removed)
 
     @property
     def tokens(self) -> Location:
@@ -202,6 +355,4 @@ class RunLayout:
 
 
 def is_version_name(name: str) -> bool:
-    return (
-        not name.startswith(("_", ".")) and "T" in name and name.endswith(tuple("0123456789abcdef"))
-    )
+    return re.fullmatch(VERSION_PATTERN, name) is not None

@@ -71,10 +71,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import xxhash
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
 from pipeline.core.layout import MANIFEST, is_version_name
 from pipeline.core.storage import Location
@@ -233,98 +234,152 @@ def load_manifest(version: Location) -> dict[str, Any]:
 
 
 def check_structure(manifest: Any, where: str = "manifest") -> None:
-    """Every field a command or reader relies on, with its type: a malformed or hand-edited
-    manifest is a ManifestError naming the field, never a TypeError or KeyError later."""
+    """Every field a command or reader relies on, with its type (the Manifest model): a
+    malformed or hand-edited manifest is a ManifestError naming the field, never a TypeError or
+    KeyError later."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ManifestError(f"{where}: format is not {FORMAT}")
-    counts = manifest.get("counts")
-    if not isinstance(counts, dict) or any(not _count(counts.get(k)) for k in COUNT_KEYS):
-        raise ManifestError(
-            f"{where}: counts must hold non-negative integers {', '.join(COUNT_KEYS)}"
-        )
-    if TAKEDOWN_KEY in counts and not _count(counts[TAKEDOWN_KEY]):
-        raise ManifestError(f"{where}: counts.{TAKEDOWN_KEY} must be a non-negative integer")
-    check_tokenizer(manifest.get("tokenizer"), where)
-    check_shard_entries(manifest.get("shards"), where)
-    splits = manifest.get("splits")
-    if splits is not None:
-        if not isinstance(splits, dict) or set(splits) - {"train", "valid"}:
-            raise ManifestError(f"{where}: splits must be an object of train and valid lists")
-        check_shard_entries(manifest["shards"] + splits.get("valid", []), where)
-        if splits.get("train") != [s["bin"] for s in manifest["shards"]]:
-            raise ManifestError(f"{where}: splits.train does not name the shards list")
-    sources = manifest.get("sources")
-    if sources is not None and (
-        not isinstance(sources, dict)
-        or any(
-            not isinstance(e, dict) or any(not _count(e.get(k)) for k in COUNT_KEYS)
-            for e in sources.values()
-        )
+    try:
+        Manifest.model_validate(manifest)
+    except ValidationError as e:
+        raise ManifestError(f"{where}: {_first_problem(e)}") from None
+
+
+def _first_problem(err: ValidationError) -> str:
+    """The first thing the model rejects, as one line: `shards.0.bin: 5 is not a file name`."""
+    e = err.errors()[0]
+    key = ".".join(str(p) for p in e["loc"])
+    if e["type"] == "missing":
+        return f"{key} is missing"
+    if e["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{key} is not an object"
+    if e["type"] == "list_type":
+        return f"{key} must be a list"
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"{key}: {msg}" if key else msg
+
+
+def _count(value: Any) -> Any:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{value!r} must be a non-negative integer")
+    return value
+
+
+def _file_name(name: Any) -> Any:
+    """A name that stays in the version folder."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or any(c in name for c in "/\\\0")
+        or name.startswith(".")
+        or name == MANIFEST
     ):
-        raise ManifestError(
-            f"{where}: sources must map names to non-negative integers {', '.join(COUNT_KEYS)}"
-        )
+        raise ValueError(f"{name!r} is not a file name")
+    return name
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _hex128(value: Any) -> Any:
+    if not isinstance(value, str) or not _HEX128.fullmatch(value):
+        raise ValueError(f"{value!r} is not an xxh3-128 hex digest")
+    return value
 
 
 _HEX128 = re.compile(r"[0-9a-f]{32}")
+Count = Annotated[int, BeforeValidator(_count)]
+FileName = Annotated[str, BeforeValidator(_file_name)]
+Hex128 = Annotated[str, BeforeValidator(_hex128)]
 
 
-def check_tokenizer(tokenizer: Any, where: str) -> None:
+class _Entry(BaseModel):
+    """A manifest object: the fields readers rely on are typed; others pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Counts(_Entry):
+    """`counts`, and each entry of `sources` (COUNT_KEYS)."""
+
+    docs_in: Count
+    docs_out: Count
+    removed_exact: Count
+    removed_near: Count
+    quarantined: Count
+    tokens: Count
+    removed_takedown: Count | None = None  # TAKEDOWN_KEY: only in versions `remove` wrote
+
+
+class TokenizerEntry(_Entry):
     """vocab_size a positive integer and dtype the one the pipeline writes for it
     (formats/megatron.py): a reader trusting a wider dtype would read two token ids as one."""
-    if not isinstance(tokenizer, dict):
-        raise ManifestError(f"{where}: tokenizer must be an object")
-    vocab, dtype = tokenizer.get("vocab_size"), tokenizer.get("dtype")
-    if not _count(vocab) or vocab == 0:
-        raise ManifestError(f"{where}: tokenizer.vocab_size must be a positive integer")
-    expected = np.dtype(token_dtype(vocab)).name
-    if dtype != expected:
-        raise ManifestError(
-            f"{where}: tokenizer.dtype {dtype!r} is not {expected!r}, the dtype of a"
-            f" {vocab}-token vocabulary"
-        )
-    eos_id = tokenizer.get("eos_id")
-    if eos_id is not None and (not _count(eos_id) or eos_id >= vocab):
-        raise ManifestError(f"{where}: tokenizer.eos_id {eos_id!r} is not an id below {vocab}")
+
+    vocab_size: Count
+    dtype: Any = None
+    eos_id: Count | None = None
+
+    @model_validator(mode="after")
+    def _dtype_of_vocab(self) -> TokenizerEntry:
+        vocab = self.vocab_size
+        if vocab == 0:
+            raise ValueError("vocab_size must be a positive integer")
+        expected = np.dtype(token_dtype(vocab)).name
+        if self.dtype != expected:
+            raise ValueError(
+                f"dtype {self.dtype!r} is not {expected!r}, the dtype of a {vocab}-token vocabulary"
+            )
+        if self.eos_id is not None and self.eos_id >= vocab:
+            raise ValueError(f"eos_id {self.eos_id!r} is not an id below {vocab}")
+        return self
 
 
-def check_shard_entries(shards: Any, where: str) -> None:
-    """Each shard entry: names that stay in the version folder, used once across all shards;
-    sizes and counts non-negative integers; checksums 32 hex digits."""
-    if not isinstance(shards, list):
-        raise ManifestError(f"{where}: shards must be a list")
-    seen: dict[str, int] = {}
-    for i, shard in enumerate(shards):
-        if not isinstance(shard, dict):
-            raise ManifestError(f"{where}: shard {i} is not an object")
-        missing = [k for k in SHARD_KEYS if k not in shard]
-        if missing:
-            raise ManifestError(f"{where}: shard {i} lacks {', '.join(missing)}")
-        for key in ("bin", "idx"):
-            name = shard[key]
-            if (
-                not isinstance(name, str)
-                or not name
-                or any(c in name for c in "/\\\0")
-                or name.startswith(".")
-                or name == MANIFEST
-            ):
-                raise ManifestError(f"{where}: shard {i} {key} {name!r} is not a file name")
-            if name in seen:
-                raise ManifestError(
-                    f"{where}: shard {i} {key} {name!r} is already named by shard {seen[name]}"
-                )
-            seen[name] = i
-        for key in ("bin_bytes", "idx_bytes", "tokens", "documents"):
-            if not _count(shard[key]):
-                raise ManifestError(f"{where}: shard {i} {key} must be a non-negative integer")
-        for key in ("bin_xxh3_128", "idx_xxh3_128"):
-            if not isinstance(shard[key], str) or not _HEX128.fullmatch(shard[key]):
-                raise ManifestError(f"{where}: shard {i} {key} is not an xxh3-128 hex digest")
+class ShardEntry(_Entry):
+    """One shard (SHARD_KEYS, and SHARD_OPTIONAL_KEYS since sources and splits)."""
+
+    bin: FileName
+    idx: FileName
+    bin_bytes: Count
+    idx_bytes: Count
+    tokens: Count
+    documents: Count
+    bin_xxh3_128: Hex128
+    idx_xxh3_128: Hex128
+    source: str | None = None
+    split: str | None = None
+
+
+class Splits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    train: list[Any]
+    valid: list[ShardEntry] = []
+
+
+class Manifest(_Entry):
+    """The fields of manifest.json every command and reader relies on (see this module's
+    docstring for all of them), validated on read (load_manifest) and before a commit."""
+
+    format: Literal["pipeline.dataset/1"]
+    counts: Counts
+    tokenizer: TokenizerEntry
+    shards: list[ShardEntry]
+    splits: Splits | None = None
+    sources: dict[str, Counts] | None = None
+
+    @model_validator(mode="after")
+    def _names_once(self) -> Manifest:
+        """Each file named once across all shards; splits.train names the training shards."""
+        seen: dict[str, int] = {}
+        every = self.shards + (self.splits.valid if self.splits else [])
+        for i, shard in enumerate(every):
+            for key in ("bin", "idx"):
+                name = getattr(shard, key)
+                if name in seen:
+                    raise ValueError(
+                        f"shard {i} {key} {name!r} is already named by shard {seen[name]}"
+                    )
+                seen[name] = i
+        if self.splits is not None and self.splits.train != [s.bin for s in self.shards]:
+            raise ValueError("splits.train does not name the shards list")
+        return self
 
 
 def committed_versions(dataset: Location) -> list[str]:

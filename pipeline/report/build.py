@@ -17,15 +17,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
-from pipeline.core.layout import utc_stamp
+from pipeline.core.layout import REPORTS_DIR, utc_stamp
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
 from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
  "input_bytes": int, "bytes_read": int, "bytes_written": int,  (a run's: run/accounting.py
@@ -292,7 +294,7 @@ def write_report(report: dict[str, Any], dataset: Location) -> list[Location]:
         ("md", format_markdown(report)),
         ("html", format_html(report)),
     ):
-        loc = dataset / f"_reports/cost-{stamp}.{ext}"
+        loc = dataset / f"{REPORTS_DIR}/cost-{stamp}.{ext}"
         loc.write_bytes(text.encode())
         out.append(loc)
     return out

@@ -28,16 +28,19 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pydantic import ByteSize
 
-from pipeline.config import Config
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
 from pipeline.formats.sectioned import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 MiB = 2**20
 DOC_BYTES = 4000  # assumed mean document size when --docs is not given

@@ -26,10 +26,9 @@ import datetime as dt
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
-from pipeline.core.layout import WORK_DIR, utc_stamp
+from pipeline.core.layout import AUDIT_DIR, WORK_DIR, utc_stamp
 from pipeline.core.lease import LeaseHeld, held
 from pipeline.core.storage import Location
 from pipeline.retention.decide import (
@@ -41,8 +40,10 @@ from pipeline.retention.decide import (
 )
 from pipeline.retention.plan import Plan, list_objects, load_ledger
 
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
+
 LEDGER_FORMAT = "pipeline.core.storage-classes/1"
-AUDIT_DIR = "_audit"
 LEASE_RENEW_S = 60.0  # the lease (core/lease.py) expires after 900 s unless renewed
 
 

@@ -32,22 +32,18 @@ the age since the object was first written.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
+from pipeline.core import layout
+from pipeline.core.layout import AUDIT_DIR, MANIFEST, WORK_DIR
 from pipeline.retention.policy import INSTANT_ACCESS, ClassRule, RetentionRules, coldness
 
 DAY = 86400.0
-LEDGER_KEY = "_audit/storage-classes.json"  # see retention/apply.py
-LEASE_KEY = f"{WORK_DIR}/lease.json"  # see core/lease.py
-AUDIT_DIR = "_audit"
-REPORT_DIRS = (AUDIT_DIR, "_reports")
+LEDGER_KEY = f"{AUDIT_DIR}/storage-classes.json"  # see retention/apply.py
+LEASE_KEY = layout.LEASE.template  # see core/lease.py
 WORK_KINDS = ("runs", "units", "tokens")
-# a unit's hash rows: one sectioned object (layout 3), or one file per partition (before)
-_HASH_PART = re.compile(r".+\.(hashes\.bin|p\d+\.parquet)")
 # Classes whose deletion in a units folder invalidates its <unit>.done.json markers.
 _READ_OUTPUTS = ("read_docs", "quarantine", "exact_hashes")
 
@@ -106,21 +102,17 @@ class Decision:
 
 
 def classify(root: str, key: str) -> tuple[str, str]:
-    """(data class, deletion group) of an object; versions are split into committed or not later."""
+    """(data class, deletion group) of an object; versions are split into committed or not later.
+    The class of a dataset object is the one core/layout.py declares for its path."""
     if is_raw_root(root):
         return "raw", f"{root}:{key}"  # one group per object; "raw:<key>" under the first root
-    parts = key.split("/")
-    if parts[0] == WORK_DIR:
+    data_class = layout.data_class(key)
+    if key.startswith(f"{WORK_DIR}/"):
         folder = work_folder(key)
-        if folder is None:
-            return "work_state", key  # the lease, anything else directly under _work/
-        data_class = _work_class(parts[1], parts[3:])
-        return data_class, f"{folder}#{data_class}"
-    if parts[0] in REPORT_DIRS:
-        return "reports", key
-    if len(parts) >= 2 and is_version_name(parts[0]):
-        return "versions", parts[0]
-    return "other", key
+        return data_class, key if folder is None else f"{folder}#{data_class}"
+    if data_class == "versions":
+        return data_class, key.split("/", 1)[0]
+    return data_class, key
 
 
 def work_folder(key: str) -> str | None:
@@ -135,37 +127,15 @@ def work_folder(key: str) -> str | None:
     return "/".join(parts[:3] + [parts[3].split(".", 1)[0]])
 
 
-def _work_class(kind: str, rest: list[str]) -> str:
-    name = rest[-1]
-    if kind == "tokens":
-        return "token_parts"
-    if kind == "units":
-        if len(rest) == 1 and name.endswith(".docs.parquet"):
-            return "read_docs"
-        if len(rest) == 1 and name.endswith(".quarantine.parquet"):
-            return "quarantine"
-        if len(rest) == 1 and _HASH_PART.fullmatch(name):
-            return "exact_hashes"
-        if len(rest) == 1 and ".sig-" in name:
-            return "near_dedup"  # recomputed from the documents when missing
-        return "work_state"  # done markers
-    if rest == ["quarantine.parquet"]:
-        return "quarantine"
-    classes = {"exact": "exact_hashes", "near": "near_dedup", "pack": "token_parts"}
-    return classes.get(rest[0], "work_state")
-
-
 def is_read_marker(key: str) -> bool:
-    parts = key.split("/")
-    return len(parts) == 4 and parts[:2] == [WORK_DIR, "units"] and key.endswith(".done.json")
+    return layout.is_path(layout.READ_DONE, key)
 
 
 def deletion_order(key: str) -> int:
     """Version manifests and resume markers are deleted before what they vouch for."""
-    parts = key.split("/")
-    if parts[-1] == MANIFEST or is_read_marker(key):
+    if key.rsplit("/", 1)[-1] == MANIFEST or is_read_marker(key):
         return 0
-    if parts[:2] == [WORK_DIR, "tokens"] and key.endswith(".parquet"):
+    if layout.is_path(layout.TOKENS_INDEX, key):
         return 0  # tokens/<key>/<unit>-<removed>.parquet marks its .bin complete
     return 1
 

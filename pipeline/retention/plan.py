@@ -22,9 +22,8 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
 from pipeline.core.layout import MANIFEST, WORK_DIR
 from pipeline.core.storage import Location
 from pipeline.core.units import human_bytes
@@ -38,6 +37,9 @@ from pipeline.retention.decide import (
     is_raw_root,
     raw_root_name,
 )
+
+if TYPE_CHECKING:  # type only: config imports this package's section model
+    from pipeline.config import Config
 
 
 @dataclass

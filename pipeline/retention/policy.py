@@ -1,6 +1,6 @@
 """The `retention` section of the config (planned by retention/plan.py, applied by apply.py).
 
-Data classes (where each lives is in retention/decide.classify):
+Data classes (where each lives is declared with its path in core/layout.PATHS):
 
     raw                   the input objects under each source's uri (input.uri, inputs[*].uri)
     read_docs             _work/units/<read_key>/<unit>.docs.parquet

@@ -157,7 +157,7 @@ def _star_rounds(drv, inbox: list[list]) -> list[list]:
         inbox = [[refs[1 + p] for refs in small] for p in range(n)]
 
 
-def merge_audit(drv) -> None:
+def audit_stage(drv) -> None:
     """The exact (and near) removals merged bucket by bucket into the run's audit."""
     near = drv.near_removed if drv.cfg.dedup.near.enabled else None
     merge = drv.remote["merge_audit"]

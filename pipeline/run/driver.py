@@ -36,9 +36,9 @@ from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.ingest.field_probe import probe_fields
 from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
-from pipeline.run import tasks as stages
+from pipeline.run import tasks as read_dedup_tasks  # list, read, exact dedup, audit
 from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
-from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
+from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_components, near_edges
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
@@ -128,9 +128,9 @@ def _gather(futures: list, bar: tqdm, tick=None) -> list:
 
 _TASKS = (
     (
-        stages,
+        read_dedup_tasks,
         (
-            "list_stage",
+            "list_units",
             "read_unit",
             "merge_quarantine",
             "exact_partition",
@@ -256,7 +256,7 @@ class _Driver:
     def list_inputs(self) -> RunLayout:
         """The listing and its units; the partitions follow the listed bytes, and the run's id
         (its layout) follows the config and the listing."""
-        [listed] = self.stage("list", [self.remote["list_stage"].remote(self.input_root, self.cfg)])
+        [listed] = self.stage("list", [self.remote["list_units"].remote(self.input_root, self.cfg)])
         self.listed = listed
         self.cfg = cfg = self.cfg.for_listing(listed.listed_bytes)
         self.input_digest = table_digest(listed.inputs)  # verify recomputes it from the lineage
@@ -276,7 +276,7 @@ class _Driver:
         exact_dedup(self)
         if self.cfg.dedup.near.enabled:
             near_components(self, *near_edges(self))
-        merge_audit(self)
+        audit_stage(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
         self.quarantine_tokenized()
         version_id, tok_entry = pack_stage(self)

@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Any
 
 from pipeline.config import Config
+from pipeline.core.layout import AUDIT_DIR
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError, committed_versions, load_manifest
 from pipeline.run.results import ListResult, RunError
@@ -114,8 +115,6 @@ def _deleted_note(cfg: Config, src: Any, deleted: list[dict[str, Any]]) -> str:
 
 def _deleted_by_retention(dataset: Location) -> list[dict[str, Any]]:
     """The raw files retention deleted, from the dataset's audit logs (oldest first)."""
-    from pipeline.retention.apply import AUDIT_DIR
-
     audit = dataset / AUDIT_DIR
     entries = []
     for name in audit.ls_names():

@@ -42,7 +42,7 @@ def exchange_bucket(
     file already cut by shard (tokens and index rows), so memory holds one unit's index and the
     piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
     timer = TaskTimer()
-    folder, name = layout.run / f"pack/{plan.name}", f"g{group:05d}-k{bucket:05d}"
+    folder, name = layout.pack_exchange(plan.name), f"g{group:05d}-k{bucket:05d}"
     done = folder / f"{name}.json"
     if done.exists():  # its marker holds the earlier result's own fields
         return timer.result(ExchangeResult, **json.loads(done.read_bytes()), reused=True)
@@ -152,7 +152,7 @@ def pack_shard(
     for name, at, token_bytes, index_bytes in sections:
         if token_bytes == 0:
             continue
-        loc = layout.run / f"pack/{plan.name}/{name}"
+        loc = layout.pack_exchange(plan.name) / name
         raw = loc.read_bytes(at, at + token_bytes + index_bytes)
         tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
         index = pack.index_from_ipc(raw[token_bytes:])

@@ -39,7 +39,7 @@ DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 
 
 # -- ingest ----------------------------------------------------------------------------------
-def list_stage(input_root: Location, cfg: Config) -> ListResult:
+def list_units(input_root: Location, cfg: Config) -> ListResult:
     """The listing and its work units (metadata only: they are small tables), source by source.
 
     Each source is listed under its own root with its own include/exclude and cut into units of

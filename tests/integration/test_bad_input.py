@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG, jsonl_records
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.layout import RunLayout
@@ -25,8 +25,8 @@ from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
-from pipeline.run import tasks as stages
 from pipeline.run.driver import run_pipeline
+from pipeline.run.tasks import read_unit
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "owls")
 
@@ -35,16 +35,15 @@ def doc_text(i: int) -> str:
     return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] + str(i * 31 + k) for k in range(40))
 
 
-def jsonl(n: int, prefix: str = "d") -> bytes:
-    return b"".join(
-        json.dumps({"id": f"{prefix}{i}", "text": doc_text(i)}).encode() + b"\n" for i in range(n)
-    )
+def jsonl(prefix: str, n: int) -> bytes:
+    """n documents of varied words, ids <prefix><i> (no dash: a1 is edited below)."""
+    return jsonl_records({"id": f"{prefix}{i}", "text": doc_text(i)} for i in range(n))
 
 
 def corpus(folder: Path) -> Path:
     (folder / "a").mkdir(parents=True)
-    (folder / "a" / "one.jsonl").write_bytes(jsonl(120, "a"))
-    (folder / "b.jsonl").write_bytes(jsonl(80, "b"))
+    (folder / "a" / "one.jsonl").write_bytes(jsonl("a", 120))
+    (folder / "b.jsonl").write_bytes(jsonl("b", 80))
     return folder
 
 
@@ -109,7 +108,7 @@ def test_own_output_inside_input_is_never_read(ray_local, tmp_path):
 
 
 def test_own_output_inside_input_on_s3(ray_local, tmp_path, s3_upload, s3_bucket, s3_storage):
-    s3_upload({"data/a/one.jsonl": jsonl(120, "a"), "data/b.jsonl": jsonl(80, "b")})
+    s3_upload({"data/a/one.jsonl": jsonl("a", 120), "data/b.jsonl": jsonl("b", 80)})
     (_, first), (cfg, second) = run_twice(
         f"s3://{s3_bucket}/data",
         f"s3://{s3_bucket}/data/out",
@@ -142,7 +141,7 @@ def test_giant_jsonl_line_is_quarantined_and_read_boundedly(tmp_path):
     import tracemalloc
 
     cap, unit = 2**20, 2**16
-    head, tail = jsonl(200, "h"), jsonl(50, "t")
+    head, tail = jsonl("h", 200), jsonl("t", 50)
     giant = json.dumps({"id": "giant", "text": "word " * (8 * 2**20 // 5)}).encode()
     (tmp_path / "in").mkdir()
     path = tmp_path / "in" / "big.jsonl"
@@ -172,7 +171,7 @@ def test_giant_jsonl_line_is_quarantined_and_read_boundedly(tmp_path):
 def test_giant_records_in_every_format(tmp_path):
     cap = 2**16
     big_text = "many words " * (cap // 5)
-    small = jsonl(5, "s")
+    small = jsonl("s", 5)
     big_line = json.dumps({"id": "big", "text": big_text}).encode() + b"\n"
     table = pa.table({"id": ["p0", "p1", "p2"], "text": ["fine", big_text, "also fine"]})
     parquet = io.BytesIO()
@@ -210,14 +209,14 @@ def listed_pieces(root: Location) -> list[dict]:
 
 
 def read_unit_here(tmp_path: Path, root: Location, pieces: list[dict]):
-    """stages.read_unit without Ray: (summary, docs, quarantine rows)."""
+    """read_unit without Ray: (summary, docs, quarantine rows)."""
     cfg = load_config(
         SAMPLE_CONFIG,
         input_uri=root.uri if root.is_local else str(tmp_path),
         output_uri=str(tmp_path / "out"),
     )
     layout = RunLayout.for_config(cfg, "test")
-    summary = stages.read_unit(layout, root, "u", pieces, cfg)
+    summary = read_unit(layout, root, "u", pieces, cfg)
     docs = layout.read_docs("u").read_parquet().to_pylist()
     return summary, docs, layout.read_quarantine("u").read_parquet().to_pylist()
 
@@ -226,7 +225,7 @@ def test_object_changed_after_listing_is_quarantined_locally(tmp_path):
     root = Location.from_uri(str(corpus(tmp_path / "in")))
     pieces = listed_pieces(root)
     grown = tmp_path / "in" / "b.jsonl"
-    grown.write_bytes(grown.read_bytes() + jsonl(3, "new"))  # size and mtime change
+    grown.write_bytes(grown.read_bytes() + jsonl("new", 3))  # size and mtime change
     same_size = tmp_path / "in" / "a" / "one.jsonl"
     st = same_size.stat()
     same_size.write_bytes(same_size.read_bytes().replace(b'"a1"', b'"A1"'))
@@ -244,7 +243,7 @@ def test_object_changed_after_listing_is_quarantined_locally(tmp_path):
     pieces = listed_pieces(root)
     reading = read_piece(root, pieces[1], "text", "id", batch_docs=10)
     next(reading)
-    grown.write_bytes(grown.read_bytes() + jsonl(1, "late"))
+    grown.write_bytes(grown.read_bytes() + jsonl("late", 1))
     with pytest.raises(ObjectChanged):
         list(reading)
 
@@ -252,7 +251,7 @@ def test_object_changed_after_listing_is_quarantined_locally(tmp_path):
 def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_storage):
     import s3fs
 
-    root = s3_upload({"a.jsonl": jsonl(30, "a"), "b.jsonl": jsonl(30, "b")})
+    root = s3_upload({"a.jsonl": jsonl("a", 30), "b.jsonl": jsonl("b", 30)})
     pieces = listed_pieces(root)
     root.fs.ls(s3_bucket, detail=True)  # a listing cached in this client, as a worker may have
     other = s3fs.S3FileSystem(
@@ -260,11 +259,11 @@ def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_s
     )
     # same size, new content (new ETag), written by another client: this one's cache is stale,
     # so the open trusts the listed ETag and the conditional GET (If-Match) is what refuses
-    other.pipe(f"{s3_bucket}/a.jsonl", jsonl(30, "a").replace(b'"a1"', b'"A1"'))
+    other.pipe(f"{s3_bucket}/a.jsonl", jsonl("a", 30).replace(b'"a1"', b'"A1"'))
     with pytest.raises(ObjectChanged, match="changed while read"):
         list(read_piece(root, pieces[0], "text", "id"))
     # with a fresh look at the object (HEAD), the size/ETag comparison refuses before any GET
-    other.pipe(f"{s3_bucket}/b.jsonl", jsonl(31, "b"))
+    other.pipe(f"{s3_bucket}/b.jsonl", jsonl("b", 31))
     root.fs.invalidate_cache()
     summary, docs, bad = read_unit_here(tmp_path, root, pieces)
     assert docs == [] and summary.docs_in == 2
@@ -277,6 +276,7 @@ def test_object_changed_after_listing_on_s3(tmp_path, s3_upload, s3_bucket, s3_s
 
 
 # -- case 5: quiet local runs ----------------------------------------------------------------
+@pytest.mark.slow  # runs the pipeline
 def test_local_run_prints_no_warning_a_user_cannot_act_on(tmp_path):
     import logging
 
@@ -284,7 +284,7 @@ def test_local_run_prints_no_warning_a_user_cannot_act_on(tmp_path):
 
     data = tmp_path / "data"
     data.mkdir()
-    (data / "d.jsonl").write_bytes(jsonl(150))
+    (data / "d.jsonl").write_bytes(jsonl("d", 150))
     result = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "--config", str(SAMPLE_CONFIG), "--quiet"]
         + ["--input", str(data), "--output", str(tmp_path / "out")],

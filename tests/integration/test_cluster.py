@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 import ray
-from helpers import REPO, SAMPLE_CONFIG
 from ray.job_submission import JobStatus, JobSubmissionClient
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -35,6 +35,7 @@ from pipeline.formats.verify import verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.testing.s3 import free_port
 
+pytestmark = pytest.mark.cluster  # a Ray cluster of its own (`ray start`): slow too (conftest.py)
 VENV_BIN = Path(sys.executable).parent
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 

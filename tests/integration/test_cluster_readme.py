@@ -19,6 +19,7 @@ import textwrap
 import time
 
 import pyarrow.parquet as pq
+import pytest
 from test_cluster import (  # the cluster helpers: private Ray temp dir, stop by pid
     REPO,
     _stop_head,
@@ -32,6 +33,7 @@ from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.testing.s3 import free_port, recorded_requests
 
+pytestmark = pytest.mark.cluster  # runs the README's cluster commands: slow too (conftest.py)
 WRITES = {"PUT", "POST", "DELETE"}
 
 

@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 from pipeline.formats.megatron import decode_index, read_shard
 from pipeline.formats.verify import VerifyError, verify_version
+
+pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

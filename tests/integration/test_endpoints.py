@@ -16,9 +16,9 @@ import time
 
 import pytest
 import yaml
-from helpers import REPO
 from ray.runtime_env import RuntimeEnv
 from ray.runtime_env.runtime_env import _merge_runtime_env
+from support import REPO
 
 from pipeline import cli
 from pipeline.config_sections import StorageConfig
@@ -30,6 +30,7 @@ from pipeline.testing.s3 import seaweedfs_server
 S3_CONFIG = str(REPO / "configs" / "s3.yaml")
 
 
+@pytest.mark.slow  # runs the pipeline
 @pytest.mark.parametrize("name", ["runtime_env.yaml", "runtime_env.image.yaml"])
 def test_shipped_job_runtime_env_merges_with_the_worker_env(name, monkeypatch):
     job_env = yaml.safe_load((REPO / "jobs" / name).read_text())

@@ -17,9 +17,8 @@ import json
 import time
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, s3_config
 
-from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import committed_versions, comparable
 from pipeline.formats.verify import verify_version
@@ -29,15 +28,6 @@ from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, PermanentFault
 
 def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
     return [(version / s[k]).read_bytes() for s in manifest["shards"] for k in ("bin", "idx")]
-
-
-def s3_config(bucket: str, endpoint: str, output: str, *sets: str):
-    return load_config(
-        SAMPLE_CONFIG,
-        input_uri=f"s3://{bucket}/raw",
-        output_uri=f"s3://{bucket}/{output}",
-        overrides=[f"storage.endpoint_url={endpoint}", *sets],
-    )
 
 
 def small_input(s3_upload) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
 
 from pipeline.config import load_config
 from pipeline.core.layout import is_version_name
@@ -18,6 +18,8 @@ from pipeline.retention.apply import apply_plan
 from pipeline.retention.plan import plan_retention
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
+
+pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
 
 
 def versions(out: Path, name: str = "sample") -> list[str]:

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout

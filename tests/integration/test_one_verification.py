@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 from tokenizers import SentencePieceUnigramTokenizer
 
 from pipeline.bench import doc_memory
@@ -98,6 +98,7 @@ def test_a_shard_verify_would_reject_is_never_committed(ray_local, tmp_path):
     assert sum((v / MANIFEST).exists() for v in versions) == 1
 
 
+@pytest.mark.slow  # tokenizes a giant document
 def test_a_giant_document_tokenizes_in_bounded_memory():
     """Before: a 15 MB document peaked at ~2.3 GB (tokenizers) / 2.5 GB (fastokens with its
     reference check); 6 MB at about 1 GB, some 600 MB over a unit of small documents. Now the

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import yaml
-from helpers import TOKENIZER
+from support import TOKENIZER
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout

@@ -14,7 +14,7 @@ import boto3
 import pyarrow as pa
 import pytest
 import s3fs
-from helpers import REPO
+from support import REPO
 
 from pipeline.cli import main
 from pipeline.config import Config
@@ -401,7 +401,7 @@ def s3_server():
         yield endpoint
     s3fs.S3FileSystem.clear_instance_cache()  # its instances point at the stopped server
 
-def s3_config(bucket: str, endpoint: str, **retention) -> Config:
+def retention_config_s3(bucket: str, endpoint: str, **retention) -> Config:
     return make_config(f"s3://{bucket}/raw", f"s3://{bucket}/out", endpoint, **retention)
 
 
@@ -428,7 +428,7 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
         }
     }
     with recorded_requests(s3_server) as proxy:  # the plan holds the endpoint it was made with
-        cfg = s3_config(s3_bucket, proxy.endpoint, rules=rules)
+        cfg = retention_config_s3(s3_bucket, proxy.endpoint, rules=rules)
         later = time.time() + 20 * DAY  # everything is 20 days old
         before = keys(root)
         plan = plan_retention(cfg, now=later)
@@ -461,7 +461,7 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
     assert counts["delete_requests"] == len(expected_deletes()) + 1
     assert counts.get("get_requests", 0) + counts.get("list_requests", 0) == by_method["GET"]
     # rerun: a no-op; the ledger keeps the age the copy reset
-    again = plan_retention(s3_config(s3_bucket, s3_server, rules=rules), now=later)
+    again = plan_retention(retention_config_s3(s3_bucket, s3_server, rules=rules), now=later)
     assert again.actions == []
     moved = next(d for d in again.decisions if d.obj.key == f"{V[3]}/manifest.json")
     first = next(d for d in plan.decisions if d.obj.key == f"{V[3]}/manifest.json")
@@ -470,7 +470,7 @@ def test_s3_apply_deletes_plan_moves_classes_and_counts_real_requests(
 
 def test_s3_lifecycle_export_is_accepted_by_the_server(s3_bucket, s3_storage, s3_server):
     s3_dataset(s3_bucket, s3_server, s3_storage)
-    cfg = s3_config(
+    cfg = retention_config_s3(
         s3_bucket,
         s3_server,
         rules={

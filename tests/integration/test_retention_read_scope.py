@@ -8,7 +8,6 @@ independent implementation of the S3 API and checks the exported JSON for real).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -17,10 +16,12 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import boto3
 import pytest
-from helpers import SAMPLE_CONFIG
+import support
+from support import SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.config_sections import StorageConfig
@@ -37,11 +38,7 @@ RAW_0 = "retention.rules.raw.delete_after_days=0"
 TAG = {"pipeline-read/sample": "true"}
 
 
-def jsonl(name: str, n: int = 40) -> bytes:
-    rows = [
-        json.dumps({"id": f"{name}-{i}", "text": f"{name} text number {i} " * 20}) for i in range(n)
-    ]
-    return ("\n".join(rows) + "\n").encode()
+jsonl = partial(support.jsonl, n=40, words="text number", repeat=20)
 
 
 FILES = {n: jsonl(n) for n in ("appended", "rewritten", "recreated", "untouched")}

@@ -4,12 +4,11 @@ deletes its own memory (the live run's committed.json, the audit logs). Local an
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import boto3
-from helpers import SAMPLE_CONFIG
+from support import SAMPLE_CONFIG, jsonl
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -22,13 +21,6 @@ from pipeline.retention.plan import dataset_location, plan_retention
 from pipeline.run.driver import run_pipeline
 
 RAW_30 = "retention.rules.raw.delete_after_days=30"
-
-
-def jsonl(prefix: str, n: int) -> bytes:
-    rows = [
-        json.dumps({"id": f"{prefix}-{i}", "text": f"{prefix} text {i} " * 12}) for i in range(n)
-    ]
-    return ("\n".join(rows) + "\n").encode()
 
 
 # What a careless input folder holds beside the data: none of it is read, so none of it is the

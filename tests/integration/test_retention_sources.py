@@ -5,14 +5,15 @@ rule per distinct root, each refused on its own. Local and SeaweedFS S3."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 import boto3
+import support
 import yaml
-from helpers import TOKENIZER
+from support import TOKENIZER
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -26,12 +27,7 @@ from pipeline.run.driver import run_pipeline
 RAW_30 = "retention.rules.raw.delete_after_days=30"
 
 
-def jsonl(prefix: str, n: int) -> bytes:
-    rows = [
-        json.dumps({"id": f"{prefix}-{i}", "text": f"{prefix} words number {i} " * 10})
-        for i in range(n)
-    ]
-    return ("\n".join(rows) + "\n").encode()
+jsonl = partial(support.jsonl, words="words number", repeat=10)
 
 
 def write_config(path: Path, sources: list[dict], output_uri: str, *sets: str):

@@ -11,55 +11,71 @@ from pathlib import Path
 import numpy as np
 import pydantic
 import pytest
-from helpers import SAMPLE_CONFIG, SOURCES_CONFIG
-from pydantic import BaseModel, ByteSize
+from pydantic import BaseModel, ByteSize, Field
+from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
+from pipeline import reuse_keys
 from pipeline.config import Config, load_config
 from pipeline.config_sections import InputConfig
+from pipeline.core.model import StrictModel
 from pipeline.formats.megatron import decode_index
+from pipeline.reuse_keys import changes
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.encode import load_tokenizer
 
 STAGES = ("read", "tokens", "run")
-
-# Which intermediates a change of each key must recompute; a key not listed here (added later)
-# must change all of them (the safe default of stage_keys).
-EXPECT = {
-    "input.uri": set(),
+DECLARED = reuse_keys.declarations(Config)  # raises for a key that declares nothing
+# The decisions behind the declarations, pinned: a declaration that moves must move here too.
+PINNED = {
+    "name": {"read", "tokens", "run"},  # a single input's source name: the rows' origin
+    "inputs.name": {"read", "tokens", "run"},
+    "input.uri": set(),  # where, not what
     "input.include": {"run"},  # selection: same units keep their outputs
-    "input.exclude": {"run"},
-    "ingest.unit_bytes": {"run"},  # decides the units (their ids), not what a unit holds
-    "ingest.max_error_rate": {"run"},
-    "dedup.exact": {"run"},  # dedup decisions reach token files through <removed>
     "tokenize.tokenizer": set(),  # a copy with the same content: by content, not by path
     "tokenize.eos": {"tokens", "run"},
-    "tokenize.batch_docs": {"run"},
-    "tokenize.engine": set(),  # same ids whatever the engine: not even a new run (issue 11)
-    "tokenize.verify_fraction": set(),  # how much is re-checked: not part of the output at all
-    "pack.shard_bytes": {"run"},
-    "dedup.partition_bytes": set(),  # only sets the count a run resolves into dedup.partitions
-    "pack.exchange_request_bytes": set(),  # how pack moves bytes, not which
-    "pack.exchange_task_bytes": set(),
-    "dedup.exchange_request_bytes": set(),  # how dedup's exchanges move rows, not which
-    "dedup.exchange_task_bytes": set(),
+    "tokenize.batch_docs": set(),  # each document is encoded on its own: not even a new run
+    "tokenize.engine": set(),  # same ids whatever the engine (issue 11)
+    "dedup.exact": {"run"},  # dedup decisions reach token files through <removed>
+    "dedup.partitions": {"read", "tokens", "run"},  # hash rows are sectioned by partition
     "pack.seed": {"tokens", "run"},
+    "pack.shard_bytes": {"run"},
     "split.valid_fraction": {"run"},  # drawn at pack time from the token files
     # columns of the read outputs and of the index, never of a token file (issue 23)
     "input.keep_fields": {"read", "run"},
+    "inputs.keep_fields": {"read", "run"},
 }
-_NEVER = ("name", "output.", "storage.", "ray.", "run.", "retention.", "prices.")
 
 
 def expected(key: str) -> set[str]:
-    if key in EXPECT:
-        return EXPECT[key]
-    if key.startswith(_NEVER):
-        return {"run"} if key == "name" else set()
-    if key.startswith("dedup.near."):
-        return {"run"}
-    if key.startswith(("tokenize.", "pack.")):
-        return {"tokens", "run"}
-    return set(STAGES)  # input, ingest, dedup and new sections: everything downstream
+    """The intermediates a change of `key` recomputes, from its declaration: the read outputs
+    reach the token files through the read key, which the token key hashes."""
+    while key not in DECLARED:  # a section declared as a whole (storage, retention, ...)
+        key = key.rpartition(".")[0]
+    decl = DECLARED[key]
+    if decl.get("by_content"):  # the walk gives a copy with the same content: nothing changes
+        return set()
+    stages = set(decl["changes_bytes_of"])
+    if "read" in stages and not decl.get("columns_only"):  # columns never reach a token file
+        stages.add("tokens")
+    return {"run" if s == "output" else s for s in stages}
+
+
+def test_every_config_key_declares_which_bytes_it_changes():
+    assert "tokenize.eos" in DECLARED and "storage" in DECLARED and "inputs.weight" in DECLARED
+    for key, stages in PINNED.items():
+        assert expected(key) == stages, key
+
+
+def test_a_key_without_a_declaration_is_refused():
+    class Section(StrictModel):
+        declared: int = Field(1, json_schema_extra=changes("output"))
+        forgotten: int = 2
+
+    class Whole(StrictModel):
+        section: Section = Section()
+
+    with pytest.raises(TypeError, match="'section.forgotten' does not declare"):
+        reuse_keys.declarations(Whole)
 
 
 def leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, typing.Any]]:
@@ -228,3 +244,29 @@ def test_reruns_recompute_exactly_what_a_change_decides(
         assert second.manifest["counts"]["tokens"] != first.manifest["counts"]["tokens"]
         text = _decoded_start(second.version, second_cfg.tokenize.tokenizer)
         assert "RAW-HTML" in text and "clean text" not in text
+
+
+def test_another_batch_size_is_the_same_run(ray_local, tmp_path):
+    """tokenize.batch_docs changes no byte (each document is encoded on its own): a rerun with
+    another batch size finds the committed version, and a fresh run with it writes the same
+    shards."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = [json.dumps({"id": i, "text": f"batch text {i} " * (5 + i % 7)}) for i in range(200)]
+    (corpus / "a.jsonl").write_text("\n".join(lines) + "\n")
+
+    def run(out: str, batch: int):
+        cfg = load_config(
+            SAMPLE_CONFIG,
+            input_uri=str(corpus),
+            output_uri=str(tmp_path / out),
+            overrides=[f"tokenize.batch_docs={batch}"],
+        )
+        return run_pipeline(cfg, show_progress=False)
+
+    first = run("out", 1024)
+    assert run("out", 3).already_committed
+    fresh = run("fresh", 3)
+    assert [s["bin_xxh3_128"] for s in fresh.manifest["shards"]] == [
+        s["bin_xxh3_128"] for s in first.manifest["shards"]
+    ]

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from helpers import REPO, SAMPLE_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 from tokenizers import Tokenizer
 
 from pipeline.config import ConfigError, load_config
@@ -248,6 +248,7 @@ def test_error_rate_stops_the_run(ray_local, tmp_path):
     assert committed_versions(Location.from_uri(str(tmp_path / "out" / "sample"))) == []
 
 
+@pytest.mark.slow  # runs the pipeline
 @pytest.mark.parametrize(
     "yaml_text, key",
     [

@@ -6,55 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import SAMPLE_CONFIG
 
 from pipeline.config import load_config
-from pipeline.config_sections import DedupConfig, IngestConfig, PackConfig
 from pipeline.core.layout import RunLayout
 from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline
-from pipeline.tokens.pack import key_range, pack_plan
+from pipeline.tokens.pack import pack_plan
 
 MiB = 2**20
-
-
-def test_plan_pieces_reach_the_request_size_at_production_settings():
-    # 10 TB of tokens, 256 MiB units and shards, 16 MiB pieces
-    total = 10 * 10**12
-    plan = pack_plan(total, total // (256 * MiB), 256 * MiB, 16 * MiB)
-    assert (plan.buckets, plan.groups) == (16, 16)
-    units = total // (256 * MiB)
-    assert total / (units * plan.buckets) >= 16 * MiB  # pass 1 token GET
-    assert total / (plan.groups * plan.shards) >= 15 * MiB  # pass 2 GET (shards a bit < target)
-
-
-def test_plan_requests_grow_linearly_at_fixed_unit_and_shard_sizes():
-    def gets(total: int) -> int:
-        units = total // (2 * MiB)
-        plan = pack_plan(total, units, MiB, 16 * MiB)
-        return 2 * units * plan.buckets + plan.groups * plan.shards
-
-    assert gets(16 * 64 * MiB) <= 16 * gets(64 * MiB) * 1.01
-
-
-def test_buckets_and_groups_cover_every_shard_and_unit_once():
-    plan = pack_plan(1000 * MiB, 37, 7 * MiB, MiB)
-    shards = [s for k in range(plan.buckets) for s in plan.bucket_shards(k)]
-    assert shards == list(range(plan.shards))
-    units = list(range(37))
-    assert [u for g in plan.unit_groups(units) for u in g] == units
-    for k in range(plan.buckets):
-        lo, hi = plan.bucket_range(k)
-        span = plan.bucket_shards(k)
-        assert lo == key_range(span.start, plan.shards)[0]
-        assert hi == key_range(span.stop - 1, plan.shards)[1]
-        assert all(plan.bucket_of(s) == k for s in span)
-
-
-def test_partitions_follow_the_listed_bytes_unless_given():
-    auto = DedupConfig(partition_bytes=MiB)
-    assert [auto.partition_count(b) for b in (0, 1, MiB, MiB + 1, 10 * MiB)] == [1, 1, 1, 2, 10]
-    assert DedupConfig(partitions=3, partition_bytes=MiB).partition_count(10 * MiB) == 3
 
 
 def _run(tmp_path: Path, name: str, *sets: str):
@@ -143,134 +103,3 @@ def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
     Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path).unlink()
     neardup.near_signatures(layout, unit, cfg)
     assert outputs() == before
-
-
-def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
-    from pipeline.report import dry_run
-
-    tb = 10**13
-    cut, stages = dry_run.dry_run(tb)
-    # without a config: the config models' defaults, the sizes a run with defaults would use
-    unit, shard = int(IngestConfig().unit_bytes), int(PackConfig().shard_bytes)
-    assert abs(cut["units"] - tb / unit) / cut["units"] < 0.1
-    assert cut["partitions"] == DedupConfig().partition_count(tb)
-    assert cut["shards"] == pack_plan(cut["token_bytes"], cut["units"], shard, 16 * MiB).shards
-    # at 256 MiB units (configs/s3.yaml) pack's GETs reach its 16 MiB aim; at the default 64 MiB
-    # a unit's token part per key bucket is smaller (~11 MB). Counted: the pieces that carry
-    # tokens (not pass 1's small index GETs, one per unit and bucket; no shard is read back any
-    # more, whose whole-shard GETs used to lift the mean)
-    cut, stages = dry_run.dry_run(tb, unit_bytes=256 * MiB)
-    pack_stage = next(s for s in stages if s.name == "pack")
-    index_gets = cut["units"] * cut["pack_buckets"]
-    assert pack_stage.bytes_read / (pack_stage.requests["get"] - index_gets) >= 16 * 10**6
-    assert all(s.core_hours >= 0 and s.dollars >= 0 for s in stages)
-
-
-def test_plan_at_a_corpus_size_takes_the_configs_unit_and_shard_sizes(capsys):
-    """It printed 37,253 units for 10 TB whatever the config said (the option's unset value
-    hid the config's); the sample's 1 MiB units and shards give ~9.5M units and ~7.3M shards."""
-    from pipeline.cli import main
-
-    base = ["plan", "--corpus-bytes", "10TB", "--config", str(SAMPLE_CONFIG)]
-    assert main(base) == 0
-    out = capsys.readouterr().out
-    assert "settings: units of 1.0MiB (ingest.unit_bytes), shards of 1.0MiB" in out
-    assert "9,536,744 units, 4 dedup partitions, 7,343,293 shards" in out
-    assert main([*base, "--unit-bytes", "256MiB"]) == 0  # an option still wins over the config
-    assert "37,253 units" in capsys.readouterr().out
-
-
-def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
-    from pipeline.report import dry_run
-
-    def requests(corpus: int, stage: str) -> int:  # at configs/s3.yaml's 256 MiB units
-        _, stages = dry_run.dry_run(corpus, unit_bytes=256 * MiB, dedup=DedupConfig(partitions=64))
-        return sum(next(s for s in stages if s.name == stage).requests.values())
-
-    for stage in ("read+hash", "tokenize", "pack"):
-        assert requests(10**13, stage) <= 1.1 * 10 * requests(10**12, stage)
-
-
-def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing():
-    from pipeline.report import dry_run
-
-    def requests(corpus: int, stage: str) -> int:
-        # task cap out of the way: the exchanges' own cut (formats/sectioned.py)
-        _, stages = dry_run.dry_run(
-            corpus, unit_bytes=256 * MiB, dedup=DedupConfig(exchange_task_bytes=2**60)
-        )
-        return sum(next(s for s in stages if s.name == stage).requests.values())
-
-    for stage in ("read+hash", "exact", "near", "audit"):
-        assert requests(10**13, stage) <= 1.3 * 10 * requests(10**12, stage), stage
-    # with the default cap on one regroup task's bytes, 10 TB in 256 MiB units (configs/s3.yaml;
-    # the default 64 MiB units make ~14M) still needs < 10M requests
-    _, stages = dry_run.dry_run(10**13, unit_bytes=256 * MiB)
-    assert sum(sum(s.requests.values()) for s in stages) < 10**7
-
-
-def test_plan_and_report_print_the_dry_run(capsys):
-    from pipeline.cli import main
-
-    assert main(["plan", "--corpus-bytes", "1TB", "--unit-bytes", "128MiB"]) == 0
-    out = capsys.readouterr().out
-    assert "units" in out and "pack" in out and "core-h" in out
-    assert "local disk per pass-1 task" in out
-    # --set without a config would be silently ignored: refused instead
-    assert main(["plan", "--corpus-bytes", "1TB", "--set", "pack.shard_bytes=1GiB"]) == 2
-    assert "--set needs --config" in capsys.readouterr().err
-    # with a config, a lower pack task cap trades local disk for requests
-    base = ["plan", "--corpus-bytes", "10TB", "--config", str(REPO / "configs/s3.yaml")]
-    assert main(base) == 0
-    uncapped = capsys.readouterr().out
-    assert main([*base, "--set", "pack.exchange_task_bytes=8GiB"]) == 0
-    capped = capsys.readouterr().out
-    assert "40.1GB of local disk" in uncapped and "8.5GB of local disk" in capped
-
-
-def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():
-    from pipeline.report import bill as bills
-    from pipeline.report import dry_run
-    from pipeline.report.prices import PricesConfig
-
-    report = {
-        "before": {"retained": [{"data_class": "raw", "bytes": 10**9}]},
-        "after": {
-            "retained": [
-                {"data_class": "raw", "bytes": 10**9, "usd_month": 0.02},
-                {"data_class": "versions", "bytes": 7 * 10**8, "usd_month": 0.015},
-            ]
-        },
-    }
-    cut, stages = dry_run.dry_run(10**13)
-    bill = bills.projected_bill(
-        report, 10**13, stages, cut, runs_per_month=2, epochs_per_month=1,
-        range_bytes=16 * MiB, prices=PricesConfig(),
-    )
-    assert bill["scale"] == 10**4
-    assert bill["storage_usd_by_class"] == pytest.approx({"raw": 200.0, "versions": 150.0})
-    assert bill["pipeline_request_usd"] == pytest.approx(2 * sum(s.dollars for s in stages))
-    assert bill["training_request_usd"] > 0
-    assert "total" in "\n".join(bills.bill_lines(bill))
-
-
-def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
-    from fractions import Fraction
-
-    from pipeline.bench.scale import parts_of, stage_rows
-
-    for i in range(8):
-        (tmp_path / f"part-{i}.jsonl").write_bytes(b"x" * 100)
-    parts = parts_of(tmp_path, [Fraction(1, 4), Fraction(1, 2), Fraction(1)])
-    assert [len(p) for p in parts] == [2, 4, 8]
-    assert parts[0] == sorted(tmp_path.iterdir())[:2]
-    rows = stage_rows(
-        [
-            {"stage": "pack", "seconds": 1.0, "peak_rss_mb": 10, "io": {"get_requests": 2,
-             "bytes_read": 100, "put_requests": 1}},
-            {"stage": "pack", "seconds": 2.0, "peak_rss_mb": 30, "io": {"get_requests": 3,
-             "bytes_read": 400}},
-        ]
-    )
-    assert rows["pack"]["requests"] == 6 and rows["pack"]["mean_get_bytes"] == 100
-    assert rows["pack"]["peak_rss_mb"] == 30 and rows["pack"]["seconds"] == 3.0

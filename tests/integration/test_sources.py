@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
+from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_ray_env, run_command
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
@@ -48,7 +48,7 @@ def _texts() -> list[str]:
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_bytes(jsonl_records(records))
 
 
 @pytest.fixture(scope="module")

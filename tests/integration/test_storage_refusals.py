@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
-from helpers import REPO, SAMPLE_CONFIG, own_ray_env
+from support import REPO, SAMPLE_CONFIG, own_ray_env
 
 from pipeline.core.storage import StorageRefused, refusal_cause, refusals_named
 from pipeline.testing.s3 import moto_server
@@ -46,6 +46,7 @@ def assert_refused(proc, uri_part: str, cause: str) -> None:
     assert cause in proc.lines[0], proc.lines[0]
 
 
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
 @pytest.mark.parametrize("name", ["run", "verify", "retain", "report", "plan --probe"])
 def test_a_missing_bucket(s3_server, s3_upload, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
@@ -57,6 +58,7 @@ def test_a_missing_bucket(s3_server, s3_upload, name):
     assert_refused(proc, f"s3://nobucket-{os.getpid()}/", "no such bucket (NoSuchBucket")
 
 
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
 @pytest.mark.parametrize("name", ["run", "verify", "retain", "plan --probe"])
 def test_no_credentials(s3_server, s3_upload, tmp_path, name):
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
@@ -98,6 +100,7 @@ def locked_bucket(s3_server) -> tuple[str, dict[str, str]]:
         del os.environ["INITIAL_NO_AUTH_ACTION_COUNT"]
 
 
+@pytest.mark.slow  # one command process per case (`run` starts Ray)
 @pytest.mark.parametrize("name", ["run", "verify", "retain"])
 def test_access_denied(locked_bucket, name):
     endpoint, env = locked_bucket
@@ -105,6 +108,7 @@ def test_access_denied(locked_bucket, name):
     assert_refused(proc, "s3://locked/", "access denied (AccessDenied")
 
 
+@pytest.mark.slow  # a pipeline run
 def test_an_unknown_access_key(locked_bucket):
     endpoint, env = locked_bucket
     env = env | {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWN000000000"}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import ray
 import xxhash
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
 

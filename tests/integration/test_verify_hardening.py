@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG, setter
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -79,19 +79,6 @@ def other_input_digest(m):
     m["lineage"]["input_manifest_xxh3_128"] = "0" * 32
 
 
-def setter(*path, value=None, delete=False):
-    def edit(m):
-        node = m
-        for key in path[:-1]:
-            node = node[key]
-        if delete:
-            del node[path[-1]]
-        else:
-            node[path[-1]] = value
-
-    return edit
-
-
 CASES = {
     "duplicated shard entry": (duplicate_shard, "already named by shard 0"),
     "removed count edited to balance": (more_removed, "dedup audit lists 20 exact"),
@@ -100,7 +87,7 @@ CASES = {
     "bin is a number": (setter("shards", 0, "bin", value=5), "is not a file name"),
     "bin is empty": (setter("shards", 0, "bin", value=""), "is not a file name"),
     "NUL in a name": (setter("shards", 0, "idx", value="shard\x00.idx"), "is not a file name"),
-    "no tokenizer": (setter("tokenizer", delete=True), "tokenizer must be an object"),
+    "no tokenizer": (setter("tokenizer", delete=True), "tokenizer is missing"),
     "shard not an object": (setter("shards", 1, value="shard-1"), "is not an object"),
     "tokens a string": (setter("shards", 0, "tokens", value="12"), "non-negative integer"),
     "lineage missing": (setter("lineage", delete=True), "lineage must name"),

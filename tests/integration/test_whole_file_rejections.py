@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
+import support
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -24,13 +26,7 @@ from pipeline.run.results import RunError
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, PermanentFault
 from pipeline.tokens.encode import load_tokenizer
 
-
-def jsonl(prefix: str, n: int) -> bytes:
-    rows = [
-        json.dumps({"id": f"{prefix}-{i}", "text": f"{prefix} document {i} " * 12})
-        for i in range(n)
-    ]
-    return ("\n".join(rows) + "\n").encode()
+jsonl = partial(support.jsonl, words="document")
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

@@ -16,9 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 import ray
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, s3_config
 
-from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import comparable
 from pipeline.formats.verify import verify_version
@@ -33,15 +32,6 @@ HELD_KEY = r"/raw/web/part-0000\.jsonl$"  # the largest input object: a unit of 
 # kill comes well inside this window, so it costs no time unless the kill never happens.
 HOLD_SECONDS = 12.0
 DEADLINE_SECONDS = 60.0
-
-
-def s3_config(bucket: str, endpoint: str, output: str):
-    return load_config(
-        SAMPLE_CONFIG,
-        input_uri=f"s3://{bucket}/raw",
-        output_uri=f"s3://{bucket}/{output}",
-        overrides=[f"storage.endpoint_url={endpoint}"],
-    )
 
 
 def shards(version: Location) -> dict[str, bytes]:

@@ -6,15 +6,12 @@ editing this test; a numeric key without a bound fails it (pick a type in core/m
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pytest
-from helpers import REPO, SAMPLE_CONFIG
 from pydantic import BaseModel
+from support import SAMPLE_CONFIG
 
 from pipeline import cli
 from pipeline.config import Config
@@ -127,17 +124,3 @@ def test_invalid_numeric_value_exits_2_naming_key_and_file(key, assignment, tmp_
     assert code == 2, err
     assert f"key '{key}': " in err and str(SAMPLE_CONFIG) in err, err
     assert not out.exists()
-
-
-def test_unit_bytes_zero_is_a_config_error(tmp_path) -> None:
-    """The case as first seen: the command line, a zero unit size, exit 2 and no traceback."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", "--config", str(SAMPLE_CONFIG)]
-        + ["--output", str(tmp_path / "out"), "--set", "ingest.unit_bytes=0"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert result.returncode == 2, result.stderr
-    assert "key 'ingest.unit_bytes'" in result.stderr and "sample.yaml" in result.stderr
-    assert "Traceback" not in result.stderr

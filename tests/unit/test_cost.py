@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers import REPO
+from support import REPO
 
 from pipeline.cli import main
 from pipeline.config import Config
-from pipeline.config_sections import StorageConfig
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import Location
 from pipeline.formats.manifest import FORMAT, commit_manifest
 from pipeline.report import cost
 from pipeline.report.build import build_report, write_report
@@ -23,7 +22,6 @@ from pipeline.report.markdown import format_markdown
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.decide import DAY, StoredObject, decide
 from pipeline.retention.policy import RetentionRules
-from pipeline.testing.s3 import recorded_requests
 
 GIB = 2**30
 NOW = 1_800_000_000.0
@@ -289,31 +287,3 @@ def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
     stored = sorted(p.name.rsplit(".", 1)[1] for p in Path(root.path, "_reports").iterdir())
     assert stored == ["html", "json", "md"]
     assert write_report  # also callable at the end of a run
-
-
-# -- request counters are what the server received -------------------------------------------
-def test_s3_request_counters_match_the_server(s3_bucket, s3_storage, s3_server):
-    counts0 = IO.snapshot()
-    with recorded_requests(s3_server) as proxy:
-        root = Location.from_uri(f"s3://{s3_bucket}/d", StorageConfig(endpoint_url=proxy.endpoint))
-        (root / "a.bin").write_bytes(b"a" * 1000)
-        (root / "b.bin").write_bytes(b"b" * 10)
-        assert (root / "a.bin").read_bytes(0, 100) == b"a" * 100
-        with (root / "a.bin").open_read(block_size=256) as f:  # several range GETs
-            assert b"".join(iter(lambda: f.read(100), b"")) == b"a" * 1000
-        assert sorted(root.find()) == [f"{root.path}/a.bin", f"{root.path}/b.bin"]
-        assert not (root / "missing").exists()
-        (root / "b.bin").remove()
-    counts = IO.delta(IO.snapshot(), counts0)
-    requests = proxy.requests
-    methods = [m for m, _ in requests]
-    lists = sum(1 for m, url in requests if m == "GET" and "list-type=2" in url)
-    assert counts.get("list_requests", 0) == lists
-    assert counts["get_requests"] == methods.count("GET") - lists
-    assert counts["get_requests"] > 2, "open_read with small blocks makes several GETs"
-    assert counts["put_requests"] == methods.count("PUT") == 2
-    assert counts.get("head_requests", 0) == methods.count("HEAD")
-    assert counts["delete_requests"] == methods.count("DELETE") + sum(
-        1 for m, url in requests if m == "POST" and url.endswith("?delete")
-    )
-    assert counts["bytes_read"] == 1100

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import SOURCES_CONFIG, TOKENIZER
+from support import SOURCES_CONFIG, TOKENIZER
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.storage import IO, Location

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SAMPLE, TOKENIZER
+from support import SAMPLE, TOKENIZER
 from tokenizers import (
     Regex,
     SentencePieceUnigramTokenizer,
@@ -97,7 +97,7 @@ def whole_and_pieces(cls, raw: bytes, text: str, piece_chars: int):
 
 
 @pytest.mark.parametrize("cls", ENGINES)
-@pytest.mark.parametrize("piece_chars", [64, 4096, 300_000])
+@pytest.mark.parametrize("piece_chars", [64, 4096, pytest.param(300_000, marks=pytest.mark.slow)])
 def test_pieces_give_the_whole_documents_ids_shipped(cls, piece_chars, long_text):
     text = long_text if piece_chars > 4096 else long_text[:400_000]
     whole, ids = whole_and_pieces(cls, TOKENIZER.read_bytes(), text, piece_chars)
@@ -105,7 +105,7 @@ def test_pieces_give_the_whole_documents_ids_shipped(cls, piece_chars, long_text
 
 
 @pytest.mark.parametrize("cls", ENGINES)
-@pytest.mark.parametrize("piece_chars", [64, 300_000])
+@pytest.mark.parametrize("piece_chars", [64, pytest.param(300_000, marks=pytest.mark.slow)])
 def test_pieces_give_the_whole_documents_ids_cl100k(cls, piece_chars, long_text, cl100k_bpe):
     text = long_text if piece_chars > 4096 else long_text[:400_000]
     whole, ids = whole_and_pieces(cls, cl100k_bpe.read_bytes(), text, piece_chars)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import SAMPLE, TOKENIZER
+from support import SAMPLE, TOKENIZER
 from tokenizers import Tokenizer
 
 from pipeline.core.text import derived_id, normalize

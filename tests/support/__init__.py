@@ -1,0 +1,28 @@
+"""What tests share: the repository's paths and commands (paths.py) and test inputs (data.py).
+pytest puts tests/ on sys.path (pyproject.toml), so a test imports `from support import ...`;
+fixtures stay in tests/conftest.py."""
+
+from support.data import jsonl, jsonl_records, s3_config, setter
+from support.paths import (
+    REPO,
+    SAMPLE,
+    SAMPLE_CONFIG,
+    SOURCES_CONFIG,
+    TOKENIZER,
+    own_ray_env,
+    run_command,
+)
+
+__all__ = [
+    "REPO",
+    "SAMPLE",
+    "SAMPLE_CONFIG",
+    "SOURCES_CONFIG",
+    "TOKENIZER",
+    "jsonl",
+    "jsonl_records",
+    "own_ray_env",
+    "run_command",
+    "s3_config",
+    "setter",
+]

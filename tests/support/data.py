@@ -1,0 +1,49 @@
+"""Test inputs: JSONL corpora and configs pointed at an S3 bucket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from pipeline.config import Config, load_config
+from support.paths import SAMPLE_CONFIG
+
+
+def jsonl_records(records: Iterable[dict[str, Any]]) -> bytes:
+    """JSONL: one JSON object a line, every line ending in a newline."""
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def jsonl(prefix: str, n: int, words: str = "text", repeat: int = 12) -> bytes:
+    """n distinct documents {"id": "<prefix>-<i>", "text": "<prefix> <words> <i> " x repeat}:
+    every 5-word shingle holds `i`, so no two are near-duplicates."""
+    return jsonl_records(
+        {"id": f"{prefix}-{i}", "text": f"{prefix} {words} {i} " * repeat} for i in range(n)
+    )
+
+
+def setter(*path: Any, value: Any = None, delete: bool = False):
+    """An edit of a JSON-like object (a manifest): set (or delete) the value at `path`."""
+
+    def edit(obj: Any) -> None:
+        node = obj
+        for key in path[:-1]:
+            node = node[key]
+        if delete:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+
+    return edit
+
+
+def s3_config(bucket: str, endpoint: str, output: str, *sets: str, config=SAMPLE_CONFIG) -> Config:
+    """`config` reading s3://<bucket>/raw and writing s3://<bucket>/<output> at `endpoint`,
+    with one --set per item of `sets`."""
+    return load_config(
+        config,
+        input_uri=f"s3://{bucket}/raw",
+        output_uri=f"s3://{bucket}/{output}",
+        overrides=[f"storage.endpoint_url={endpoint}", *sets],
+    )
