@@ -5,7 +5,7 @@ Per source: the files and bytes accepted, the skipped files with their reasons (
 skipped.parquet would hold them), the first record's fields of the first file of each format
 (ingest/first_record.py), the work units (ingest/listing.cut_units) and the dedup partitions the
 listed bytes give (DedupConfig.partition_count). It calls the run's own listing (run/tasks.py
-list_stage) in this process, without Ray.
+list_units) in this process, without Ray.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pipeline.config import Config
 from pipeline.core.storage import Location
 from pipeline.core.units import human_bytes
 from pipeline.ingest.first_record import first_record
-from pipeline.run.tasks import list_stage
+from pipeline.run.tasks import list_units
 
 SKIPPED_SHOWN = 20  # skipped files named per source; the rest are counted
 
 
 def dry_run_lines(cfg: Config) -> list[str]:
-    listed = list_stage(Location.from_uri(cfg.sources[0].uri, cfg.storage), cfg)
+    listed = list_units(Location.from_uri(cfg.sources[0].uri, cfg.storage), cfg)
     partitions = cfg.dedup.partition_count(listed.listed_bytes)
     lines = [
         f"dry run of {cfg.name}: nothing is written; output would be"
