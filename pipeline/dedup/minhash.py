@@ -113,12 +113,26 @@ def _nfc(texts: pa.Array) -> pa.Array:
     return pc.replace_with_mask(texts, non_ascii, pa.array(normalized, texts.type))
 
 
+def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
+    """Every whitespace-separated token of the batch with its punctuation trimmed (empty where it
+    was punctuation only), flat, and the document of each. `ascii_only`: every text is ASCII, so
+    Arrow's ASCII kernels (several times faster) give the same bytes as the UTF-8 ones; the
+    split stays utf8_split_whitespace, whose whitespace (Python's str.isspace) includes
+    U+001C..U+001F, which ascii_split_whitespace does not."""
+    if ascii_only:
+        tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
+        words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
+    else:
+        tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
+        words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
+    return words, pc.list_parent_indices(tokens).to_numpy()
+
+
 def _words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """All words of the batch, flat, and the number of words of each document."""
-    tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
-    words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
+    words, parents = _tokens(texts)
     keep = pc.greater(pc.binary_length(words), 0)
-    parents = pc.filter(pc.list_parent_indices(tokens), keep).to_numpy()
+    parents = parents[keep.to_numpy(zero_copy_only=False)]
     return pc.filter(words, keep), np.bincount(parents, minlength=len(texts))
 
 
@@ -130,14 +144,21 @@ def word_lists(texts: list[str] | pa.Array) -> list[list[str]]:
     return [flat[end - count : end] for end, count in zip(ends, counts, strict=True)]
 
 
-def _word_hashes(words: pa.Array, seed: int) -> np.ndarray:
-    """xxh3_64 of every word, hashing each distinct word of the batch once."""
-    encoded = pc.dictionary_encode(words)
-    distinct = encoded.dictionary.cast(pa.binary()).to_pylist()
+def _hashed_words(texts: pa.Array, seed: int, ascii_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    """xxh3_64 of every word of the batch, flat, and the number of words of each document.
+
+    Each distinct token of the batch is hashed once (dictionary-encoded as binary: the same
+    groups as strings, and Arrow's binary hash table is ~2.5x faster); tokens left empty by the
+    trim are dropped from the hashes, not from the strings (no string copy)."""
+    tokens, parents = _tokens(texts, ascii_only)
+    keep = pc.binary_length(tokens).to_numpy(zero_copy_only=False) > 0
+    encoded = pc.dictionary_encode(tokens.cast(pa.binary()))
+    distinct = encoded.dictionary.to_pylist()
     hashes = np.fromiter(
         (xxhash.xxh3_64_intdigest(w, seed=seed) for w in distinct), np.uint64, len(distinct)
     )
-    return hashes[encoded.indices.to_numpy(zero_copy_only=False)]
+    indices = encoded.indices.to_numpy(zero_copy_only=False)[keep]
+    return hashes[indices], np.bincount(parents[keep], minlength=len(texts))
 
 
 def _exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
@@ -239,10 +260,22 @@ def signatures(
     out = np.full((len(texts), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
     coefficients = permutation_coefficients(params)
     for start, stop in _batch_bounds(texts, batch_bytes):
-        words, word_counts = _words(texts.slice(start, stop - start))
-        word_hashes = _word_hashes(words, params.seed)
-        shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
-        _min_permuted(shingles, shingle_counts, coefficients, out[start:stop], chunk_shingles)
+        batch = texts.slice(start, stop - start)
+        # ASCII documents and the others go through different (equivalent) kernels; a row's
+        # signature depends on its document only, so each group is signed on its own
+        is_ascii = pc.string_is_ascii(batch).to_numpy(zero_copy_only=False)
+        for ascii_only in (True, False):
+            rows = np.flatnonzero(is_ascii == ascii_only)
+            if not len(rows):
+                continue
+            whole = len(rows) == len(batch)
+            group = batch if whole else batch.take(pa.array(rows))
+            word_hashes, word_counts = _hashed_words(group, params.seed, ascii_only)
+            shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
+            block = out[start:stop] if whole else np.full((len(rows), params.num_perm), EMPTY_VALUE)
+            _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
+            if not whole:
+                out[start + rows] = block
     return out
 
 

@@ -81,6 +81,9 @@ TRICKY = [
     "   ... --- !!! ",  # no words at all
     "Cafe\u0301 CAFÉ café, naïve: «quoted» text; don't stop — really\tnow\nnext line",
     "a\xa0b\u2003c\u3000d e f g",
+    # ASCII only (the ASCII kernels): U+001C..U+001F are whitespace to str.split and to
+    # utf8_split_whitespace, not to ascii_split_whitespace; punctuation-only tokens drop out
+    "File\x1cGroup\x1dRecord\x1eUnit\x1fSep -- (Quoted), 'x' ... END.",
 ]
 
 
@@ -113,6 +116,17 @@ def test_results_independent_of_batching_and_input_type():
     chunked = signatures(pa.chunked_array([texts[:25], texts[25:]]), SMALL, chunk_shingles=64)
     assert (whole == tiny).all() and (whole == chunked).all()
     assert (signatures(texts[10:20], SMALL) == whole[10:20]).all()
+
+
+def test_ascii_and_other_documents_of_one_batch_sign_as_alone():
+    """A batch mixing ASCII and non-ASCII documents (signed as two groups) gives every row the
+    signature of its document signed alone."""
+    rng = random.Random(4)
+    texts = [random_text(rng, 40) + ("" if i % 3 else " naïve Ünïcode") for i in range(30)]
+    texts += TRICKY
+    together = signatures(texts, SMALL)
+    for i, text in enumerate(texts):
+        assert (together[i] == signatures([text], SMALL)[0]).all(), text
 
 
 def test_near_duplicates_score_high_and_unrelated_low():
