@@ -118,22 +118,30 @@ def rate(result: dict) -> float:
     return result["tokens"] / result["seconds"]
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench read",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--latency-ms", type=float, default=50.0, help="first-byte latency the proxy adds"
+    )
     parser.add_argument("--conn-mbps", type=float, default=50.0, help="per connection, MB/s")
     parser.add_argument("--mb", type=int, default=256, help="MiB of tokens in the version")
-    parser.add_argument("--shard-mb", type=int, default=64)
-    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--shard-mb", type=int, default=64, help="MiB of tokens per shard")
+    parser.add_argument("--seq-len", type=int, default=2048, help="tokens per training sample read")
     parser.add_argument("--docs", type=int, default=1000, help="documents read one object each")
-    parser.add_argument("--doc-threads", type=int, default=8)
+    parser.add_argument(
+        "--doc-threads", type=int, default=8, help="threads reading the one-object documents"
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs of (a) and (b), best kept")
     parser.add_argument("--target-mbps", type=float, help="reader target, MB/s (default: plan's)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     latency, bandwidth = args.latency_ms / 1000, args.conn_mbps * 1e6
     shard_tokens = [args.shard_mb * MiB // 2] * (args.mb // args.shard_mb)
     if args.mb % args.shard_mb:

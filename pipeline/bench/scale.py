@@ -131,25 +131,39 @@ def print_size(label: str, input_bytes: int, run: dict, rows: dict[str, dict]) -
               f"{r['seconds']:>7.1f}{r['peak_rss_mb']:>8.0f}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench scale", description=__doc__.split("\n\n")[0]
     )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", type=Path, help="a local corpus folder (make_corpus)")
     src.add_argument("--mb", type=float, help="make a corpus of this many MB first")
-    parser.add_argument("--fractions", default="1/16,1/4,1")
-    parser.add_argument("--unit-bytes", default="2MiB")
-    parser.add_argument("--shard-bytes", default="1MiB")
+    parser.add_argument(
+        "--fractions", default="1/16,1/4,1", help="shares of the corpus to run, comma-separated"
+    )
+    parser.add_argument(
+        "--unit-bytes", default="2MiB", help="ingest.unit_bytes (scaled down with the corpus)"
+    )
+    parser.add_argument(
+        "--shard-bytes", default="1MiB", help="pack.shard_bytes (scaled down with the corpus)"
+    )
     parser.add_argument(
         "--partition-bytes",
         default="16MiB",
         help="dedup.partition_bytes (scaled down with units; ignored where the code has none)",
     )
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--config", default=str(SAMPLE_CONFIG))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (CPUs) per run")
+    parser.add_argument(
+        "--config", default=str(SAMPLE_CONFIG), help="config the runs start from (the sample's)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     fractions = [Fraction(f) for f in args.fractions.split(",")]
     os.environ.update(ONE_THREAD_ENV)
     os.environ.pop("RAY_ADDRESS", None)

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+from pipeline import exit_codes
 from pipeline.core.storage import IO, Location
 
 CLOCK_SKEW_S = 60.0
@@ -40,7 +41,7 @@ CLOCK_SKEW_S = 60.0
 class LeaseHeld(Exception):
     """Another live run holds the dataset."""
 
-    exit_code = 4
+    exit_code = exit_codes.LEASE_HELD
 
 
 class LeaseLost(LeaseHeld):

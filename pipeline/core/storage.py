@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from pipeline import exit_codes
+
 
 class IOCounters:
     """Per-process counts of bytes and requests made through this module (thread-safe)."""
@@ -130,7 +132,7 @@ class StorageUnreachable(Exception):
 
     Its own exit code, 5: not a verify mismatch (1) nor a config error (2)."""
 
-    exit_code = 5
+    exit_code = exit_codes.STORAGE_UNREACHABLE
 
 
 class StorageRefused(Exception):
@@ -138,7 +140,7 @@ class StorageRefused(Exception):
 
     Exit 6, one line naming the URI and the cause (5 stays "does not accept connections")."""
 
-    exit_code = 6
+    exit_code = exit_codes.STORAGE_REFUSED
 
 
 # S3 error codes that no retry or other object can cure -> the cause, in words

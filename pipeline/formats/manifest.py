@@ -41,8 +41,9 @@ not exist for any command or reader here. Fields:
                         path prefix (its .bin without the extension) relative to the version
                         folder and w = its source's weight x its tokens, normalised to sum to 1:
                         a source of weight w contributes w times its tokens per epoch. Paste as
-                        `--data-path` after making each prefix absolute (blend_line(..., root=
-                        version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
+                        `--data-path` after making each prefix absolute (data_path_line(
+                        version folder, blend["train"]) does it; the run's summary ends with
+                        it), e.g. `OUT/sample/<version>/train-web-00000`.
     documents           {file: "documents.parquet", bytes, xxh3_128, rows}: the document index
                         (formats/documents.py), written before this manifest; absent in
                         versions from before it
@@ -159,20 +160,17 @@ def _shard_entry(shard: dict[str, Any]) -> dict[str, Any]:
     return {k: shard[k] for k in keys}
 
 
-def blend_line(
-    shards: list[dict[str, Any]], weights: dict[str, float], root: str | None = None
-) -> str:
+def blend_line(shards: list[dict[str, Any]], weights: dict[str, float]) -> str:
     """Megatron's data_path for these shards: "w1 prefix1 w2 prefix2 ...", one pair per shard
     with tokens, w = weights[shard's source] x shard tokens, normalised to sum to 1. Prefixes
-    are relative to the version folder, or under `root` (a version folder's path) when given."""
+    are relative to the version folder (data_path_line makes them absolute)."""
     pairs = [
         (weights.get(s.get("source"), 1.0) * s["tokens"], s["bin"].removesuffix(".bin"))
         for s in shards
         if s["tokens"] > 0
     ]
     total = sum(w for w, _ in pairs)
-    prefix = "" if root is None else root.rstrip("/") + "/"
-    return " ".join(f"{w / total:.12g} {prefix}{name}" for w, name in pairs)
+    return " ".join(f"{w / total:.12g} {name}" for w, name in pairs)
 
 
 def parse_blend(line: str) -> list[tuple[float, str]]:
@@ -182,6 +180,15 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
     if len(words) % 2:
         raise ManifestError(f"blend line has an odd number of words: {line!r}")
     return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+
+
+def data_path_line(version_uri: str, blend: str) -> str:
+    """Megatron's `--data-path` words for a version: its manifest's blend line (e.g.
+    `blend["train"]`) with each prefix joined under the version folder `version_uri` (a local
+    folder as a plain path, as Megatron opens it); the weights are kept as written."""
+    parse_blend(blend)  # an even number of words, alternately a float and a prefix
+    words, root = blend.split(), version_uri.removeprefix("file://").rstrip("/")
+    return " ".join(w if i % 2 == 0 else f"{root}/{w}" for i, w in enumerate(words))
 
 
 def split_shards(manifest: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:

@@ -102,6 +102,13 @@ def _decompressed(raw: Any, compression: str) -> io.BufferedIOBase:
     return io.BufferedReader(raw, STREAM_BUFFER)
 
 
+# a .json file holding one pretty-printed document or array fails line by line: say why
+JSON_LINES_HINT = (
+    " (.json/.jsonl/.ndjson files are read as JSON Lines: one JSON object per line; convert a"
+    " multi-line JSON document or array, e.g. with jq -c '.[]')"
+)
+
+
 # -- formats ---------------------------------------------------------------------------------
 Fields = tuple[str, str | None]  # (text_field, id_field)
 Reader = Callable[[Location, dict, Fields, Batches], Iterator[tuple[pa.Table, pa.Table]]]
@@ -120,7 +127,7 @@ def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> No
     try:
         record = json.loads(decoded)
     except ValueError as e:
-        out.problem(offset, MALFORMED_JSON, str(e))
+        out.problem(offset, MALFORMED_JSON, f"{e}{JSON_LINES_HINT}")
         return
     if isinstance(record, list):  # a JSON array of records on one line
         for i, element in enumerate(record):

@@ -178,6 +178,7 @@ def build_report(
         "napkin": None,
     }
     report["sources"] = source_rows(manifest) if manifest is not None else []
+    report["data"] = data_quality(manifest) if manifest is not None else None
     if manifest is not None:
         report["napkin"] = _napkin(manifest, epoch_bytes, epoch_requests, prices)
     return report
@@ -212,6 +213,42 @@ def source_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def data_quality(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the newest version kept and why: per source its dedup removals, quarantine and
+    documents, tokens and shard bytes per split; the quarantine's documents per reason. A
+    version from before named sources is one source named like the dataset."""
+    counts = manifest["counts"]
+    entries = manifest.get("sources") or {
+        manifest["name"]: {**counts, "train_documents": counts["docs_out"]}
+    }
+    shards = manifest["shards"] + (manifest.get("splits") or {}).get("valid", [])
+    rows = []
+    for name, e in entries.items():
+        splits = {}
+        for split in ("train", "valid"):
+            mine = [s for s in shards if s.get("source", name) == name]
+            mine = [s for s in mine if s.get("split", "train") == split]
+            splits[split] = {
+                "documents": e.get(f"{split}_documents", 0),
+                "tokens": e.get(f"{split}_tokens", e["tokens"] if split == "train" else 0),
+                "bytes": sum(s["bin_bytes"] + s["idx_bytes"] for s in mine),
+            }
+        rows.append(
+            {
+                "source": name,
+                **{k: e[k] for k in ("docs_in", "docs_out", "removed_exact", "removed_near")},
+                "quarantined": e["quarantined"],
+                "in_favour_of": e.get("removed_in_favour_of", {}),
+                "splits": splits,
+            }
+        )
+    return {
+        "version": manifest.get("version"),
+        "sources": rows,
+        "quarantine": dict(counts.get("quarantined_by_reason", {})),
+    }
 
 
 def _training_stream(

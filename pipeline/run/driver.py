@@ -56,6 +56,7 @@ from pipeline.run.tokenize_stage import tokenize_stage
 class StageReport:
     name: str
     docs: int = 0
+    files: int = 0  # input files (the listing's); documents are `docs`
     bytes: int = 0
     seconds: float = 0.0
     tasks: int = 0
@@ -73,27 +74,53 @@ class RunResult:
     reports: list[str] = field(default_factory=list)
 
 
-def _gather(name: str, futures: list, show: bool, tick=None) -> list:
-    """Wait for a stage's tasks with a progress bar; results keep the submission order.
+class StageBars:
+    """One progress bar per stage: a stage's later waves (its steps) add their tasks to the
+    bar the stage opened, which shows the step; the next stage closes it."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.bar: tqdm | None = None
+        self.steps = 0
+
+    def wave(self, name: str, tasks: int, new_stage: bool) -> tqdm:
+        if new_stage or self.bar is None:
+            self.close()
+            self.bar = tqdm(
+                total=tasks,
+                desc=f"{name:>10}",
+                unit="task",
+                disable=not self.show,
+                file=sys.stderr,
+                leave=True,
+            )
+            self.steps = 0
+        else:
+            self.bar.total += tasks
+        self.steps += 1
+        self.bar.set_postfix_str(f"step {self.steps}", refresh=False)
+        self.bar.refresh()
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _gather(futures: list, bar: tqdm, tick=None) -> list:
+    """Wait for a wave's tasks, advancing the stage's bar; results keep the submission order.
 
     `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
     results: dict = {}
     pending = list(futures)
-    with tqdm(
-        total=len(futures),
-        desc=f"{name:>9}",
-        unit="task",
-        disable=not show,
-        file=sys.stderr,
-        leave=True,
-    ) as bar:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
-            if tick is not None:
-                tick()
-            for ref in ready:
-                results[ref] = ray.get(ref)
-                bar.update(1)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+        if tick is not None:
+            tick()
+        for ref in ready:
+            results[ref] = ray.get(ref)
+            bar.update(1)
     return [results[f] for f in futures]
 
 
@@ -132,11 +159,12 @@ class _Driver:
     share (layout, units, the tasks' results the accounting needs) lives on the object."""
 
     def __init__(self, cfg: Config, show_progress: bool, allow_empty: bool = False) -> None:
-        self.cfg, self.show, self.allow_empty = cfg, show_progress, allow_empty
+        self.cfg, self.allow_empty = cfg, allow_empty
         self.remote = {
             name: ray.remote(getattr(module, name)) for module, names in _TASKS for name in names
         }
         self.reports: list[StageReport] = []
+        self.bars = StageBars(show_progress)
         self.task_stats: list[dict] = []
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
@@ -169,14 +197,16 @@ class _Driver:
         Its report adds up the results' own documents and bytes (stage_docs, stage_bytes); a
         redo wave reruns the previous one's work, so its documents replace that wave's."""
         t0 = time.perf_counter()
-        results: list[TaskResult] = _gather(name, futures, self.show, tick=self.keep_lease)
-        report, stats = self._report(name, merge)
+        report, stats, new_stage = self._report(name, merge)
+        bar = self.bars.wave(name, len(futures), new_stage)
+        results: list[TaskResult] = _gather(futures, bar, tick=self.keep_lease)
         io: Counter = Counter()
         for r in results:
             io.update(r.io)
         docs = sum(r.stage_docs for r in results)
         report.docs += docs - (self.wave_docs if redo else 0)
         self.wave_docs = docs
+        report.files += sum(r.stage_files for r in results)
         report.bytes += sum(r.stage_bytes for r in results)
         report.tasks += len(results)
         report.seconds += time.perf_counter() - t0
@@ -191,15 +221,16 @@ class _Driver:
         )
         return results
 
-    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict]:
-        """The report and stats.json entry a wave counts into: the last ones, or new ones."""
+    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict, bool]:
+        """The report and stats.json entry a wave counts into: the last ones, or new ones
+        (then True: the wave starts a stage)."""
         if merge and self.reports and self.reports[-1].name == name:
-            return self.reports[-1], self.task_stats[-1]
+            return self.reports[-1], self.task_stats[-1], False
         report = StageReport(name)
         stats = {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}}
         self.reports.append(report)
         self.task_stats.append(stats)
-        return report, stats
+        return report, stats, True
 
     @property
     def docs_in(self) -> int:
@@ -356,18 +387,21 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
     """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
     ensure_ray(cfg)
     drv = _Driver(cfg, show_progress, allow_empty)
-    layout = drv.list_inputs()
-    already = _already_committed(layout)
-    if already is not None:
-        return already
-    if not allow_empty:  # before anything is written
-        input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
-    for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # wrong text_field: exit 2
-        print(f"warning: {warning}", file=sys.stderr)
-    with held(layout.lease, layout.run_id) as lease:
-        drv.lease = lease
-        result = drv.run_stages()
-        layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    try:
+        layout = drv.list_inputs()
+        already = _already_committed(layout)
+        if already is not None:
+            return already
+        if not allow_empty:  # before anything is written
+            input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
+        for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # text_field: exit 2
+            print(f"warning: {warning}", file=sys.stderr)
+        with held(layout.lease, layout.run_id) as lease:
+            drv.lease = lease
+            result = drv.run_stages()
+            layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    finally:
+        drv.bars.close()
     _after_commit(drv.cfg, layout.dataset, result)
     return result
 

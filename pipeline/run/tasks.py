@@ -217,7 +217,8 @@ def merge_quarantine(
         order = [("origin", "ascending"), *order]
     bad = concat(parts, schema)
     layout.quarantine.write_parquet(bad.sort_by(order))
-    return timer.result(QuarantineResult, quarantined=bad.num_rows)
+    documents = int(pc.sum(bad["records"]).as_py() or 0)
+    return timer.result(QuarantineResult, rows=bad.num_rows, documents=documents)
 
 
 def merge_audit(
