@@ -146,7 +146,7 @@ class Config(StrictModel):
                 "retention": True,
                 "prices": True,
                 # the engine and its checking rate do not change the bytes (proven per run)
-                "tokenize": {"tokenizer", "engine", "verify_fraction"},
+                "tokenize": {"tokenizer", "engine", "verify_fraction", "verify_bytes"},
                 # how bytes move, not which: the resolved partition count stays in
                 "dedup": {"partition_bytes", "exchange_request_bytes", "exchange_task_bytes"},
                 "pack": {"exchange_request_bytes", "exchange_task_bytes"},

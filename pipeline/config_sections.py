@@ -237,6 +237,13 @@ class TokenizeConfig(StrictModel):
         le=1.0,
         description="share of documents re-encoded with tokenizers to check the engine's ids",
     )
+    # tokenizers is ~50-100x slower per byte than fastokens: 32 KiB keeps the check to a few %
+    # of a unit's engine time at 16-256 MiB units (1 % uncapped cost as much as the engine)
+    verify_bytes: Bytes = Field(
+        default=ByteSize(32 * 2**10),
+        description="most text bytes per tokenize task re-encoded with tokenizers (of the"
+        " verify_fraction sample, lowest shuffle keys first); 0: no per-task check",
+    )
 
 
 class PackConfig(StrictModel):

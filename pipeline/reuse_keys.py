@@ -58,8 +58,8 @@ NOT_BYTES: dict[str, dict[str, Any]] = {
         "ingest": True,
         "dedup": True,
         # the tokenizer by content (tokenizer_sha256), not by path; batch size and engine change
-        # speed, not ids; verify_fraction only decides how much is checked
-        "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction"},
+        # speed, not ids; verify_fraction and verify_bytes only decide how much is checked
+        "tokenize": {"tokenizer", "batch_docs", "engine", "verify_fraction", "verify_bytes"},
         # shards and the pack exchange are cut from the token files at pack time
         "pack": {"shard_bytes", "exchange_request_bytes", "exchange_task_bytes"},
     },

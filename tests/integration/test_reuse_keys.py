@@ -36,6 +36,7 @@ EXPECT = {
     "tokenize.batch_docs": {"run"},
     "tokenize.engine": set(),  # same ids whatever the engine: not even a new run (issue 11)
     "tokenize.verify_fraction": set(),  # how much is re-checked: not part of the output at all
+    "tokenize.verify_bytes": set(),
     "pack.shard_bytes": {"run"},
     "dedup.partition_bytes": set(),  # only sets the count a run resolves into dedup.partitions
     "pack.exchange_request_bytes": set(),  # how pack moves bytes, not which
