@@ -33,12 +33,12 @@ from pathlib import Path
 import ray
 from pydantic import ByteSize
 
-from pipeline.bench.scaling import ONE_THREAD_ENV, SAMPLE_CONFIG
+from pipeline.bench.scaling import SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.config_sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
 from pipeline.run.driver import run_pipeline
-from pipeline.run.ray_env import hide_local_auth_notice
+from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-scale"
@@ -82,7 +82,7 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
         num_cpus=args.workers,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": ONE_THREAD_ENV},
+        runtime_env={"env_vars": dict(WORKER_ENV)},
     )
     try:
         start = time.perf_counter()
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     fractions = [Fraction(f) for f in args.fractions.split(",")]
-    os.environ.update(ONE_THREAD_ENV)
+    os.environ.update(WORKER_ENV)
     os.environ.pop("RAY_ADDRESS", None)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))

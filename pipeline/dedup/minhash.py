@@ -46,12 +46,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from pipeline.dedup import minhash_kernel
+
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
 SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: Horner steps stay invertible
 _FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 PUNCTUATION = string.punctuation + "“”‘’«»„‚‹›…–—·•¿¡"
+# the ASCII characters str.isspace and Arrow's utf8_split_whitespace split at (U+001C..U+001F
+# included; ascii_split_whitespace leaves those out)
+ASCII_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 
 
 @dataclass(frozen=True)
@@ -144,21 +149,28 @@ def word_lists(texts: list[str] | pa.Array) -> list[list[str]]:
     return [flat[end - count : end] for end, count in zip(ends, counts, strict=True)]
 
 
-def _hashed_words(texts: pa.Array, seed: int, ascii_only: bool) -> tuple[np.ndarray, np.ndarray]:
+def _hashed_words(
+    texts: pa.Array, seed: int, ascii_only: bool, compiled: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """xxh3_64 of every word of the batch, flat, and the number of words of each document.
 
     Each distinct token of the batch is hashed once (dictionary-encoded as binary: the same
     groups as strings, and Arrow's binary hash table is ~2.5x faster); tokens left empty by the
     trim are dropped from the hashes, not from the strings (no string copy)."""
-    tokens, parents = _tokens(texts, ascii_only)
-    keep = pc.binary_length(tokens).to_numpy(zero_copy_only=False) > 0
-    encoded = pc.dictionary_encode(tokens.cast(pa.binary()))
+    if compiled and ascii_only:  # split, lowered and trimmed in one compiled pass
+        words, counts = minhash_kernel.ascii_words(texts, ASCII_SPACES, string.punctuation)
+        keep = None
+    else:
+        words, parents = _tokens(texts, ascii_only)
+        keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
+        counts = np.bincount(parents[keep], minlength=len(texts))
+    encoded = pc.dictionary_encode(words.cast(pa.binary()))
     distinct = encoded.dictionary.to_pylist()
     hashes = np.fromiter(
         (xxhash.xxh3_64_intdigest(w, seed=seed) for w in distinct), np.uint64, len(distinct)
     )
-    indices = encoded.indices.to_numpy(zero_copy_only=False)[keep]
-    return hashes[indices], np.bincount(parents[keep], minlength=len(texts))
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    return hashes[indices if keep is None else indices[keep]], counts
 
 
 def _exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
@@ -249,13 +261,17 @@ def signatures(
     *,
     batch_bytes: int = 4 << 20,
     chunk_shingles: int = 8192,
+    compiled: bool = True,
 ) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), uint32.
 
     Work happens per batch of about batch_bytes of text, so intermediate memory is a few times the
     batch (or the largest document) plus num_perm x chunk_shingles x 4 bytes. Each row depends on
-    its document only: results do not depend on batching.
+    its document only: results do not depend on batching. Shingling and the permutations run in
+    minhash_kernel's compiled loop where numba is available (`compiled`: unless False), else in
+    numpy; both give the same values.
     """
+    fused = compiled and minhash_kernel.available()
     texts = _as_string_array(texts)
     out = np.full((len(texts), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
     coefficients = permutation_coefficients(params)
@@ -270,10 +286,13 @@ def signatures(
                 continue
             whole = len(rows) == len(batch)
             group = batch if whole else batch.take(pa.array(rows))
-            word_hashes, word_counts = _hashed_words(group, params.seed, ascii_only)
-            shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
+            word_hashes, word_counts = _hashed_words(group, params.seed, ascii_only, fused)
             block = out[start:stop] if whole else np.full((len(rows), params.num_perm), EMPTY_VALUE)
-            _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
+            if fused:
+                minhash_kernel.sign(word_hashes, word_counts, params.ngram, coefficients, block)
+            else:
+                shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
+                _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
             if not whole:
                 out[start + rows] = block
     return out

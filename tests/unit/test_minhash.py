@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 import xxhash
 
+from pipeline.dedup import minhash_kernel
 from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,
@@ -187,3 +188,21 @@ def test_params_are_validated():
         MinHashParams(num_perm=64, bands=10, rows=8)
     default = MinHashParams()
     assert default.bands * default.rows <= default.num_perm and default.ngram == 5
+
+
+def test_compiled_kernel_gives_the_numpy_paths_values():
+    """minhash_kernel (numba: ASCII words and fused shingling + permutations) against the numpy
+    path, on every ASCII character as text, punctuation runs, 1..ngram-word texts and a mix with
+    non-ASCII documents in one batch."""
+    assert minhash_kernel.available()  # numba is a dependency: the compiled path is the one run
+    rng = random.Random(8)
+    alphabet = [chr(c) for c in range(128)] + ["Word", "ABC", "...", "x", "é", "\u3000"]
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 90))) for _ in range(3000)
+    ]
+    texts += [random_text(rng, k) for k in range(0, 12)] + TRICKY + [None, "", " A "]
+    for params in (SMALL, MinHashParams(), MinHashParams(ngram=1, num_perm=16, bands=4, rows=4)):
+        compiled = signatures(texts, params, batch_bytes=4096)
+        assert (compiled == signatures(texts, params, compiled=False)).all()
+    for text in TRICKY + ["A\x1cB\x1fC", "(x) -- y!"]:  # and the reference, one by one
+        assert signatures([text], SMALL)[0].tolist() == reference_signature(text, SMALL), text
