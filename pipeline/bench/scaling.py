@@ -55,7 +55,9 @@ def _warm_worker() -> int:
     import pipeline.run.pack_tasks  # noqa: F401
     import pipeline.run.tasks  # noqa: F401
     import pipeline.run.tokenize_tasks  # noqa: F401
+    from pipeline.dedup import minhash
 
+    minhash.signatures(["load the compiled kernel once, as an import"])  # where it has one
     time.sleep(0.5)  # hold the CPU so that the next warm-up task lands on another worker
     return os.getpid()
 
