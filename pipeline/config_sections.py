@@ -232,13 +232,14 @@ class TokenizeConfig(StrictModel):
         default=None, description='token prepended to every document, e.g. "<s>"; null: none'
     )
     verify_fraction: float = Field(
-        default=0.01,
+        default=0.001,
         ge=0.0,
         le=1.0,
         description="share of documents re-encoded with tokenizers to check the engine's ids",
     )
-    # tokenizers is ~50-100x slower per byte than fastokens: 32 KiB keeps the check to a few %
-    # of a unit's engine time at 16-256 MiB units (1 % uncapped cost as much as the engine)
+    # tokenizers is ~100x slower per byte than fastokens (one core each), so the check costs
+    # ~100 x the share of bytes it re-encodes: 0.1 % of the documents, at most 32 KiB, keeps it
+    # under 10 % of the engine from ~16 MiB units up (1 % uncapped cost as much as the engine)
     verify_bytes: Bytes = Field(
         default=ByteSize(32 * 2**10),
         description="most text bytes per tokenize task re-encoded with tokenizers (of the"

@@ -9,10 +9,11 @@ A fast engine is used only while it gives the reference engine's (Hugging Face t
 - in every tokenize task, a deterministic sample of the documents (`sample_rows`: chosen by the
   document's shuffle key, a hash of its stable id) is re-encoded with the reference before the
   task commits anything; a difference fails the task (EngineMismatch, naming the document).
-  The reference is ~50-100x slower per byte than fastokens, so the sample is held to a byte
-  budget per task (`tokenize.verify_bytes`, default 32 KiB: a few % of a 16-256 MiB unit's
-  engine time; 1 % of the documents, uncapped, cost about as much CPU as the engine's whole
-  unit). `SampleCheck` runs the re-encoding on a thread of its own while the engine encodes the
+  The reference is ~100x slower per byte than fastokens (one core each), so the sample is
+  small (tokenize.verify_fraction, default 0.1 % of the documents) and held to a byte budget per
+  task (`tokenize.verify_bytes`, default 32 KiB): under 10 % of the engine's time from ~16 MiB
+  units up (1 % of the documents, uncapped, cost about as much CPU as the engine's whole unit).
+  `SampleCheck` runs the re-encoding on a thread of its own while the engine encodes the
   unit, or inline after it where a task keeps one thread busy (PIPELINE_TASK_THREADS=1, as Ray
   tasks do: encode.task_threads).
 """
@@ -132,8 +133,9 @@ def sample_rows(
     keys: np.ndarray, fraction: float, sizes: np.ndarray | None = None, budget: int | None = None
 ) -> np.ndarray:
     """Rows to re-encode, in row order: those whose uint64 shuffle key (a hash of the document's
-    stable id) falls in the lowest `fraction` of its low bits; row 0 when none does, so that
-    every task checks at least one document (unless the fraction or the budget is 0).
+    stable id) falls in the lowest `fraction` of its low bits; when none does, row 0 (the
+    shortest row, given `sizes`), so that every task checks at least one document (unless the
+    fraction or the budget is 0).
 
     With `sizes` (text bytes of each row) and a byte `budget`, only as many of them as fit the
     budget, lowest key bits first (a document larger than what is left is passed over); when
@@ -143,11 +145,12 @@ def sample_rows(
         return np.empty(0, np.int64)
     low = keys.astype(np.uint64) % np.uint64(SAMPLE_SCALE)
     chosen = np.flatnonzero(low < np.uint64(max(1, round(fraction * SAMPLE_SCALE))))
-    if not len(chosen):
-        chosen = np.zeros(1, np.int64)
+    if sizes is not None:
+        sizes = np.asarray(sizes, np.int64)
+    if not len(chosen):  # the shortest document where sizes are known: the cheapest check
+        chosen = np.array([0 if sizes is None else int(np.argmin(sizes))], np.int64)
     if sizes is None or budget is None:
         return chosen
-    sizes = np.asarray(sizes, np.int64)
     ranked = chosen[np.argsort(low[chosen], kind="stable")]
     kept, left = [], int(budget)
     for row in ranked.tolist():  # a few hundred rows at most
