@@ -108,6 +108,14 @@ class StorageConfig(StrictModel):
     connect_timeout: float = Field(
         default=5.0, gt=0, description="seconds to connect; also the reach check's (exit 5)"
     )
+    # Checked by the store before it accepts a PUT (S3 ChecksumAlgorithm; a corrupted upload is
+    # refused, BadDigest). SHA256 is the algorithm s3fs carries through a multipart upload.
+    upload_checksum: Literal["SHA256", "none"] = Field(
+        default="SHA256",
+        description="checksum sent with every PUT and multipart part, checked by the store before"
+        " it accepts the bytes; none: for a store that rejects checksum headers (then botocore"
+        " sends none either)",
+    )
 
 
 class RayConfig(StrictModel):

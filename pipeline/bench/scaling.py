@@ -220,9 +220,9 @@ def rerun_with_code(code: Path, argv: list[str], args: argparse.Namespace) -> in
         return subprocess.run(cmd, env=env, cwd=tmp, check=False).returncode
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.bench.scaling", description=__doc__.split("\n\n")[0]
+        prog="python -m pipeline bench scaling", description=__doc__.split("\n\n")[0]
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="a local corpus folder (make_corpus)")
@@ -234,8 +234,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--workers", default="1,2", help="worker counts, baseline first")
     parser.add_argument("--repeat", type=int, default=1, help="runs per count; best is kept")
-    parser.add_argument("--config", default=str(SAMPLE_CONFIG))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--config",
+        default=str(SAMPLE_CONFIG),
+        help="config the runs start from (default: the package's, the sample's settings)",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
     parser.add_argument("--work", help="folder for the outputs (default: a temp folder)")
     parser.add_argument(
         "--no-pin", dest="pin", action="store_false", help="do not pin W workers to W cores"
@@ -243,8 +249,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--code", type=Path, help="run against the pipeline package found in this folder"
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.mb is not None:
         args.input = str(cached_corpus(args.mb, args.corpus_cache))
     args.config = str(Path(args.config).resolve())

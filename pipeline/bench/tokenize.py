@@ -11,7 +11,8 @@ tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenize
 tokenize_tasks.tokenize_unit (reading the unit's parquet, shuffle keys, encoding with the
 engine, its sampled check against tokenizers, EOS, the token file and its index) and
 pack_tasks.pack_in_process (both pack passes, Megatron
-shards, checksums and read-back). Runs alternate in rounds (the order within a round rotates);
+shards, checksums and the checks on the bytes written). Runs alternate in rounds (the order
+within a round rotates);
 `ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
 fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
 by tens of percent over minutes and only back-to-back runs see the same machine.

@@ -212,6 +212,7 @@ class Lease:
             self.loc.write_bytes(body)  # temp file + rename: a new inode
             self._remember(body, None)
         else:
+            IO.add(bytes_written=len(body))  # the request hook counts the PUT
             try:
                 out = self.loc.fs.pipe_file(self.loc.path, body, IfMatch=self._etag or "")
             except (FileNotFoundError, FileExistsError):

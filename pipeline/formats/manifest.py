@@ -1,9 +1,10 @@
 """The dataset manifest: written last, so that a dataset version is complete or absent.
 
 `OUTPUT/<name>/<version>/manifest.json` (UTF-8 JSON, one object) is written only after every shard
-it names has been written and read back with the right size and checksum, in one atomic write
-(local: temp file + rename; S3: one PUT of the complete object). A version folder without it does
-not exist for any command or reader here. Fields:
+it names has been written and checked (formats/verify.py check_written: sizes stored, index,
+boundaries and checksums of the bytes as written; on S3 the store checked each PUT's SHA-256),
+in one atomic write (local: temp file + rename; S3: one PUT of the complete object). A version
+folder without it does not exist for any command or reader here. Fields:
 
     format              "pipeline.dataset/1"
     name, version       dataset name; version id (UTC timestamp + run id, sorts by time)

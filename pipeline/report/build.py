@@ -28,10 +28,14 @@ from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
 
 STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
+ "input_bytes": int, "bytes_read": int, "bytes_written": int,  (a run's: run/accounting.py
+ "bytes_moved_per_input_byte": {"total": float, <stage>: float},   bytes_moved)
  "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),
              "io": {"bytes_read": int, "bytes_written": int, "list_requests": int,
                     "get_requests": int, "head_requests": int, "put_requests": int,
-                    "copy_requests": int, "delete_requests": int, "other_requests": int}}]}"""
+                    "copy_requests": int, "delete_requests": int, "other_requests": int},
+             "driver_io": {...} (the part of io the run's driver did itself),
+             "bytes_moved_per_input_byte": float}]}   (a run's last stage is "commit")"""
 READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
  "head_requests": int, "list_requests": int}  (or the same keys under "io": an IO.delta;
  or reader_fetch.FetchStats' {"requests", "bytes"}, read as range GETs)"""

@@ -341,17 +341,18 @@ def _tokenize(c: _Cut) -> StagePlan:
 
 
 def _pack(c: _Cut) -> StagePlan:
-    """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each verified after writing)."""
+    """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
+    no read back, a HEAD per .bin and .idx)."""
     g, k, s, t = c.g, c.k, c.s, c.token_bytes
     return StagePlan(
         "pack",
         g * k + s,
         {
-            "get": 2 * c.m * k + g * s + s,
+            "get": 2 * c.m * k + g * s,
             "put": g * k * (puts(t / (g * k)) + 1) + s * (puts(c.shard_bytes) + 1),
-            "head": g * k,
+            "head": g * k + 2 * s,
         },
-        3 * t,
+        2 * t,
         2 * t,
         WORKER_BASE_MB + 4 * c.shard_bytes / MiB,
     )
@@ -413,7 +414,7 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" {si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
         " per pass-1 task)",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
-        f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}",
+        f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}{'moved':>7}",
     ]
     for s in stages:
         r = s.requests
@@ -423,6 +424,7 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
             f"{si(r.get('head', 0)):>8}{si(r.get('list', 0)):>6}{si(mean_get) + 'B':>10}"
             f"{si(s.bytes_read) + 'B':>8}{si(s.bytes_written) + 'B':>8}{s.peak_mb:>9,.0f}"
             f"{s.core_hours:>9,.0f}{s.dollars:>9,.2f}"
+            f"{(s.bytes_read + s.bytes_written) / cut['corpus_bytes']:>6.2f}x"
         )
     total_req = sum(sum(s.requests.values()) for s in stages)
     lines.append(
@@ -430,8 +432,25 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" core-hours {sum(s.core_hours for s in stages):,.0f},"
         f" request $ {sum(s.dollars for s in stages):,.2f}"
     )
+    read, written = sum(s.bytes_read for s in stages), sum(s.bytes_written for s in stages)
+    lines.append(
+        f"bytes moved {bytes_moved_per_input_byte(cut, stages):.2f} x input"
+        f" ({si(read)}B read + {si(written)}B written for {si(cut['corpus_bytes'])}B in)"
+    )
     return lines
 
 
+def bytes_moved_per_input_byte(cut: dict, stages: list[StagePlan]) -> float:
+    """(bytes read + bytes written, every stage) / input bytes: the run's storage traffic."""
+    moved = sum(s.bytes_read + s.bytes_written for s in stages)
+    return moved / cut["corpus_bytes"]
+
+
 def dry_run_json(cut: dict, stages: list[StagePlan]) -> str:
-    return json.dumps({"cut": cut, "stages": [s.__dict__ for s in stages]})
+    return json.dumps(
+        {
+            "cut": cut,
+            "bytes_moved_per_input_byte": round(bytes_moved_per_input_byte(cut, stages), 3),
+            "stages": [s.__dict__ for s in stages],
+        }
+    )

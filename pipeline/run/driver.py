@@ -21,7 +21,7 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import held
-from pipeline.core.storage import Location
+from pipeline.core.storage import IO, Location
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
@@ -36,7 +36,7 @@ from pipeline.ingest.field_probe import probe_fields
 from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
-from pipeline.run.accounting import run_counts, shard_entries, source_counts
+from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
 from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
@@ -72,6 +72,7 @@ class RunResult:
     already_committed: bool = False
     retention_actions: int | None = None
     reports: list[str] = field(default_factory=list)
+    moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
 
 
 class StageBars:
@@ -166,6 +167,7 @@ class _Driver:
         self.reports: list[StageReport] = []
         self.bars = StageBars(show_progress)
         self.task_stats: list[dict] = []
+        self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
         self.started = dt.datetime.now(dt.timezone.utc)
@@ -197,9 +199,12 @@ class _Driver:
         Its report adds up the results' own documents and bytes (stage_docs, stage_bytes); a
         redo wave reruns the previous one's work, so its documents replace that wave's."""
         t0 = time.perf_counter()
+        if self.task_stats:  # what the driver did after the previous wave belongs to that stage
+            self.own_io(self.task_stats[-1])
         report, stats, new_stage = self._report(name, merge)
         bar = self.bars.wave(name, len(futures), new_stage)
         results: list[TaskResult] = _gather(futures, bar, tick=self.keep_lease)
+        self.own_io(stats)  # lease renewals while it ran
         io: Counter = Counter()
         for r in results:
             io.update(r.io)
@@ -220,6 +225,16 @@ class _Driver:
             peak_rss_mb=report.peak_rss_mb,
         )
         return results
+
+    def own_io(self, stats: dict) -> None:
+        """Count the driver's own storage I/O since the last call into a stats.json entry: its
+        `driver_io`, and its `io` with the tasks' (the listing records, field probe and lease
+        under list; the document index and commit checks under commit)."""
+        now = IO.snapshot()
+        delta = Counter(IO.delta(now, self.io_mark))
+        self.io_mark = now
+        stats["driver_io"] = dict(Counter(stats.get("driver_io", {})) + delta)
+        stats["io"] = dict(Counter(stats["io"]) + delta)
 
     def _report(self, name: str, merge: bool) -> tuple[StageReport, dict, bool]:
         """The report and stats.json entry a wave counts into: the last ones, or new ones
@@ -357,18 +372,23 @@ class _Driver:
                 "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
             },
         )
+        self.own_io(self.task_stats[-1])  # the last stage's, before the commit's own I/O
         manifest["documents"] = document_index(layout, version, splits)  # before the manifest
-        layout.stats.write_bytes(
-            json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
-        )
         try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
             verify_manifest(version, manifest, shards_checked=True)
         except VerifyError as e:
             raise RunError(f"the version fails verify: {e}; nothing was committed") from None
         if self.lease is not None:
             self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+        # the commit's I/O: the document index, the checks, the lease; not this file itself,
+        # nor the manifest written after it
+        self.task_stats.append({"stage": "commit", "tasks": 0, "seconds": 0.0, "io": {}})
+        self.own_io(self.task_stats[-1])
+        moved = bytes_moved(self.task_stats, self.listed.listed_bytes)
+        stats = {"run_id": layout.run_id, **moved, "stages": self.task_stats}
+        layout.stats.write_bytes(json.dumps(stats, indent=1).encode())
         commit_manifest(version, manifest)
-        return RunResult(version, manifest, self.reports)
+        return RunResult(version, manifest, self.reports, moved=moved)
 
 
 def document_index(layout: RunLayout, version: Location, splits: dict) -> dict:

@@ -1,8 +1,9 @@
 """Near-duplicate removal as Ray task bodies: storage in, pure core (minhash, components), out.
 
 No step holds all documents: every step is one task per unit or per partition, and data moves
-between steps as Parquet files partitioned by a hash (or, for the component rounds, as small
-int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 of
+between steps as sectioned Arrow IPC objects, one section per hash partition
+(formats/sectioned.py), or, for the component rounds, as small int64 edge arrays in Ray's object
+store. A document is a node keyed by xxh3-64 of
 (source, row) — with named sources (origin, source, row) — unique per record even where two
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 

@@ -60,6 +60,13 @@ def format_summary(result: RunResult) -> str:
             f"validation shards {len(valid):>10,}  ({vdocs:,} documents,"
             f" {megabytes(vbytes)} of tokens)"
         )
+    if result.moved:  # storage traffic: (read + written) / listed input bytes, stats.json
+        per, moved = result.moved["bytes_moved_per_input_byte"], result.moved
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in per.items() if k != "total" and v)
+        lines.append(
+            f"bytes moved       {per['total']:>10.2f} x input ({megabytes(moved['bytes_read'])}"
+            f" read + {megabytes(moved['bytes_written'])} written; {stages})"
+        )
     if m.get("sources"):
         lines.append("")
         lines += source_table(m["sources"])

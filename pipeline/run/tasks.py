@@ -116,6 +116,7 @@ def read_unit(
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
     done.write_bytes(json.dumps(result.marker()).encode())
+    result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte
     return result
 
 

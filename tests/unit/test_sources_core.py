@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.dedup import exact
 from pipeline.dedup.components import keep_rule
-from pipeline.formats.manifest import ManifestError, blend_line, parse_blend
+from pipeline.formats.manifest import ManifestError, blend_line, data_path_line, parse_blend
 from pipeline.stream.mixture import MIX_TOKENS, epoch_segments
 from pipeline.tokens.split import in_valid, split_mask
 
@@ -82,8 +82,9 @@ def test_blend_line_weights_by_source_weight_times_tokens():
     pairs = parse_blend(line)
     assert [p for _, p in pairs] == ["train-a-00000", "train-a-00001", "train-b-00000"]
     assert [w for w, _ in pairs] == pytest.approx([600 / 1200, 200 / 1200, 400 / 1200])
-    rooted = parse_blend(blend_line(shards, {"a": 2.0, "b": 1.0}, root="/data/v1/"))
-    assert rooted[0][1] == "/data/v1/train-a-00000"
+    rooted = parse_blend(data_path_line("file:///data/v1/", line))
+    assert [p for _, p in rooted] == ["/data/v1/" + p for _, p in pairs]
+    assert [w for w, _ in rooted] == [w for w, _ in pairs]
     with pytest.raises(ManifestError):
         parse_blend("0.5 a 0.5")
 
