@@ -317,10 +317,19 @@ class TokenizeConfig(StrictModel):
         json_schema_extra=TOKENS,
     )
     verify_fraction: float = Field(
-        default=0.01,
+        default=0.001,
         ge=0.0,
         le=1.0,
         description="share of documents re-encoded with tokenizers to check the engine's ids",
+        json_schema_extra=NO_BYTES,
+    )
+    # tokenizers is ~100x slower per byte than fastokens (one core each), so the check costs
+    # ~100 x the share of bytes it re-encodes: 0.1 % of the documents, at most 32 KiB, keeps it
+    # under 10 % of the engine from ~16 MiB units up (1 % uncapped cost as much as the engine)
+    verify_bytes: Bytes = Field(
+        default=ByteSize(32 * 2**10),
+        description="most text bytes per tokenize task re-encoded with tokenizers (of the"
+        " verify_fraction sample, lowest shuffle keys first); 0: no per-task check",
         json_schema_extra=NO_BYTES,
     )
 

@@ -84,7 +84,7 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
         num_cpus=args.workers,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": WORKER_ENV},
+        runtime_env={"env_vars": dict(WORKER_ENV)},
     )
     try:
         start = time.perf_counter()

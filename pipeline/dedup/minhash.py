@@ -46,12 +46,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from pipeline.dedup import minhash_kernel
+
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
 SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: Horner steps stay invertible
 _FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 PUNCTUATION = string.punctuation + "“”‘’«»„‚‹›…–—·•¿¡"
+# the ASCII characters str.isspace and Arrow's utf8_split_whitespace split at (U+001C..U+001F
+# included; ascii_split_whitespace leaves those out)
+ASCII_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 
 
 @dataclass(frozen=True)
@@ -113,12 +118,26 @@ def _nfc(texts: pa.Array) -> pa.Array:
     return pc.replace_with_mask(texts, non_ascii, pa.array(normalized, texts.type))
 
 
+def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
+    """Every whitespace-separated token of the batch with its punctuation trimmed (empty where it
+    was punctuation only), flat, and the document of each. `ascii_only`: every text is ASCII, so
+    Arrow's ASCII kernels (several times faster) give the same bytes as the UTF-8 ones; the
+    split stays utf8_split_whitespace, whose whitespace (Python's str.isspace) includes
+    U+001C..U+001F, which ascii_split_whitespace does not."""
+    if ascii_only:
+        tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
+        words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
+    else:
+        tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
+        words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
+    return words, pc.list_parent_indices(tokens).to_numpy()
+
+
 def _words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """All words of the batch, flat, and the number of words of each document."""
-    tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
-    words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
+    words, parents = _tokens(texts)
     keep = pc.greater(pc.binary_length(words), 0)
-    parents = pc.filter(pc.list_parent_indices(tokens), keep).to_numpy()
+    parents = parents[keep.to_numpy(zero_copy_only=False)]
     return pc.filter(words, keep), np.bincount(parents, minlength=len(texts))
 
 
@@ -130,14 +149,28 @@ def word_lists(texts: list[str] | pa.Array) -> list[list[str]]:
     return [flat[end - count : end] for end, count in zip(ends, counts, strict=True)]
 
 
-def _word_hashes(words: pa.Array, seed: int) -> np.ndarray:
-    """xxh3_64 of every word, hashing each distinct word of the batch once."""
-    encoded = pc.dictionary_encode(words)
-    distinct = encoded.dictionary.cast(pa.binary()).to_pylist()
+def _hashed_words(
+    texts: pa.Array, seed: int, ascii_only: bool, compiled: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """xxh3_64 of every word of the batch, flat, and the number of words of each document.
+
+    Each distinct token of the batch is hashed once (dictionary-encoded as binary: the same
+    groups as strings, and Arrow's binary hash table is ~2.5x faster); tokens left empty by the
+    trim are dropped from the hashes, not from the strings (no string copy)."""
+    if compiled and ascii_only:  # split, lowered and trimmed in one compiled pass
+        words, counts = minhash_kernel.ascii_words(texts, ASCII_SPACES, string.punctuation)
+        keep = None
+    else:
+        words, parents = _tokens(texts, ascii_only)
+        keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
+        counts = np.bincount(parents[keep], minlength=len(texts))
+    encoded = pc.dictionary_encode(words.cast(pa.binary()))
+    distinct = encoded.dictionary.to_pylist()
     hashes = np.fromiter(
         (xxhash.xxh3_64_intdigest(w, seed=seed) for w in distinct), np.uint64, len(distinct)
     )
-    return hashes[encoded.indices.to_numpy(zero_copy_only=False)]
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    return hashes[indices if keep is None else indices[keep]], counts
 
 
 def _exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
@@ -228,21 +261,40 @@ def signatures(
     *,
     batch_bytes: int = 4 << 20,
     chunk_shingles: int = 8192,
+    compiled: bool = True,
 ) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), uint32.
 
     Work happens per batch of about batch_bytes of text, so intermediate memory is a few times the
     batch (or the largest document) plus num_perm x chunk_shingles x 4 bytes. Each row depends on
-    its document only: results do not depend on batching.
+    its document only: results do not depend on batching. Shingling and the permutations run in
+    minhash_kernel's compiled loop where numba is available (`compiled`: unless False), else in
+    numpy; both give the same values.
     """
+    fused = compiled and minhash_kernel.available()
     texts = _as_string_array(texts)
     out = np.full((len(texts), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
     coefficients = permutation_coefficients(params)
     for start, stop in _batch_bounds(texts, batch_bytes):
-        words, word_counts = _words(texts.slice(start, stop - start))
-        word_hashes = _word_hashes(words, params.seed)
-        shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
-        _min_permuted(shingles, shingle_counts, coefficients, out[start:stop], chunk_shingles)
+        batch = texts.slice(start, stop - start)
+        # ASCII documents and the others go through different (equivalent) kernels; a row's
+        # signature depends on its document only, so each group is signed on its own
+        is_ascii = pc.string_is_ascii(batch).to_numpy(zero_copy_only=False)
+        for ascii_only in (True, False):
+            rows = np.flatnonzero(is_ascii == ascii_only)
+            if not len(rows):
+                continue
+            whole = len(rows) == len(batch)
+            group = batch if whole else batch.take(pa.array(rows))
+            word_hashes, word_counts = _hashed_words(group, params.seed, ascii_only, fused)
+            block = out[start:stop] if whole else np.full((len(rows), params.num_perm), EMPTY_VALUE)
+            if fused:
+                minhash_kernel.sign(word_hashes, word_counts, params.ngram, coefficients, block)
+            else:
+                shingles, shingle_counts = _shingle_hashes(word_hashes, word_counts, params.ngram)
+                _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
+            if not whole:
+                out[start + rows] = block
     return out
 
 

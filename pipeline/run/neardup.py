@@ -123,7 +123,9 @@ def signature_rows(
 
     The read task calls this while it holds the unit's documents, so near dedup never reads
     the documents again (layout.read_sigs)."""
-    docs = docs.sort_by([("source", "ascending"), ("row", "ascending")])
+    order = pc.sort_indices(docs, [("source", "ascending"), ("row", "ascending")]).to_numpy()
+    if not np.array_equal(order, np.arange(len(order))):  # a read unit is in order already
+        docs = docs.take(order)
     sigs = minhash.signatures(docs["text"], params_of(cfg))
     sources = docs["source"].to_pylist()
     if cfg.named_sources:  # two sources may hold the same relative path

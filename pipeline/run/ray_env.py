@@ -12,8 +12,19 @@ import ray
 from pipeline.config import Config
 
 # Parallelism comes from tasks (one CPU each), so library thread pools inside a task stay at one
-# thread; otherwise every tokenizer task would start a pool as wide as the machine.
-WORKER_ENV = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+# thread; otherwise every tokenizer task would start a pool as wide as the machine (OMP_NUM_THREADS
+# also sizes Arrow's pool). PIPELINE_TASK_THREADS=1 holds the pipeline's own threads to one busy
+# thread too: the engine encodes one batch at a time and the tokenize check runs inline
+# (tokens/encode.py task_threads), so a task uses the one core it reserved.
+WORKER_ENV = {
+    "RAYON_NUM_THREADS": "1",
+    "RAYON_RS_NUM_CPUS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PIPELINE_TASK_THREADS": "1",
+}
 
 
 class _LocalAuthNotice(logging.Filter):

@@ -116,8 +116,9 @@ def tokenize_unit(
 ) -> TokenizeResult:
     """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
 
-    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction)
-    is re-encoded with tokenizers before anything is committed: EngineMismatch on a difference.
+    Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction,
+    at most tokenize.verify_bytes of text) is re-encoded with tokenizers before anything is
+    committed: EngineMismatch on a difference.
     `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
     timer = TaskTimer()
     with layout.removed.open_read() as f:
@@ -208,7 +209,10 @@ def _encode_tokens(
     checked = np.empty(0, np.int64)
     sample = None
     if engine != "tokenizers":  # the reference need not check itself
-        checked = sample_rows(docs["key"].to_numpy(), tok.verify_fraction)
+        sizes = pc.binary_length(docs["text"]).to_numpy(zero_copy_only=False)
+        checked = sample_rows(
+            docs["key"].to_numpy(), tok.verify_fraction, sizes, int(tok.verify_bytes)
+        )
     if len(checked):
         rows = pa.array(checked, pa.int64())
         sample = SampleCheck(  # starts re-encoding now, alongside the engine

@@ -9,17 +9,20 @@ A fast engine is used only while it gives the reference engine's (Hugging Face t
 - in every tokenize task, a deterministic sample of the documents (`sample_rows`: chosen by the
   document's shuffle key, a hash of its stable id) is re-encoded with the reference before the
   task commits anything; a difference fails the task (EngineMismatch, naming the document).
-  `SampleCheck` runs that re-encoding on a thread of its own while the engine encodes the unit:
-  the reference is ~70x slower per byte (8k BPE, one thread: `bench tokenize`), so 1 % of the
-  documents costs it over half the CPU the engine spends on the whole unit; run in series it
-  would add that much to the task's encoding time.
+  The reference is ~100x slower per byte than fastokens (one core each), so the sample is
+  small (tokenize.verify_fraction, default 0.1 % of the documents) and held to a byte budget per
+  task (`tokenize.verify_bytes`, default 32 KiB): under 10 % of the engine's time from ~16 MiB
+  units up (1 % of the documents, uncapped, cost about as much CPU as the engine's whole unit).
+  `SampleCheck` runs the re-encoding on a thread of its own while the engine encodes the
+  unit, or inline after it where a task keeps one thread busy (PIPELINE_TASK_THREADS=1, as Ray
+  tasks do: encode.task_threads).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.tokens.encode import Encoder, threads
+from pipeline.tokens.encode import Encoder, task_threads, threads
 
 SAMPLE_SCALE = 1 << 20  # resolution of tokenize.verify_fraction
 
@@ -65,7 +68,8 @@ class SampleCheck:
     """One task's sampled re-encoding, overlapped with the engine's encoding of the whole unit.
 
     Built with the sample's texts and names, it starts `reference` on them at once on a thread of
-    its own (tokenizers releases the GIL while it encodes). As the engine's batches go by,
+    its own (tokenizers releases the GIL while it encodes), unless the task keeps one thread
+    busy (task_threads() == 1): then `finish` encodes them. As the engine's batches go by,
     `collect` keeps the engine's ids of the sampled documents (copies: a few % of the tokens at
     most); `finish` waits for the reference and compares both, raising EngineMismatch on the
     first differing document. Callers call `finish` before committing anything."""
@@ -73,7 +77,10 @@ class SampleCheck:
     def __init__(self, reference: Encoder, engine: str, texts: list[str], names: list[str]):
         self.engine, self.names = engine, names
         self._got: list[np.ndarray | None] = [None] * len(texts)
-        self._reference = threads("tokenize-check", 1).submit(reference.encode_flat, texts)
+        self._encode, self._texts = reference.encode_flat, texts
+        self._reference = None
+        if task_threads() != 1:
+            self._reference = threads("tokenize-check", 1).submit(self._encode, texts)
 
     def collect(self, check: list[tuple[int, int]], ids: np.ndarray, lengths: np.ndarray) -> None:
         """The engine's ids of a batch (`ids`, `lengths`): keep those of the `check` documents,
@@ -86,7 +93,10 @@ class SampleCheck:
 
     def finish(self) -> int:
         """Compare (EngineMismatch on a difference); the number of documents checked."""
-        ref_ids, ref_lens = self._reference.result()
+        if self._reference is None:  # one thread: the reference after the engine
+            ref_ids, ref_lens = self._encode(self._texts)
+        else:
+            ref_ids, ref_lens = self._reference.result()
         missing = [self.names[i] for i, got in enumerate(self._got) if got is None]
         if missing:
             raise RuntimeError(f"sampled document {missing[0]!r} was never encoded")
@@ -119,15 +129,37 @@ def confirm_with_reference(
         raise EngineMismatch(describe(doc, pos, names[doc], ref, (ids, lens), engine))
 
 
-def sample_rows(keys: np.ndarray, fraction: float) -> np.ndarray:
-    """Rows to re-encode: those whose uint64 shuffle key (a hash of the document's stable id)
-    falls in the lowest `fraction` of its low bits; row 0 when none does, so that every task
-    checks at least one document (unless the fraction is 0)."""
-    if len(keys) == 0 or fraction <= 0:
+def sample_rows(
+    keys: np.ndarray, fraction: float, sizes: np.ndarray | None = None, budget: int | None = None
+) -> np.ndarray:
+    """Rows to re-encode, in row order: those whose uint64 shuffle key (a hash of the document's
+    stable id) falls in the lowest `fraction` of its low bits; when none does, row 0 (the
+    shortest row, given `sizes`), so that every task checks at least one document (unless the
+    fraction or the budget is 0).
+
+    With `sizes` (text bytes of each row) and a byte `budget`, only as many of them as fit the
+    budget, lowest key bits first (a document larger than what is left is passed over); when
+    none fits, the shortest of them. A property of the documents: the same rows whatever the
+    workers."""
+    if len(keys) == 0 or fraction <= 0 or budget == 0:
         return np.empty(0, np.int64)
     low = keys.astype(np.uint64) % np.uint64(SAMPLE_SCALE)
     chosen = np.flatnonzero(low < np.uint64(max(1, round(fraction * SAMPLE_SCALE))))
-    return chosen if len(chosen) else np.zeros(1, np.int64)
+    if sizes is not None:
+        sizes = np.asarray(sizes, np.int64)
+    if not len(chosen):  # the shortest document where sizes are known: the cheapest check
+        chosen = np.array([0 if sizes is None else int(np.argmin(sizes))], np.int64)
+    if sizes is None or budget is None:
+        return chosen
+    ranked = chosen[np.argsort(low[chosen], kind="stable")]
+    kept, left = [], int(budget)
+    for row in ranked.tolist():  # a few hundred rows at most
+        if sizes[row] <= left:
+            kept.append(row)
+            left -= int(sizes[row])
+    if not kept:
+        kept = [int(chosen[np.argmin(sizes[chosen])])]
+    return np.array(sorted(kept), np.int64)
 
 
 def compare_engines(

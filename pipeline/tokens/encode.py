@@ -355,14 +355,22 @@ _THREADS: dict[str, ThreadPoolExecutor] = {}
 _THREADS_LOCK = threading.Lock()
 
 
+def task_threads() -> int | None:
+    """How many threads a task may keep busy: PIPELINE_TASK_THREADS (run/ray_env.py WORKER_ENV
+    sets 1 for every Ray task, which reserves one CPU); None (no bound) where it is unset."""
+    value = os.environ.get("PIPELINE_TASK_THREADS", "")
+    return max(1, int(value)) if value.strip() else None
+
+
 def threads(name: str, workers: int) -> ThreadPoolExecutor:
     """A thread pool kept for the life of the process (a Ray worker runs many tokenize tasks one
-    after another). Not a new pool per task: fastokens keeps per-thread state that a fresh
-    thread builds again, measured at ~30 % more CPU for a 64 MB unit encoded on new threads
-    than on warm ones."""
+    after another), of at most task_threads() workers. Not a new pool per task: fastokens keeps
+    per-thread state that a fresh thread builds again, measured at ~30 % more CPU for a 64 MB
+    unit encoded on new threads than on warm ones."""
     with _THREADS_LOCK:
         pool = _THREADS.get(name)
         if pool is None:
+            workers = min(workers, task_threads() or workers)
             pool = _THREADS[name] = ThreadPoolExecutor(workers, thread_name_prefix=name)
         return pool
 

@@ -35,6 +35,7 @@ PINNED = {
     "tokenize.eos": {"tokens", "run"},
     "tokenize.batch_docs": set(),  # each document is encoded on its own: not even a new run
     "tokenize.engine": set(),  # same ids whatever the engine (issue 11)
+    "tokenize.verify_bytes": set(),  # how much is re-checked, never which ids
     "dedup.exact": {"run"},  # dedup decisions reach token files through <removed>
     "dedup.partitions": {"read", "tokens", "run"},  # hash rows are sectioned by partition
     "pack.seed": {"tokens", "run"},

@@ -36,6 +36,7 @@ from pipeline.tokens.encode import (
     FastokensEncoder,
     TokenizersEncoder,
     frame,
+    threads,
 )
 
 SHIPPED = REPO / "configs" / "tokenizer.json"
@@ -179,6 +180,41 @@ def test_sample_rows_by_key_hash():
     assert len(sample_rows(keys, 0.0)) == 0
 
 
+def test_sample_rows_held_to_a_byte_budget_lowest_keys_first():
+    keys = np.array([xxhash.xxh3_64_intdigest(f"d{i}".encode()) for i in range(20000)], np.uint64)
+    sizes = np.array([1000 + (i * 7919) % 30000 for i in range(20000)], np.int64)
+    candidates = sample_rows(keys, 0.05)
+    rows = sample_rows(keys, 0.05, sizes, 32 * 1024)
+    assert 1 < len(rows) < len(candidates) and set(rows) <= set(candidates)
+    assert sizes[rows].sum() <= 32 * 1024 and np.all(np.diff(rows) > 0)
+    low = keys % np.uint64(1 << 20)
+    first = candidates[np.argmin(low[candidates])]  # the lowest key is taken when it fits
+    assert first in rows or sizes[first] > 32 * 1024
+    assert np.array_equal(rows, sample_rows(keys, 0.05, sizes, 32 * 1024))  # deterministic
+    assert np.array_equal(sample_rows(keys, 0.05, sizes, 10**12), candidates)  # no cap
+    tiny = sample_rows(keys, 0.05, sizes, 10)  # nothing fits: the shortest candidate
+    assert tiny.tolist() == [int(candidates[np.argmin(sizes[candidates])])]
+    assert len(sample_rows(keys, 0.05, sizes, 0)) == 0
+
+
+def test_one_thread_task_checks_inline(extra_tokenizer, monkeypatch):
+    """PIPELINE_TASK_THREADS=1 (a Ray task's WORKER_ENV): the reference runs in finish(), on the
+    task's own thread, and a difference is still caught; pools hold one worker."""
+    monkeypatch.setenv("PIPELINE_TASK_THREADS", "1")
+    assert threads("one-thread-test", 2)._max_workers == 1
+    raw = extra_tokenizer.read_bytes()
+    ref, fast = TokenizersEncoder(raw), FastokensEncoder(raw)
+    texts = [t for _, t in hard_strings(["<|endoftext|>"])][:4]
+    ids, lengths = fast.encode_flat(texts)
+    sample = SampleCheck(ref, fast.name, texts[1:2], ["doc-1"])
+    assert sample._reference is None  # nothing started beside the engine
+    altered = ids.copy()
+    altered[int(lengths[0]) + 2] ^= 1
+    sample.collect([(1, 0)], altered, lengths)
+    with pytest.raises(EngineMismatch, match="'doc-1' differs at token 2"):
+        sample.finish()
+
+
 def test_boundary_problem_finds_stray_eos_and_missing_bos():
     tokens = np.array([1, 5, 0, 1, 6, 7, 0], np.uint16)
     lengths = np.array([3, 4], np.int64)
@@ -266,7 +302,12 @@ def test_disagreeing_engine_is_caught_and_nothing_wrong_committed(ray_fault, tmp
     marked = f"Some prose with {MARKER} inside it. " + words(rng, 20)
     texts = [marked, *filler] if where == "probe" else [*filler, marked]
     corpus = write_corpus(tmp_path / "in", texts)
-    sets = ["ingest.unit_bytes=64MiB", "tokenize.verify_fraction=1.0", "dedup.near.enabled=false"]
+    sets = [
+        "ingest.unit_bytes=64MiB",
+        "tokenize.verify_fraction=1.0",
+        "tokenize.verify_bytes=64MiB",  # the whole unit: the marked document is checked
+        "dedup.near.enabled=false",
+    ]
     result = run_pipeline(config(tmp_path, "auto", corpus, *sets), False)
     reference = run_pipeline(
         config(tmp_path, "ref", corpus, *sets, "tokenize.engine=tokenizers"), False

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 import xxhash
 
+from pipeline.dedup import minhash_kernel
 from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,
@@ -81,6 +82,9 @@ TRICKY = [
     "   ... --- !!! ",  # no words at all
     "Cafe\u0301 CAFÉ café, naïve: «quoted» text; don't stop — really\tnow\nnext line",
     "a\xa0b\u2003c\u3000d e f g",
+    # ASCII only (the ASCII kernels): U+001C..U+001F are whitespace to str.split and to
+    # utf8_split_whitespace, not to ascii_split_whitespace; punctuation-only tokens drop out
+    "File\x1cGroup\x1dRecord\x1eUnit\x1fSep -- (Quoted), 'x' ... END.",
 ]
 
 
@@ -113,6 +117,17 @@ def test_results_independent_of_batching_and_input_type():
     chunked = signatures(pa.chunked_array([texts[:25], texts[25:]]), SMALL, chunk_shingles=64)
     assert (whole == tiny).all() and (whole == chunked).all()
     assert (signatures(texts[10:20], SMALL) == whole[10:20]).all()
+
+
+def test_ascii_and_other_documents_of_one_batch_sign_as_alone():
+    """A batch mixing ASCII and non-ASCII documents (signed as two groups) gives every row the
+    signature of its document signed alone."""
+    rng = random.Random(4)
+    texts = [random_text(rng, 40) + ("" if i % 3 else " naïve Ünïcode") for i in range(30)]
+    texts += TRICKY
+    together = signatures(texts, SMALL)
+    for i, text in enumerate(texts):
+        assert (together[i] == signatures([text], SMALL)[0]).all(), text
 
 
 def test_near_duplicates_score_high_and_unrelated_low():
@@ -173,3 +188,21 @@ def test_params_are_validated():
         MinHashParams(num_perm=64, bands=10, rows=8)
     default = MinHashParams()
     assert default.bands * default.rows <= default.num_perm and default.ngram == 5
+
+
+def test_compiled_kernel_gives_the_numpy_paths_values():
+    """minhash_kernel (numba: ASCII words and fused shingling + permutations) against the numpy
+    path, on every ASCII character as text, punctuation runs, 1..ngram-word texts and a mix with
+    non-ASCII documents in one batch."""
+    assert minhash_kernel.available()  # numba is a dependency: the compiled path is the one run
+    rng = random.Random(8)
+    alphabet = [chr(c) for c in range(128)] + ["Word", "ABC", "...", "x", "é", "\u3000"]
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 90))) for _ in range(3000)
+    ]
+    texts += [random_text(rng, k) for k in range(0, 12)] + TRICKY + [None, "", " A "]
+    for params in (SMALL, MinHashParams(), MinHashParams(ngram=1, num_perm=16, bands=4, rows=4)):
+        compiled = signatures(texts, params, batch_bytes=4096)
+        assert (compiled == signatures(texts, params, compiled=False)).all()
+    for text in TRICKY + ["A\x1cB\x1fC", "(x) -- y!"]:  # and the reference, one by one
+        assert signatures([text], SMALL)[0].tolist() == reference_signature(text, SMALL), text
