@@ -30,6 +30,7 @@
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
+          <unit>.bands-<key>.parquet    their LSH band hashes, read instead of them (run/neardup.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
@@ -120,20 +121,17 @@ class RunLayout:
         return self.run / "near"
 
     # near-dedup intermediates (formats: run/neardup.py); one sectioned object per writer
-    def near_sig(self, unit: str) -> Location:
-        return self.near / f"sig/{unit}.bin"
-
     def near_bands(self, unit: str) -> Location:
         return self.near / f"bands/{unit}.bin"
 
-    def near_edges(self, p: int) -> Location:
-        return self.near / f"edges/p{p:04d}.bin"
+    def near_dir(self, unit: str) -> Location:
+        return self.near / f"dir/{unit}.bin"
 
-    def near_half(self, q: int) -> Location:
-        return self.near / f"half/q{q:04d}.bin"
+    def near_requests(self, q: int) -> Location:
+        return self.near / f"req/q{q:04d}.bin"
 
-    def near_members(self, q: int) -> Location:
-        return self.near / f"members/q{q:04d}.bin"
+    def near_cands(self, bucket: int) -> Location:
+        return self.near / f"cand/b{bucket:04d}.bin"
 
     def near_removed(self, label_part: int) -> Location:
         return self.near / f"removed/l{label_part:04d}.bin"
@@ -168,6 +166,9 @@ class RunLayout:
 
     def read_sigs(self, unit: str, signature_key: str) -> Location:
         return self._unit(unit, f"sig-{signature_key}.parquet")
+
+    def read_bands(self, unit: str, band_key: str) -> Location:
+        return self._unit(unit, f"bands-{band_key}.parquet")
 
     def read_done(self, unit: str) -> Location:
         return self._unit(unit, "done.json")

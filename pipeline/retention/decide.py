@@ -146,7 +146,7 @@ def _work_class(kind: str, rest: list[str]) -> str:
             return "quarantine"
         if len(rest) == 1 and _HASH_PART.fullmatch(name):
             return "exact_hashes"
-        if len(rest) == 1 and ".sig-" in name:
+        if len(rest) == 1 and (".sig-" in name or ".bands-" in name):
             return "near_dedup"  # recomputed from the documents when missing
         return "work_state"  # done markers
     if rest == ["quarantine.parquet"]:

@@ -37,7 +37,7 @@ from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
 from pipeline.run.accounting import run_counts, shard_entries, source_counts
-from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_components, near_edges
+from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_dedup
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
@@ -115,10 +115,9 @@ _TASKS = (
     (
         neardup,
         (
-            "near_signatures",
+            "near_bands",
             "near_buckets",
-            "near_attach",
-            "near_verify",
+            "near_fetch",
             "star_task",
             "members_task",
             "near_keep",
@@ -228,7 +227,7 @@ class _Driver:
             input_guard.check_documents(self.cfg, sum(r.docs for r in self.read), self.docs_in)
         exact_dedup(self)
         if self.cfg.dedup.near.enabled:
-            near_components(self, *near_edges(self))
+            near_dedup(self)
         merge_audit(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
         self.quarantine_tokenized()

@@ -54,15 +54,14 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
-from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed
+from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats import sectioned
 from pipeline.run.results import (
-    AttachResult,
+    BandsResult,
     BucketsResult,
+    FetchResult,
     KeepResult,
     MembersResult,
-    SignaturesResult,
-    VerifyResult,
 )
 from pipeline.run.timer import TaskTimer
 
@@ -115,6 +114,12 @@ def signature_key(cfg: Config) -> str:
     return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
 
 
+def band_key(cfg: Config) -> str:
+    """What decides a document's band hashes: its signature and the bands x rows cut."""
+    near = cfg.dedup.near
+    return xxhash.xxh3_64_hexdigest(f"{signature_key(cfg)}:{near.bands}:{near.rows}".encode())[:12]
+
+
 def signature_rows(
     docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
 ) -> pa.Table:
@@ -144,51 +149,97 @@ def signature_rows(
     )
 
 
-def near_signatures(
-    layout: RunLayout, unit: str, cfg: Config, origin: str | None = None
-) -> SignaturesResult:
-    """Route a unit's signatures (computed by its read task) and band hashes to partitions,
-    without its exact duplicates. A unit read without them (near dedup off at the time, or the
-    file deleted by retention) is signed here from its documents instead."""
-    timer = TaskTimer()
-    params, n = params_of(cfg), cfg.dedup.partitions
-    with layout.exact_removed_all.open_read() as f:
-        gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
+def band_rows(sig_rows: pa.Table, cfg: Config) -> pa.Table:
+    """key, bands (bands x uint64 little-endian, as bytes) of each signature row, same order:
+    what the read task writes next to the signatures, so that banding never reads them."""
+    params = params_of(cfg)
+    bands = minhash.band_hashes(_sigs_of(sig_rows["sig"], params.num_perm), params)
+    flat = np.ascontiguousarray(bands, dtype="<u8").view(np.uint8).reshape(-1)
+    width = params.bands * 8
+    column = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), len(bands), [None, pa.py_buffer(flat)]
+    )
+    return pa.table({"key": sig_rows["key"], "bands": column})
+
+
+def _bands_of(column: pa.ChunkedArray | pa.Array, bands: int) -> np.ndarray:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(arr) == 0:
+        return np.empty((0, bands), dtype=np.uint64)
+    data = np.frombuffer(arr.buffers()[1], dtype="<u8")
+    return data[arr.offset * bands : (arr.offset + len(arr)) * bands].reshape(-1, bands)
+
+
+def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:
+    """The unit's signature rows: the read task's file, or (near dedup off when it ran, or the
+    file deleted by retention) signed from its documents and written back for the next reader."""
     signed = layout.read_sigs(unit, signature_key(cfg))
     if signed.exists():
-        rows = signed.read_parquet()
-    else:
-        rank, src = cfg.source_rank(origin)
-        rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
-    rows = drop_removed(rows, gone)
+        return signed.read_parquet()
+    rank, src = cfg.source_rank(origin)
+    rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
+    signed.write_parquet(rows)
+    return rows
+
+
+def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
+    """Node keys of the unit's exact duplicates (the rule of signature_rows)."""
+    with layout.exact_removed_all.open_read() as f:
+        gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
+    sources = gone["source"].to_pylist()
+    if cfg.named_sources:
+        sources = [f"{cfg.source_rank(origin)[1].name}\x00{s}" for s in sources]
+    return record_keys(sources, gone["row"].to_pylist())
+
+
+def near_bands(
+    layout: RunLayout, unit: str, index: int, cfg: Config, origin: str | None = None
+) -> BandsResult:
+    """Route a unit's band hashes (written by its read task) to band partitions, and its
+    directory rows (key, unit index) to key partitions, without its exact duplicates. The
+    signatures themselves are not read here (near_fetch reads those of candidates)."""
+    timer = TaskTimer()
+    params, n = params_of(cfg), cfg.dedup.partitions
+    banded = layout.read_bands(unit, band_key(cfg))
+    if banded.exists():
+        rows = banded.read_parquet()
+    else:  # read without them: from the signatures (or the documents), written back
+        rows = band_rows(unit_sigs(layout, unit, cfg, origin), cfg)
+        banded.write_parquet(rows)
+    gone = _removed_keys(layout, unit, cfg, origin)
+    rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
     keys = rows["key"].to_numpy()
-    sigs = _sigs_of(rows["sig"], params.num_perm)
-    sig_size = _sections(rows, components.node_partition(keys, n), layout.near_sig(unit), n)
-    bands = minhash.band_hashes(sigs, params)
-    band_rows = pa.table(
+    bands = _bands_of(rows["bands"], params.bands)
+    band_table = pa.table(
         {
             "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
             "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
         }
     )
     band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
-    band_size = _sections(band_rows, band_parts, layout.near_bands(unit), n)
+    band_size = _sections(band_table, band_parts, layout.near_bands(unit), n)
+    directory = pa.table(
+        {"key": pa.array(keys, pa.int64()), "unit": pa.array(np.full(len(keys), index), pa.int32())}
+    )
+    dir_size = _sections(directory, components.node_partition(keys, n), layout.near_dir(unit), n)
     return timer.result(
-        SignaturesResult,
-        unit=unit,
-        docs=rows.num_rows,
-        sig_size=sig_size,
-        band_size=band_size,
+        BandsResult, unit=unit, docs=rows.num_rows, band_size=band_size, dir_size=dir_size
     )
 
 
 # -- per partition ----------------------------------------------------------------------------
 Ranges = list[sectioned.Range]  # one partition's ranges of an exchange (one GET per group)
 BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
+DIR_SCHEMA = pa.schema([("key", pa.int64()), ("unit", pa.int32())])
+REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
 
-def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> BucketsResult:
-    """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
+def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
+    """Star edges (bucket head, member) of this band partition's buckets: the candidate pairs,
+    both ways, routed by key partition for the component rounds (components.route).
+
+    Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
+    store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
     rows = sectioned.read_part(bands, BAND_SCHEMA)
     edges = (
@@ -196,92 +247,126 @@ def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> Buckets
         if rows.num_rows
         else minhash.EMPTY_EDGES
     )
-    table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
-    size = _sections(table, components.node_partition(edges[:, 0], n), layout.near_edges(part), n)
-    return timer.result(BucketsResult, part=part, candidates=len(edges), size=size)
-
-
-def _load_sigs(sigs: Ranges) -> pa.Table | None:
-    if not sigs:
-        return None
-    return sectioned.read_part(sigs, pa.schema([])).sort_by("key")
-
-
-def _lookup(sig_rows: pa.Table | None, keys: np.ndarray, num_perm: int) -> np.ndarray:
-    if sig_rows is None:
-        if len(keys):
-            raise RuntimeError("near dedup: an edge names a document without a signature")
-        return np.empty((0, num_perm), dtype=np.uint32)
-    table_keys = sig_rows["key"].to_numpy()
-    idx = np.searchsorted(table_keys, keys)
-    if len(keys) and (idx.max() >= len(table_keys) or (table_keys[idx] != keys).any()):
-        raise RuntimeError("near dedup: an edge names a document without a signature")
-    return _sigs_of(sig_rows["sig"], num_perm)[idx]
-
-
-def near_attach(
-    layout: RunLayout, q: int, edges: Ranges, sigs: Ranges, cfg: Config
-) -> AttachResult:
-    """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
-    timer = TaskTimer()
-    n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
-    table = sectioned.read_part(edges, EDGE_SCHEMA)
-    a, b = table["a"].to_numpy(), table["b"].to_numpy()
-    sig_a = _lookup(_load_sigs(sigs) if len(a) else None, a, num_perm)
-    out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
-    size = _sections(out, components.node_partition(b, n), layout.near_half(q), n)
-    return timer.result(AttachResult, part=q, edges=len(a), size=size)
-
-
-def near_verify(layout: RunLayout, q: int, halves: Ranges, sigs: Ranges, cfg: Config) -> tuple:
-    """Edges whose estimated Jaccard reaches the threshold, routed for the first star round.
-
-    Returns (VerifyResult, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
-    """
-    timer = TaskTimer()
-    n, near = cfg.dedup.partitions, cfg.dedup.near
-    verified = components.EMPTY_EDGES
-    if halves:
-        table = sectioned.read_part(halves, pa.schema([]))
-        a, b = table["a"].to_numpy(), table["b"].to_numpy()
-        sig_b = _lookup(_load_sigs(sigs), b, near.num_perm)
-        sims = minhash.estimated_jaccard(_sigs_of(table["sig_a"], near.num_perm), sig_b)
-        close = np.asarray(sims) >= near.threshold
-        verified = np.stack([a[close], b[close]], axis=1)
-    pieces = components.route(components.undirected(verified), n)
-    return (timer.result(VerifyResult, part=q, verified=len(verified)), *pieces)
+    pieces = components.route(components.undirected(edges), n)
+    return (timer.result(BucketsResult, part=part, candidates=len(edges)), *pieces)
 
 
 def near_members(
-    layout: RunLayout, q: int, pieces: list[np.ndarray], sigs: Ranges, cfg: Config
-) -> MembersResult:
-    """Component labels of partition q's nodes, joined with their signatures, routed by label."""
+    layout: RunLayout,
+    q: int,
+    labelled: list[np.ndarray],
+    candidates: list[np.ndarray],
+    directory: Ranges,
+    unit_buckets: np.ndarray,
+    n: int,
+) -> tuple:
+    """Candidate components of partition q's nodes (labels from the rounds over the unverified
+    candidate edges): a request (key, label, unit) per node, to the unit bucket of its unit
+    (near_fetch reads its signature there), and each candidate edge (a, b) whose a is here, to
+    the partition of its label (where near_keep verifies it).
+
+    Returns (MembersResult, edges_0, ..., edges_{n-1}); the edges stay in the object store."""
+    timer = TaskTimer()
+    nodes, labels = components.star_labels(labelled)
+    where = sectioned.read_part(directory, DIR_SCHEMA) if len(nodes) else DIR_SCHEMA.empty_table()
+    units = _lookup(where["key"].to_numpy(), where["unit"].to_numpy(), nodes)
+    requests = pa.table(
+        {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
+        schema=REQUEST_SCHEMA,
+    )
+    buckets = int(unit_buckets[-1]) + 1  # units sorted: the last one is in the last bucket
+    size = _sections(requests, unit_buckets[units], layout.near_requests(q), buckets)
+    edges = np.concatenate(candidates) if candidates else minhash.EMPTY_EDGES
+    edges = edges[edges[:, 0] < edges[:, 1]]  # each pair once: from its smaller key's side
+    edge_labels = labels[np.searchsorted(nodes, edges[:, 0])] if len(edges) else edges[:, 0]
+    pieces = [
+        edges[parts == p] for parts in [components.node_partition(edge_labels, n)] for p in range(n)
+    ]
+    result = timer.result(MembersResult, part=q, members=len(nodes), size=size)
+    return (result, *pieces)
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """values[i] for the keys[i] equal to each wanted key; every wanted key must be there."""
+    order = np.argsort(keys, kind="stable")
+    idx = np.searchsorted(keys, wanted, sorter=order)
+    if len(wanted) and (
+        idx.max() >= len(keys) or (keys[order[np.minimum(idx, len(keys) - 1)]] != wanted).any()
+    ):
+        raise RuntimeError("near dedup: a candidate names a document the directory lacks")
+    return values[order[idx]] if len(wanted) else values[:0]
+
+
+def near_fetch(
+    layout: RunLayout,
+    bucket: int,
+    requests: Ranges,
+    unit_ids: list[str],
+    origins: list[str | None],
+    cfg: Config,
+) -> FetchResult:
+    """The signature rows of the candidates of this bucket's units, each unit's file read once
+    (units without a candidate: not at all), with their candidate label, routed by label."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
-    nodes, labels = components.star_labels(pieces)
-    if not len(nodes):
-        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_members(q), n)
-        return timer.result(MembersResult, part=q, members=0, size=size)
-    sig_rows = _load_sigs(sigs)
-    idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
-    members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
-    size = _sections(members, components.node_partition(labels, n), layout.near_members(q), n)
-    return timer.result(MembersResult, part=q, members=len(nodes), size=size)
+    wanted = sectioned.read_part(requests, REQUEST_SCHEMA)
+    keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
+    units = wanted["unit"].to_numpy()
+    found = []
+    for u in np.unique(units).tolist():
+        rows = unit_sigs(layout, unit_ids[u], cfg, origins[u])
+        mine = keys[units == u]
+        rows = rows.filter(pa.array(np.isin(rows["key"].to_numpy(), mine)))
+        if rows.num_rows != len(mine):
+            raise RuntimeError(f"near dedup: unit {unit_ids[u]} lacks a candidate's signature")
+        found.append(rows)
+    table = pa.concat_tables(found) if found else None
+    if table is None:
+        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_cands(bucket), n)
+        return timer.result(FetchResult, part=bucket, size=size, units_read=0, members=0)
+    label = _lookup(keys, labels, table["key"].to_numpy())
+    table = table.append_column("label", pa.array(label, pa.int64()))
+    parts = components.node_partition(label, n)
+    size = _sections(table, parts, layout.near_cands(bucket), n)
+    return timer.result(
+        FetchResult, part=bucket, size=size, units_read=len(found), members=table.num_rows
+    )
 
 
 def near_keep(
-    layout: RunLayout, lp: int, members: Ranges, bounds: list[str], cfg: Config
+    layout: RunLayout,
+    lp: int,
+    members: Ranges,
+    bounds: list[str],
+    cfg: Config,
+    *edges: np.ndarray,
 ) -> KeepResult:
-    """The keep rule over whole components (all members of a label are in this partition);
-    the removals go out sectioned by unit bucket (`bounds`, formats/sectioned.unit_bounds)."""
+    """Verify the candidate edges of this label partition's candidate components (estimated
+    Jaccard of the two signatures >= threshold), their connected components (label = smallest
+    key), then the keep rule over them; the removals go out sectioned by unit bucket (`bounds`,
+    formats/sectioned.unit_bounds). A candidate component holds every verified component it
+    contains, so each decision is made with all of its members here."""
     timer = TaskTimer()
     near = cfg.dedup.near
-    removed = _keep(sectioned.read_part(members, pa.schema([])), near) if members else None
+    pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
+    removed, verified = None, 0
+    if len(pairs):
+        m = sectioned.read_part(members, pa.schema([])).sort_by("key")
+        keys, sigs = m["key"].to_numpy(), _sigs_of(m["sig"], near.num_perm)
+        rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
+        sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
+        close = pairs[sims >= near.threshold]
+        verified = len(close)
+        if verified:
+            nodes, labels = components.connected_components(close, num_partitions=1)
+            m = m.take(pa.array(np.searchsorted(keys, nodes)))
+            m = m.set_column(m.schema.get_field_index("label"), "label", pa.array(labels))
+            removed = _keep(m, near)
     if removed is None:
         removed = REMOVED_SCHEMA.empty_table()
     buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
     size = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
-    return timer.result(KeepResult, part=lp, removed=removed.num_rows, size=size)
+    return timer.result(KeepResult, part=lp, verified=verified, removed=removed.num_rows, size=size)
 
 
 def _keep(m: pa.Table, near) -> pa.Table:
@@ -332,6 +417,16 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
 
 
 def members_task(
-    layout: RunLayout, q: int, sigs: Ranges, cfg: Config, *pieces: np.ndarray
-) -> MembersResult:
-    return near_members(layout, q, list(pieces), sigs, cfg)
+    layout: RunLayout,
+    q: int,
+    directory: Ranges,
+    unit_buckets: np.ndarray,
+    n: int,
+    labelled: int,
+    *pieces: np.ndarray,
+) -> tuple:
+    """near_members with its pieces as separate (resolved) args: `labelled` of the last star
+    round's, then the candidate edges near_buckets routed here."""
+    return near_members(
+        layout, q, list(pieces[:labelled]), list(pieces[labelled:]), directory, unit_buckets, n
+    )

@@ -129,11 +129,11 @@ class AuditResult(TaskResult):
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------
 @dataclass(kw_only=True)
-class SignaturesResult(TaskResult):
+class BandsResult(TaskResult):
     unit: str
     docs: int
-    sig_size: int  # bytes of its signature and band objects (formats/sectioned.py)
-    band_size: int
+    band_size: int  # bytes of its band and directory objects (formats/sectioned.py)
+    dir_size: int
 
     @property
     def stage_docs(self) -> int:
@@ -149,19 +149,9 @@ class RoutedResult(TaskResult):
 
 
 @dataclass(kw_only=True)
-class BucketsResult(RoutedResult):
-    candidates: int
-
-
-@dataclass(kw_only=True)
-class AttachResult(RoutedResult):
-    edges: int
-
-
-@dataclass(kw_only=True)
-class VerifyResult(TaskResult):
+class BucketsResult(TaskResult):
     part: int
-    verified: int
+    candidates: int
 
 
 @dataclass(kw_only=True)
@@ -170,8 +160,15 @@ class MembersResult(RoutedResult):
 
 
 @dataclass(kw_only=True)
+class FetchResult(RoutedResult):
+    units_read: int  # signature files read: units with a candidate document
+    members: int
+
+
+@dataclass(kw_only=True)
 class KeepResult(TaskResult):
     part: int
+    verified: int  # candidate edges whose estimated Jaccard reaches the threshold
     removed: int
     size: int  # bytes of its removals' object, sectioned by unit bucket
 
