@@ -7,40 +7,53 @@ int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
-components.node_partition). Every step writes ONE object per task, sectioned by the partition
-its rows go to (formats/sectioned.py); the driver regroups each set of objects
-(run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one range per writer
-group:
+components.node_partition; B = len(unit_bounds) unit buckets). Every step writes ONE object per
+task, sectioned by the partition its rows go to (formats/sectioned.py); the driver regroups each
+set of objects (run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one
+range per writer group:
 
-    sig/<unit>.bin       by key partition q: key, doc_id, source, row, unit_id, length (chars),
-                         sig (uint32 x num_perm as bytes), origin, origin_rank (the named input
-                         and its position in `inputs`: dedup/exact.py) of the unit's docs (exact
-                         dups dropped)
-    bands/<unit>.bin     by band partition p: band_hash uint64, key int64
-    edges/p<p>.bin       by q: a, b: star edges of band partition p's buckets whose a is in q
-    half/q<r>.bin        by q: a, b, sig_a: edges from partition r with a's signature, b in q
-    members/q<q>.bin     by label partition l: component members (label, key, doc_id, source,
-                         row, unit_id, length, sig) of partition q's nodes
+    bands/<unit>.bin     by band partition p: band_hash uint64, key int64 (exact dups dropped)
+    dir/<unit>.bin       by key partition q: key int64, unit int32 (the unit's index among the
+                         run's sorted unit ids): where each document's signature lives
+    req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
+                         unit: the candidate documents of key partition q
+    cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
+                         (the sig-file columns below) plus their candidate label
     removed/l<l>.bin     by unit bucket: the near removals of label partition l
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
-Signatures are computed by the read task (stages.read_unit) while it holds a unit's documents,
-into `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (the sig/ columns, every document
-of the unit); near_signatures only drops the exact duplicates and routes rows and band hashes.
+The read task (stages.read_unit) signs a unit's documents while it holds them, into
+`_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (key, doc_id, source, row, unit_id,
+length (chars), sig (uint32 x num_perm as bytes), origin, origin_rank: the named input and its
+position in `inputs`, dedup/exact.py; every document, sorted by (source, row)), and writes their
+band hashes next to them, `<unit>.bands-<band_key>.parquet` (key int64, bands: `bands` uint64
+little-endian as one fixed-size binary, same rows). Banding reads only the band files; a
+signature is read once, by near_fetch, and only from units that hold a candidate: candidate pairs
+and component members get it there, and no signature crosses an exchange except a candidate's.
 
-Requests (M units, P partitions, each exchange cut into G groups x K buckets by
-formats/sectioned.exchange_plan from its sizes, not from the corpus): near_signatures GETs 2 per
-unit (signatures, removals) and PUTs 2 objects; the sig and band exchanges GET M·K ranges each
-(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_buckets,
-near_attach, near_members and near_keep each PUT one object per partition, and those four
-exchanges GET P·K ranges each; every partition reader GETs one range per group: near_buckets G,
-near_attach 2G, near_verify 2G, near_members G, near_keep G; the audit G per unit bucket. In all
-about 2M + 2M·K + 4P·K + 7P·G GETs and 2M + 4P + 6G·K (+ markers) PUTs: linear in the corpus.
+Candidate edges (16 bytes each) never touch storage: near_buckets returns them routed by key
+partition to Ray's object store, the star rounds label their components, and near_members routes
+each edge to its label's partition. Verification then needs no edge-by-edge signature attach: a
+candidate component holds both ends of its edges and every verified component inside it, so
+near_keep verifies, labels and applies the keep rule with all of them at hand. The decisions are
+those of verifying first (same candidate edges, same estimate, same threshold, same components).
+One candidate component is held by one task (like one verified component before): a corpus whose
+bands chain millions of documents into one component needs that much memory there.
 
-Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
-partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
-returns the verified edges routed for the first component round) -> components.star_step rounds
--> near_members (labels joined with signatures, routed by label) -> near_keep (keep rule).
+Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
+formats/sectioned.exchange_plan from its sizes, not from the corpus): near_bands GETs 2 per unit
+(band file, removals) and PUTs 2 objects; the band and directory exchanges GET M·K ranges each
+(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_members,
+near_fetch and near_keep each PUT one object per task, and those three exchanges GET P·K, B·K
+and P·K ranges; every reader GETs one range per group: near_buckets G, near_members G,
+near_fetch G (+ one GET per unit with a candidate: its signature file), near_keep G; the audit G
+per unit bucket. In all about 3M + 2M·K + 3P·K + 4P·G GETs and 2M + 2P + B + 5G·K (+ markers)
+PUTs: linear in the corpus.
+
+Steps: near_bands (per unit) -> near_buckets (per band partition: star edges) ->
+components.star_step rounds over the candidate edges -> near_members (per key partition:
+requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates' signature
+rows, by label) -> near_keep (per label partition: verify, components, keep rule).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from helpers import REPO, SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
+from pipeline.core.storage import IO
 from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import key_range, pack_plan
@@ -116,33 +117,77 @@ def _unit_ids(layout: RunLayout) -> list[str]:
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
+def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp_path):
     from pipeline.run import neardup
 
     cfg, result, _ = _run(tmp_path, "sig")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
-    unit = next(u for u in _unit_ids(layout) if layout.read_docs(u).read_parquet().num_rows)
+    units = _unit_ids(layout)
+    i, unit = next(
+        (i, u) for i, u in enumerate(units) if layout.read_docs(u).read_parquet().num_rows
+    )
+    origin = cfg.sources[0].name
     outputs = lambda: {  # noqa: E731
         loc.path: loc.read_bytes()
-        for loc in (layout.near_sig(unit), layout.near_bands(unit))
+        for loc in (layout.near_bands(unit), layout.near_dir(unit))
         if loc.exists()
     }
     before = outputs()
-    assert before
+    assert len(before) == 2
+    signed = Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path)
+    banded = Path(layout.read_bands(unit, neardup.band_key(cfg)).path)
+    band_file = banded.read_bytes()
     docs = Path(layout.read_docs(unit).path)
-    hidden = docs.with_suffix(".hidden")
-    docs.rename(hidden)  # the near pass must not need the documents
+    hidden = [(p, p.with_suffix(".hidden")) for p in (docs, signed)]
+    for p, h in hidden:
+        p.rename(h)  # banding needs neither the documents nor the signatures
     try:
         for q in before:
             Path(q).unlink()
-        neardup.near_signatures(layout, unit, cfg)
+        neardup.near_bands(layout, unit, i, cfg, origin)
         assert outputs() == before
     finally:
-        hidden.rename(docs)
-    # without the read pass's signatures (e.g. deleted by retention): signed from the documents
-    Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path).unlink()
-    neardup.near_signatures(layout, unit, cfg)
-    assert outputs() == before
+        for p, h in hidden:
+            h.rename(p)
+    # without the read pass's band file: from its signatures, and the file written back
+    banded.unlink()
+    neardup.near_bands(layout, unit, i, cfg, origin)
+    assert outputs() == before and banded.read_bytes() == band_file
+    # without either (e.g. deleted by retention): signed from the documents
+    banded.unlink()
+    signed.unlink()
+    neardup.near_bands(layout, unit, i, cfg, origin)
+    assert outputs() == before and banded.read_bytes() == band_file and signed.exists()
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
+    from pipeline.run import neardup
+
+    cfg, result, _ = _run(tmp_path, "once")
+    layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+    units = _unit_ids(layout)
+    # what one read of each unit's signature file, band file and exact removals costs, read
+    # the way near dedup reads them (a Parquet read may pull a footer twice)
+    reads = []
+    for u in units:
+        io = IO.snapshot()
+        layout.read_sigs(u, neardup.signature_key(cfg)).read_parquet()
+        after_sigs = IO.snapshot()
+        layout.read_bands(u, neardup.band_key(cfg)).read_parquet()
+        neardup._removed_keys(layout, u, cfg, cfg.sources[0].name)
+        reads.append((IO.delta(after_sigs, io), IO.delta(IO.snapshot(), after_sigs)))
+    sigs = sum(s["bytes_read"] for s, _ in reads)
+    bands = sum(b["bytes_read"] for _, b in reads)
+    [near] = [
+        s["io"] for s in json.loads(layout.stats.read_bytes())["stages"] if s["stage"] == "near"
+    ]
+    assert near["bytes_written"] > 0 and result.manifest["counts"]["removed_near"] > 0
+    # every object near writes is read once (by its exchange's pass 1, then by its reader); on
+    # top of that: each band file and each signature file once. A signature exchange (read by
+    # pass 1 and each reader that joins signatures) would add a multiple of `sigs` (before:
+    # 3x on the make_corpus 256 MB run, 118 MB read beyond what was written for 40 MB of them).
+    assert near["bytes_read"] - near["bytes_written"] <= sigs + bands
 
 
 def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
@@ -220,8 +265,14 @@ def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training(
     }
     cut, stages = dry_run.dry_run(10**13)
     bill = bills.projected_bill(
-        report, 10**13, stages, cut, runs_per_month=2, epochs_per_month=1,
-        range_bytes=16 * MiB, prices=PricesConfig(),
+        report,
+        10**13,
+        stages,
+        cut,
+        runs_per_month=2,
+        epochs_per_month=1,
+        range_bytes=16 * MiB,
+        prices=PricesConfig(),
     )
     assert bill["scale"] == 10**4
     assert bill["storage_usd_by_class"] == pytest.approx({"raw": 200.0, "versions": 150.0})
@@ -242,10 +293,18 @@ def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
     assert parts[0] == sorted(tmp_path.iterdir())[:2]
     rows = stage_rows(
         [
-            {"stage": "pack", "seconds": 1.0, "peak_rss_mb": 10, "io": {"get_requests": 2,
-             "bytes_read": 100, "put_requests": 1}},
-            {"stage": "pack", "seconds": 2.0, "peak_rss_mb": 30, "io": {"get_requests": 3,
-             "bytes_read": 400}},
+            {
+                "stage": "pack",
+                "seconds": 1.0,
+                "peak_rss_mb": 10,
+                "io": {"get_requests": 2, "bytes_read": 100, "put_requests": 1},
+            },
+            {
+                "stage": "pack",
+                "seconds": 2.0,
+                "peak_rss_mb": 30,
+                "io": {"get_requests": 3, "bytes_read": 400},
+            },
         ]
     )
     assert rows["pack"]["requests"] == 6 and rows["pack"]["mean_get_bytes"] == 100
