@@ -121,12 +121,6 @@ class RunLayout:
         return self.run / "near"
 
     # near-dedup intermediates (formats: run/neardup.py); one sectioned object per writer
-    def near_bands(self, unit: str) -> Location:
-        return self.near / f"bands/{unit}.bin"
-
-    def near_dir(self, unit: str) -> Location:
-        return self.near / f"dir/{unit}.bin"
-
     def near_requests(self, q: int) -> Location:
         return self.near / f"req/q{q:04d}.bin"
 

@@ -85,19 +85,28 @@ def near_dedup(drv) -> None:
     fetched once from their units, then verification, components and the keep rule per label
     partition, and the near removals' exchange by unit bucket (for the audit)."""
     remote, layout, cfg, n = drv.remote, drv.layout, drv.cfg, drv.cfg.dedup.partitions
+    units = [(u, i, drv.origin_of[u]) for i, u in enumerate(drv.unit_ids)]
+    docs = sum(r.docs for r in drv.read)  # at most: exact duplicates are dropped on the way
+    plan = exchange_plan(
+        n,
+        len(units),
+        docs * cfg.dedup.near.bands * 16,  # a band row: band hash, key
+        int(cfg.dedup.exchange_request_bytes),
+        int(cfg.dedup.exchange_task_bytes),
+    )
+    groups = plan.unit_groups(units)
     banded = drv.stage(
         "near",
         [
-            remote["near_bands"].remote(layout, u, i, cfg, drv.origin_of[u])
-            for i, u in enumerate(drv.unit_ids)
+            remote["near_band_group"].remote(layout, plan, g, k, groups[g], cfg)
+            for g in range(plan.groups)
+            for k in range(plan.buckets)
         ],
     )
-    bands = exchange(
-        drv, "near", "bands", [Writer(layout.near_bands(r.unit), r.band_size) for r in banded], n
-    )
-    directory = exchange(
-        drv, "near", "dir", [Writer(layout.near_dir(r.unit), r.dir_size) for r in banded], n
-    )
+    folder = layout.exchange("near", "bands") / plan.name
+    bands = part_ranges(folder, plan, [r.bands for r in banded])
+    folder = layout.exchange("near", "dir") / plan.name
+    directory = part_ranges(folder, plan, [r.directory for r in banded])
     buckets = [
         remote["near_buckets"].options(num_returns=n + 1).remote(p, bands[p], n) for p in range(n)
     ]

@@ -115,7 +115,7 @@ _TASKS = (
     (
         neardup,
         (
-            "near_bands",
+            "near_band_group",
             "near_buckets",
             "near_fetch",
             "star_task",

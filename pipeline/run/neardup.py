@@ -69,14 +69,16 @@ from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats import sectioned
+from pipeline.run import exchange
 from pipeline.run.results import (
-    BandsResult,
+    BandGroupResult,
     BucketsResult,
     FetchResult,
     KeepResult,
     MembersResult,
 )
 from pipeline.run.timer import TaskTimer
+from pipeline.tokens.pack import PackPlan
 
 EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
 
@@ -205,38 +207,74 @@ def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None)
     return record_keys(sources, gone["row"].to_pylist())
 
 
-def near_bands(
-    layout: RunLayout, unit: str, index: int, cfg: Config, origin: str | None = None
-) -> BandsResult:
-    """Route a unit's band hashes (written by its read task) to band partitions, and its
-    directory rows (key, unit index) to key partitions, without its exact duplicates. The
-    signatures themselves are not read here (near_fetch reads those of candidates)."""
-    timer = TaskTimer()
-    params, n = params_of(cfg), cfg.dedup.partitions
+def _unit_bands(
+    layout: RunLayout, unit: str, cfg: Config, origin: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, band hashes) of the unit's documents without its exact duplicates, from the band
+    file its read task wrote (else from its signatures or documents, and written back)."""
     banded = layout.read_bands(unit, band_key(cfg))
     if banded.exists():
         rows = banded.read_parquet()
     else:  # read without them: from the signatures (or the documents), written back
         rows = band_rows(unit_sigs(layout, unit, cfg, origin), cfg)
         banded.write_parquet(rows)
-    gone = _removed_keys(layout, unit, cfg, origin)
-    rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
     keys = rows["key"].to_numpy()
-    bands = _bands_of(rows["bands"], params.bands)
-    band_table = pa.table(
-        {
-            "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
-            "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
-        }
-    )
-    band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
-    band_size = _sections(band_table, band_parts, layout.near_bands(unit), n)
-    directory = pa.table(
-        {"key": pa.array(keys, pa.int64()), "unit": pa.array(np.full(len(keys), index), pa.int32())}
-    )
-    dir_size = _sections(directory, components.node_partition(keys, n), layout.near_dir(unit), n)
+    kept = ~np.isin(keys, _removed_keys(layout, unit, cfg, origin))
+    return keys[kept], _bands_of(rows["bands"], cfg.dedup.near.bands)[kept]
+
+
+def near_band_group(
+    layout: RunLayout,
+    plan: PackPlan,
+    group: int,
+    bucket: int,
+    units: list[tuple[str, int, str | None]],
+    cfg: Config,
+) -> BandGroupResult:
+    """Pass 1 of the band and directory exchanges, made from the band files themselves: for
+    one group of units (name, index among the run's sorted unit ids, origin), their band rows
+    (band_hash, key) of the bucket's band partitions and their directory rows (key, unit) of
+    the bucket's key partitions, each as one object laid out partition by partition
+    (run/exchange.grouped). The signatures are not read here (near_fetch reads candidates')."""
+    timer = TaskTimer()
+    n, span = cfg.dedup.partitions, plan.bucket_shards(bucket)
+    folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
+    dir_pieces: list = []
+    docs = 0
+
+    def band_pieces():
+        nonlocal docs
+        for unit, index, origin in units:
+            keys, bands = _unit_bands(layout, unit, cfg, origin)
+            docs += len(keys)
+            band_table = pa.table(
+                {
+                    "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
+                    "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
+                }
+            )
+            band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
+            yield exchange.span_piece(band_table, band_parts, span)
+            directory = pa.table(
+                {
+                    "key": pa.array(keys, pa.int64()),
+                    "unit": pa.array(np.full(len(keys), index), pa.int32()),
+                }
+            )
+            key_parts = components.node_partition(keys, n)
+            dir_pieces.append(exchange.span_piece(directory, key_parts, span))
+
+    dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
+    bands = exchange.grouped(folders[0], plan, group, bucket, band_pieces(), reuse=dir_done)
+    directory = exchange.grouped(folders[1], plan, group, bucket, dir_pieces)
     return timer.result(
-        BandsResult, unit=unit, docs=rows.num_rows, band_size=band_size, dir_size=dir_size
+        BandGroupResult,
+        group=group,
+        bucket=bucket,
+        docs=docs,
+        bands=bands,
+        directory=directory,
+        reused=bands.reused and directory.reused,
     )
 
 

@@ -129,15 +129,18 @@ class AuditResult(TaskResult):
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------
 @dataclass(kw_only=True)
-class BandsResult(TaskResult):
-    unit: str
-    docs: int
-    band_size: int  # bytes of its band and directory objects (formats/sectioned.py)
-    dir_size: int
+class BandGroupResult(TaskResult):
+    """near_band_group: pass 1 of the band and directory exchanges for a group of units."""
+
+    group: int
+    bucket: int
+    docs: int  # documents of the group after exact dedup
+    bands: RegroupResult
+    directory: RegroupResult
 
     @property
     def stage_docs(self) -> int:
-        return self.docs
+        return self.docs if self.bucket == 0 else 0  # every bucket's task reads the group
 
 
 @dataclass(kw_only=True)

@@ -119,45 +119,55 @@ def _unit_ids(layout: RunLayout) -> list[str]:
 @pytest.mark.usefixtures("ray_local")
 def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp_path):
     from pipeline.run import neardup
+    from pipeline.tokens.pack import PackPlan
 
-    cfg, result, _ = _run(tmp_path, "sig")
+    # two unit groups and two band-partition buckets: each task reads its group's band files
+    cfg, result, _ = _run(tmp_path, "sig", "dedup.exchange_request_bytes=4KiB")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     units = _unit_ids(layout)
-    i, unit = next(
-        (i, u) for i, u in enumerate(units) if layout.read_docs(u).read_parquet().num_rows
-    )
-    origin = cfg.sources[0].name
-    outputs = lambda: {  # noqa: E731
-        loc.path: loc.read_bytes()
-        for loc in (layout.near_bands(unit), layout.near_dir(unit))
-        if loc.exists()
+    [folder] = list(Path(layout.exchange("near", "bands").path).iterdir())
+    s, k, g = (int(x[1:]) for x in folder.name.split("-"))
+    plan = PackPlan(s, k, g)
+    assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
+    groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
+    objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
+        p.relative_to(layout.run.path): p.read_bytes()
+        for name in ("bands", "dir")
+        for p in sorted(Path((layout.exchange("near", name) / plan.name).path).iterdir())
     }
-    before = outputs()
-    assert len(before) == 2
+
+    def rerun(*hidden: Path) -> None:  # pass 1 again from scratch with these files away
+        for p in objects():
+            (Path(layout.run.path) / p).unlink()
+        for p in hidden:
+            p.rename(p.with_suffix(".hidden"))
+        try:
+            for gi in range(plan.groups):
+                for ki in range(plan.buckets):
+                    neardup.near_band_group(layout, plan, gi, ki, groups[gi], cfg)
+        finally:
+            for p in hidden:
+                p.with_suffix(".hidden").rename(p)
+
+    before = objects()
+    assert len(before) == 4 * plan.groups * plan.buckets  # .bin and .json of both exchanges
+    unit = next(u for u in units if layout.read_docs(u).read_parquet().num_rows)
     signed = Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path)
     banded = Path(layout.read_bands(unit, neardup.band_key(cfg)).path)
     band_file = banded.read_bytes()
-    docs = Path(layout.read_docs(unit).path)
-    hidden = [(p, p.with_suffix(".hidden")) for p in (docs, signed)]
-    for p, h in hidden:
-        p.rename(h)  # banding needs neither the documents nor the signatures
-    try:
-        for q in before:
-            Path(q).unlink()
-        neardup.near_bands(layout, unit, i, cfg, origin)
-        assert outputs() == before
-    finally:
-        for p, h in hidden:
-            h.rename(p)
+    sig_files = [Path(layout.read_sigs(u, neardup.signature_key(cfg)).path) for u in units]
+    doc_files = [Path(layout.read_docs(u).path) for u in units]
+    rerun(*sig_files, *doc_files)  # banding needs neither the signatures nor the documents
+    assert objects() == before
     # without the read pass's band file: from its signatures, and the file written back
     banded.unlink()
-    neardup.near_bands(layout, unit, i, cfg, origin)
-    assert outputs() == before and banded.read_bytes() == band_file
+    rerun()
+    assert objects() == before and banded.read_bytes() == band_file
     # without either (e.g. deleted by retention): signed from the documents
     banded.unlink()
     signed.unlink()
-    neardup.near_bands(layout, unit, i, cfg, origin)
-    assert outputs() == before and banded.read_bytes() == band_file and signed.exists()
+    rerun()
+    assert objects() == before and banded.read_bytes() == band_file and signed.exists()
 
 
 @pytest.mark.usefixtures("ray_local")
