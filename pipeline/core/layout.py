@@ -30,7 +30,7 @@
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
-          <unit>.bands-<key>.parquet    their LSH band hashes, read instead of them (run/neardup.py)
+          <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/neardup.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
@@ -162,7 +162,7 @@ class RunLayout:
         return self._unit(unit, f"sig-{signature_key}.parquet")
 
     def read_bands(self, unit: str, band_key: str) -> Location:
-        return self._unit(unit, f"bands-{band_key}.parquet")
+        return self._unit(unit, f"bands-{band_key}.bin")
 
     def read_done(self, unit: str) -> Location:
         return self._unit(unit, "done.json")

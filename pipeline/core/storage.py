@@ -173,7 +173,7 @@ def refusal_cause(error: BaseException) -> str | None:
             inner = getattr(e, "cause", None)
             return str(inner if isinstance(inner, StorageRefused) else e)
         if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f"no AWS credentials found ({e}; see the README's \"Credentials\")"
+            return f'no AWS credentials found ({e}; see the README\'s "Credentials")'
         if isinstance(e, ClientError):
             err = e.response.get("Error") or {}
             code = str(err.get("Code", ""))
@@ -274,6 +274,15 @@ class Location:
         self._count_requests(head_requests=1)
         with refusals_named(self.uri):
             return self.fs.exists(self.path)
+
+    def size(self) -> int | None:
+        """The object's size in bytes (one HEAD, like exists()); None when there is none."""
+        self._count_requests(head_requests=1)
+        with refusals_named(self.uri):
+            try:
+                return int(self.fs.size(self.path))
+            except FileNotFoundError:
+                return None
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         self._count_requests(get_requests=1)

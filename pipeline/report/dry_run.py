@@ -279,31 +279,35 @@ def _exact(c: _Cut) -> StagePlan:
 
 
 def _near(c: _Cut) -> StagePlan:
-    """Per unit: its band file and removals in, one band and one directory object out; their
-    exchanges; P bucket tasks (candidate edges stay in Ray's object store, as do the component
-    rounds'); P member tasks (requests by unit bucket); B fetch tasks reading each unit's
-    signature file once (every unit assumed to hold a candidate); the candidates' exchange by
-    label; P keep tasks; the removals' exchange (run/neardup.py)."""
+    """G x K band tasks (each unit's band file and removals read once per bucket, the band and
+    directory exchanges' pass-1 objects out: rows written once, read once); P bucket tasks
+    (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
+    (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
+    unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
+    removals' exchange (run/neardup.py)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
-    band_files = docs * 8 * (c.bands + 1)
-    sigs = docs * c.sig_doc
+    band_files, sigs = docs * c.band_doc, docs * c.sig_doc
     bands, directory = docs * c.bands * BAND_ROW_BYTES, docs * DIR_ROW_BYTES
+    plan = exchange_plan(p, m, int(bands), c.request_bytes, c.task_bytes)
+    gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
-    moved = bands + directory + requests + cands + removed  # written twice, read twice
+    regrouped = requests + cands + removed  # written twice, read twice (formats/sectioned.py)
     stage = StagePlan(
         "near",
-        m + 3 * p + nb,
-        {"get": m * (2 + gets(sigs / m)), "put": 2 * m + 2 * p + nb, "head": 2 * m},
-        band_files + sigs + 2 * moved,
-        2 * moved,
+        gk + 3 * p + nb,
+        {
+            "get": m * k * (gets(band_files / m) + 1) + 2 * p * plan.groups + m * gets(sigs / m),
+            "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
+            "head": gk * 2 + m,
+        },
+        k * band_files + bands + directory + sigs + 2 * regrouped,
+        bands + directory + 2 * regrouped,
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
     return _plus(
         stage,
-        _exchange(c, m, p, bands),
-        _exchange(c, m, p, directory),
         _exchange(c, p, nb, requests),
         _exchange(c, nb, p, cands),
         _exchange(c, p, nb, removed),

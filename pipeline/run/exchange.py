@@ -32,7 +32,7 @@ def regroup(
     """The group's rows of the bucket's partitions as one sectioned object in `folder`."""
     span, n, whole = plan.bucket_shards(bucket), plan.shards, plan.buckets == 1
     pieces = (
-        _bucket_of(w, span, n, whole) for w in writers if w.size > sectioned.index_bytes(n)
+        bucket_of(w, span, n, whole) for w in writers if w.size > sectioned.index_bytes(n)
     )  # a writer whose object is an index and no rows: nothing to read
     return grouped(folder, plan, group, bucket, pieces)
 
@@ -90,7 +90,7 @@ def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> tuple[bytes, l
     return b"".join(data), offsets
 
 
-def _bucket_of(w: sectioned.Writer, span: range, n: int, whole: bool) -> tuple[bytes, list]:
+def bucket_of(w: sectioned.Writer, span: range, n: int, whole: bool) -> tuple[bytes, list]:
     """The bytes of the bucket's sections of one writer's object and its section offsets: one
     GET of the whole object when there is one bucket, else its index then the range."""
     if whole:

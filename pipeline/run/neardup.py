@@ -12,15 +12,23 @@ task, sectioned by the partition its rows go to (formats/sectioned.py); the driv
 set of objects (run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one
 range per writer group:
 
-    bands/<unit>.bin     by band partition p: band_hash uint64, key int64 (exact dups dropped)
-    dir/<unit>.bin       by key partition q: key int64, unit int32 (the unit's index among the
-                         run's sorted unit ids): where each document's signature lives
+    xchg/bands/<plan>/g<g>-k<k>.bin  by band partition p (of bucket k): band_hash uint64,
+                         key int64 of unit group g's documents (exact dups dropped)
+    xchg/dir/<plan>/g<g>-k<k>.bin    by key partition q (of bucket k): key int64, unit int32
+                         (the unit's index among the run's sorted unit ids): where each
+                         document's signature lives
     req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
                          unit: the candidate documents of key partition q
     cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
                          (the sig-file columns below) plus their candidate label
     removed/l<l>.bin     by unit bucket: the near removals of label partition l
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
+
+The band and directory rows are written once: near_band_group, one task per (unit group, band
+partition bucket) of the band exchange's plan, reads its units' band files and writes pass 1's
+objects itself (run/exchange.grouped, with their JSON markers), so no per-unit object is
+written and regrouped. Each band file is read once per bucket (K, 1 below ~16 MiB per unit and
+partition bucket; 2 at 10 TB).
 
 The read task (stages.read_unit) signs a unit's documents while it holds them, into
 `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (key, doc_id, source, row, unit_id,
@@ -41,19 +49,19 @@ One candidate component is held by one task (like one verified component before)
 bands chain millions of documents into one component needs that much memory there.
 
 Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
-formats/sectioned.exchange_plan from its sizes, not from the corpus): near_bands GETs 2 per unit
-(band file, removals) and PUTs 2 objects; the band and directory exchanges GET M·K ranges each
-(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_members,
-near_fetch and near_keep each PUT one object per task, and those three exchanges GET P·K, B·K
-and P·K ranges; every reader GETs one range per group: near_buckets G, near_members G,
-near_fetch G (+ one GET per unit with a candidate: its signature file), near_keep G; the audit G
-per unit bucket. In all about 3M + 2M·K + 3P·K + 4P·G GETs and 2M + 2P + B + 5G·K (+ markers)
-PUTs: linear in the corpus.
+formats/sectioned.exchange_plan from its sizes, not from the corpus): near_band_group GETs 2 per
+unit and bucket (band file, removals) and PUTs 2 objects (+ 2 markers) per task (G·K tasks);
+near_members, near_fetch and near_keep each PUT one object per task, and those three exchanges
+GET P·K, B·K and P·K ranges (twice that with the writers' index reads when K > 1) and PUT G·K
+objects; every reader GETs one range per group: near_buckets G, near_members G, near_fetch G
+(+ one GET per unit with a candidate: its signature file), near_keep G; the audit G per unit
+bucket. In all about 2M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
+linear in the corpus.
 
-Steps: near_bands (per unit) -> near_buckets (per band partition: star edges) ->
-components.star_step rounds over the candidate edges -> near_members (per key partition:
-requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates' signature
-rows, by label) -> near_keep (per label partition: verify, components, keep rule).
+Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
+star edges) -> components.star_step rounds over the candidate edges -> near_members (per key
+partition: requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates'
+signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
 """
 
 from __future__ import annotations
@@ -164,25 +172,29 @@ def signature_rows(
     )
 
 
-def band_rows(sig_rows: pa.Table, cfg: Config) -> pa.Table:
-    """key, bands (bands x uint64 little-endian, as bytes) of each signature row, same order:
-    what the read task writes next to the signatures, so that banding never reads them."""
-    params = params_of(cfg)
-    bands = minhash.band_hashes(_sigs_of(sig_rows["sig"], params.num_perm), params)
-    flat = np.ascontiguousarray(bands, dtype="<u8").view(np.uint8).reshape(-1)
-    width = params.bands * 8
-    column = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), len(bands), [None, pa.py_buffer(flat)]
+BAND_OBJECT_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
+
+
+def write_band_object(loc, sig_rows: pa.Table, cfg: Config) -> int:
+    """The read task's band object of a unit (formats/sectioned.py, 2P sections): section 2p
+    holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
+    null, key) of key partition p; every document, exact duplicates included. A bucket of
+    partitions is one contiguous range of it, so near_band_group reads each row once."""
+    params, n = params_of(cfg), cfg.dedup.partitions
+    keys = sig_rows["key"].to_numpy()
+    bands = minhash.band_hashes(_sigs_of(sig_rows["sig"], params.num_perm), params).reshape(-1)
+    table = pa.table(
+        {
+            "band_hash": pa.concat_arrays(
+                [pa.array(bands, pa.uint64()), pa.nulls(len(keys), pa.uint64())]
+            ),
+            "key": np.concatenate([np.repeat(keys, params.bands), keys]),
+        },
+        schema=BAND_OBJECT_SCHEMA,
     )
-    return pa.table({"key": sig_rows["key"], "bands": column})
-
-
-def _bands_of(column: pa.ChunkedArray | pa.Array, bands: int) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(arr) == 0:
-        return np.empty((0, bands), dtype=np.uint64)
-    data = np.frombuffer(arr.buffers()[1], dtype="<u8")
-    return data[arr.offset * bands : (arr.offset + len(arr)) * bands].reshape(-1, bands)
+    band_parts = (bands % np.uint64(n)).astype(np.int64)
+    parts = np.concatenate([2 * band_parts, 2 * components.node_partition(keys, n) + 1])
+    return sectioned.write_sectioned(loc, table, parts, 2 * n)
 
 
 def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:
@@ -208,19 +220,33 @@ def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None)
 
 
 def _unit_bands(
-    layout: RunLayout, unit: str, cfg: Config, origin: str | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, band hashes) of the unit's documents without its exact duplicates, from the band
-    file its read task wrote (else from its signatures or documents, and written back)."""
-    banded = layout.read_bands(unit, band_key(cfg))
-    if banded.exists():
-        rows = banded.read_parquet()
-    else:  # read without them: from the signatures (or the documents), written back
-        rows = band_rows(unit_sigs(layout, unit, cfg, origin), cfg)
-        banded.write_parquet(rows)
-    keys = rows["key"].to_numpy()
-    kept = ~np.isin(keys, _removed_keys(layout, unit, cfg, origin))
-    return keys[kept], _bands_of(rows["bands"], cfg.dedup.near.bands)[kept]
+    layout: RunLayout, unit: str, span: range, whole: bool, cfg: Config, origin: str | None
+) -> tuple[pa.Table, np.ndarray, pa.Table, np.ndarray]:
+    """The unit's band rows of the band partitions in `span` and its keys of the key partitions
+    in `span`, each with its partition, without its exact duplicates: one range of its band
+    object (after its index; the whole object in one GET when `whole`), written by its read
+    task (else made here from its signatures or documents)."""
+    n = cfg.dedup.partitions
+    loc = layout.read_bands(unit, band_key(cfg))
+    size = loc.size()
+    if size is None:  # read without it: from the signatures (or the documents)
+        size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
+    piece, offsets = exchange.bucket_of(
+        sectioned.Writer(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
+    )
+    a = int(offsets[2 * span.start])
+    gone = _removed_keys(layout, unit, cfg, origin)
+    out: list = [[], [], [], []]
+    for j in range(2 * span.start, 2 * span.stop):
+        lo, hi = int(offsets[j]) - a, int(offsets[j + 1]) - a
+        if hi > lo:
+            rows = sectioned.decode(piece[lo:hi])
+            rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
+            out[2 * (j % 2)].append(rows)
+            out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
+    tables = [pa.concat_tables(t) if t else BAND_OBJECT_SCHEMA.empty_table() for t in out[::2]]
+    parts = [np.concatenate(p) if p else np.empty(0, np.int64) for p in out[1::2]]
+    return tables[0], parts[0], tables[1].select(["key"]), parts[1]
 
 
 def near_band_group(
@@ -237,7 +263,7 @@ def near_band_group(
     the bucket's key partitions, each as one object laid out partition by partition
     (run/exchange.grouped). The signatures are not read here (near_fetch reads candidates')."""
     timer = TaskTimer()
-    n, span = cfg.dedup.partitions, plan.bucket_shards(bucket)
+    span = plan.bucket_shards(bucket)
     folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
     dir_pieces: list = []
     docs = 0
@@ -245,23 +271,14 @@ def near_band_group(
     def band_pieces():
         nonlocal docs
         for unit, index, origin in units:
-            keys, bands = _unit_bands(layout, unit, cfg, origin)
-            docs += len(keys)
-            band_table = pa.table(
-                {
-                    "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
-                    "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
-                }
+            bands, band_parts, keys, key_parts = _unit_bands(
+                layout, unit, span, plan.buckets == 1, cfg, origin
             )
-            band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
-            yield exchange.span_piece(band_table, band_parts, span)
-            directory = pa.table(
-                {
-                    "key": pa.array(keys, pa.int64()),
-                    "unit": pa.array(np.full(len(keys), index), pa.int32()),
-                }
+            docs += keys.num_rows
+            yield exchange.span_piece(bands, band_parts, span)
+            directory = keys.append_column(
+                "unit", pa.array(np.full(keys.num_rows, index), pa.int32())
             )
-            key_parts = components.node_partition(keys, n)
             dir_pieces.append(exchange.span_piece(directory, key_parts, span))
 
     dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()

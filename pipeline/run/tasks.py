@@ -96,8 +96,8 @@ def read_unit(
 
         sigs = neardup.signature_rows(docs, unit_id, cfg, src.name, rank)
         layout.read_sigs(unit_id, neardup.signature_key(cfg)).write_parquet(sigs)
-        bands = neardup.band_rows(sigs, cfg)  # what banding reads instead of the signatures
-        layout.read_bands(unit_id, neardup.band_key(cfg)).write_parquet(bands)
+        # what banding reads instead of the signatures: sectioned by partition
+        neardup.write_band_object(layout.read_bands(unit_id, neardup.band_key(cfg)), sigs, cfg)
     hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
     # one object, sectioned by hash partition: 1 PUT, not one per partition (formats/sectioned.py)

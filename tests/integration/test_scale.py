@@ -184,7 +184,7 @@ def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
         io = IO.snapshot()
         layout.read_sigs(u, neardup.signature_key(cfg)).read_parquet()
         after_sigs = IO.snapshot()
-        layout.read_bands(u, neardup.band_key(cfg)).read_parquet()
+        layout.read_bands(u, neardup.band_key(cfg)).read_bytes()
         neardup._removed_keys(layout, u, cfg, cfg.sources[0].name)
         reads.append((IO.delta(after_sigs, io), IO.delta(IO.snapshot(), after_sigs)))
     sigs = sum(s["bytes_read"] for s, _ in reads)
