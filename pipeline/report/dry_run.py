@@ -133,8 +133,8 @@ class _Cut:
         return self.per_unit * DOCS_PARQUET_RATIO
 
     @property
-    def band_doc(self) -> int:  # one document's row of band hashes (key + bands)
-        return 8 * (self.bands + 1)
+    def band_doc(self) -> int:  # one document's band rows and key row in its band object
+        return BAND_ROW_BYTES * (self.bands + 1)
 
     @property
     def hash_bytes(self) -> int:
@@ -279,14 +279,14 @@ def _exact(c: _Cut) -> StagePlan:
 
 
 def _near(c: _Cut) -> StagePlan:
-    """G x K band tasks (each unit's band file and removals read once per bucket, the band and
+    """G x K band tasks (each unit's band object read once, a range per bucket; the band and
     directory exchanges' pass-1 objects out: rows written once, read once); P bucket tasks
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
     (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
     unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
     removals' exchange (run/neardup.py)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
-    band_files, sigs = docs * c.band_doc, docs * c.sig_doc
+    band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
     bands, directory = docs * c.bands * BAND_ROW_BYTES, docs * DIR_ROW_BYTES
     plan = exchange_plan(p, m, int(bands), c.request_bytes, c.task_bytes)
     gk, k = plan.groups * plan.buckets, plan.buckets
@@ -294,15 +294,16 @@ def _near(c: _Cut) -> StagePlan:
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
     regrouped = requests + cands + removed  # written twice, read twice (formats/sectioned.py)
+    per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
     stage = StagePlan(
         "near",
         gk + 3 * p + nb,
         {
-            "get": m * k * (gets(band_files / m) + 1) + 2 * p * plan.groups + m * gets(sigs / m),
+            "get": m * k * per_unit + 2 * p * plan.groups + m * gets(sigs / m),
             "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
-            "head": gk * 2 + m,
+            "head": m * k + gk * 2 + m,
         },
-        k * band_files + bands + directory + sigs + 2 * regrouped,
+        band_objects + bands + directory + sigs + 2 * regrouped,
         bands + directory + 2 * regrouped,
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )

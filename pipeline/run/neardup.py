@@ -25,17 +25,17 @@ range per writer group:
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
 The band and directory rows are written once: near_band_group, one task per (unit group, band
-partition bucket) of the band exchange's plan, reads its units' band files and writes pass 1's
-objects itself (run/exchange.grouped, with their JSON markers), so no per-unit object is
-written and regrouped. Each band file is read once per bucket (K, 1 below ~16 MiB per unit and
-partition bucket; 2 at 10 TB).
+partition bucket) of the band exchange's plan, reads its bucket's range of each of its units'
+band objects and writes pass 1's objects itself (run/exchange.grouped, with their JSON markers),
+so no per-unit object is written and regrouped.
 
 The read task (stages.read_unit) signs a unit's documents while it holds them, into
 `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (key, doc_id, source, row, unit_id,
 length (chars), sig (uint32 x num_perm as bytes), origin, origin_rank: the named input and its
 position in `inputs`, dedup/exact.py; every document, sorted by (source, row)), and writes their
-band hashes next to them, `<unit>.bands-<band_key>.parquet` (key int64, bands: `bands` uint64
-little-endian as one fixed-size binary, same rows). Banding reads only the band files; a
+band hashes next to them, `<unit>.bands-<band_key>.bin` (write_band_object: 2P sections, 2p the
+rows (band_hash, key) of band partition p, 2p + 1 the keys (band_hash null) of key partition p,
+then the index; every document). Banding reads only the band objects; a
 signature is read once, by near_fetch, and only from units that hold a candidate: candidate pairs
 and component members get it there, and no signature crosses an exchange except a candidate's.
 
@@ -49,13 +49,14 @@ One candidate component is held by one task (like one verified component before)
 bands chain millions of documents into one component needs that much memory there.
 
 Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
-formats/sectioned.exchange_plan from its sizes, not from the corpus): near_band_group GETs 2 per
-unit and bucket (band file, removals) and PUTs 2 objects (+ 2 markers) per task (G·K tasks);
+formats/sectioned.exchange_plan from its sizes, not from the corpus): near_band_group HEADs
+each band object and GETs its index and bucket range (one GET of the whole object when K = 1)
+and the unit's removals, per unit and bucket, and PUTs 2 objects (+ 2 markers) per task (G·K);
 near_members, near_fetch and near_keep each PUT one object per task, and those three exchanges
 GET P·K, B·K and P·K ranges (twice that with the writers' index reads when K > 1) and PUT G·K
 objects; every reader GETs one range per group: near_buckets G, near_members G, near_fetch G
 (+ one GET per unit with a candidate: its signature file), near_keep G; the audit G per unit
-bucket. In all about 2M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
+bucket. In all about 3M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
 linear in the corpus.
 
 Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
