@@ -29,8 +29,8 @@
           <unit>.docs.parquet           documents read: doc_id, source, row, text
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
-          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
-          <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/neardup.py)
+          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
+          <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order

@@ -20,7 +20,7 @@ range per writer group:
     req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
                          unit: the candidate documents of key partition q
     cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
-                         (the sig-file columns below) plus their candidate label
+                         (the sig-file columns, run/near_signing.py) plus their candidate label
     removed/l<l>.bin     by unit bucket: the near removals of label partition l
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
@@ -29,13 +29,8 @@ partition bucket) of the band exchange's plan, reads its bucket's range of each 
 band objects and writes pass 1's objects itself (run/exchange.grouped, with their JSON markers),
 so no per-unit object is written and regrouped.
 
-The read task (stages.read_unit) signs a unit's documents while it holds them, into
-`_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (key, doc_id, source, row, unit_id,
-length (chars), sig (uint32 x num_perm as bytes), origin, origin_rank: the named input and its
-position in `inputs`, dedup/exact.py; every document, sorted by (source, row)), and writes their
-band hashes next to them, `<unit>.bands-<band_key>.bin` (write_band_object: 2P sections, 2p the
-rows (band_hash, key) of band partition p, 2p + 1 the keys (band_hash null) of key partition p,
-then the index; every document). Banding reads only the band objects; a
+The read task signs a unit's documents while it holds them and writes their band hashes next
+to the signatures (run/near_signing.py: both formats). Banding reads only the band objects; a
 signature is read once, by near_fetch, and only from units that hold a candidate: candidate pairs
 and component members get it there, and no signature crosses an exchange except a candidate's.
 
@@ -69,9 +64,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import xxhash
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -79,6 +72,14 @@ from pipeline.dedup import components, minhash
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats import sectioned
 from pipeline.run import exchange
+from pipeline.run.near_signing import (
+    BAND_SCHEMA,
+    band_key,
+    record_keys,
+    sigs_of,
+    unit_sigs,
+    write_band_object,
+)
 from pipeline.run.results import (
     BandGroupResult,
     BucketsResult,
@@ -89,127 +90,13 @@ from pipeline.run.results import (
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens.pack import PackPlan
 
-EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
-
-
-def params_of(cfg: Config) -> minhash.MinHashParams:
-    near = cfg.dedup.near
-    return minhash.MinHashParams(
-        ngram=near.ngram,
-        num_perm=near.num_perm,
-        bands=near.bands,
-        rows=near.rows,
-        threshold=near.threshold,
-        seed=near.seed,
-    )
-
-
-def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
-    pairs = zip(sources, rows, strict=True)
-    keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]
-    return np.array(keys, dtype=np.uint64).view(np.int64)
-
-
-def _sig_table(sigs: np.ndarray) -> pa.Array:
-    width = sigs.shape[1] * 4
-    flat = np.ascontiguousarray(sigs, dtype="<u4").view(np.uint8).reshape(-1)
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), len(sigs), [None, pa.py_buffer(flat)]
-    )
-
-
-def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(arr) == 0:
-        return np.empty((0, num_perm), dtype=np.uint32)
-    data = np.frombuffer(arr.buffers()[1], dtype="<u4")
-    return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
-
 
 def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
     """`table` as one object at `loc`, sectioned by each row's partition (0..n-1)."""
     return sectioned.write_sectioned(loc, table, parts, n)
 
 
-# -- per unit ---------------------------------------------------------------------------------
-def signature_key(cfg: Config) -> str:
-    """What decides a document's signature (not bands or threshold: those act later)."""
-    near = cfg.dedup.near
-    return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
-
-
-def band_key(cfg: Config) -> str:
-    """What decides a document's band hashes: its signature and the bands x rows cut."""
-    near = cfg.dedup.near
-    return xxhash.xxh3_64_hexdigest(f"{signature_key(cfg)}:{near.bands}:{near.rows}".encode())[:12]
-
-
-def signature_rows(
-    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
-) -> pa.Table:
-    """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
-
-    The read task calls this while it holds the unit's documents, so near dedup never reads
-    the documents again (layout.read_sigs)."""
-    docs = docs.sort_by([("source", "ascending"), ("row", "ascending")])
-    sigs = minhash.signatures(docs["text"], params_of(cfg))
-    sources = docs["source"].to_pylist()
-    if cfg.named_sources:  # two sources may hold the same relative path
-        sources = [f"{origin}\x00{s}" for s in sources]
-    keys = record_keys(sources, docs["row"].to_pylist())
-    n = docs.num_rows
-    return pa.table(
-        {
-            "key": pa.array(keys, pa.int64()),
-            "doc_id": docs["doc_id"],
-            "source": docs["source"],
-            "row": docs["row"],
-            "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
-            "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
-            "sig": _sig_table(sigs),
-            "origin": pa.array([origin] * n, pa.string()),
-            "origin_rank": pa.array([rank] * n, pa.int32()),
-        }
-    )
-
-
-BAND_OBJECT_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
-
-
-def write_band_object(loc, sig_rows: pa.Table, cfg: Config) -> int:
-    """The read task's band object of a unit (formats/sectioned.py, 2P sections): section 2p
-    holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
-    null, key) of key partition p; every document, exact duplicates included. A bucket of
-    partitions is one contiguous range of it, so near_band_group reads each row once."""
-    params, n = params_of(cfg), cfg.dedup.partitions
-    keys = sig_rows["key"].to_numpy()
-    bands = minhash.band_hashes(_sigs_of(sig_rows["sig"], params.num_perm), params).reshape(-1)
-    table = pa.table(
-        {
-            "band_hash": pa.concat_arrays(
-                [pa.array(bands, pa.uint64()), pa.nulls(len(keys), pa.uint64())]
-            ),
-            "key": np.concatenate([np.repeat(keys, params.bands), keys]),
-        },
-        schema=BAND_OBJECT_SCHEMA,
-    )
-    band_parts = (bands % np.uint64(n)).astype(np.int64)
-    parts = np.concatenate([2 * band_parts, 2 * components.node_partition(keys, n) + 1])
-    return sectioned.write_sectioned(loc, table, parts, 2 * n)
-
-
-def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:
-    """The unit's signature rows: the read task's file, or (near dedup off when it ran, or the
-    file deleted by retention) signed from its documents and written back for the next reader."""
-    signed = layout.read_sigs(unit, signature_key(cfg))
-    if signed.exists():
-        return signed.read_parquet()
-    rank, src = cfg.source_rank(origin)
-    rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
-    signed.write_parquet(rows)
-    return rows
-
-
+# -- per unit group ---------------------------------------------------------------------------
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
     """Node keys of the unit's exact duplicates (the rule of signature_rows)."""
     with layout.exact_removed_all.open_read() as f:
@@ -245,7 +132,7 @@ def _unit_bands(
             rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
             out[2 * (j % 2)].append(rows)
             out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
-    tables = [pa.concat_tables(t) if t else BAND_OBJECT_SCHEMA.empty_table() for t in out[::2]]
+    tables = [pa.concat_tables(t) if t else BAND_SCHEMA.empty_table() for t in out[::2]]
     parts = [np.concatenate(p) if p else np.empty(0, np.int64) for p in out[1::2]]
     return tables[0], parts[0], tables[1].select(["key"]), parts[1]
 
@@ -298,7 +185,6 @@ def near_band_group(
 
 # -- per partition ----------------------------------------------------------------------------
 Ranges = list[sectioned.Range]  # one partition's ranges of an exchange (one GET per group)
-BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
 DIR_SCHEMA = pa.schema([("key", pa.int64()), ("unit", pa.int32())])
 REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
@@ -421,7 +307,7 @@ def near_keep(
     removed, verified = None, 0
     if len(pairs):
         m = sectioned.read_part(members, pa.schema([])).sort_by("key")
-        keys, sigs = m["key"].to_numpy(), _sigs_of(m["sig"], near.num_perm)
+        keys, sigs = m["key"].to_numpy(), sigs_of(m["sig"], near.num_perm)
         rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
         sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
         close = pairs[sims >= near.threshold]
@@ -451,7 +337,7 @@ def _keep(m: pa.Table, near) -> pa.Table:
     decided = components.keep_rule(
         composite,
         m["length"].to_numpy(),
-        _sigs_of(m["sig"], near.num_perm),
+        sigs_of(m["sig"], near.num_perm),
         m["label"].to_numpy(),
         near.threshold,
         m["origin_rank"].to_numpy(),

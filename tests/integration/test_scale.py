@@ -118,7 +118,7 @@ def _unit_ids(layout: RunLayout) -> list[str]:
 
 @pytest.mark.usefixtures("ray_local")
 def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp_path):
-    from pipeline.run import neardup
+    from pipeline.run import near_signing, neardup
     from pipeline.tokens.pack import PackPlan
 
     # two unit groups and two band-partition buckets: each task reads its group's band files
@@ -152,10 +152,10 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
     before = objects()
     assert len(before) == 4 * plan.groups * plan.buckets  # .bin and .json of both exchanges
     unit = next(u for u in units if layout.read_docs(u).read_parquet().num_rows)
-    signed = Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path)
-    banded = Path(layout.read_bands(unit, neardup.band_key(cfg)).path)
+    signed = Path(layout.read_sigs(unit, near_signing.signature_key(cfg)).path)
+    banded = Path(layout.read_bands(unit, near_signing.band_key(cfg)).path)
     band_file = banded.read_bytes()
-    sig_files = [Path(layout.read_sigs(u, neardup.signature_key(cfg)).path) for u in units]
+    sig_files = [Path(layout.read_sigs(u, near_signing.signature_key(cfg)).path) for u in units]
     doc_files = [Path(layout.read_docs(u).path) for u in units]
     rerun(*sig_files, *doc_files)  # banding needs neither the signatures nor the documents
     assert objects() == before
@@ -172,7 +172,7 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
 
 @pytest.mark.usefixtures("ray_local")
 def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
-    from pipeline.run import neardup
+    from pipeline.run import near_signing, neardup
 
     cfg, result, _ = _run(tmp_path, "once")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
@@ -182,9 +182,9 @@ def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
     reads = []
     for u in units:
         io = IO.snapshot()
-        layout.read_sigs(u, neardup.signature_key(cfg)).read_parquet()
+        layout.read_sigs(u, near_signing.signature_key(cfg)).read_parquet()
         after_sigs = IO.snapshot()
-        layout.read_bands(u, neardup.band_key(cfg)).read_bytes()
+        layout.read_bands(u, near_signing.band_key(cfg)).read_bytes()
         neardup._removed_keys(layout, u, cfg, cfg.sources[0].name)
         reads.append((IO.delta(after_sigs, io), IO.delta(IO.snapshot(), after_sigs)))
     sigs = sum(s["bytes_read"] for s, _ in reads)
