@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline run|verify|retain|report|bench ...`."""
+"""Command line of the pipeline: list, read, dedup, tokenize and pack text into Megatron shards."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
+from pipeline.exit_codes import exit_codes_help
 
 _URIS: list[str] = []  # the storage URIs the command was given, named by a refusal without one
 
@@ -85,6 +86,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.run.summary import print_summary
 
     cfg = _load(args)
+    if args.dry_run:  # the output is never touched: only the inputs must be reachable
+        from pipeline.run.dry_run import dry_run_lines
+
+        _check_storage(cfg, *(s.uri for s in cfg.sources))
+        print("\n".join(dry_run_lines(cfg)))
+        return 0
     _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet, allow_empty=args.allow_empty)
@@ -157,20 +164,68 @@ def cmd_find(args: argparse.Namespace) -> int:
 def cmd_blend(args: argparse.Namespace) -> int:
     """Megatron-LM's --data-path for a split, with absolute prefixes (local paths, or the
     s3:// prefixes of an S3 version)."""
-    from pipeline.formats.manifest import ManifestError, blend_line, split_shards
+    from pipeline.formats.manifest import ManifestError, data_path_line
 
     try:
         version, manifest = _version_of(args)
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sources = manifest.get("sources") or {}
-    weights = {n: e.get("weight", 1.0) for n, e in sources.items()} if args.split == "train" else {}
-    shards = split_shards(manifest, args.split)
-    if not any(s["tokens"] for s in shards):
+    blend = (manifest.get("blend") or {}).get(args.split)
+    if not blend:
         print(f"error: version {manifest['version']} has no {args.split} tokens", file=sys.stderr)
         return 1
-    print(blend_line(shards, weights, root=version.uri.removeprefix("file://")))
+    print(data_path_line(version.uri, blend))
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Takedown (run/takedown.py): a new version without the listed documents."""
+    from pipeline.config_sections import RayConfig
+    from pipeline.core.lease import LeaseHeld
+    from pipeline.core.storage import Location, check_reachable
+    from pipeline.formats.manifest import ManifestError, resolve_version
+    from pipeline.run.results import RunError
+    from pipeline.run.takedown import EXAMPLES, read_ids, remove_documents
+
+    try:
+        ids = read_ids(args.ids)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"error: --ids {args.ids}: {e}", file=sys.stderr)
+        return 2
+    location = Location.from_uri(args.uri, storage_from_args(args))
+    _URIS[:] = [args.uri]
+    check_reachable(location)
+    ray_cfg = RayConfig()
+    if args.config:
+        ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
+    try:
+        version = resolve_version(location)
+        done = remove_documents(version, ids, strict=args.strict, ray_cfg=ray_cfg)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RunError, LeaseHeld) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    if done.unknown:
+        print(
+            f"warning: {len(done.unknown)} of {done.ids} ids are not in the version"
+            f" (e.g. {', '.join(done.unknown[:EXAMPLES])})",
+            file=sys.stderr,
+        )
+    if done.result is None:
+        print(f"nothing to remove: no id of {args.ids} is in {version.uri}; nothing written")
+        return 0
+    m = done.result.manifest
+    removal, counts = m["removal"], m["counts"]
+    state = "already committed" if done.result.already_committed else "committed"
+    print(
+        f"removed {removal['documents']} documents from version {removal['parent']}"
+        f" (ids sha256 {removal['ids_sha256'][:16]}...): {counts['docs_out']} documents,"
+        f" {counts['tokens']} tokens, {len(m['shards'])} training shards"
+    )
+    print(f"{state:<17} {done.result.version.uri}")
     return 0
 
 
@@ -238,8 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         epochs_per_month=args.epochs,
         range_bytes=args.range_bytes,
     )
-    print(format_markdown(report))
-    if args.corpus_bytes:  # the same run, at the user's scale
+    if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.core.units import parse_size
         from pipeline.report import bill, dry_run
 
@@ -255,7 +309,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             range_bytes=args.range_bytes,
             prices=cfg.prices,
         )
-        print("\n".join(["", *bill.bill_lines(report["projection"])]))
+    print(format_markdown(report))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
@@ -346,7 +400,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _run_parser(sub: argparse._SubParsersAction) -> None:
-    run = sub.add_parser("run", help="list, read, dedup, tokenize, pack and commit a version")
+    run = sub.add_parser(
+        "run",
+        help="list, read, dedup, tokenize, pack and commit a version",
+        description="Run the pipeline over the config's sources and commit a new version of"
+        " the dataset under output.uri/name (unchanged input and config: the same bytes). A"
+        " rerun resumes from the finished units.",
+        epilog=exit_codes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_config_args(run)
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.add_argument(
@@ -354,6 +416,12 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="publish even when the input yields no document or shrank by more than"
         " run.max_input_shrink against the newest version (refused otherwise, exit 3)",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be read, per source (files, bytes, skipped files, the first"
+        " record's fields, units, partitions) and write nothing",
     )
     run.set_defaults(func=cmd_run)
 
@@ -376,9 +444,29 @@ def _find_parser(sub: argparse._SubParsersAction) -> None:
 def _blend_parser(sub: argparse._SubParsersAction) -> None:
     blend = sub.add_parser("blend", help="Megatron-LM --data-path line with absolute prefixes")
     blend.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
-    blend.add_argument("--split", choices=("train", "valid"), default="train")
+    blend.add_argument(
+        "--split",
+        choices=("train", "valid"),
+        default="train",
+        help="the training shards (default) or the validation split's",
+    )
     add_storage_args(blend)
     blend.set_defaults(func=cmd_blend)
+
+
+def _remove_parser(sub: argparse._SubParsersAction) -> None:
+    remove = sub.add_parser(
+        "remove", help="takedown: a new version without the listed documents (re-packed)"
+    )
+    remove.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    remove.add_argument("--ids", required=True, help="file of document ids, one a line")
+    remove.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2, nothing written) when an id is not in the version",
+    )
+    add_storage_args(remove)  # --config also gives the ray section
+    remove.set_defaults(func=cmd_remove)
 
 
 def _retain_parser(sub: argparse._SubParsersAction) -> None:
@@ -413,7 +501,12 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
         help="whose _work/<run>/stats.json (default: the run of the newest committed version)",
     )
     report.add_argument("--stats", help="a stage stats JSON file instead")
-    report.add_argument("--runs-per-month", type=float, default=1.0)
+    report.add_argument(
+        "--runs-per-month",
+        type=float,
+        default=1.0,
+        help="pipeline runs a month, for the monthly request bill (default 1)",
+    )
     report.add_argument("--reader-stats", help="stream-reader counters JSON (training reads)")
     report.add_argument(
         "--epochs", type=float, default=1.0, help="training epochs per month (default 1)"
@@ -436,10 +529,19 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _plan_parser(sub: argparse._SubParsersAction) -> None:
+    from pipeline.config_sections import IngestConfig, PackConfig
     from pipeline.core.units import MB
+    from pipeline.report.dry_run import DOC_BYTES
     from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S
 
-    parser = sub.add_parser("plan", help="request size, in-flight requests, shard size")
+    units = IngestConfig().unit_bytes.human_readable()
+    shards = PackConfig().shard_bytes.human_readable()
+    parser = sub.add_parser(
+        "plan",
+        help="request size, in-flight requests, shard size; --corpus-bytes: dry run at a size",
+        description="The reading napkin (request size, in-flight requests, shard size, per-node"
+        " bytes/s) or, with --corpus-bytes, the per-stage dry run of a run at that input size.",
+    )
     parser.add_argument(
         "--latency-ms",
         type=float,
@@ -462,34 +564,89 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
         " a version / dataset folder",
     )
     add_storage_args(parser)  # the --probe URI's endpoint: --config/--set or --endpoint-url
-    parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--gpus-per-node", type=int)
-    parser.add_argument("--tokens-per-s-per-gpu", type=float)
-    parser.add_argument("--bytes-per-token", type=int, default=2)
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="training nodes reading the shards (default 1)"
+    )
+    parser.add_argument(
+        "--gpus-per-node", type=int, help="GPUs per node: with --tokens-per-s-per-gpu, sets X"
+    )
+    parser.add_argument(
+        "--tokens-per-s-per-gpu",
+        type=float,
+        help="training throughput per GPU, tokens/s: X = nodes x GPUs x this x bytes per token",
+    )
+    parser.add_argument(
+        "--bytes-per-token", type=int, default=2, help="token bytes in the shards (default 2)"
+    )
     scale = parser.add_argument_group(
         "dry run at a corpus size (see dry_run.py); --config (and --set) also give its unit,"
         " shard, dedup and price settings"
     )
     scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
-    scale.add_argument("--docs", type=int, help="documents in the corpus (default bytes / 4000)")
-    scale.add_argument("--unit-bytes", help="ingest.unit_bytes (default: the config's, 256MiB)")
-    scale.add_argument("--shard-bytes", help="pack.shard_bytes (default: the config's, 256MiB)")
-    scale.add_argument("--file-bytes", default="1GiB", help="size of each input file")
+    scale.add_argument(
+        "--docs", type=int, help=f"documents in the corpus (default bytes / {DOC_BYTES:,})"
+    )
+    scale.add_argument(
+        "--unit-bytes",
+        help=f"ingest.unit_bytes (default: the config's; without one {units})",
+    )
+    scale.add_argument(
+        "--shard-bytes",
+        help=f"pack.shard_bytes (default: the config's; without one {shards})",
+    )
+    scale.add_argument(
+        "--file-bytes", default="1GiB", help="size of each input file (default 1GiB)"
+    )
     scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
     scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
     parser.set_defaults(func=cmd_plan)
 
 
 def _bench_parser(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks (each prints a table and a JSON last line)")
-    bench.add_argument("name", choices=sorted(BENCHES))
+    bench = sub.add_parser(
+        "bench",
+        help="benchmarks (each prints a table and a JSON last line)",
+        description="Run one benchmark; `bench NAME --help` lists its own options.",
+    )
+    bench.add_argument("name", choices=sorted(BENCHES), help="the benchmark")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own options")
     bench.set_defaults(func=cmd_bench)
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from pipeline import config_reference
+
+    print(
+        config_reference.markdown() if args.markdown else config_reference.defaults_yaml(), end=""
+    )
+    return 0
+
+
+def _config_parser(sub: argparse._SubParsersAction) -> None:
+    config = sub.add_parser(
+        "config",
+        help="print the configuration reference: every key, its default and meaning",
+        description="Print every configuration key with its default and meaning.",
+    )
+    what = config.add_mutually_exclusive_group()
+    what.add_argument(
+        "--defaults",
+        action="store_true",
+        help="the full default config as commented YAML (the default output)",
+    )
+    what.add_argument(
+        "--markdown", action="store_true", help="the reference as Markdown (docs/configuration.md)"
+    )
+    config.set_defaults(func=cmd_config)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline",
+        epilog=exit_codes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _run_parser,
         _verify_parser,
@@ -499,8 +656,11 @@ def build_parser() -> argparse.ArgumentParser:
         _bench_parser,
         _find_parser,
         _blend_parser,
+        _config_parser,
+        _remove_parser,
     ):
         add(sub)
+    parser.description = f"{__doc__}\n\ncommands: {', '.join(sub.choices)}"
     return parser
 
 

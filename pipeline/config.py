@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from pipeline import reuse_keys
+from pipeline import exit_codes, reuse_keys
 from pipeline.config_sections import (
     DedupConfig,
     IngestConfig,
@@ -41,26 +41,48 @@ from pipeline.retention.policy import RetentionConfig
 class ConfigError(Exception):
     """A configuration problem, already phrased for the user (key and file named)."""
 
-    exit_code = 2
+    exit_code = exit_codes.CONFIG_ERROR
 
 
 class Config(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    # one input (the dataset's only source, named like the dataset) or `inputs:`, a list of
-    # named sources; exactly one of the two (see sources)
-    input: InputConfig | None = None
-    inputs: list[SourceConfig] | None = None
-    output: OutputConfig
-    storage: StorageConfig = StorageConfig()
-    ray: RayConfig = RayConfig()
-    run: RunConfig = RunConfig()  # guards on what a run may publish (no bytes)
-    ingest: IngestConfig = IngestConfig()
-    dedup: DedupConfig = DedupConfig()
-    tokenize: TokenizeConfig
-    pack: PackConfig = PackConfig()
-    split: SplitConfig = SplitConfig()
-    retention: RetentionConfig = RetentionConfig()  # see retention/policy.py
-    prices: PricesConfig = PricesConfig()
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="the dataset's name: its folder under output.uri",
+        examples=["my-dataset"],
+    )
+    # exactly one of the two (see sources)
+    input: InputConfig | None = Field(
+        default=None,
+        description="one source, named like the dataset (the same keys as an inputs entry"
+        " without name and weight); give input or inputs",
+    )
+    inputs: list[SourceConfig] | None = Field(
+        default=None,
+        description="named sources in priority order (dedup keeps the copy of the first"
+        " listed); give input or inputs",
+    )
+    output: OutputConfig = Field(description="where the dataset's versions are written")
+    storage: StorageConfig = Field(
+        default=StorageConfig(), description="S3 options for s3:// URIs (ignored for local paths)"
+    )
+    ray: RayConfig = Field(default=RayConfig(), description="which Ray runs the tasks")
+    run: RunConfig = Field(
+        default=RunConfig(), description="guards on what a run may publish (no bytes)"
+    )
+    ingest: IngestConfig = Field(
+        default=IngestConfig(), description="listing, work units and bad records"
+    )
+    dedup: DedupConfig = Field(default=DedupConfig(), description="exact and near dedup")
+    tokenize: TokenizeConfig = Field(description="the tokenizer and how documents are encoded")
+    pack: PackConfig = Field(default=PackConfig(), description="Megatron shards")
+    split: SplitConfig = Field(default=SplitConfig(), description="the validation split")
+    retention: RetentionConfig = Field(  # see retention/policy.py
+        default=RetentionConfig(),
+        description="what `retain` keeps, moves to colder storage or deletes",
+    )
+    prices: PricesConfig = Field(
+        default=PricesConfig(), description="the price table of `report` and `plan`"
+    )
 
     @model_validator(mode="after")
     def _one_input_form(self) -> Config:

@@ -9,17 +9,56 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ByteSize, Field
+from pydantic import ByteSize, Field, field_validator
 
 from pipeline.core.model import Bytes, Seed, StrictModel
 
 
 class InputConfig(StrictModel):
-    uri: str
-    include: list[str] = Field(default_factory=lambda: ["**"])
-    exclude: list[str] = Field(default_factory=list)
-    text_field: str = "text"
-    id_field: str | None = "id"
+    uri: str = Field(
+        description="folder or prefix the documents are listed under: a local path, file:// or"
+        " s3:// (relative paths: from the config file's folder)",
+        examples=["s3://raw-bucket/web/"],
+    )
+    include: list[str] = Field(
+        default_factory=lambda: ["**"],
+        description="globs over the path relative to uri; a file is read if one matches ('*'"
+        " stays in one folder: '**/*.jsonl' for any depth)",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="globs over the relative path; a matching file is skipped as 'excluded'",
+    )
+    text_field: str = Field(
+        default="text", description="JSONL key or Parquet column holding the document's text"
+    )
+    id_field: str | None = Field(
+        default="id",
+        description="JSONL key or Parquet column of a document id; absent, null or no field:"
+        " an id derived from the file path and row",
+    )
+    keep_fields: list[str] = Field(
+        default_factory=list,
+        description="top-level record fields (JSONL keys, Parquet columns) carried into the"
+        " version's documents.parquet, one string column each; a value that is not a string or"
+        " number quarantines the record (non_scalar_field)",
+        examples=[["url"]],
+    )
+
+    @field_validator("keep_fields")
+    @classmethod
+    def _kept_field_names(cls, names: list[str]) -> list[str]:
+        from pipeline.formats.documents import INDEX_SCHEMA
+
+        for name in names:
+            if not name or name in INDEX_SCHEMA.names:
+                raise ValueError(
+                    f"{name!r} cannot be kept: a field name must be non-empty and none of the"
+                    f" index's own columns ({', '.join(INDEX_SCHEMA.names)})"
+                )
+        if len(set(names)) != len(names):
+            raise ValueError("a field is named twice")
+        return names
 
 
 # A named source: its files, how to read them, and its weight in the training mixture.
@@ -31,79 +70,165 @@ class SourceConfig(InputConfig):
     tokens per epoch: it sets the manifest's Megatron blend line and the StreamReader's mixture,
     never the shard bytes (see formats/manifest.py)."""
 
-    name: str = Field(pattern=SOURCE_NAME)
-    weight: float = Field(default=1.0, gt=0.0, le=1e6)
+    name: str = Field(
+        pattern=SOURCE_NAME,
+        description="the source's name: prefixes its document ids and names its shards",
+        examples=["web"],
+    )
+    weight: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1e6,
+        description="share of the training mixture: weight x the source's tokens per epoch"
+        " (the blend line; never changes shard bytes)",
+    )
 
 
 class SplitConfig(StrictModel):
-    # Share of documents held out as the validation set: those whose stable-id hash falls below
-    # it (tokens/split.py). 0: no validation shards.
-    valid_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # by the stable-id hash (tokens/split.py), so a document stays on its side across runs
+    valid_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="share of documents held out as the validation split (by a hash of their"
+        " id); 0: no validation shards",
+    )
 
 
 class OutputConfig(StrictModel):
-    uri: str
+    uri: str = Field(
+        description="folder or prefix the dataset is written under, as <uri>/<name>/<version>/",
+        examples=["s3://datasets-bucket/tokenized/"],
+    )
 
 
 class StorageConfig(StrictModel):
     """Options passed to s3fs for s3:// URIs (ignored for local paths)."""
 
-    endpoint_url: str | None = None
-    region: str | None = None
-    profile: str | None = None
-    anon: bool = False
-    max_pool_connections: int = Field(default=32, ge=1)
-    # Each request is retried by botocore ("standard" mode: jittered exponential backoff) on
-    # 503 SlowDown / 500 / connection resets / timeouts, up to `retries` attempts in all.
-    retries: int = Field(default=10, ge=1)
-    read_timeout: float = Field(default=15.0, gt=0)  # seconds without a byte: retry the request
-    connect_timeout: float = Field(default=5.0, gt=0)  # seconds to connect; also the reach check
+    endpoint_url: str | None = Field(
+        default=None, description="S3 endpoint URL; null: AWS S3 (e.g. http://127.0.0.1:9000)"
+    )
+    region: str | None = Field(default=None, description="S3 region; null: the AWS default")
+    profile: str | None = Field(
+        default=None,
+        description="AWS profile name for credentials (credentials never go in the config)",
+    )
+    anon: bool = Field(default=False, description="unsigned (anonymous) requests, public buckets")
+    max_pool_connections: int = Field(
+        default=32, ge=1, description="HTTP connections per process to the store"
+    )
+    # botocore's "standard" mode: jittered exponential backoff
+    retries: int = Field(
+        default=10,
+        ge=1,
+        description="attempts per request in all, retried on 503 SlowDown, 500, resets and"
+        " timeouts",
+    )
+    read_timeout: float = Field(
+        default=15.0, gt=0, description="seconds without a byte before a request is retried"
+    )
+    connect_timeout: float = Field(
+        default=5.0, gt=0, description="seconds to connect; also the reach check's (exit 5)"
+    )
+    # Checked by the store before it accepts a PUT (S3 ChecksumAlgorithm; a corrupted upload is
+    # refused, BadDigest). SHA256 is the algorithm s3fs carries through a multipart upload.
+    upload_checksum: Literal["SHA256", "none"] = Field(
+        default="SHA256",
+        description="checksum sent with every PUT and multipart part, checked by the store before"
+        " it accepts the bytes; none: for a store that rejects checksum headers (then botocore"
+        " sends none either)",
+    )
 
 
 class RayConfig(StrictModel):
-    address: str | None = None  # None: RAY_ADDRESS if set, else a local ray.init
-    num_cpus: int | None = Field(default=None, ge=1)  # only for a local ray.init
+    address: str | None = Field(
+        default=None,
+        description="Ray cluster address; null: RAY_ADDRESS if set, else a local Ray",
+    )
+    num_cpus: int | None = Field(
+        default=None, ge=1, description="CPUs of a local Ray (null: all); ignored on a cluster"
+    )
 
 
 class RunConfig(StrictModel):
-    # Refuse (exit 3) a run whose listed bytes of a source fell by more than this fraction
-    # against the newest committed version's (run --allow-empty overrides; run/input_guard.py).
-    max_input_shrink: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_input_shrink: float = Field(  # run/input_guard.py
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="refuse (exit 3) a run whose listed bytes of a source fell by more than this"
+        " fraction against the newest committed version's; an input that yields no document"
+        " is refused too; `run --allow-empty` publishes anyway",
+    )
 
 
 class IngestConfig(StrictModel):
-    unit_bytes: Bytes = ByteSize(64 * 2**20)
-    max_error_rate: float = Field(default=0.01, ge=0.0, le=1.0)
-    # A record larger than this (JSONL: the line; Parquet: the text value; text file: the file)
-    # is quarantined as too_large, never held whole or tokenized (see ingest/records.py).
-    max_doc_bytes: Bytes = ByteSize(16 * 2**20)
+    unit_bytes: Bytes = Field(
+        default=ByteSize(64 * 2**20),
+        description="bytes of input per work unit (one read task); larger files are split"
+        " where the format allows",
+    )
+    max_error_rate: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="the run stops (exit 3) when more than this share of records, or of bytes,"
+        " is quarantined",
+    )
+    # never held whole or tokenized (see ingest/records.py)
+    max_doc_bytes: Bytes = Field(
+        default=ByteSize(16 * 2**20),
+        description="a larger record (JSONL line, Parquet text value, text file) is quarantined"
+        " as too_large",
+    )
 
 
 class NearDedupConfig(StrictModel):
-    enabled: bool = True
-    ngram: int = Field(default=5, ge=1)
-    num_perm: int = Field(default=256, ge=8)  # 32 bands x 8 rows: see dedup/minhash.py for why
-    bands: int = Field(default=32, ge=1)
-    rows: int = Field(default=8, ge=1)
-    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    seed: Seed = 42
+    enabled: bool = Field(default=True, description="remove near-duplicates (MinHash LSH)")
+    ngram: int = Field(default=5, ge=1, description="words per shingle")
+    # 32 bands x 8 rows: see dedup/minhash.py for why
+    num_perm: int = Field(default=256, ge=8, description="MinHash permutations per document")
+    bands: int = Field(default=32, ge=1, description="LSH bands (bands x rows <= num_perm)")
+    rows: int = Field(default=8, ge=1, description="signature rows per LSH band")
+    threshold: float = Field(
+        default=0.8,
+        gt=0.0,
+        le=1.0,
+        description="estimated Jaccard similarity at or above which a candidate pair is a"
+        " duplicate",
+    )
+    seed: Seed = Field(default=42, description="seed of the MinHash permutations")
 
 
 class DedupConfig(StrictModel):
-    exact: bool = True
-    # Exact and near dedup run one task per hash partition. Their count follows from the listed
-    # input bytes, ceil(bytes / partition_bytes), so a partition task's memory (hash rows, about
-    # 1 KiB of signature per document) stays bounded whatever the corpus; `partitions` overrides.
-    partitions: int | None = Field(default=None, ge=1)
-    partition_bytes: ByteSize = Field(default=ByteSize(2**30), gt=0)
-    # smallest piece each dedup exchange (hash rows, signatures, bands, edges, removals) aims to
-    # move per GET: writers are grouped until a group's part of a partition is this big
-    # (formats/sectioned.py); how bytes move, never which
-    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
-    # most bytes one regroup task of an exchange moves: beyond it the exchange takes more,
-    # smaller requests rather than one task whose disk and time grow with the corpus
-    exchange_task_bytes: Bytes = ByteSize(4 * 2**30)
-    near: NearDedupConfig = NearDedupConfig()
+    exact: bool = Field(default=True, description="remove exact duplicates (same normalized text)")
+    # One task per hash partition, ceil(bytes / partition_bytes) of them, so a partition task's
+    # memory (hash rows, about 1 KiB of signature per document) stays bounded whatever the corpus.
+    partitions: int | None = Field(
+        default=None,
+        ge=1,
+        description="dedup hash partitions (one task each); null: from the listed bytes and"
+        " partition_bytes",
+    )
+    partition_bytes: ByteSize = Field(
+        default=ByteSize(2**30),
+        gt=0,
+        description="listed input bytes per dedup partition when partitions is null",
+    )
+    # writers are grouped until a group's part of a partition is this big (formats/sectioned.py)
+    exchange_request_bytes: Bytes = Field(
+        default=ByteSize(16 * 2**20),
+        description="smallest piece a dedup exchange aims to move per GET (how bytes move,"
+        " never which)",
+    )
+    # beyond it the exchange takes more, smaller requests rather than one task whose disk and
+    # time grow with the corpus
+    exchange_task_bytes: Bytes = Field(
+        default=ByteSize(4 * 2**30),
+        description="most bytes one regroup task of a dedup exchange moves",
+    )
+    near: NearDedupConfig = Field(
+        default=NearDedupConfig(), description="near-duplicate removal (MinHash LSH)"
+    )
 
     def partition_count(self, listed_bytes: int) -> int:
         if self.partitions is not None:
@@ -112,26 +237,53 @@ class DedupConfig(StrictModel):
 
 
 class TokenizeConfig(StrictModel):
-    tokenizer: str
-    eos: str = "<|endoftext|>"
-    batch_docs: int = Field(default=1024, ge=1)
-    # auto: fastokens when it loads the tokenizer and passes the equality probe, else tokenizers.
+    tokenizer: str = Field(
+        description="a Hugging Face tokenizer.json (relative: from the config file's folder)",
+        examples=["tokenizer.json"],
+    )
+    eos: str = Field(
+        default="<|endoftext|>",
+        description="token appended after every document; must be in the tokenizer",
+    )
+    batch_docs: int = Field(default=1024, ge=1, description="documents per encode batch")
     # The shards are the same bytes whichever engine runs (see tokens/check.py).
-    engine: Literal["auto", "fastokens", "tokenizers"] = "auto"
-    # text: special/added tokens' text inside a document is encoded as ordinary text, so the EOS
-    # id occurs only where the pipeline appends it; special: such text becomes the token's id.
-    special_tokens_in_text: Literal["text", "special"] = "text"
-    bos: str | None = None  # a token prepended to every document, e.g. "<s>"
-    verify_fraction: float = Field(default=0.01, ge=0.0, le=1.0)  # re-encoded by tokenizers
+    engine: Literal["auto", "fastokens", "tokenizers"] = Field(
+        default="auto",
+        description="auto: fastokens when it loads the tokenizer and passes the equality"
+        " probe, else tokenizers",
+    )
+    # text keeps the EOS id only where the pipeline appends it (verify checks it)
+    special_tokens_in_text: Literal["text", "special"] = Field(
+        default="text",
+        description="text: special-token text inside a document is encoded as ordinary text;"
+        " special: as the token's id",
+    )
+    bos: str | None = Field(
+        default=None, description='token prepended to every document, e.g. "<s>"; null: none'
+    )
+    verify_fraction: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="share of documents re-encoded with tokenizers to check the engine's ids",
+    )
 
 
 class PackConfig(StrictModel):
-    shard_bytes: Bytes = ByteSize(256 * 2**20)
-    seed: Seed = 0
-    # smallest token piece pack's two-pass exchange aims to move per GET (see tokens/pack.py)
-    exchange_request_bytes: Bytes = ByteSize(16 * 2**20)
-    # most token bytes one pass-1 task moves (and spills to local disk): beyond it the exchange
-    # takes more, smaller requests rather than one task whose disk and time grow with the corpus.
-    # The default is reached past ~13 TB of tokens at 256 MiB units and shards (10 TB of text:
-    # ~41 GB per task, uncapped); lower it to trade local disk for requests (plan --corpus-bytes)
-    exchange_task_bytes: Bytes = ByteSize(64 * 2**30)
+    shard_bytes: Bytes = Field(
+        default=ByteSize(256 * 2**20), description="token bytes per Megatron shard (.bin)"
+    )
+    seed: Seed = Field(default=0, description="seed of the document shuffle across shards")
+    # see tokens/pack.py
+    exchange_request_bytes: Bytes = Field(
+        default=ByteSize(16 * 2**20),
+        description="smallest token piece pack's two-pass exchange aims to move per GET",
+    )
+    # Beyond it the exchange takes more, smaller requests rather than one task whose disk and
+    # time grow with the corpus. The default is reached past ~13 TB of tokens at 256 MiB units
+    # and shards (10 TB of text: ~41 GB per task, uncapped); lower it to trade local disk for
+    # requests (plan --corpus-bytes)
+    exchange_task_bytes: Bytes = Field(
+        default=ByteSize(64 * 2**30),
+        description="most token bytes one pack pass-1 task moves and spills to local disk",
+    )

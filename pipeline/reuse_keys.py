@@ -65,6 +65,14 @@ NOT_BYTES: dict[str, dict[str, Any]] = {
     },
 }
 
+# The read key without the kept fields (inputs[].keep_fields add `keep.<field>` columns to the
+# read outputs, never to what tokenize reads from them): what the token key hashes.
+READ_TEXT_NOT_BYTES: dict[str, Any] = {
+    **NOT_BYTES["read"],
+    "input": NOT_BYTES["read"]["input"] | {"keep_fields"},
+    "inputs": {"__all__": NOT_BYTES["read"]["inputs"]["__all__"] | {"keep_fields"}},
+}
+
 
 def stage_keys(config: Config) -> dict[str, str]:
     """The key of each reused intermediate, from everything that decides its bytes.
@@ -78,13 +86,24 @@ def stage_keys(config: Config) -> dict[str, str]:
     """
     keys: dict[str, str] = {}
     for stage, exclude in NOT_BYTES.items():
-        data = config.model_dump(mode="json", exclude=_merge_exclude(NEVER_BYTES, exclude))
-        data["layout"] = LAYOUT_VERSION
+        data = _stage_data(config, exclude)
         if stage == "tokens":
-            data["read_key"] = keys["read"]
+            # the read outputs' text, ids and rows: the kept fields' columns never reach a
+            # token file, so changing inputs[].keep_fields re-reads but does not re-tokenize
+            data["read_key"] = _stage_key(config, READ_TEXT_NOT_BYTES)
             data["tokenizer_sha256"] = file_digest(config.tokenize.tokenizer)
         keys[stage] = digest(data)
     return keys
+
+
+def _stage_data(config: Config, exclude: dict[str, Any]) -> dict[str, Any]:
+    data = config.model_dump(mode="json", exclude=_merge_exclude(NEVER_BYTES, exclude))
+    data["layout"] = LAYOUT_VERSION
+    return data
+
+
+def _stage_key(config: Config, exclude: dict[str, Any]) -> str:
+    return digest(_stage_data(config, exclude))
 
 
 def _merge_exclude(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -188,11 +188,19 @@ def rate_table(corpus: Corpus, truth: Truth, removed: dict[int, int]) -> list[st
     return lines
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline bench dedup-quality", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--docs", type=int, default=5000, help="documents in the corpus, planted copies included"
+    )
+    parser.add_argument("--seed", type=int, default=7, help="seed of the corpus and its copies")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--docs", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     params = MinHashParams()
     started = time.perf_counter()
     corpus = build_corpus(args.docs, args.seed)

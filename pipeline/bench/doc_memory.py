@@ -102,13 +102,25 @@ def peak_rss_mb(work: str, tokenizer: str, engine: str, code: str) -> tuple[floa
     return usage.ru_maxrss / 1024, time.perf_counter() - start, line
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="pipeline bench doc-memory")
-    p.add_argument("--mb", type=float, default=15.0)
-    p.add_argument("--tokenizer", default=str(REPO / "configs" / "tokenizer.json"))
-    p.add_argument("--engines", default="fastokens,tokenizers")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pipeline bench doc-memory", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--mb", type=float, default=15.0, help="size of the giant document, MB")
+    p.add_argument(
+        "--tokenizer",
+        default=str(REPO / "configs" / "tokenizer.json"),
+        help="the tokenizer.json the task encodes with",
+    )
+    p.add_argument(
+        "--engines", default="fastokens,tokenizers", help="comma-separated engines, one child each"
+    )
     p.add_argument("--code", default=str(REPO), help="folder whose `pipeline` the child runs")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory(prefix="doc-memory-") as work:
         giant = stage_unit(work, args.mb)

@@ -64,13 +64,19 @@ def per_object_get_seconds(root: Location, sample: int, n: int) -> float:
     return (time.perf_counter() - start) / len(paths)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--objects", type=int, default=10_000)
-    parser.add_argument("--object-bytes", type=int, default=2048)
-    parser.add_argument("--repeat", type=int, default=3)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline bench listing", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--objects", type=int, default=10_000, help="objects to upload and list")
+    parser.add_argument("--object-bytes", type=int, default=2048, help="size of each object")
+    parser.add_argument("--repeat", type=int, default=3, help="listings of each kind; best kept")
     parser.add_argument("--sample", type=int, default=200, help="objects read one by one")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
 
     with dummy_aws_env(), seaweedfs_server() as endpoint:
         root = Location.from_uri(f"s3://{BUCKET}/{PREFIX}", StorageConfig(endpoint_url=endpoint))

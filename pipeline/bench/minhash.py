@@ -90,13 +90,28 @@ def accuracy(texts: list[str], params: MinHashParams, pairs: int = 200) -> tuple
     return float(np.mean(np.abs(ours_est - exact))), float(np.mean(np.abs(theirs_est - exact)))
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline bench minhash", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--input", required=True, type=Path, help="a folder of text files (e.g. /usr/share/doc)"
+    )
+    parser.add_argument(
+        "--limit-mb", type=float, default=None, help="read at most this many MB of text"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+    parser.add_argument(
+        "--num-perm",
+        type=int,
+        default=MinHashParams().num_perm,
+        help="permutations per signature (dedup.near.num_perm)",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--input", required=True, type=Path)
-    parser.add_argument("--limit-mb", type=float, default=None)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--num-perm", type=int, default=MinHashParams().num_perm)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     pa.set_cpu_count(1)  # one core for both (numpy's element-wise kernels are single-threaded)
     pa.set_io_thread_count(1)
     defaults = MinHashParams()

@@ -62,13 +62,21 @@ def cl100k_bpe(docs: list[str], vocab: int) -> bytes:
     return tok.to_str().encode()
 
 
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pipeline bench pieces", description=__doc__.split("\n")[0]
+    )
+    p.add_argument(
+        "--train-mb", type=float, default=32, help="MB of real text the test BPE is trained on"
+    )
+    p.add_argument("--vocab", type=int, default=100_000, help="the test BPE's vocabulary size")
+    p.add_argument("--doc-mb", type=float, default=15, help="size of each giant document, MB")
+    p.add_argument("--docs", type=int, default=2, help="giant documents encoded both ways")
+    return p
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="pipeline bench pieces")
-    p.add_argument("--train-mb", type=float, default=32)
-    p.add_argument("--vocab", type=int, default=100_000)
-    p.add_argument("--doc-mb", type=float, default=15)
-    p.add_argument("--docs", type=int, default=2)
-    args = p.parse_args(argv)
+    args = build_parser().parse_args(argv)
     start = time.perf_counter()
     docs = real_documents(int(args.train_mb * 2**20))
     bpe = cl100k_bpe(docs, args.vocab)

@@ -4,19 +4,23 @@
 
 A SeaweedFS S3 server (subprocess) behind `LatencyProxy` (first-byte latency L, each connection
 capped at --conn-mbps), a synthetic version of --mb MiB of tokens in ~--shard-mb shards (written
-with ShardWriter + commit_manifest), and the same tokens read four ways:
-  (a) stream     StreamReader through the proxy, sized by the plan for L and the cap
-  (b) no-lat     StreamReader, the same request size and depth, 0 ms injected, same cap
+with ShardWriter + commit_manifest), and the same tokens read five ways:
+  (a) stream     StreamReader through the proxy, sized by the plan for L and the cap, windows in
+                 stream order (shuffle_windows=False)
+  (b) no-lat     StreamReader, the same request size and depth, 0 ms injected, same cap, in order
+  (e) shuffled   as (a), with shuffle_windows on (the reader's default): the cost of shuffling
   (c) per-doc    --docs documents stored as one object each, read by --doc-threads threads (a
                  typical data loader), one GET per document, through the proxy with L
   (d) sync-shard whole shards, one GET at a time, no prefetch (Megatron's S3 reader), with L
 Checks: (d) matches every shard's manifest xxh3-128; (a) and (b) yield exactly the shards' tokens
-(xxh3 of the streamed tokens == xxh3 over the shards read in (d)); (c) equals the start of a shard.
-Rates are tokens/s while reading (opening a version, a few small requests, is shown apart); (a)
-and (b) run --repeat times alternately and the best of each is kept, to damp a shared machine.
+(xxh3 of the streamed tokens == xxh3 over the shards read in (d)); (e) yields the same windows
+as (a) (sum of the windows' xxh3-64); (c) equals the start of a shard.
+Rates are tokens/s while reading (opening a version, a few small requests, is shown apart); (a),
+(b) and (e) run --repeat times alternately and the best of each is kept, to damp a shared machine.
 (b) keeps (a)'s plan on purpose, so that (a) and (b) differ in the injected latency alone (a 0 ms
 plan would choose smaller requests, and measure the local server's per-request cost).
-Last line: JSON with stream_tokens_per_s and the ratios (targets >= 0.8, >= 20, >= 2).
+Last line: JSON with stream_tokens_per_s and the ratios (targets >= 0.8, >= 20, >= 2), and
+shuffled_tokens_per_s with shuffled_vs_stream.
 """
 
 from __future__ import annotations
@@ -47,11 +51,12 @@ def stream(uri: str, storage: StorageConfig, seq_len: int, **kwargs) -> dict:
     t0 = time.perf_counter()
     reader = StreamReader(uri, seq_len, storage=storage, **kwargs)
     opened = time.perf_counter() - t0
-    digest, windows, last = xxhash.xxh3_64(), 0, None
+    digest, windows, last, window_sum = xxhash.xxh3_64(), 0, None, 0
     t0 = time.perf_counter()
     with reader:
         for window in reader:
             digest.update(window[:-1])  # windows overlap by one token: hash each token once
+            window_sum += xxhash.xxh3_64_intdigest(window)  # the same in any order
             windows, last = windows + 1, window
     seconds = time.perf_counter() - t0
     if last is not None:
@@ -61,7 +66,9 @@ def stream(uri: str, storage: StorageConfig, seq_len: int, **kwargs) -> dict:
         "open_s": opened,
         "tokens": windows * seq_len,
         "digest": digest.hexdigest(),
+        "window_sum": window_sum % 2**64,
         "plan": reader.plan,
+        "shuffle_group": reader.shuffle_group,
         "stats": reader.stats,
     }
 
@@ -118,22 +125,30 @@ def rate(result: dict) -> float:
     return result["tokens"] / result["seconds"]
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench read",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--latency-ms", type=float, default=50.0, help="first-byte latency the proxy adds"
+    )
     parser.add_argument("--conn-mbps", type=float, default=50.0, help="per connection, MB/s")
     parser.add_argument("--mb", type=int, default=256, help="MiB of tokens in the version")
-    parser.add_argument("--shard-mb", type=int, default=64)
-    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--shard-mb", type=int, default=64, help="MiB of tokens per shard")
+    parser.add_argument("--seq-len", type=int, default=2048, help="tokens per training sample read")
     parser.add_argument("--docs", type=int, default=1000, help="documents read one object each")
-    parser.add_argument("--doc-threads", type=int, default=8)
+    parser.add_argument(
+        "--doc-threads", type=int, default=8, help="threads reading the one-object documents"
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs of (a) and (b), best kept")
     parser.add_argument("--target-mbps", type=float, help="reader target, MB/s (default: plan's)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     latency, bandwidth = args.latency_ms / 1000, args.conn_mbps * 1e6
     shard_tokens = [args.shard_mb * MiB // 2] * (args.mb // args.shard_mb)
     if args.mb % args.shard_mb:
@@ -159,11 +174,13 @@ def main(argv: list[str] | None = None) -> None:
                 "bandwidth_bytes_per_s": bandwidth,
                 "target_bytes_per_s": target,
             }
-            runs_a, runs_b = [], []
-            for _ in range(args.repeat):  # alternate (a) and (b); keep the best of each
+            runs_a, runs_b, runs_e = [], [], []
+            for _ in range(args.repeat):  # alternate (a), (b) and (e); keep the best of each
                 proxy.latency_s = latency
                 proxy.reset_counters()
-                runs_a.append(stream(version.uri, via_proxy, args.seq_len, **sized))
+                runs_a.append(
+                    stream(version.uri, via_proxy, args.seq_len, **sized, shuffle_windows=False)
+                )
                 a_proxy = proxy.counters()
                 plan = runs_a[0]["plan"]
                 proxy.latency_s = 0.0
@@ -175,9 +192,13 @@ def main(argv: list[str] | None = None) -> None:
                         **sized,
                         request_bytes=plan.request_bytes,
                         inflight=plan.inflight,
+                        shuffle_windows=False,
                     )
                 )
+                proxy.latency_s = latency
+                runs_e.append(stream(version.uri, via_proxy, args.seq_len, **sized))
             a, b = min(runs_a, key=seconds), min(runs_b, key=seconds)
+            e = min(runs_e, key=seconds)
             proxy.latency_s = latency
             docs_root = Location.from_uri(f"s3://{BUCKET}/docs", via_proxy)
             c = per_document(docs_root, keys, args.doc_threads)
@@ -187,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         "stream == shards": all(r["digest"] == d["digest"] for r in runs_a),
         "no-latency stream == shards": all(r["digest"] == d["digest"] for r in runs_b),
         "documents == shard 0 prefix": c["digest"] == docs_digest,
+        "shuffled stream == same windows": all(r["window_sum"] == a["window_sum"] for r in runs_e),
     }
     print(
         f"plan: request {plan.request_bytes / MiB:.0f} MiB, {plan.inflight} in flight (Little:"
@@ -200,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         ("(b) stream, 0 ms injected", b),
         (f"(c) per-document x{args.doc_threads} threads", c),
         ("(d) sync whole shards", d),
+        (f"(e) stream shuffled, {args.latency_ms:.0f} ms", e),
     ]
     for label, r in rows:
         print(
@@ -221,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
                 "request_mib": plan.request_bytes / MiB,
                 "inflight": plan.inflight,
                 "checks_ok": all(checks.values()),
+                "shuffled_tokens_per_s": round(rate(e)),
+                "shuffled_vs_stream": round(rate(e) / rate(a), 3),
+                "shuffle_group_windows": e["shuffle_group"],
             }
         )
     )

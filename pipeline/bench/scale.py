@@ -11,11 +11,13 @@ scaled down together (2 MiB units, 1 MiB shards instead of 256 MiB), so that uni
 partition counts grow with the data as they would on a 10 TB corpus. Every size gets a fresh
 local Ray, so a worker's peak RSS belongs to that size.
 
-Per size and stage it prints requests by kind, mean GET bytes, bytes read and written, seconds
-and peak task RSS (from the run's stats.json: every task's storage counters). Last line JSON:
+Per size and stage it prints requests by kind, mean GET bytes, bytes read and written, bytes
+moved per input byte, seconds and peak task RSS (from the run's stats.json: every task's storage
+counters and the driver's own). Last line JSON:
 `data_growth` (input bytes, largest / smallest), `requests_growth` (all requests),
 `pack_gets_growth`, `min_mean_get_bytes` (smallest mean GET among the stages that move documents
-or tokens, at the largest size), `rss_growth` (peak task RSS, largest / smallest), and `targets`:
+or tokens, at the largest size), `rss_growth` (peak task RSS, largest / smallest),
+`bytes_moved_per_input_byte` (per size: (read + written) / listed input bytes), and `targets`:
 requests and pack GETs grow at most 1.3 x the data, peak task RSS at most 1.5 x.
 """
 
@@ -93,7 +95,12 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
     run_id = result.manifest["run"]["run_id"]
     dataset = Location.from_uri(f"s3://{BUCKET}/out-{label}/{cfg.name}", cfg.storage)
     stats = json.loads((dataset / f"_work/runs/{run_id}/stats.json").read_bytes())
-    return {"wall_s": wall, "stages": stats["stages"], "counts": result.manifest["counts"]}
+    return {
+        "wall_s": wall,
+        "stages": stats["stages"],
+        "counts": result.manifest["counts"],
+        "moved": stats.get("bytes_moved_per_input_byte", {}).get("total"),
+    }
 
 
 def storage_sets(storage: dict) -> list[str]:
@@ -121,35 +128,51 @@ def stage_rows(stages: list[dict]) -> dict[str, dict]:
 
 def print_size(label: str, input_bytes: int, run: dict, rows: dict[str, dict]) -> None:
     print(f"\n== {label}: input {input_bytes / 1e6:.1f} MB, wall {run['wall_s']:.1f} s,"
-          f" {run['counts']['docs_out']:,} docs out, {run['counts']['tokens']:,} tokens")
+          f" {run['counts']['docs_out']:,} docs out, {run['counts']['tokens']:,} tokens,"
+          f" bytes moved {run['moved']} x input")
     print(f"{'stage':<11}{'GET':>8}{'PUT':>8}{'HEAD':>7}{'LIST':>6}{'mean GET':>11}"
-          f"{'read MB':>9}{'write MB':>9}{'s':>7}{'RSS MB':>8}")
+          f"{'read MB':>9}{'write MB':>9}{'moved':>7}{'s':>7}{'RSS MB':>8}")
     for name, r in rows.items():
         print(f"{name:<11}{r['get_requests']:>8,}{r['put_requests']:>8,}{r['head_requests']:>7,}"
               f"{r['list_requests']:>6,}{r['mean_get_bytes'] / 1e3:>9,.1f}KB"
               f"{r['bytes_read'] / 1e6:>9.1f}{r['bytes_written'] / 1e6:>9.1f}"
+              f"{(r['bytes_read'] + r['bytes_written']) / input_bytes:>6.2f}x"
               f"{r['seconds']:>7.1f}{r['peak_rss_mb']:>8.0f}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench scale", description=__doc__.split("\n\n")[0]
     )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", type=Path, help="a local corpus folder (make_corpus)")
     src.add_argument("--mb", type=float, help="make a corpus of this many MB first")
-    parser.add_argument("--fractions", default="1/16,1/4,1")
-    parser.add_argument("--unit-bytes", default="2MiB")
-    parser.add_argument("--shard-bytes", default="1MiB")
+    parser.add_argument(
+        "--fractions", default="1/16,1/4,1", help="shares of the corpus to run, comma-separated"
+    )
+    parser.add_argument(
+        "--unit-bytes", default="2MiB", help="ingest.unit_bytes (scaled down with the corpus)"
+    )
+    parser.add_argument(
+        "--shard-bytes", default="1MiB", help="pack.shard_bytes (scaled down with the corpus)"
+    )
     parser.add_argument(
         "--partition-bytes",
         default="16MiB",
         help="dedup.partition_bytes (scaled down with units; ignored where the code has none)",
     )
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--config", default=str(SAMPLE_CONFIG))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (CPUs) per run")
+    parser.add_argument(
+        "--config", default=str(SAMPLE_CONFIG), help="config the runs start from (the sample's)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     fractions = [Fraction(f) for f in args.fractions.split(",")]
     os.environ.update(ONE_THREAD_ENV)
     os.environ.pop("RAY_ADDRESS", None)
@@ -207,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
                 if n in DATA_STAGES and r["get_requests"])
         ),
         "rss_growth": round(peak(large) / peak(small), 3),
+        "bytes_moved_per_input_byte": [r["run"]["moved"] for r in results],
         "requests_by_stage": {
             r["fraction"]: {n: row["requests"] for n, row in r["rows"].items()} for r in results
         },

@@ -132,17 +132,25 @@ def print_table(runs: dict[int, dict], input_bytes: int) -> None:
         print(f"W={w}: " + ", ".join(f"{k} {v:,}" for k, v in figures.items()))
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.bench.scaling", description=__doc__.split("\n\n")[0]
+        prog="python -m pipeline bench scaling", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--input", required=True, help="a local corpus folder (make_corpus)")
     parser.add_argument("--workers", default="1,2", help="worker counts, baseline first")
     parser.add_argument("--repeat", type=int, default=1, help="runs per count; best is kept")
-    parser.add_argument("--config", default=str(SAMPLE_CONFIG))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--config", default=str(SAMPLE_CONFIG), help="config the runs start from (the sample's)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
     parser.add_argument("--work", help="folder for the outputs (default: a temp folder)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
     os.environ.update(ONE_THREAD_ENV)  # the driver's own pools too
     os.environ.pop("RAY_ADDRESS", None)  # always a fresh local Ray per worker count

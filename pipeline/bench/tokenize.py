@@ -11,7 +11,8 @@ tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenize
 tokenize_tasks.tokenize_unit (reading the unit's parquet, shuffle keys, encoding with the
 engine, its sampled check against tokenizers, EOS, the token file and its index) and
 pack_tasks.pack_in_process (both pack passes, Megatron
-shards, checksums and read-back). Runs alternate in rounds (the order within a round rotates);
+shards, checksums and the checks on the bytes written). Runs alternate in rounds (the order
+within a round rotates);
 `ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
 fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
 by tens of percent over minutes and only back-to-back runs see the same machine.
@@ -152,14 +153,23 @@ def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> b
     )
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m pipeline bench tokenize")
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--tokenizer", required=True)
-    parser.add_argument("--engine", default="auto", choices=["auto", "fastokens", "tokenizers"])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--batch-docs", type=int, default=1024)
-    parser.add_argument("--shard-bytes", default="256MiB")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline bench tokenize", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--input", required=True, help="a local folder of input files")
+    parser.add_argument("--tokenizer", required=True, help="a tokenizer.json")
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=["auto", "fastokens", "tokenizers"],
+        help="tokenize.engine of the pipeline path",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each path; best kept")
+    parser.add_argument(
+        "--batch-docs", type=int, default=1024, help="tokenize.batch_docs: documents per batch"
+    )
+    parser.add_argument("--shard-bytes", default="256MiB", help="pack.shard_bytes")
     parser.add_argument(
         "--verify-fraction",
         type=float,
@@ -167,7 +177,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="tokenize.verify_fraction: share of documents the pipeline re-encodes with"
         " tokenizers (0: none, to see the check's own cost)",
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def _bench_config(args: argparse.Namespace, engine: str, work: str) -> Config:
@@ -198,7 +208,7 @@ def _alternate(paths: dict, repeat: int) -> dict[str, list[Timed]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parse(argv)
+    args = build_parser().parse_args(argv)
     docs = load_documents(args.input)
     texts = docs["text"].to_pylist()
     mb = sum(len(t.encode()) for t in texts) / 1e6

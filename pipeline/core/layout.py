@@ -21,6 +21,9 @@
                                         sources; run/tasks.py merge_quarantine)
           stats.json                    per-stage counts, bytes and requests (cost report)
           committed.json                {"version": id} once the run's version is committed
+          removed_ids.parquet           a takedown's folder (`remove`, run/takedown.py; its id
+                                        hashes the parent version and the ids): every doc_id
+                                        removed since the run; + its own pack/, stats.json
           pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see tokens/pack.py)
           pack/docs/<shard>.parquet     the documents of each shard the run wrote, in shard order:
                                         doc_id, source, row, length (tokens) (tokens/pack.py);
@@ -178,6 +181,16 @@ class RunLayout:
 
     def tokens_quarantine(self, unit: str, removed: str) -> Location:
         return self.work / f"tokens/{self.token_key}/{unit}-{removed}.quarantine.parquet"
+
+    @property
+    def tokens(self) -> Location:
+        """The token files' folder (shared by every run with this token key)."""
+        return self.work / f"tokens/{self.token_key}"
+
+    @property
+    def removed_ids(self) -> Location:
+        """A takedown's run folder: every id removed since the run (run/takedown.py)."""
+        return self.run / "removed_ids.parquet"
 
     def version(self, version_id: str) -> Location:
         return self.dataset / version_id

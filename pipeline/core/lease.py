@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+from pipeline import exit_codes
 from pipeline.core.storage import IO, Location
 
 CLOCK_SKEW_S = 60.0
@@ -40,7 +41,7 @@ CLOCK_SKEW_S = 60.0
 class LeaseHeld(Exception):
     """Another live run holds the dataset."""
 
-    exit_code = 4
+    exit_code = exit_codes.LEASE_HELD
 
 
 class LeaseLost(LeaseHeld):
@@ -211,6 +212,7 @@ class Lease:
             self.loc.write_bytes(body)  # temp file + rename: a new inode
             self._remember(body, None)
         else:
+            IO.add(bytes_written=len(body))  # the request hook counts the PUT
             try:
                 out = self.loc.fs.pipe_file(self.loc.path, body, IfMatch=self._etag or "")
             except (FileNotFoundError, FileExistsError):

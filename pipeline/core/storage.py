@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from pipeline import exit_codes
+
 
 class IOCounters:
     """Per-process counts of bytes and requests made through this module (thread-safe)."""
@@ -100,10 +102,22 @@ def _watch_requests(fs: fsspec.AbstractFileSystem) -> bool:
 
 
 def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
-    """s3fs keyword arguments from a StorageConfig (credentials stay in the environment)."""
-    if options is None or not uri.startswith("s3://"):
+    """s3fs keyword arguments from a StorageConfig (credentials stay in the environment).
+
+    Every PUT and multipart part carries the SHA-256 of its bytes (`upload_checksum`, the default
+    also without a config), which the store checks before it accepts them: a body corrupted on
+    its way is refused (BadDigest), not stored. s3fs passes `s3_additional_kwargs` to each call
+    that takes the parameter (PutObject, UploadPart, CreateMultipartUpload, DeleteObjects...)
+    and carries each part's ChecksumSHA256 into CompleteMultipartUpload. "none" (a store that
+    rejects checksum headers) also stops botocore's own default CRC32 (when_required)."""
+    if not uri.startswith("s3://"):
         return {}
+    checksum = getattr(options, "upload_checksum", "SHA256")
+    upload = {"s3_additional_kwargs": {"ChecksumAlgorithm": checksum}} if checksum != "none" else {}
+    if options is None:
+        return upload
     kwargs: dict[str, Any] = {
+        **upload,
         "config_kwargs": {
             "max_pool_connections": options.max_pool_connections,
             "retries": {"max_attempts": options.retries, "mode": "standard"},
@@ -111,6 +125,8 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
             "connect_timeout": options.connect_timeout,
         }
     }
+    if checksum == "none":
+        kwargs["config_kwargs"]["request_checksum_calculation"] = "when_required"
     client: dict[str, Any] = {}
     if options.endpoint_url:
         client["endpoint_url"] = options.endpoint_url
@@ -130,7 +146,7 @@ class StorageUnreachable(Exception):
 
     Its own exit code, 5: not a verify mismatch (1) nor a config error (2)."""
 
-    exit_code = 5
+    exit_code = exit_codes.STORAGE_UNREACHABLE
 
 
 class StorageRefused(Exception):
@@ -138,7 +154,7 @@ class StorageRefused(Exception):
 
     Exit 6, one line naming the URI and the cause (5 stays "does not accept connections")."""
 
-    exit_code = 6
+    exit_code = exit_codes.STORAGE_REFUSED
 
 
 # S3 error codes that no retry or other object can cure -> the cause, in words
@@ -173,7 +189,7 @@ def refusal_cause(error: BaseException) -> str | None:
             inner = getattr(e, "cause", None)
             return str(inner if isinstance(inner, StorageRefused) else e)
         if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f'no AWS credentials found ({e}; see the README\'s "Credentials")'
+            return f"no AWS credentials found ({e}; see docs/cluster.md, \"Credentials\")"
         if isinstance(e, ClientError):
             err = e.response.get("Error") or {}
             code = str(err.get("Code", ""))
@@ -275,14 +291,12 @@ class Location:
         with refusals_named(self.uri):
             return self.fs.exists(self.path)
 
-    def size(self) -> int | None:
-        """The object's size in bytes (one HEAD, like exists()); None when there is none."""
+    def size(self) -> int:
+        """The stored object's size now (one HEAD on S3, no listing cache)."""
         self._count_requests(head_requests=1)
-        with refusals_named(self.uri):
-            try:
-                return int(self.fs.size(self.path))
-            except FileNotFoundError:
-                return None
+        if self.is_local:
+            return os.path.getsize(self.path)
+        return int(self.fs.info(self.path, refresh=True)["size"])
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         self._count_requests(get_requests=1)

@@ -11,6 +11,9 @@ validation shards; within a shard, the shard's own document order):
     tokens       int64   its token count (EOS, and BOS when configured, included)
     input_path   string  the input file it was read from (relative to its source's root)
     input_row    int64   where in that file (ingest/records.py: JSONL byte offset, Parquet row)
+    <field> ...  string  one column per `inputs[].keep_fields` entry of any source, in config
+                         order: the record's value (a string as is, a number as its JSON text),
+                         null when the record has no such field or its source does not keep it
 
 The manifest's `documents` entry names the file with its size, xxh3-128 and row count; `verify`
 checks it against every shard's .idx (documents per shard, first_token = the .idx pointer /
@@ -64,6 +67,48 @@ def shard_rows(shard_docs: pa.Table, source: str, split: str, shard: str) -> pa.
         ],
         schema=INDEX_SCHEMA,
     )
+
+
+FIELD_KEYS = ["source", "input_path", "input_row"]  # what locates a document's input record
+
+
+def with_fields(index: pa.Table, fields: pa.Table) -> pa.Table:
+    """The index with the kept input fields (`inputs[].keep_fields`) as more columns, in its
+    own row order: `fields` has FIELD_KEYS and one column per field; a document without a row
+    there gets nulls."""
+    extra = [c for c in fields.column_names if c not in FIELD_KEYS]
+    if not extra:
+        return index
+    numbered = index.append_column("_at", pa.array(range(index.num_rows), pa.int64()))
+    joined = numbered.join(fields, FIELD_KEYS, join_type="left outer", coalesce_keys=True)
+    joined = joined.sort_by("_at").drop_columns(["_at"])
+    return joined.select([*INDEX_SCHEMA.names, *extra])
+
+
+def read_fields(layout, origin_of: dict[str, str], keep: dict[str, list[str]]) -> pa.Table | None:
+    """The kept fields of every document the run read (`layout`: run.RunLayout), from the units'
+    read outputs (`keep.<field>` columns, ingest/records.py): FIELD_KEYS and one string column
+    per field any source keeps (config order; null where its source does not keep it); None when
+    no source keeps a field. `origin_of`: unit -> source, `keep`: source -> its keep_fields."""
+    from pipeline.ingest.records import KEEP_PREFIX
+
+    names = list(dict.fromkeys(n for fields in keep.values() for n in fields))
+    if not names:
+        return None
+    parts = []
+    for unit, origin in sorted(origin_of.items()):
+        mine = keep.get(origin, [])
+        docs = layout.read_docs(unit).read_parquet(
+            columns=["source", "row", *(KEEP_PREFIX + n for n in mine)]
+        )
+        n = docs.num_rows
+        columns = [pa.array([origin] * n, pa.string()), docs["source"], docs["row"]]
+        columns += [
+            docs[KEEP_PREFIX + name] if name in mine else pa.nulls(n, pa.string())
+            for name in names
+        ]
+        parts.append(pa.table(columns, names=[*FIELD_KEYS, *names]))
+    return pa.concat_tables(parts)
 
 
 def write_index(version: Location, tables: list[pa.Table]) -> dict:

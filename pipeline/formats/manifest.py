@@ -1,9 +1,10 @@
 """The dataset manifest: written last, so that a dataset version is complete or absent.
 
 `OUTPUT/<name>/<version>/manifest.json` (UTF-8 JSON, one object) is written only after every shard
-it names has been written and read back with the right size and checksum, in one atomic write
-(local: temp file + rename; S3: one PUT of the complete object). A version folder without it does
-not exist for any command or reader here. Fields:
+it names has been written and checked (formats/verify.py check_written: sizes stored, index,
+boundaries and checksums of the bytes as written; on S3 the store checked each PUT's SHA-256),
+in one atomic write (local: temp file + rename; S3: one PUT of the complete object). A version
+folder without it does not exist for any command or reader here. Fields:
 
     format              "pipeline.dataset/1"
     name, version       dataset name; version id (UTC timestamp + run id, sorts by time)
@@ -17,7 +18,9 @@ not exist for any command or reader here. Fields:
                         none), engine (fastokens | tokenizers: the bytes are the same either
                         way) and engine_reason (why tokenizers ran, null when fastokens did)
     counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
-                        quarantined_by_reason {reason: n}
+                        quarantined_by_reason {reason: n}; a takedown's version also
+                        removed_takedown (every takedown since the run, in counts and in each
+                        source): in = out + removed (exact, near, takedown) + quarantined
     lineage             paths (relative to the dataset folder) of the run's records: input_manifest
                         (with its xxh3-128), units, removed (the dedup audit), quarantine,
                         skipped (listed files not read), stats (per-stage I/O)
@@ -41,11 +44,18 @@ not exist for any command or reader here. Fields:
                         path prefix (its .bin without the extension) relative to the version
                         folder and w = its source's weight x its tokens, normalised to sum to 1:
                         a source of weight w contributes w times its tokens per epoch. Paste as
-                        `--data-path` after making each prefix absolute (blend_line(..., root=
-                        version folder) does it), e.g. `OUT/sample/<version>/train-web-00000`.
+                        `--data-path` after making each prefix absolute (data_path_line(
+                        version folder, blend["train"]) does it; the run's summary ends with
+                        it), e.g. `OUT/sample/<version>/train-web-00000`.
     documents           {file: "documents.parquet", bytes, xxh3_128, rows}: the document index
                         (formats/documents.py), written before this manifest; absent in
                         versions from before it
+    removal             only in a version written by `remove` (run/takedown.py): {parent
+                        (the version it was re-packed from), documents (removed this time),
+                        ids_sha256 (pipeline.tokens.pack.ids_digest of those ids), unknown_ids
+                        (ids of the list the parent did not hold)}; lineage then also names
+                        removed_ids (every id removed since the run, doc_id column) and tokens
+                        (the run's token folder, which a takedown re-packs)
     run                 where and when: run_id, input_uri (the first source's), input_uris
                         ({source: uri}), output_uri, started_at, and skipped_files (count per
                         reason)
@@ -71,6 +81,7 @@ from pipeline.core.storage import Location
 from pipeline.formats.megatron import token_dtype
 
 FORMAT = "pipeline.dataset/1"
+TAKEDOWN_KEY = "removed_takedown"  # only in versions written by `remove` (run/takedown.py)
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",
@@ -96,6 +107,7 @@ def documents_accounted(counts: dict[str, int]) -> int:
         counts["docs_out"]
         + counts["removed_exact"]
         + counts["removed_near"]
+        + counts.get(TAKEDOWN_KEY, 0)
         + counts["quarantined"]
     )
 
@@ -148,6 +160,7 @@ def build_manifest(
             "quarantine": layout.quarantine.relative_to(dataset),
             "skipped": layout.skipped.relative_to(dataset),
             "stats": layout.stats.relative_to(dataset),
+            "tokens": layout.tokens.relative_to(dataset),
         },
         "shards": [_shard_entry(s) for s in shards],
         "run": {"run_id": layout.run_id, "output_uri": dataset.uri, **run},
@@ -159,20 +172,17 @@ def _shard_entry(shard: dict[str, Any]) -> dict[str, Any]:
     return {k: shard[k] for k in keys}
 
 
-def blend_line(
-    shards: list[dict[str, Any]], weights: dict[str, float], root: str | None = None
-) -> str:
+def blend_line(shards: list[dict[str, Any]], weights: dict[str, float]) -> str:
     """Megatron's data_path for these shards: "w1 prefix1 w2 prefix2 ...", one pair per shard
     with tokens, w = weights[shard's source] x shard tokens, normalised to sum to 1. Prefixes
-    are relative to the version folder, or under `root` (a version folder's path) when given."""
+    are relative to the version folder (data_path_line makes them absolute)."""
     pairs = [
         (weights.get(s.get("source"), 1.0) * s["tokens"], s["bin"].removesuffix(".bin"))
         for s in shards
         if s["tokens"] > 0
     ]
     total = sum(w for w, _ in pairs)
-    prefix = "" if root is None else root.rstrip("/") + "/"
-    return " ".join(f"{w / total:.12g} {prefix}{name}" for w, name in pairs)
+    return " ".join(f"{w / total:.12g} {name}" for w, name in pairs)
 
 
 def parse_blend(line: str) -> list[tuple[float, str]]:
@@ -182,6 +192,15 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
     if len(words) % 2:
         raise ManifestError(f"blend line has an odd number of words: {line!r}")
     return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+
+
+def data_path_line(version_uri: str, blend: str) -> str:
+    """Megatron's `--data-path` words for a version: its manifest's blend line (e.g.
+    `blend["train"]`) with each prefix joined under the version folder `version_uri` (a local
+    folder as a plain path, as Megatron opens it); the weights are kept as written."""
+    parse_blend(blend)  # an even number of words, alternately a float and a prefix
+    words, root = blend.split(), version_uri.removeprefix("file://").rstrip("/")
+    return " ".join(w if i % 2 == 0 else f"{root}/{w}" for i, w in enumerate(words))
 
 
 def split_shards(manifest: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
@@ -223,6 +242,8 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
         raise ManifestError(
             f"{where}: counts must hold non-negative integers {', '.join(COUNT_KEYS)}"
         )
+    if TAKEDOWN_KEY in counts and not _count(counts[TAKEDOWN_KEY]):
+        raise ManifestError(f"{where}: counts.{TAKEDOWN_KEY} must be a non-negative integer")
     check_tokenizer(manifest.get("tokenizer"), where)
     check_shard_entries(manifest.get("shards"), where)
     splits = manifest.get("splits")

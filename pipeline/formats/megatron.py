@@ -280,6 +280,7 @@ class ShardWriter:
         self._lengths: list[np.ndarray] = []
         self._bin_bytes = 0
         self._closed = False
+        self.index = b""  # the .idx bytes, once closed (a check without reading them back)
 
     @property
     def dtype(self) -> np.dtype:
@@ -316,7 +317,7 @@ class ShardWriter:
         self._closed = True
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
         self._lengths = []
-        idx = encode_index(lengths, self._dtype)
+        idx = self.index = encode_index(lengths, self._dtype)
         self._idx_file.write(idx)
         return ShardInfo(
             bin_bytes=self._bin_bytes,

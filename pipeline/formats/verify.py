@@ -11,6 +11,7 @@ import xxhash
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
+    TAKEDOWN_KEY,
     ManifestError,
     documents_accounted,
     load_manifest,
@@ -119,9 +120,10 @@ def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> Non
                 f"{version.uri}: source {name}: its shards hold {tokens} tokens / {docs}"
                 f" documents, sources say {entry['tokens']} / {entry['docs_out']}"
             )
-    for key in ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"):
-        total = sum(entry[key] for entry in sources.values())
-        if total != counts[key]:
+    keys = ["docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"]
+    for key in keys + ([TAKEDOWN_KEY] if TAKEDOWN_KEY in counts else []):
+        total = sum(entry.get(key, 0) for entry in sources.values())
+        if total != counts.get(key, 0):
             raise VerifyError(
                 f"{version.uri}: sources add up to {key} = {total}, counts say {counts[key]}"
             )
@@ -187,6 +189,13 @@ def verify_lineage(version: Location, manifest: dict) -> None:
                 f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
                 f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
             )
+    if isinstance(lineage.get("removed_ids"), str):  # a takedown's version
+        taken = table("removed_ids", ["doc_id"]).num_rows
+        if taken > counts.get(TAKEDOWN_KEY, 0):
+            raise VerifyError(
+                f"{version.uri}: {taken} ids were taken down, counts say"
+                f" {TAKEDOWN_KEY} = {counts.get(TAKEDOWN_KEY, 0)} documents"
+            )
     bad = table("quarantine", ["reason", "records", "origin"])
     weights = bad["records"].to_pylist() if "records" in bad.column_names else [1] * len(bad)
     by_reason: Counter = Counter()
@@ -220,6 +229,50 @@ def check_shard(version: Location, shard: dict, tokenizer: dict, where: str) -> 
     return info
 
 
+def check_written(
+    version: Location, shard: dict, idx_buf: bytes, tokenizer: dict, where: str
+) -> IndexInfo:
+    """The check pack runs on a shard it has just written, without reading it back: the .idx
+    as written (`idx_buf`, in memory) is well formed and holds the entry's claims, and storage
+    holds both objects at the stated sizes (a HEAD each). The rest of `check_shard` happened on
+    the bytes as they were written: the document boundaries (`WrittenBoundaries`) and the
+    checksums (ShardWriter); on S3 the store checked each PUT's SHA-256 (core/storage.py) and
+    refused a corrupted body. `verify` still reads every byte back and checks it all."""
+    if xxhash.xxh3_128_hexdigest(idx_buf) != shard["idx_xxh3_128"]:
+        raise VerifyError(f"{where}: {shard['idx']} as written does not have the entry's checksum")
+    info = _check_index(idx_buf, shard, np.dtype(tokenizer["dtype"]), where)
+    for key in ("idx", "bin"):
+        try:
+            size = (version / shard[key]).size()
+        except FileNotFoundError:
+            raise VerifyError(f"{where}: {shard[key]} is missing") from None
+        if size != shard[f"{key}_bytes"]:
+            raise VerifyError(
+                f"{where}: {shard[key]} has {size} bytes, manifest says {shard[f'{key}_bytes']}"
+            )
+    return info
+
+
+class WrittenBoundaries:
+    """`check_document_boundaries` on a shard's documents as they are written, batch by batch
+    (each batch whole documents, in shard order): VerifyError at the first bad document, with
+    its index in the shard, before the shard is committed."""
+
+    def __init__(self, shard_bin: str, tokenizer: dict, where: str) -> None:
+        self.checked = tokenizer.get("special_tokens_in_text") == "text"
+        self.eos, self.bos = tokenizer["eos_id"], tokenizer.get("bos_id")
+        self.shard_bin, self.where, self.documents = shard_bin, where, 0
+
+    def add(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        if self.checked:
+            problem = boundary_problem(
+                tokens, lengths.astype(np.int64), self.eos, self.bos, self.documents
+            )
+            if problem:
+                raise VerifyError(f"{self.where}: {self.shard_bin}: {problem}")
+        self.documents += len(lengths)
+
+
 def verify_shard(
     version: Location, shard: dict, dtype: np.dtype, where: str
 ) -> tuple[IndexInfo, np.ndarray]:
@@ -229,6 +282,13 @@ def verify_shard(
     idx_buf = _read_checked(
         version / shard["idx"], shard["idx_bytes"], shard["idx_xxh3_128"], where
     )
+    info = _check_index(idx_buf, shard, dtype, where)
+    data = _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
+    return info, np.frombuffer(data, dtype=dtype)
+
+
+def _check_index(idx_buf: bytes, shard: dict, dtype: np.dtype, where: str) -> IndexInfo:
+    """The .idx well formed and agreeing with the entry: dtype, .bin size, tokens, documents."""
     try:
         info = decode_index(idx_buf)
     except ShardFormatError as e:
@@ -245,8 +305,7 @@ def verify_shard(
             f"{where}: index holds {info.tokens} tokens in {info.sequence_count}"
             f" documents, manifest says {shard['tokens']} in {shard['documents']}"
         )
-    data = _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
-    return info, np.frombuffer(data, dtype=dtype)
+    return info
 
 
 def _read_checked(loc: Location, size: int, checksum: str, where: str) -> bytes:
@@ -279,9 +338,10 @@ def check_document_boundaries(
 
 
 def boundary_problem(
-    tokens: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None
+    tokens: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None, first: int = 0
 ) -> str | None:
-    """Where the documents (`lengths` tokens each, in order) break the EOS/BOS rule, or None."""
+    """Where the documents (`lengths` tokens each, in order; the first is document `first` of
+    its shard) break the EOS/BOS rule, or None."""
     if len(lengths) == 0:
         return None
     ends = np.cumsum(lengths)
@@ -289,12 +349,12 @@ def boundary_problem(
         return "document lengths do not cover the tokens"
     no_eos = np.flatnonzero(tokens[ends - 1] != eos_id)
     if len(no_eos):
-        return f"document {int(no_eos[0])} does not end with EOS id {eos_id}"
+        return f"document {first + int(no_eos[0])} does not end with EOS id {eos_id}"
     starts = ends - lengths
     if bos_id is not None:
         no_bos = np.flatnonzero(tokens[starts] != bos_id)
         if len(no_bos):
-            return f"document {int(no_bos[0])} does not start with BOS id {bos_id}"
+            return f"document {first + int(no_bos[0])} does not start with BOS id {bos_id}"
     expected = len(lengths) * (2 if bos_id == eos_id else 1)
     eos_at = np.flatnonzero(tokens == eos_id)
     if len(eos_at) != expected:
@@ -305,7 +365,7 @@ def boundary_problem(
         stray = int(eos_at[~allowed[eos_at]][0])
         doc = int(np.searchsorted(ends, stray, side="right"))
         return (
-            f"EOS id {eos_id} inside document {doc} (token {stray - int(starts[doc])}):"
+            f"EOS id {eos_id} inside document {first + doc} (token {stray - int(starts[doc])}):"
             " a reader splitting on EOS would see two documents"
         )
     return None

@@ -12,21 +12,15 @@ whose quarantine says what is wrong with each record.
 
 from __future__ import annotations
 
-import json
-import lzma
-import zlib
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zstandard
 
 from pipeline.config import ConfigError
 from pipeline.core.storage import Location
-from pipeline.ingest.format_readers import _decompressed
+from pipeline.ingest.first_record import UNREADABLE, first_line, first_object
 
-UNREADABLE = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
-PROBE_BYTES = 1 << 13  # the first range read of a JSONL file
 PROBE_LINE_BYTES = 1 << 20  # a longer first line is not probed
 
 
@@ -72,40 +66,10 @@ def _first_columns(loc: Location, fmt: str, compression: str) -> list[str] | Non
         if fmt == "parquet":
             with loc.open_read(block_size=1 << 16) as f:
                 return list(pq.ParquetFile(f).schema_arrow.names)
-        line = _first_line(loc, compression)
+        line = first_line(loc, compression, PROBE_LINE_BYTES)
     except (*UNREADABLE, pa.ArrowInvalid):
         # gone, truncated, not what its name says (a `.gz` that is not gzip: BadGzipFile is an
         # OSError) or not Parquet: the readers quarantine that file with its reason
         return None
-    if line is None:
-        return None
-    try:
-        record = json.loads(line.decode("utf-8-sig"))
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(record, list) and record:
-        record = record[0]
+    record = None if line is None else first_object(line)
     return list(record) if isinstance(record, dict) else None
-
-
-def _first_line(loc: Location, compression: str) -> bytes | None:
-    """The first non-blank line, without reading the file past it (ranges of a few KiB)."""
-    if compression != "none":
-        with loc.open_read(block_size=1 << 16) as raw:
-            stream = _decompressed(raw, compression)
-            while line := stream.readline(PROBE_LINE_BYTES):
-                if line.strip():
-                    return line if line.endswith(b"\n") or len(line) < PROBE_LINE_BYTES else None
-        return None
-    data, start, size = b"", 0, PROBE_BYTES
-    while start < PROBE_LINE_BYTES:
-        chunk = loc.read_bytes(start, start + size)
-        data += chunk
-        lines = data.split(b"\n")
-        for line in lines[:-1]:
-            if line.strip():
-                return line
-        if len(chunk) < size:  # the end of the file
-            return lines[-1] if lines[-1].strip() else None
-        data, start, size = lines[-1], start + size, size * 2
-    return None

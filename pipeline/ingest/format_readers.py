@@ -46,6 +46,7 @@ from pipeline.ingest.records import (
     Batches,
     Rejected,
     document_fields,
+    kept_fields,
 )
 
 STREAM_BUFFER = 1 << 20  # bytes pulled per read from the object (s3fs adds its own readahead)
@@ -102,6 +103,13 @@ def _decompressed(raw: Any, compression: str) -> io.BufferedIOBase:
     return io.BufferedReader(raw, STREAM_BUFFER)
 
 
+# a .json file holding one pretty-printed document or array fails line by line: say why
+JSON_LINES_HINT = (
+    " (.json/.jsonl/.ndjson files are read as JSON Lines: one JSON object per line; convert a"
+    " multi-line JSON document or array, e.g. with jq -c '.[]')"
+)
+
+
 # -- formats ---------------------------------------------------------------------------------
 Fields = tuple[str, str | None]  # (text_field, id_field)
 Reader = Callable[[Location, dict, Fields, Batches], Iterator[tuple[pa.Table, pa.Table]]]
@@ -120,7 +128,7 @@ def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> No
     try:
         record = json.loads(decoded)
     except ValueError as e:
-        out.problem(offset, MALFORMED_JSON, str(e))
+        out.problem(offset, MALFORMED_JSON, f"{e}{JSON_LINES_HINT}")
         return
     if isinstance(record, list):  # a JSON array of records on one line
         for i, element in enumerate(record):
@@ -138,10 +146,11 @@ def _add_record(out: Batches, record: Any, offset: int, fields: Fields) -> None:
         raw_id, text = document_fields(
             record.get(text_field), record.get(id_field) if id_field else None
         )
+        kept = kept_fields([record.get(name) for name in out.keep], out.keep)
     except Rejected as r:
         out.problem(offset, r.reason, r.detail)
         return
-    out.doc(raw_id, offset, text)
+    out.doc(raw_id, offset, text, kept)
 
 
 def _too_large_detail(size: int, out: Batches) -> str:
@@ -295,6 +304,7 @@ def _read_parquet(
             return
         has_id = bool(id_field) and id_field in schema.names and id_field != text_field
         columns = [text_field, id_field] if has_id else [text_field]
+        columns += [n for n in out.keep if n in schema.names and n not in columns]
         first_row = 0
         for group in range(parquet.num_row_groups):
             meta = parquet.metadata.row_group(group)
@@ -318,6 +328,11 @@ def _parquet_rows(
         column, oversize = without_oversize(column, out.max_doc_bytes)
         texts = _texts(column)
         ids = batch.column(1).to_pylist() if has_id else [None] * len(texts)
+        names = batch.schema.names
+        kept = [
+            batch.column(name).to_pylist() if name in names else [None] * len(texts)
+            for name in out.keep
+        ]
         for i, (text, raw_id) in enumerate(zip(texts, ids, strict=True)):
             try:
                 if i in oversize:
@@ -325,10 +340,11 @@ def _parquet_rows(
                 if isinstance(text, bytes):
                     text = _utf8(text)
                 doc_id, text = document_fields(text, raw_id)
+                values = kept_fields([column[i] for column in kept], out.keep)
             except Rejected as r:
                 out.problem(row, r.reason, r.detail)
             else:
-                out.doc(doc_id, row, text)
+                out.doc(doc_id, row, text, values)
             row += 1
             if out.full:
                 yield out.take()

@@ -91,13 +91,14 @@ def read_piece(
     id_field: str | None,
     batch_docs: int = 4096,
     max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
+    keep_fields: tuple[str, ...] = (),
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
 
     Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
     yielded and records ``changed_quarantine(exc)`` instead."""
     source = piece["path"]
-    out = Batches(source, batch_docs, max_doc_bytes)
+    out = Batches(source, batch_docs, max_doc_bytes, keep_fields)
     if piece["size"] == 0:
         out.problem(FILE_LEVEL, EMPTY_FILE, "the file has zero bytes")
         yield out.take()

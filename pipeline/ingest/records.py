@@ -10,6 +10,10 @@ the decompressed stream (the same however the file is split into pieces); Parque
 in the file; text, 0. ``doc_id`` is ``str(record[id_field])`` when that is a string or integer,
 else ``text.derived_id(source, row)`` when the field is absent or null.
 
+With ``keep_fields`` (inputs[].keep_fields), docs also has one string column ``keep.<field>``
+per field, in config order: the record's value (a string as is, a number as its JSON text), null
+when the record lacks the field or it is null (text files have no fields: null).
+
 quarantine: ``source``, ``row`` (-1 for a file-level problem), ``reason``, ``detail``.
 Reasons (exact strings):
 
@@ -32,6 +36,10 @@ too_large              the record is larger than ``ingest.max_doc_bytes`` (detai
 changed_during_run     the object's size or ETag (locally: size or mtime) is not the one listed
                        when the piece is read (row = the piece's first byte; detail = both). Its
                        records read from that piece are dropped; a rerun lists the new object
+non_scalar_field       a field named in the source's ``keep_fields`` holds something other than a
+                       string or a number (an object, array, boolean, Parquet timestamp...;
+                       detail = the field and its type): the document is not kept, so that
+                       no index row silently lacks a value the record has
 special_token_text     found by tokenize, not the readers: with ``special_tokens_in_text: text``
                        the tokenizer's model still made the EOS or BOS id from the document's
                        text (a SentencePiece/Unigram vocabulary holding ``</s>`` as a piece;
@@ -53,6 +61,7 @@ bytes exceed ``ingest.max_error_rate`` of the records read or of the bytes liste
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -92,6 +101,8 @@ UNREADABLE = "unreadable"
 TOO_LARGE = "too_large"
 CHANGED_DURING_RUN = "changed_during_run"
 SPECIAL_TOKEN_TEXT = "special_token_text"
+NON_SCALAR_FIELD = "non_scalar_field"
+KEEP_PREFIX = "keep."  # docs columns of the kept fields
 FILE_LEVEL = -1
 DEFAULT_MAX_DOC_BYTES = 16 * 2**20
 _DETAIL_CHARS = 300
@@ -121,13 +132,37 @@ def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
     return str(raw_id), text
 
 
+def docs_schema(keep: tuple[str, ...] = ()) -> pa.Schema:
+    """DOCS_SCHEMA, plus one string column per kept field."""
+    return pa.schema([*DOCS_SCHEMA, *((KEEP_PREFIX + name, pa.string()) for name in keep)])
+
+
+def kept_fields(values: list[Any], names: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The kept fields' values of one record as index values; Rejected (non_scalar_field) for a
+    value that is neither a string nor a number. Pure."""
+    out = []
+    for name, value in zip(names, values, strict=True):
+        if value is None or isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(json.dumps(value))
+        else:
+            raise Rejected(NON_SCALAR_FIELD, f"keep_fields {name!r} is {type(value).__name__}")
+    return tuple(out)
+
+
 class Batches:
     """Accumulates documents and quarantine rows of one source; `take` empties it."""
 
     def __init__(
-        self, source: str, batch_docs: int, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES
+        self,
+        source: str,
+        batch_docs: int,
+        max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
+        keep: tuple[str, ...] = (),
     ) -> None:
-        self.source, self.batch_docs = source, batch_docs
+        self.source, self.batch_docs, self.keep = source, batch_docs, keep
+        self._kept: list[list[str | None]] = [[] for _ in keep]
         self.max_doc_bytes = max_doc_bytes  # the readers' cap on one record
         self._ids: list[str] = []
         self._rows: list[int] = []
@@ -135,7 +170,12 @@ class Batches:
         self._bad: list[tuple[int, str, str, int, int]] = []
         self.seen = 0  # documents and problems so far: a failing file's records are not recounted
 
-    def doc(self, raw_id: str | None, row: int, text: str) -> None:
+    def doc(
+        self, raw_id: str | None, row: int, text: str, kept: tuple[str | None, ...] = ()
+    ) -> None:
+        """`kept`: the kept fields' values (kept_fields); () for a format without fields."""
+        for i, column in enumerate(self._kept):
+            column.append(kept[i] if kept else None)
         self.seen += 1
         self._ids.append(raw_id if raw_id is not None else derived_id(self.source, row))
         self._rows.append(row)
@@ -156,7 +196,8 @@ class Batches:
 
     def take(self) -> tuple[pa.Table, pa.Table]:
         docs = pa.table(
-            [self._ids, [self.source] * len(self._ids), self._rows, self._texts], schema=DOCS_SCHEMA
+            [self._ids, [self.source] * len(self._ids), self._rows, self._texts, *self._kept],
+            schema=docs_schema(self.keep),
         )
         rows, reasons, details, records, nbytes = (
             zip(*self._bad, strict=True) if self._bad else ((), (), (), (), ())
@@ -173,6 +214,7 @@ class Batches:
             schema=QUARANTINE_SCHEMA,
         )
         self._ids, self._rows, self._texts, self._bad = [], [], [], []
+        self._kept = [[] for _ in self.keep]
         return docs, bad
 
 

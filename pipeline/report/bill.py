@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.report.dry_run import StagePlan, si
+from pipeline.report.dry_run import StagePlan
 from pipeline.report.prices import PricesConfig
 
 
@@ -47,19 +47,9 @@ def projected_bill(
 
 
 def bill_lines(bill: dict) -> list[str]:
-    lines = [
-        f"## Projected monthly bill at {si(bill['corpus_bytes'])}B of input"
-        f" (this dataset x {bill['scale']:,.0f}; `plan --corpus-bytes` dry run)",
-        "",
-        "| item | $ / month |",
-        "|---|---|",
-    ]
-    for data_class, usd in sorted(bill["storage_usd_by_class"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"| storage retained: {data_class} | {usd:,.2f} |")
-    lines += [
-        f"| pipeline run requests ({bill['pipeline_core_hours']:,.0f} core-hours not priced)"
-        f" | {bill['pipeline_request_usd']:,.2f} |",
-        f"| training reads (range GETs) | {bill['training_request_usd']:,.2f} |",
-        f"| **total** | **{bill['total_usd']:,.2f}** |",
-    ]
-    return lines
+    """The projection as Markdown: its section of the cost report (report/document.py)."""
+    from pipeline.report.document import projection_section
+    from pipeline.report.markdown import table_lines
+
+    section = projection_section(bill)
+    return [f"## {section.title}", "", *table_lines(section.blocks[0])]

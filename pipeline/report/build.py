@@ -28,10 +28,14 @@ from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
 
 STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
+ "input_bytes": int, "bytes_read": int, "bytes_written": int,  (a run's: run/accounting.py
+ "bytes_moved_per_input_byte": {"total": float, <stage>: float},   bytes_moved)
  "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),
              "io": {"bytes_read": int, "bytes_written": int, "list_requests": int,
                     "get_requests": int, "head_requests": int, "put_requests": int,
-                    "copy_requests": int, "delete_requests": int, "other_requests": int}}]}"""
+                    "copy_requests": int, "delete_requests": int, "other_requests": int},
+             "driver_io": {...} (the part of io the run's driver did itself),
+             "bytes_moved_per_input_byte": float}]}   (a run's last stage is "commit")"""
 READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
  "head_requests": int, "list_requests": int}  (or the same keys under "io": an IO.delta;
  or reader_fetch.FetchStats' {"requests", "bytes"}, read as range GETs)"""
@@ -178,6 +182,7 @@ def build_report(
         "napkin": None,
     }
     report["sources"] = source_rows(manifest) if manifest is not None else []
+    report["data"] = data_quality(manifest) if manifest is not None else None
     if manifest is not None:
         report["napkin"] = _napkin(manifest, epoch_bytes, epoch_requests, prices)
     return report
@@ -212,6 +217,42 @@ def source_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def data_quality(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the newest version kept and why: per source its dedup removals, quarantine and
+    documents, tokens and shard bytes per split; the quarantine's documents per reason. A
+    version from before named sources is one source named like the dataset."""
+    counts = manifest["counts"]
+    entries = manifest.get("sources") or {
+        manifest["name"]: {**counts, "train_documents": counts["docs_out"]}
+    }
+    shards = manifest["shards"] + (manifest.get("splits") or {}).get("valid", [])
+    rows = []
+    for name, e in entries.items():
+        splits = {}
+        for split in ("train", "valid"):
+            mine = [s for s in shards if s.get("source", name) == name]
+            mine = [s for s in mine if s.get("split", "train") == split]
+            splits[split] = {
+                "documents": e.get(f"{split}_documents", 0),
+                "tokens": e.get(f"{split}_tokens", e["tokens"] if split == "train" else 0),
+                "bytes": sum(s["bin_bytes"] + s["idx_bytes"] for s in mine),
+            }
+        rows.append(
+            {
+                "source": name,
+                **{k: e[k] for k in ("docs_in", "docs_out", "removed_exact", "removed_near")},
+                "quarantined": e["quarantined"],
+                "in_favour_of": e.get("removed_in_favour_of", {}),
+                "splits": splits,
+            }
+        )
+    return {
+        "version": manifest.get("version"),
+        "sources": rows,
+        "quarantine": dict(counts.get("quarantined_by_reason", {})),
+    }
 
 
 def _training_stream(

@@ -3,7 +3,14 @@
     python -m pipeline plan --corpus-bytes 10TB [--docs N] [--unit-bytes 256MiB]
         [--shard-bytes 256MiB] [--file-bytes 1GiB] [--rates FILE] [--config FILE]
 
-No data is read. The cut comes from the pipeline's own functions: a synthetic listing of files of
+No data is read. Every setting (unit and shard size, dedup partitions and MinHash size, the
+exchange sizes, prices) is the config's when `--config` is given (plan_for_config), else the
+config models' own defaults (ingest.unit_bytes 64 MiB, pack.shard_bytes 256 MiB, ...: `python -m
+pipeline config --defaults`), so a plan describes the run the same settings would do.
+`--unit-bytes` / `--shard-bytes` override either. Two inputs are the plan's own assumptions:
+documents of 4,000 bytes (DOC_BYTES, `--docs` overrides) in files of 1 GiB (`--file-bytes`).
+
+The cut comes from the pipeline's own functions: a synthetic listing of files of
 `--file-bytes` goes through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and
 near partitions), `pack.pack_plan` (shards, buckets, groups) and `sectioned.exchange_plan` (the
 groups and buckets of every dedup exchange). Request counts are each stage's formula (written in
@@ -23,15 +30,18 @@ import math
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from pydantic import ByteSize
 
 from pipeline.config import Config
-from pipeline.config_sections import DedupConfig
+from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
 from pipeline.formats.sectioned import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
 
 MiB = 2**20
+DOC_BYTES = 4000  # assumed mean document size when --docs is not given
+FILE_BYTES = 2**30  # assumed input file size when --file-bytes is not given
 S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size
 DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
@@ -145,22 +155,23 @@ def dry_run(
     corpus_bytes: int,
     *,
     docs: int | None = None,
-    unit_bytes: int = 256 * MiB,
-    shard_bytes: int = 256 * MiB,
-    file_bytes: int = 2**30,
+    unit_bytes: int = int(IngestConfig().unit_bytes),
+    shard_bytes: int = int(PackConfig().shard_bytes),
+    file_bytes: int = FILE_BYTES,
     dedup: DedupConfig | None = None,
-    exchange_request_bytes: int = 16 * MiB,
-    exchange_task_bytes: int = 64 * 2**30,
+    exchange_request_bytes: int = int(PackConfig().exchange_request_bytes),
+    exchange_task_bytes: int = int(PackConfig().exchange_task_bytes),
     dedup_request_bytes: int | None = None,
-    num_perm: int = 256,
-    bands: int = 32,
+    num_perm: int = NearDedupConfig().num_perm,
+    bands: int = NearDedupConfig().bands,
     rates: dict[str, float] | None = None,
     prices: PricesConfig | None = None,
 ) -> tuple[dict, list[StagePlan]]:
-    """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out)."""
+    """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out). Each
+    default is the config models' default for the same key (see the module docstring)."""
     dedup, rates = dedup or DedupConfig(), {**DEFAULT_RATES, **(rates or {})}
     prices = prices or PricesConfig()
-    docs = docs or max(1, corpus_bytes // 4000)
+    docs = docs or max(1, corpus_bytes // DOC_BYTES)
     listing = synthetic_listing(corpus_bytes, file_bytes)
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
@@ -192,6 +203,11 @@ def dry_run(
         "pack_buckets": c.k,
         "pack_groups": c.g,
         "token_bytes": token_bytes,
+        # the settings the cut used, printed so that a plan says which it is
+        "unit_bytes": unit_bytes,
+        "shard_bytes": shard_bytes,
+        "file_bytes": file_bytes,
+        "partition_bytes": None if dedup.partitions else int(dedup.partition_bytes),
     }
     list_stage = StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0)
     st = [list_stage] + [stage(c) for stage in (_read, _exact, _near, _audit, _tokenize, _pack)]
@@ -345,17 +361,18 @@ def _tokenize(c: _Cut) -> StagePlan:
 
 
 def _pack(c: _Cut) -> StagePlan:
-    """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each verified after writing)."""
+    """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
+    no read back, a HEAD per .bin and .idx)."""
     g, k, s, t = c.g, c.k, c.s, c.token_bytes
     return StagePlan(
         "pack",
         g * k + s,
         {
-            "get": 2 * c.m * k + g * s + s,
+            "get": 2 * c.m * k + g * s,
             "put": g * k * (puts(t / (g * k)) + 1) + s * (puts(c.shard_bytes) + 1),
-            "head": g * k,
+            "head": g * k + 2 * s,
         },
-        3 * t,
+        2 * t,
         2 * t,
         WORKER_BASE_MB + 4 * c.shard_bytes / MiB,
     )
@@ -371,6 +388,9 @@ def _cost(stage: StagePlan, corpus_bytes: int, rates: dict, prices: PricesConfig
 
 
 def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, list[StagePlan]]:
+    """The dry run with the config's settings (None: the models' defaults); a keyword given and
+    not None (a command-line option) wins over the config."""
+    kw = {k: v for k, v in kw.items() if v is not None}  # an option not given is not an override
     if cfg is not None:
         kw.setdefault("unit_bytes", int(cfg.ingest.unit_bytes))
         kw.setdefault("shard_bytes", int(cfg.pack.shard_bytes))
@@ -381,7 +401,7 @@ def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, 
         kw.setdefault("num_perm", cfg.dedup.near.num_perm)
         kw.setdefault("bands", cfg.dedup.near.bands)
         kw.setdefault("prices", cfg.prices)
-    return dry_run(corpus_bytes, **{k: v for k, v in kw.items() if v is not None})
+    return dry_run(corpus_bytes, **kw)
 
 
 def si(n: float) -> str:
@@ -391,8 +411,22 @@ def si(n: float) -> str:
     return f"{n:.0f}"
 
 
+def _binary(n: int) -> str:
+    return ByteSize(n).human_readable()
+
+
 def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
+    per_partition = cut.get("partition_bytes")
     lines = [
+        f"settings: units of {_binary(cut['unit_bytes'])} (ingest.unit_bytes), shards of"
+        f" {_binary(cut['shard_bytes'])} (pack.shard_bytes), dedup partitions "
+        + (
+            f"of {_binary(per_partition)} listed (dedup.partition_bytes)"
+            if per_partition
+            else "fixed (dedup.partitions)"
+        )
+        + f"; assumed input files of {_binary(cut['file_bytes'])} (--file-bytes)"
+        f" and {cut['corpus_bytes'] // max(1, cut['docs']):,} B per document (--docs)",
         f"corpus {si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
         f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
         f" shards ({si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
@@ -400,7 +434,7 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" {si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
         " per pass-1 task)",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
-        f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}",
+        f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}{'moved':>7}",
     ]
     for s in stages:
         r = s.requests
@@ -410,6 +444,7 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
             f"{si(r.get('head', 0)):>8}{si(r.get('list', 0)):>6}{si(mean_get) + 'B':>10}"
             f"{si(s.bytes_read) + 'B':>8}{si(s.bytes_written) + 'B':>8}{s.peak_mb:>9,.0f}"
             f"{s.core_hours:>9,.0f}{s.dollars:>9,.2f}"
+            f"{(s.bytes_read + s.bytes_written) / cut['corpus_bytes']:>6.2f}x"
         )
     total_req = sum(sum(s.requests.values()) for s in stages)
     lines.append(
@@ -417,8 +452,25 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" core-hours {sum(s.core_hours for s in stages):,.0f},"
         f" request $ {sum(s.dollars for s in stages):,.2f}"
     )
+    read, written = sum(s.bytes_read for s in stages), sum(s.bytes_written for s in stages)
+    lines.append(
+        f"bytes moved {bytes_moved_per_input_byte(cut, stages):.2f} x input"
+        f" ({si(read)}B read + {si(written)}B written for {si(cut['corpus_bytes'])}B in)"
+    )
     return lines
 
 
+def bytes_moved_per_input_byte(cut: dict, stages: list[StagePlan]) -> float:
+    """(bytes read + bytes written, every stage) / input bytes: the run's storage traffic."""
+    moved = sum(s.bytes_read + s.bytes_written for s in stages)
+    return moved / cut["corpus_bytes"]
+
+
 def dry_run_json(cut: dict, stages: list[StagePlan]) -> str:
-    return json.dumps({"cut": cut, "stages": [s.__dict__ for s in stages]})
+    return json.dumps(
+        {
+            "cut": cut,
+            "bytes_moved_per_input_byte": round(bytes_moved_per_input_byte(cut, stages), 3),
+            "stages": [s.__dict__ for s in stages],
+        }
+    )

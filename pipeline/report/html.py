@@ -1,63 +1,126 @@
-"""The cost report as one self-contained HTML page: inline CSS, an inline SVG bar chart of bytes
-retained (now, after the retention plan) and read per month by data class, the report's tables;
-each bar carries its exact byte count (data-bytes). No script, no external stylesheet, font or
-image: the page references no URL at all (inline SVG in HTML needs no xmlns).
+"""The cost report as one self-contained HTML page: report/document.py's sections (the same
+tables and sentences as the Markdown) plus inline SVG bar charts drawn here. Each bar carries
+its exact value (data-bytes, or data-value for counts). No script, no external stylesheet, font
+or image: the page references no URL at all (inline SVG in HTML needs no xmlns).
+
+Layout for narrow windows: charts are 640 units wide and shrink with the page (viewBox, max
+width 100%); tables wrap their cells, and a table still too wide scrolls inside its own box.
 """
 
 from __future__ import annotations
 
 import html
+import math
+import re
 from typing import Any
 
 from pipeline.core.units import human_bytes
-from pipeline.report import tables
-from pipeline.report.tables import Table, usd
+from pipeline.report import document
+from pipeline.report.document import Chart
+from pipeline.report.tables import Table
 
-SERIES = (
-    ("retained_before", "retained now", "#4a6fa5"),
-    ("retained_after", "retained after plan", "#9cc0e7"),
-    ("read_per_month", "read per month", "#e0823d"),
-)
-_STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px}
-td.n{text-align:right}th{background:#f2f2f2}svg text{font:12px system-ui,sans-serif}"""
+_STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:1em;color:#222;max-width:1100px}
+h1,h2,p{overflow-wrap:anywhere}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
+.t{overflow-x:auto;margin:.5em 0 1.2em}table{border-collapse:collapse;font-size:12.5px}
+td,th{border:1px solid #ccc;padding:3px 4px;vertical-align:top}td.n{text-align:right;
+white-space:nowrap}th{background:#f2f2f2;font-weight:600}tr.s td{font-weight:700}
+svg{display:block;width:100%;max-width:640px;height:auto}svg text{font:12px system-ui,sans-serif}
+code{background:#f4f4f4;padding:0 2px}"""
+WIDTH, LABEL_W, VALUE_W = 640, 110, 78
 
 
 def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
-def chart_svg(by_class: list[dict[str, Any]], width: int = 900) -> str:
-    """Grouped horizontal bars, linear scale; each bar carries its exact bytes in data-bytes."""
-    label_w, value_w, bar_h, gap = 170, 110, 12, 14
-    plot_w = width - label_w - value_w
-    top = max((row[k] for row in by_class for k, _, _ in SERIES), default=0) or 1
-    height = 30 + len(by_class) * (len(SERIES) * bar_h + gap)
+def _inline(text: str) -> str:
+    """A paragraph's Markdown marks (**bold**, `code`) as HTML, the rest escaped."""
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", _e(text))
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+class _Scale:
+    """Values to x offsets in [0, width]: log10 between whole decades, or linear from 0."""
+
+    def __init__(self, values: list[float], width: float, log: bool) -> None:
+        positive = [v for v in values if v > 0] or [1.0]
+        self.width, self.log = width, log
+        if log:
+            self.lo = math.floor(math.log10(min(positive)))
+            self.hi = max(self.lo + 1, math.ceil(math.log10(max(positive))))
+        else:
+            step = 10 ** math.floor(math.log10(max(positive) / 4))
+            self.step = next(s * step for s in (1, 2, 5, 10) if max(positive) / (s * step) <= 5)
+            self.hi = math.ceil(max(positive) / self.step) * self.step
+
+    def x(self, v: float) -> float:
+        if v <= 0:
+            return 0.0
+        if self.log:
+            return self.width * (math.log10(v) - self.lo) / (self.hi - self.lo)
+        return self.width * v / self.hi
+
+    def ticks(self) -> list[float]:
+        if not self.log:
+            return [i * self.step for i in range(round(self.hi / self.step) + 1)]
+        every = 1 if self.hi - self.lo <= 6 else 3
+        return [10.0**d for d in range(self.lo, self.hi + 1) if (d - self.lo) % every == 0]
+
+
+def _short(v: float, unit: str) -> str:
+    """A tick label: 1 kB, 10 MB (bytes) or 1k, 10M (counts)."""
+    if unit == "bytes":
+        return human_bytes(v).replace(".00", "")
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
+
+
+def chart_svg(chart: Chart) -> str:
+    """Grouped horizontal bars with a value axis (ticks, grid lines, its label) below them."""
+    bar_h, gap, top = 13, 12, 28
+    plot_w = WIDTH - LABEL_W - VALUE_W
+    values = [g[k] for _, g in chart.groups for k, _, _ in chart.series]
+    scale = _Scale(values, plot_w, chart.log)
+    plot_h = len(chart.groups) * (len(chart.series) * bar_h + gap)
+    height = top + plot_h + 40
     parts = [
-        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}"'
-        ' role="img" aria-label="bytes retained and read per data class">'
+        f'<svg viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{_e(chart.label)}">',
     ]
-    for i, (_, name, color) in enumerate(SERIES):
-        x = label_w + i * 190
+    for i, (_, name, color) in enumerate(chart.series):  # the legend, one row
+        x = LABEL_W + i * 160
         parts.append(
-            f'<rect x="{x}" y="4" width="12" height="12" fill="{color}"/>'
-            f'<text x="{x + 16}" y="14">{_e(name)}</text>'
+            f'<rect x="{x}" y="6" width="12" height="12" fill="{color}"/>'
+            f'<text x="{x + 16}" y="16">{_e(name)}</text>'
         )
-    y = 30
-    for row in by_class:
+    for t in scale.ticks():
+        x = LABEL_W + scale.x(t)
         parts.append(
-            f'<text x="{label_w - 8}" y="{y + bar_h * 2}" text-anchor="end">'
-            f"{_e(row['data_class'])}</text>"
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 4}" y2="{top + plot_h}" stroke="#ddd"/>'
+            f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
+            f"{_e(_short(t, chart.unit))}</text>"
         )
-        for key, name, color in SERIES:
-            value = row[key]
-            w = max(1.0, plot_w * value / top) if value else 0.0
+    parts.append(
+        f'<text x="{LABEL_W + plot_w / 2:.0f}" y="{top + plot_h + 32}" text-anchor="middle">'
+        f"{_e(chart.axis)}</text>"
+    )
+    y = top
+    attr = "data-bytes" if chart.unit == "bytes" else "data-value"
+    for label, group in chart.groups:
+        parts.append(
+            f'<text x="{LABEL_W - 6}" y="{y + bar_h * len(chart.series) / 2 + 4:.0f}"'
+            f' text-anchor="end">{_e(label)}</text>'
+        )
+        for key, name, color in chart.series:
+            value = group[key]
+            text = human_bytes(value) if chart.unit == "bytes" else f"{value:,.0f}"
+            w = max(1.0, scale.x(value)) if value else 0.0
             parts.append(
-                f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h - 2}"'
-                f' fill="{color}" data-class="{_e(row["data_class"])}" data-series="{key}"'
-                f' data-bytes="{value:.0f}"><title>{_e(row["data_class"])} {_e(name)}:'
-                f" {human_bytes(value)}</title></rect>"
-                f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 3}">{human_bytes(value)}</text>'
+                f'<rect x="{LABEL_W}" y="{y}" width="{w:.1f}" height="{bar_h - 2}"'
+                f' fill="{color}" data-class="{_e(label)}" data-series="{key}"'
+                f' {attr}="{value:.0f}"><title>{_e(label)} {_e(name)}: {_e(text)}</title></rect>'
+                f'<text x="{LABEL_W + w + 4:.1f}" y="{y + bar_h - 3}">{_e(text)}</text>'
             )
             y += bar_h
         y += gap
@@ -65,54 +128,38 @@ def chart_svg(by_class: list[dict[str, Any]], width: int = 900) -> str:
     return "".join(parts)
 
 
+def _breakable(text: str) -> str:
+    """Escaped, with line-break opportunities after / and _ (narrow columns wrap there)."""
+    return re.sub(r"([/_])", r"\1<wbr>", _e(text))
+
+
 def _table(t: Table) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in t.headers)
     body = "".join(
-        "<tr>"
+        ("<tr class=s>" if i in t.strong_rows else "<tr>")
         + "".join(
-            f"<td{' class=n' if i >= t.label_columns else ''}>{_e(c)}</td>" for i, c in enumerate(r)
+            f"<td class=n>{_e(c)}</td>" if j >= t.label_columns else f"<td>{_breakable(c)}</td>"
+            for j, c in enumerate(row)
         )
         + "</tr>"
-        for r in t.rows
+        for i, row in enumerate(t.rows)
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<div class=t><table><tr>{head}</tr>{body}</table></div>"
 
 
 def format_html(r: dict[str, Any]) -> str:
-    once, a = r["apply_once"], r["assumptions"]
-    sections = [
-        f"<h1>Cost report: {_e(r['dataset'])}</h1>",
-        f"<p>{_e(r['generated_at'])} · GB = {a['bytes_per_gb']:,} B · pipeline runs/month"
-        f" {a['runs_per_month']:g} (stats: {_e(a['stats'] or 'none')}) · training epochs/month"
-        f" {a['epochs_per_month']:g} ({_e(a['training_reads'])})</p>",
-        "<h2>Retained vs read by data class</h2>",
-        chart_svg(r["by_class"]),
-        "<h2>Monthly cost</h2>",
-        _table(tables.monthly_cost(r)),
-        f"<p>The plan saves <b>{usd(r['savings_usd_per_month'])} per month</b>; applying it once"
-        f" costs {usd(once['total_usd'])} ({once['copies']} COPY, minimum-duration charges"
-        f" {usd(once['early_delete_usd'])}) and deletes {once['deletes']} objects"
-        f" ({human_bytes(once['delete_bytes'])}).</p>",
-        "<h2>Retained by data class and storage class</h2>",
-        # the page is the short version: object counts stay in the Markdown (as per-object sizes
-        # and PUT costs below do)
-        _table(tables.retained(r).without("objects", "objects after")),
-        "<h2>Pipeline and training I/O per month</h2>",
-        _table(tables.reads(r)),
-        "<h2>Requests by type</h2>",
-        _table(tables.requests_by_type(r)),
-    ]
-    if r.get("sources"):
-        sections += ["<h2>Bytes and tokens per source</h2>", _table(tables.sources(r))]
-    n = r["napkin"]
-    if n:
-        sections += [
-            f"<h2>One epoch of training: small files vs shards ({_e(n['version'])})</h2>",
-            _table(tables.napkin(n).without("bytes/object", "PUT $ to write")),
-        ]
+    parts = [f"<h1>{_e(document.title(r))}</h1>", f"<p>{_inline(document.preamble(r))}</p>"]
+    for section in document.sections(r):
+        parts.append(f"<h2>{_inline(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Table):
+                parts.append(_table(block))
+            elif isinstance(block, Chart):
+                parts.append(chart_svg(block))
+            else:
+                parts.append(f"<p>{_inline(block)}</p>")
     return (
-        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>Cost report"
-        f"</title><style>{_STYLE}</style></head><body>\n"
-        + "\n".join(sections)
-        + "\n</body></html>\n"
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width,initial-scale=1"><title>Cost report'
+        f"</title><style>{_STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
     )

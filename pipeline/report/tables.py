@@ -27,6 +27,7 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     label_columns: int = 1  # the leading columns that name a row; the rest are figures
+    strong_rows: frozenset[int] = frozenset()  # rows set in bold (totals)
 
     def without(self, *headers: str) -> Table:
         """The same table less the named columns."""
@@ -35,6 +36,7 @@ class Table:
             [self.headers[i] for i in keep],
             [[row[i] for i in keep] for row in self.rows],
             sum(1 for i in keep if i < self.label_columns),
+            self.strong_rows,
         )
 
 
@@ -74,7 +76,7 @@ def monthly_cost(r: dict[str, Any]) -> Table:
         ],
         ["retained / read", ratio(b), ratio(f)],
     ]
-    return Table(["", "now", "after retention plan"], rows)
+    return Table(["", "now", "after retention plan"], rows, strong_rows=frozenset({3}))
 
 
 def retained(r: dict[str, Any]) -> Table:
@@ -212,3 +214,78 @@ def sources(r: dict[str, Any]) -> Table:
             for x in r.get("sources") or []
         ],
     )
+
+
+def _rate(n: int, of: int) -> str:
+    return f"{n / of:.1%}" if of else "-"
+
+
+def dedup_by_source(data: dict[str, Any]) -> Table:
+    """Per source: documents in, removed as exact and near duplicates (with their rates),
+    quarantined, out, and the removals kept in another source's favour."""
+    return Table(
+        [
+            "source",
+            "docs in",
+            "exact",
+            "exact %",
+            "near",
+            "near %",
+            "quarantined",
+            "docs out",
+            "removed in favour of",
+        ],
+        [
+            [
+                x["source"],
+                f"{x['docs_in']:,}",
+                f"{x['removed_exact']:,}",
+                _rate(x["removed_exact"], x["docs_in"]),
+                f"{x['removed_near']:,}",
+                _rate(x["removed_near"], x["docs_in"]),
+                f"{x['quarantined']:,}",
+                f"{x['docs_out']:,}",
+                ", ".join(f"{k} {n:,}" for k, n in x["in_favour_of"].items()) or "-",
+            ]
+            for x in data["sources"]
+        ],
+    )
+
+
+def quarantine_reasons(data: dict[str, Any]) -> Table:
+    total = sum(data["quarantine"].values())
+    return Table(
+        ["reason", "documents", "share"],
+        [[k, f"{n:,}", _rate(n, total)] for k, n in sorted(data["quarantine"].items())]
+        + [["total", f"{total:,}", _rate(total, total)]],
+        strong_rows=frozenset({len(data["quarantine"])}),
+    )
+
+
+def tokens_by_split(data: dict[str, Any]) -> Table:
+    return Table(
+        ["source", "split", "documents", "tokens", "shard bytes"],
+        [
+            [x["source"], split, f"{y['documents']:,}", f"{y['tokens']:,}", human_bytes(y["bytes"])]
+            for x in data["sources"]
+            for split, y in x["splits"].items()
+        ],
+        label_columns=2,
+    )
+
+
+def projection(bill: dict[str, Any]) -> Table:
+    """The monthly bill at `report --corpus-bytes` (report/bill.py)."""
+    rows = [
+        [f"storage retained: {data_class}", f"{usd:,.2f}"]
+        for data_class, usd in sorted(bill["storage_usd_by_class"].items(), key=lambda kv: -kv[1])
+    ]
+    rows += [
+        [
+            f"pipeline run requests ({bill['pipeline_core_hours']:,.0f} core-hours not priced)",
+            f"{bill['pipeline_request_usd']:,.2f}",
+        ],
+        ["training reads (range GETs)", f"{bill['training_request_usd']:,.2f}"],
+        ["total", f"{bill['total_usd']:,.2f}"],
+    ]
+    return Table(["item", "$ / month"], rows, strong_rows=frozenset({len(rows) - 1}))

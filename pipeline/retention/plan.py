@@ -222,7 +222,7 @@ def _lineage(dataset: Location, objects: list[StoredObject]) -> dict[str, list[s
         # the run's committed.json too: without it a rerun of the same input and config would
         # recompute everything and commit a duplicate version
         for path in list(paths):
-            if path.endswith("/inputs.parquet"):
+            if path.endswith(("/inputs.parquet", "/removed_ids.parquet")):  # a run, a takedown
                 paths.add(path.rsplit("/", 1)[0] + "/committed.json")
         lineage[v] = sorted(paths)
     return lineage

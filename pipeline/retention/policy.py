@@ -60,17 +60,27 @@ def coldness(storage_class: str) -> int:
 
 
 class Transition(StrictModel):
-    after_days: float = Field(ge=0)
-    storage_class: StorageClass
+    after_days: float = Field(ge=0, description="days after the object's last write", examples=[30])
+    storage_class: StorageClass = Field(
+        description="the colder class to move to: " + ", ".join(STORAGE_CLASSES[1:]),
+        examples=["STANDARD_IA"],
+    )
 
 
 class ClassRule(StrictModel):
     """What happens to one data class. No field set, or keep_forever, means keep forever."""
 
-    keep_forever: bool = False
-    delete_after_days: float | None = Field(default=None, ge=0)
-    keep_newest: int | None = Field(default=None, ge=1)  # versions only
-    transitions: list[Transition] = Field(default_factory=list)
+    keep_forever: bool = Field(default=False, description="never delete nor move")
+    delete_after_days: float | None = Field(
+        default=None, ge=0, description="delete this many days after the last write; null: never"
+    )
+    keep_newest: int | None = Field(
+        default=None, ge=1, description="versions only: keep the newest N committed versions"
+    )
+    transitions: list[Transition] = Field(
+        default_factory=list,
+        description="moves to colder storage classes, at increasing after_days",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ClassRule:
@@ -90,16 +100,48 @@ class ClassRule(StrictModel):
 
 
 class RetentionRules(StrictModel):
-    raw: ClassRule = ClassRule(keep_forever=True)
-    read_docs: ClassRule = ClassRule(delete_after_days=14)
-    exact_hashes: ClassRule = ClassRule(delete_after_days=14)
-    near_dedup: ClassRule = ClassRule(delete_after_days=14)
-    token_parts: ClassRule = ClassRule(delete_after_days=14)
-    work_state: ClassRule = ClassRule(keep_forever=True)
-    quarantine: ClassRule = ClassRule(keep_forever=True)
-    versions: ClassRule = ClassRule(keep_forever=True)
-    uncommitted_versions: ClassRule = ClassRule(delete_after_days=7)
-    reports: ClassRule = ClassRule(keep_forever=True)
+    raw: ClassRule = Field(
+        default=ClassRule(keep_forever=True),
+        description="the input objects under each source's uri (deleted only by an explicit rule)",
+    )
+    read_docs: ClassRule = Field(
+        default=ClassRule(delete_after_days=14),
+        description="the documents each unit read (_work/units/<read_key>/*.docs.parquet)",
+    )
+    exact_hashes: ClassRule = Field(
+        default=ClassRule(delete_after_days=14),
+        description="exact dedup's hash rows and exchange (_work/units/*.hashes.bin,"
+        " _work/runs/<run>/exact/)",
+    )
+    near_dedup: ClassRule = Field(
+        default=ClassRule(delete_after_days=14),
+        description="signatures and near dedup's exchanges (_work/runs/<run>/near/, *.sig-*)",
+    )
+    token_parts: ClassRule = Field(
+        default=ClassRule(delete_after_days=14),
+        description="per-unit token files and pack's exchange (_work/tokens/,"
+        " _work/runs/<run>/pack/)",
+    )
+    work_state: ClassRule = Field(
+        default=ClassRule(keep_forever=True),
+        description="the rest of _work/: listings, markers, stats, the lease (never deleted)",
+    )
+    quarantine: ClassRule = Field(
+        default=ClassRule(keep_forever=True),
+        description="quarantined records with their reasons (*.quarantine.parquet)",
+    )
+    versions: ClassRule = Field(
+        default=ClassRule(keep_forever=True),
+        description="committed version folders; the newest is never deleted",
+    )
+    uncommitted_versions: ClassRule = Field(
+        default=ClassRule(delete_after_days=7),
+        description="version folders without manifest.json (a commit that never finished)",
+    )
+    reports: ClassRule = Field(
+        default=ClassRule(keep_forever=True),
+        description="_audit/ (retention audit logs) and _reports/",
+    )
 
     @model_validator(mode="after")
     def _keep_newest_only_for_versions(self) -> RetentionRules:
@@ -113,8 +155,13 @@ class RetentionRules(StrictModel):
 
 
 class RetentionConfig(StrictModel):
-    # A run folder or uncommitted version with any object younger than this is in progress:
-    # nothing in it is touched.
-    grace_days: float = Field(default=1.0, ge=0)
-    apply_after_run: bool = False  # the driver may apply the plan at the end of `run`
-    rules: RetentionRules = RetentionRules()
+    grace_days: float = Field(
+        default=1.0,
+        ge=0,
+        description="a run folder or uncommitted version with an object younger than this is"
+        " in progress: untouched",
+    )
+    apply_after_run: bool = Field(
+        default=False, description="apply the retention plan at the end of every `run`"
+    )
+    rules: RetentionRules = Field(default=RetentionRules(), description="one rule per data class")

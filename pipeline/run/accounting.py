@@ -110,3 +110,27 @@ def shard_entries(parts: Parts) -> dict[str, list[dict[str, Any]]]:
     for source, split, results in parts:
         splits[split] += [{**r.entry(), "source": source, "split": split} for r in results]
     return splits
+
+
+def bytes_moved(stages: list[dict[str, Any]], input_bytes: int) -> dict[str, Any]:
+    """stats.json's storage traffic: (bytes read + bytes written through the storage layer) /
+    listed input bytes, in total and per stage name (its waves and the driver's own I/O summed;
+    each entry also gets its own figure)."""
+    per_stage: dict[str, float] = {}
+    read = written = 0
+    for s in stages:
+        io = s.get("io", {})
+        moved = io.get("bytes_read", 0) + io.get("bytes_written", 0)
+        read, written = read + io.get("bytes_read", 0), written + io.get("bytes_written", 0)
+        s["bytes_moved_per_input_byte"] = round(moved / input_bytes, 4) if input_bytes else 0.0
+        per_stage[s["stage"]] = per_stage.get(s["stage"], 0.0) + moved
+    ratio = (lambda n: round(n / input_bytes, 4)) if input_bytes else (lambda n: 0.0)
+    return {
+        "input_bytes": input_bytes,
+        "bytes_read": read,
+        "bytes_written": written,
+        "bytes_moved_per_input_byte": {
+            "total": ratio(read + written),
+            **{name: ratio(n) for name, n in per_stage.items()},
+        },
+    }

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import ray
 import xxhash
 from tqdm import tqdm
@@ -21,7 +22,7 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import held
-from pipeline.core.storage import Location
+from pipeline.core.storage import IO, Location
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
@@ -36,7 +37,7 @@ from pipeline.ingest.field_probe import probe_fields
 from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as stages
-from pipeline.run.accounting import run_counts, shard_entries, source_counts
+from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
 from pipeline.run.dedup_stage import exact_dedup, merge_audit, near_dedup
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
@@ -56,6 +57,7 @@ from pipeline.run.tokenize_stage import tokenize_stage
 class StageReport:
     name: str
     docs: int = 0
+    files: int = 0  # input files (the listing's); documents are `docs`
     bytes: int = 0
     seconds: float = 0.0
     tasks: int = 0
@@ -71,29 +73,56 @@ class RunResult:
     already_committed: bool = False
     retention_actions: int | None = None
     reports: list[str] = field(default_factory=list)
+    moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
 
 
-def _gather(name: str, futures: list, show: bool, tick=None) -> list:
-    """Wait for a stage's tasks with a progress bar; results keep the submission order.
+class StageBars:
+    """One progress bar per stage: a stage's later waves (its steps) add their tasks to the
+    bar the stage opened, which shows the step; the next stage closes it."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.bar: tqdm | None = None
+        self.steps = 0
+
+    def wave(self, name: str, tasks: int, new_stage: bool) -> tqdm:
+        if new_stage or self.bar is None:
+            self.close()
+            self.bar = tqdm(
+                total=tasks,
+                desc=f"{name:>10}",
+                unit="task",
+                disable=not self.show,
+                file=sys.stderr,
+                leave=True,
+            )
+            self.steps = 0
+        else:
+            self.bar.total += tasks
+        self.steps += 1
+        self.bar.set_postfix_str(f"step {self.steps}", refresh=False)
+        self.bar.refresh()
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _gather(futures: list, bar: tqdm, tick=None) -> list:
+    """Wait for a wave's tasks, advancing the stage's bar; results keep the submission order.
 
     `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
     results: dict = {}
     pending = list(futures)
-    with tqdm(
-        total=len(futures),
-        desc=f"{name:>9}",
-        unit="task",
-        disable=not show,
-        file=sys.stderr,
-        leave=True,
-    ) as bar:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
-            if tick is not None:
-                tick()
-            for ref in ready:
-                results[ref] = ray.get(ref)
-                bar.update(1)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+        if tick is not None:
+            tick()
+        for ref in ready:
+            results[ref] = ray.get(ref)
+            bar.update(1)
     return [results[f] for f in futures]
 
 
@@ -131,12 +160,14 @@ class _Driver:
     share (layout, units, the tasks' results the accounting needs) lives on the object."""
 
     def __init__(self, cfg: Config, show_progress: bool, allow_empty: bool = False) -> None:
-        self.cfg, self.show, self.allow_empty = cfg, show_progress, allow_empty
+        self.cfg, self.allow_empty = cfg, allow_empty
         self.remote = {
             name: ray.remote(getattr(module, name)) for module, names in _TASKS for name in names
         }
         self.reports: list[StageReport] = []
+        self.bars = StageBars(show_progress)
         self.task_stats: list[dict] = []
+        self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
         self.started = dt.datetime.now(dt.timezone.utc)
@@ -168,14 +199,19 @@ class _Driver:
         Its report adds up the results' own documents and bytes (stage_docs, stage_bytes); a
         redo wave reruns the previous one's work, so its documents replace that wave's."""
         t0 = time.perf_counter()
-        results: list[TaskResult] = _gather(name, futures, self.show, tick=self.keep_lease)
-        report, stats = self._report(name, merge)
+        if self.task_stats:  # what the driver did after the previous wave belongs to that stage
+            self.own_io(self.task_stats[-1])
+        report, stats, new_stage = self._report(name, merge)
+        bar = self.bars.wave(name, len(futures), new_stage)
+        results: list[TaskResult] = _gather(futures, bar, tick=self.keep_lease)
+        self.own_io(stats)  # lease renewals while it ran
         io: Counter = Counter()
         for r in results:
             io.update(r.io)
         docs = sum(r.stage_docs for r in results)
         report.docs += docs - (self.wave_docs if redo else 0)
         self.wave_docs = docs
+        report.files += sum(r.stage_files for r in results)
         report.bytes += sum(r.stage_bytes for r in results)
         report.tasks += len(results)
         report.seconds += time.perf_counter() - t0
@@ -190,15 +226,26 @@ class _Driver:
         )
         return results
 
-    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict]:
-        """The report and stats.json entry a wave counts into: the last ones, or new ones."""
+    def own_io(self, stats: dict) -> None:
+        """Count the driver's own storage I/O since the last call into a stats.json entry: its
+        `driver_io`, and its `io` with the tasks' (the listing records, field probe and lease
+        under list; the document index and commit checks under commit)."""
+        now = IO.snapshot()
+        delta = Counter(IO.delta(now, self.io_mark))
+        self.io_mark = now
+        stats["driver_io"] = dict(Counter(stats.get("driver_io", {})) + delta)
+        stats["io"] = dict(Counter(stats["io"]) + delta)
+
+    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict, bool]:
+        """The report and stats.json entry a wave counts into: the last ones, or new ones
+        (then True: the wave starts a stage)."""
         if merge and self.reports and self.reports[-1].name == name:
-            return self.reports[-1], self.task_stats[-1]
+            return self.reports[-1], self.task_stats[-1], False
         report = StageReport(name)
         stats = {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}}
         self.reports.append(report)
         self.task_stats.append(stats)
-        return report, stats
+        return report, stats, True
 
     @property
     def docs_in(self) -> int:
@@ -325,29 +372,43 @@ class _Driver:
                 "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
             },
         )
-        manifest["documents"] = document_index(layout, version, splits)  # before the manifest
-        layout.stats.write_bytes(
-            json.dumps({"run_id": layout.run_id, "stages": self.task_stats}, indent=1).encode()
+        self.own_io(self.task_stats[-1])  # the last stage's, before the commit's own I/O
+        fields = documents.read_fields(
+            layout, self.origin_of, {src.name: src.keep_fields for src in cfg.sources}
         )
+        manifest["documents"] = document_index(layout, version, splits, fields)  # before it
         try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
             verify_manifest(version, manifest, shards_checked=True)
         except VerifyError as e:
             raise RunError(f"the version fails verify: {e}; nothing was committed") from None
         if self.lease is not None:
             self.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+        # the commit's I/O: the document index, the checks, the lease; not this file itself,
+        # nor the manifest written after it
+        self.task_stats.append({"stage": "commit", "tasks": 0, "seconds": 0.0, "io": {}})
+        self.own_io(self.task_stats[-1])
+        moved = bytes_moved(self.task_stats, self.listed.listed_bytes)
+        stats = {"run_id": layout.run_id, **moved, "stages": self.task_stats}
+        layout.stats.write_bytes(json.dumps(stats, indent=1).encode())
         commit_manifest(version, manifest)
-        return RunResult(version, manifest, self.reports)
+        return RunResult(version, manifest, self.reports, moved=moved)
 
 
-def document_index(layout: RunLayout, version: Location, splits: dict) -> dict:
+def document_index(
+    layout: RunLayout, version: Location, splits: dict, fields: pa.Table | None = None
+) -> dict:
     """The version's documents.parquet (formats/documents.py) from the run's per-shard records,
-    shards in manifest order; returns the manifest's `documents` entry."""
+    shards in manifest order, with the kept input fields' columns of `fields`
+    (documents.with_fields) when given; returns the manifest's `documents` entry."""
     tables = []
     for split in ("train", "valid"):
         for shard in splits[split]:
             name = shard["bin"].removesuffix(".bin")
             docs = layout.shard_docs(name).read_parquet()
             tables.append(documents.shard_rows(docs, shard["source"], split, name))
+    if fields is not None:
+        index = pa.concat_tables(tables) if tables else documents.INDEX_SCHEMA.empty_table()
+        tables = [documents.with_fields(index, fields)]
     return documents.write_index(version, tables)
 
 
@@ -355,18 +416,21 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
     """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
     ensure_ray(cfg)
     drv = _Driver(cfg, show_progress, allow_empty)
-    layout = drv.list_inputs()
-    already = _already_committed(layout)
-    if already is not None:
-        return already
-    if not allow_empty:  # before anything is written
-        input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
-    for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # wrong text_field: exit 2
-        print(f"warning: {warning}", file=sys.stderr)
-    with held(layout.lease, layout.run_id) as lease:
-        drv.lease = lease
-        result = drv.run_stages()
-        layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    try:
+        layout = drv.list_inputs()
+        already = _already_committed(layout)
+        if already is not None:
+            return already
+        if not allow_empty:  # before anything is written
+            input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
+        for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # text_field: exit 2
+            print(f"warning: {warning}", file=sys.stderr)
+        with held(layout.lease, layout.run_id) as lease:
+            drv.lease = lease
+            result = drv.run_stages()
+            layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
+    finally:
+        drv.bars.close()
     _after_commit(drv.cfg, layout.dataset, result)
     return result
 

@@ -1,8 +1,9 @@
 """Near-duplicate removal as Ray task bodies: storage in, pure core (minhash, components), out.
 
 No step holds all documents: every step is one task per unit or per partition, and data moves
-between steps as Parquet files partitioned by a hash (or, for the component rounds, as small
-int64 edge arrays in Ray's object store). A document is a node keyed by xxh3-64 of
+between steps as sectioned Arrow IPC objects, one section per hash partition
+(formats/sectioned.py), or, for the component rounds, as small int64 edge arrays in Ray's object
+store. A document is a node keyed by xxh3-64 of
 (source, row) — with named sources (origin, source, row) — unique per record even where two
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
@@ -116,8 +117,9 @@ def _unit_bands(
     task (else made here from its signatures or documents)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
-    size = loc.size()
-    if size is None:  # read without it: from the signatures (or the documents)
+    try:
+        size = loc.size()
+    except FileNotFoundError:  # read without it: from the signatures (or the documents)
         size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
     piece, offsets = exchange.bucket_of(
         sectioned.Writer(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole

@@ -14,12 +14,13 @@ import tempfile
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import ShardWriter
-from pipeline.formats.verify import check_shard
+from pipeline.formats.verify import WrittenBoundaries, check_written
 from pipeline.run.results import ExchangeResult, PackResult
 from pipeline.run.tasks import concat
 from pipeline.run.timer import TaskTimer
@@ -70,7 +71,8 @@ def _spill_unit(
 ) -> np.ndarray | None:
     """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
     sizes of its token bytes and index rows per shard, or None when it has no rows there.
-    When the plan names a split, only that split's rows (tokens/split.py)."""
+    When the plan names a split, only that split's rows (tokens/split.py); never its excluded
+    documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
@@ -80,17 +82,21 @@ def _spill_unit(
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
     )
     piece = index.slice(i0, i1 - i0)
+    keep = np.ones(piece.num_rows, dtype=bool)
     if plan.split:
-        keep = split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
-        if not keep.all():
-            lengths = piece["length"].to_numpy() * itemsize
-            offsets = (starts[i0:i1] - starts[i0]) * itemsize
-            raw = pack.gather_segments(
-                np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
-            ).tobytes()
-            piece = piece.filter(pa.array(keep))
-            if piece.num_rows == 0:
-                return None
+        keep &= split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
+    if plan.excluded:  # a takedown (PackPlan.without)
+        value_set = pa.array(sorted(plan.excluded), pa.string())
+        keep &= ~pc.is_in(piece["doc_id"], value_set=value_set).to_numpy(zero_copy_only=False)
+    if not keep.all():
+        lengths = piece["length"].to_numpy() * itemsize
+        offsets = (starts[i0:i1] - starts[i0]) * itemsize
+        raw = pack.gather_segments(
+            np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
+        ).tobytes()
+        piece = piece.filter(pa.array(keep))
+        if piece.num_rows == 0:
+            return None
     rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
     rows = np.append(rows, piece.num_rows)
     rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
@@ -137,8 +143,9 @@ def pack_shard(
 ) -> PackResult:
     """Pass 2 of pack: write shard `shard` from its section of each group's exchange object
     ((object name, offset, token bytes, index bytes) per group): one GET per group. `tokenizer`
-    is the manifest's entry (dtype, EOS, BOS): the shard is read back and checked as `verify`
-    checks it (formats/verify.check_shard) before the task returns; VerifyError otherwise."""
+    is the manifest's entry (dtype, EOS, BOS): before the task returns, the shard passes what
+    `verify` checks, on the bytes as they are written, not read back (formats/verify:
+    WrittenBoundaries, check_written); VerifyError otherwise."""
     timer = TaskTimer()
     dtype = np.dtype(tokenizer["dtype"])
     index_parts, token_parts, offset = [], [], 0
@@ -157,6 +164,8 @@ def pack_shard(
     name = plan.shard_name(shard)
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
     merged = pack.TOKEN_INDEX_SCHEMA.empty_table()
+    where = f"{version.uri}: shard {name}"
+    boundaries = WrittenBoundaries(bin_loc.name, tokenizer, where)
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
         writer = ShardWriter(bin_f, idx_f, dtype)
         if index_parts:
@@ -166,15 +175,17 @@ def pack_shard(
             starts = merged["start"].to_numpy()
             for i in range(0, len(lengths), 4096):  # bounded gather buffers
                 sl = slice(i, i + 4096)
-                writer.add(pack.gather_segments(tokens, starts[sl], lengths[sl]), lengths[sl])
+                batch = pack.gather_segments(tokens, starts[sl], lengths[sl])
+                boundaries.add(batch, lengths[sl])  # before a byte of it is written
+                writer.add(batch, lengths[sl])
         info = writer.close()
     # which documents the shard holds, in its order: the record of each document's split
     layout.shard_docs(name).write_parquet(merged.select(["doc_id", "source", "row", "length"]))
     names = {"bin": bin_loc.name, "idx": idx_loc.name}
-    # a shard counts as written only once storage returns what the manifest will claim, and
-    # what `verify` would accept: the same checks, on one read
+    # a shard counts as written only once it passes what `verify` would check, on the bytes
+    # written (checksummed as written and, on S3, by the store on the PUT) and the stored sizes
     entry = {**names, **dataclasses.asdict(info)}
-    check_shard(version, entry, tokenizer, f"{version.uri}: shard {name}")
+    check_written(version, entry, writer.index, tokenizer, where)
     return timer.result(PackResult, shard=shard, info=info, **names)
 
 

@@ -1,8 +1,9 @@
 """What each task returns: a small typed result that carries its own counts, never document text.
 
 Every result has the task's wall time, storage I/O, peak memory and whether it reused earlier
-output (TaskResult), and says what it adds to its stage's report: `stage_docs` (documents) and
-`stage_bytes` (by default the bytes it read). The driver's stage report sums those, so no
+output (TaskResult), and says what it adds to its stage's report: `stage_docs` (documents),
+`stage_files` (input files: only the listing counts files) and `stage_bytes` (by default the
+bytes it read). The driver's stage report sums those, so no
 stage patches its report afterwards. Results are pickled back to the driver: keep them small.
 """
 
@@ -13,13 +14,14 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from pipeline import exit_codes
 from pipeline.formats.megatron import ShardInfo
 
 
 class RunError(Exception):
     """The run stopped on purpose (too many bad records, broken accounting); nothing committed."""
 
-    exit_code = 3
+    exit_code = exit_codes.RUN_STOPPED
 
 
 T = TypeVar("T", bound="TaskResult")
@@ -36,6 +38,11 @@ class TaskResult:
     @property
     def stage_docs(self) -> int:
         """Documents this task adds to its stage's report (none unless a subclass says)."""
+        return 0
+
+    @property
+    def stage_files(self) -> int:
+        """Input files this task adds to its stage's report (none unless a subclass says)."""
         return 0
 
     @property
@@ -66,8 +73,8 @@ class ListResult(TaskResult):
     unit_count: int
 
     @property
-    def stage_docs(self) -> int:
-        return self.files
+    def stage_files(self) -> int:
+        return self.files  # the listing knows files, not documents
 
     @property
     def stage_bytes(self) -> int:
@@ -98,7 +105,12 @@ class ReadResult(TaskResult):
 
 @dataclass(kw_only=True)
 class QuarantineResult(TaskResult):
-    quarantined: int
+    rows: int  # rows of the listing: a file rejected whole is one row
+    documents: int  # the records those rows stand for (the `records` column)
+
+    @property
+    def stage_docs(self) -> int:
+        return self.documents
 
 
 # -- exact dedup -----------------------------------------------------------------------------
@@ -125,6 +137,10 @@ class AuditResult(TaskResult):
     removed_near: int
     # source name -> {"exact": n, "near": n, "in_favour_of": {other source: n}}
     by_origin: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def stage_docs(self) -> int:
+        return self.removed_exact + self.removed_near  # the documents its audit lists
 
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------

@@ -1,27 +1,36 @@
-"""The end-of-run summary table: documents, bytes and time per stage; removals; quarantine."""
+"""The end-of-run summary: files, documents, bytes and time per stage; removals; quarantine;
+and, last, the version and the Megatron `--data-path` to train on.
+
+Per stage, `files` counts input files (only the listing knows files) and `docs` the documents
+the stage handled: records read (quarantined ones included), quarantined documents, hash rows,
+signed documents, documents removed (the audit), tokenized and packed documents."""
 
 from __future__ import annotations
 
 from pipeline.core.units import megabytes
+from pipeline.formats.manifest import data_path_line
 from pipeline.run.driver import RunResult
 
 
 def format_summary(result: RunResult) -> str:
     m, counts = result.manifest, result.manifest["counts"]
     if result.already_committed:
-        return (
-            f"already committed: this input and config are version {m['version']}"
-            f" ({result.version.uri}); nothing was written"
+        return "\n".join(
+            [
+                f"already committed: this input and config are version {m['version']}"
+                f" ({result.version.uri}); nothing was written",
+                *train_on(result),
+            ]
         )
     lines = [
-        f"{'stage':<10} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'MB/s':>7}"
+        f"{'stage':<10} {'files':>6} {'docs':>10} {'bytes read':>12} {'seconds':>8} {'MB/s':>7}"
         f" {'tasks':>6} {'reused':>6} {'peak RSS':>9}"
     ]
     for s in result.stages:
         rate = s.bytes / 1e6 / s.seconds if s.seconds else 0.0
         lines.append(
-            f"{s.name:<10} {s.docs:>10,} {megabytes(s.bytes):>12} {s.seconds:>8.2f} {rate:>7.1f}"
-            f" {s.tasks:>6} {s.reused:>6} {s.peak_rss_mb:>6.0f} MB"
+            f"{s.name:<10} {_count(s.files):>6} {_count(s.docs):>10} {megabytes(s.bytes):>12}"
+            f" {s.seconds:>8.2f} {rate:>7.1f} {s.tasks:>6} {s.reused:>6} {s.peak_rss_mb:>6.0f} MB"
         )
     reused = {s.name: s.reused for s in result.stages if s.reused}
     if reused:
@@ -35,7 +44,7 @@ def format_summary(result: RunResult) -> str:
     lines.append(f"  removed near    {counts['removed_near']:>10,}")
     lines.append(f"  quarantined     {counts['quarantined']:>10,}")
     for reason, n in counts["quarantined_by_reason"].items():
-        lines.append(f"    {reason:<14}{n:>10,}")
+        lines.append(f"    {reason:<15}{n:>9,}")
     lines.append(f"documents out     {counts['docs_out']:>10,}")
     lines.append(f"tokens            {counts['tokens']:>10,}  ({m['tokenizer']['dtype']})")
     tok = m["tokenizer"]
@@ -50,6 +59,13 @@ def format_summary(result: RunResult) -> str:
         lines.append(
             f"validation shards {len(valid):>10,}  ({vdocs:,} documents,"
             f" {megabytes(vbytes)} of tokens)"
+        )
+    if result.moved:  # storage traffic: (read + written) / listed input bytes, stats.json
+        per, moved = result.moved["bytes_moved_per_input_byte"], result.moved
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in per.items() if k != "total" and v)
+        lines.append(
+            f"bytes moved       {per['total']:>10.2f} x input ({megabytes(moved['bytes_read'])}"
+            f" read + {megabytes(moved['bytes_written'])} written; {stages})"
         )
     if m.get("sources"):
         lines.append("")
@@ -66,7 +82,21 @@ def format_summary(result: RunResult) -> str:
     for report in result.reports:
         if report.endswith(".md"):
             lines.append(f"cost report       {report}")
-    return "\n".join(lines)
+    return "\n".join(lines + train_on(result))
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n else "-"
+
+
+def train_on(result: RunResult) -> list[str]:
+    """The last line: the version and Megatron's `--data-path` for its training shards (none
+    for a version written before blend lines)."""
+    blend = (result.manifest.get("blend") or {}).get("train")
+    if not blend:
+        return []
+    version = result.manifest["version"]
+    return [f"train on {version}: --data-path {data_path_line(result.version.uri, blend)}"]
 
 
 def source_table(sources: dict) -> list[str]:

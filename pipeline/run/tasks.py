@@ -24,7 +24,7 @@ from pipeline.formats import sectioned
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
-from pipeline.ingest.records import DOCS_SCHEMA, QUARANTINE_SCHEMA, changed_quarantine
+from pipeline.ingest.records import QUARANTINE_SCHEMA, changed_quarantine, docs_schema
 from pipeline.run.results import (
     AuditResult,
     ExactResult,
@@ -118,6 +118,7 @@ def read_unit(
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
     done.write_bytes(json.dumps(result.marker()).encode())
+    result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte
     return result
 
 
@@ -136,6 +137,7 @@ def _read_pieces(
                 src.text_field,
                 src.id_field,
                 max_doc_bytes=int(cfg.ingest.max_doc_bytes),
+                keep_fields=tuple(src.keep_fields),
             ):
                 piece_docs.append(docs)
                 piece_bad.append(bad)
@@ -144,7 +146,9 @@ def _read_pieces(
             piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
         doc_parts += piece_docs
         bad_parts += piece_bad
-    return concat(doc_parts, DOCS_SCHEMA), concat(bad_parts, QUARANTINE_SCHEMA)
+    return concat(doc_parts, docs_schema(tuple(src.keep_fields))), concat(
+        bad_parts, QUARANTINE_SCHEMA
+    )
 
 
 def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -219,7 +223,8 @@ def merge_quarantine(
         order = [("origin", "ascending"), *order]
     bad = concat(parts, schema)
     layout.quarantine.write_parquet(bad.sort_by(order))
-    return timer.result(QuarantineResult, quarantined=bad.num_rows)
+    documents = int(pc.sum(bad["records"]).as_py() or 0)
+    return timer.result(QuarantineResult, rows=bad.num_rows, documents=documents)
 
 
 def merge_audit(

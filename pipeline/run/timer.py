@@ -25,9 +25,14 @@ class TaskTimer:
         return kind(
             **fields,
             seconds=time.perf_counter() - self.start,
-            io=IO.delta(IO.snapshot(), self.io),
+            io=self.io_delta(),
             peak_rss_mb=peak_rss_mb(),
         )
+
+
+    def io_delta(self) -> dict[str, int]:
+        """The task's storage I/O so far."""
+        return IO.delta(IO.snapshot(), self.io)
 
 
 def reset_peak_rss() -> None:

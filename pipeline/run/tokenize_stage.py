@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 import ray
+from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -75,4 +76,4 @@ def tokenize_stage(
 
 
 def _say(line: str) -> None:
-    print(f"warning: {line}", file=sys.stderr)
+    tqdm.write(f"warning: {line}", file=sys.stderr)  # above the open progress bar

@@ -123,7 +123,7 @@ def tokenize_unit(
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
-    digest = xxhash.xxh3_64_hexdigest(json.dumps(removed.to_pylist()).encode())
+    digest = removals_digest(removed)
     index_loc = layout.tokens_index(unit_id, digest)
     bad_loc = layout.tokens_quarantine(unit_id, digest)
     has_index = index_loc.exists()
@@ -161,6 +161,13 @@ def tokenize_unit(
         checked=checked,
         quarantined=len(special),
     )
+
+
+def removals_digest(removed: pa.Table) -> str:
+    """The `<removed>` part of a unit's token file names: xxh3-64 of its removals (source, row),
+    sorted. A takedown (run/takedown.py) recomputes it from the run's removed.parquet."""
+    rows = removed.select(["source", "row"]).to_pylist()
+    return xxhash.xxh3_64_hexdigest(json.dumps(rows).encode())
 
 
 def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:

@@ -1,18 +1,38 @@
 """The weighted mixture of a version's sources: what one epoch of StreamReader's stream is made of.
 
-An epoch is a list of segments, stretches of shards, permuted by (seed, epoch) like shards are.
-A source of weight w gives floor(w) copies of each of its shards and the first (w - floor(w)) of
-each shard's tokens once more, cut into pieces of at most MIX_TOKENS tokens so that the sources
-interleave: a source of weight w yields w times its tokens per epoch (within a token per shard),
-the proportions of the manifest's blend line. With all weights 1 (and for versions before
-sources), and for the validation split, the segments are the whole shards.
+An epoch is a list of segments (stretches of shards) in stream order, a function of the manifest,
+seed and epoch alone. With all weights 1 (and for versions before sources), and for the
+validation split, the segments are the whole shards, permuted by `shard_order(seed, epoch)`
+(layout 1, as before mixtures spread).
+
+A weighted mixture (layout 2):
+- each source's shards are cut into pieces of at most `piece_tokens` tokens (MIX_TOKENS, less for
+  a small version: see below);
+- a source of weight w = k + f (k whole, 0 <= f < 1) has a timeline: its pieces in a permutation
+  seeded by (seed, epoch, source), k times over, then the first pieces of the same permutation
+  holding round(f x its tokens) tokens (the last one cut short). So every copy of a stretch
+  comes exactly one pass of the source (its T tokens) after the previous copy, and which
+  stretches get the fractional extra copy changes from epoch to epoch;
+- the sources' timelines are merged by the fraction of their own timeline at which each segment
+  starts (ties in manifest source order): every source is spread evenly over the epoch, in its
+  blend-line proportion (w x T tokens per epoch, exactly).
+Spread: two copies of a stretch of a source of weight w are at least E/(2w) stream tokens apart
+(E the epoch's tokens). Its copies are a fraction 1/w of the merged timeline apart, E/w stream
+tokens give or take the pieces of the other sources that straddle the two points (at most one
+piece of each); pieces are at most E / (2 x max weight x sources), so these add < E/(2w).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+import xxhash
+
+from pipeline.stream.windows import shard_order
+
 MIX_TOKENS = 1 << 22  # the largest piece of a shard a weighted mixture interleaves
+LAYOUT_SHARDS, LAYOUT_SPREAD = 1, 2
 
 
 class Segment(NamedTuple):
@@ -24,20 +44,71 @@ class Segment(NamedTuple):
     source: str | None
 
 
-def epoch_segments(manifest: dict[str, Any], shards: list[dict], split: str) -> list[Segment]:
-    """The epoch's segments before permutation (see the module docstring)."""
+def mixture_weights(manifest: dict[str, Any], split: str) -> dict[str, float] | None:
+    """The sources' weights when the split is read as a weighted mixture, else None."""
     sources = manifest.get("sources") or {}
     weights = {name: float(e.get("weight", 1.0)) for name, e in sources.items()}
     if split != "train" or all(w == 1.0 for w in weights.values()):
-        return [Segment(s, 0, int(s["tokens"]), s.get("source")) for s in shards]
-    out = []
+        return None
+    return weights
+
+
+def layout_version(manifest: dict[str, Any], split: str) -> int:
+    return LAYOUT_SHARDS if mixture_weights(manifest, split) is None else LAYOUT_SPREAD
+
+
+def piece_tokens(shards: list[dict], weights: dict[str, float]) -> int:
+    """MIX_TOKENS, or less where the epoch is small: at most E / (2 x max weight x sources)."""
+    epoch = sum(weights.get(s.get("source"), 1.0) * int(s["tokens"]) for s in shards)
+    used = {s.get("source") for s in shards if int(s["tokens"])}
+    top = max([weights.get(name, 1.0) for name in used] or [1.0])
+    return max(1, min(MIX_TOKENS, int(epoch // (2 * top * max(len(used), 1)))))
+
+
+def epoch_segments(
+    manifest: dict[str, Any], shards: list[dict], split: str, seed: int, epoch: int
+) -> list[Segment]:
+    """The epoch's segments in stream order (see the module docstring)."""
+    weights = mixture_weights(manifest, split)
+    if weights is None:
+        whole = [Segment(s, 0, int(s["tokens"]), s.get("source")) for s in shards]
+        return [whole[int(k)] for k in shard_order(len(whole), seed, epoch)]
+    size = piece_tokens(shards, weights)
+    names = list(manifest.get("sources") or {})
+    by_source: dict[str | None, list[Segment]] = {}
     for shard in shards:
-        tokens, weight = int(shard["tokens"]), weights.get(shard.get("source"), 1.0)
-        spans = [tokens] * int(weight)
-        if rest := round((weight - int(weight)) * tokens):
-            spans.append(rest)
-        for span in spans:
-            for first in range(0, span, MIX_TOKENS):
-                count = min(MIX_TOKENS, span - first)
-                out.append(Segment(shard, first, count, shard.get("source")))
-    return out
+        tokens = int(shard["tokens"])
+        for first in range(0, tokens, size):
+            piece = Segment(shard, first, min(size, tokens - first), shard.get("source"))
+            by_source.setdefault(shard.get("source"), []).append(piece)
+    timed: list[tuple[float, int, int, Segment]] = []
+    for name, pieces in by_source.items():
+        rank = names.index(name) if name in names else len(names)
+        for i, (start, seg) in enumerate(_timeline(pieces, weights.get(name, 1.0), seed, epoch)):
+            timed.append((start, rank, i, seg))
+    timed.sort(key=lambda t: t[:3])
+    return [t[3] for t in timed]
+
+
+def _timeline(
+    pieces: list[Segment], weight: float, seed: int, epoch: int
+) -> list[tuple[float, Segment]]:
+    """One source's segments for the epoch, each with the fraction of the timeline before it."""
+    source_key = xxhash.xxh3_64_intdigest(str(pieces[0].source).encode())
+    order = np.random.default_rng([seed, epoch, source_key]).permutation(len(pieces))
+    passes, fraction = int(weight), weight - int(weight)
+    total = sum(p.tokens for p in pieces)
+    out = [pieces[int(k)] for _ in range(passes) for k in order]
+    rest = round(fraction * total)
+    for k in order:
+        if rest <= 0:
+            break
+        piece = pieces[int(k)]
+        out.append(piece._replace(tokens=min(piece.tokens, rest)))
+        rest -= piece.tokens
+    length = sum(s.tokens for s in out)
+    timeline, at = [], 0
+    for seg in out:
+        timeline.append((at / length if length else 0.0, seg))
+        at += seg.tokens
+    return timeline

@@ -5,8 +5,8 @@
             ...
             ckpt["data"] = reader.state_dict()
 
-What is read: only a version with a valid manifest.json (else ManifestError); its shards in
-manifest order, permuted per epoch by (seed, epoch), their tokens concatenated, cut into windows
+What is read: only a version with a valid manifest.json (else ManifestError); its segments
+(below) in stream order, their tokens concatenated, cut into windows
 of seq_len + 1 tokens at stride seq_len (window j = tokens [j*L, j*L + L + 1); the stream's last
 < L tokens are unused). Rank r of W reads the r-th of W contiguous, equal (± 1) runs of windows,
 so ranks never overlap, together cover every window, and each reads only its own stretch of bytes
@@ -21,28 +21,26 @@ whole and its .idx and .bin are checked against the manifest's xxh3-128 (VerifyE
 mismatch is found at the end of that shard, so windows from it may already have been yielded:
 treat the error as fatal for the job.
 
-Splits and sources: `split="train"` (the default) reads the training shards (`shards`),
-`split="valid"` the validation shards (`splits.valid`, each once per epoch). A version of named
-sources with weights other than 1 is read as the mixture the manifest's blend line describes: the
-epoch is a list of segments (stretches of shards, see `mixture.py`) permuted by (seed, epoch)
-like shards are, so the sources interleave and a source of weight w yields w times its tokens per
-epoch (within a token per shard). `epoch_layout()` lists the segments in stream order. With all
-weights 1 (and for versions before sources) the segments are the whole shards, as before.
+Splits, mixtures, order (reference: docs/reading.md): `split="train"` (the default) reads the
+training shards, `split="valid"` the validation shards. The epoch is a list of segments in stream
+order (`mixture.py`: whole shards permuted by (seed, epoch); a weighted mixture's pieces spread
+so that copies of a stretch are >= 1/(2w) of the epoch apart); `epoch_layout()` lists them. A
+rank yields its windows shuffled within groups of `shuffle_group` windows (`WindowOrder`,
+`shuffle_windows`, default on; the same range requests as in order). `boundaries=True` yields
+`Window(tokens, cu_seqlens, position_ids)` (boundaries.py).
 
-Resume: `state_dict()` is JSON-able: the epoch, the set of windows the assignment started from
-(`base`, intervals of window ids), world_size, rank and how many windows this rank consumed
-(format and merging: `resume.py`).
-- Same world size and rank: the rank continues exactly where it was (ranks may differ in count).
-- Another world size (or rank): every rank of the new job loads the *same* state. A state merged
-  with `StreamReader.merge_states(all ranks' states)` is exact whatever the ranks consumed. A
-  single rank's state is read as "every rank consumed this many" (synchronous data-parallel
-  training: a checkpoint at a step boundary), which is exact there too. The job's remaining
-  windows are then split over the new ranks: nothing repeated, nothing skipped.
+Resume: `state_dict()` is JSON-able (format: resume.py, docs/reading.md): the stream, the epoch,
+the shuffle group, the windows the assignment started from (`base`), world_size, rank and how
+many windows this rank yielded.
+- Same world size and rank: the rank continues exactly where it was (same windows, same order).
+- Another world size (or rank): every rank of the new job loads the *same* state, merged with
+  `StreamReader.merge_states(all ranks' states)` (exact whatever the ranks consumed) or a single
+  rank's (read as "every rank consumed this many": synchronous training). The job's remaining
+  windows are split over the new ranks: nothing repeated, nothing skipped.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -60,8 +58,9 @@ from pipeline.formats.manifest import (
 )
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
+from pipeline.stream.boundaries import Window, eos_id, with_boundaries
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
-from pipeline.stream.mixture import epoch_segments
+from pipeline.stream.mixture import epoch_segments, layout_version
 from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, ReadPlan, read_plan
 from pipeline.stream.resume import (
     STATE_FORMAT,
@@ -69,16 +68,16 @@ from pipeline.stream.resume import (
     check_state,
     job_remaining,
     merge_states,
+    window_order,
 )
 from pipeline.stream.windows import (
     ByteRange,
     Intervals,
+    WindowOrder,
     count,
-    iter_windows,
     normalize,
     plan_ranges,
     rank_windows,
-    shard_order,
     token_ranges,
     window_count,
 )
@@ -115,6 +114,9 @@ class StreamReader:
         verify_checksums: bool = False,
         retries: int = 3,
         split: str = "train",
+        shuffle_windows: bool = True,
+        shuffle_buffer_bytes: int | None = None,
+        boundaries: bool = False,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside [0, world_size={world_size})")
@@ -137,11 +139,12 @@ class StreamReader:
         self.split = split
         shards = split_shards(self.manifest, split)
         _check_index_header(version, shards, self.dtype)
-        self._segments = epoch_segments(self.manifest, shards, split)
-        self._shards = [seg.shard for seg in self._segments]
-        self._shard_tokens = [seg.tokens for seg in self._segments]
-        self.total_tokens = sum(self._shard_tokens)
+        self._split_shards = shards
+        self.layout = layout_version(self.manifest, split)
+        self.total_tokens = sum(s.tokens for s in self._epoch_segments(epoch))
         self.windows_per_epoch = window_count(self.total_tokens, seq_len)
+        self.eos_id = eos_id(self.manifest, version.uri) if boundaries else None
+        self.boundaries = boundaries
         window_bytes = (seq_len + 1) * self.dtype.itemsize
         if 2 * window_bytes > max_buffer_bytes:
             raise ValueError(
@@ -149,8 +152,8 @@ class StreamReader:
                 f" ({window_bytes} bytes each)"
             )
         self.probe = None
-        if probe and self._shards:
-            big = max(self._shards, key=lambda s: s["bin_bytes"])
+        if probe and shards:
+            big = max(shards, key=lambda s: s["bin_bytes"])
             self.probe = probe_storage(version / big["bin"], int(big["bin_bytes"]))
             latency_s, bandwidth_bytes_per_s = self.probe.latency_s, self.probe.bandwidth
         self.plan: ReadPlan = read_plan(
@@ -161,21 +164,36 @@ class StreamReader:
             request_bytes,
             inflight,
         )
+        self.shuffle_group = _shuffle_group(
+            shuffle_windows, shuffle_buffer_bytes, max_buffer_bytes, self.plan, window_bytes
+        )
         self.version = _with_pool(version, self.plan.inflight + 2)
         self.stats = FetchStats()
         self._active: Iterator[np.ndarray] | None = None
         self._start_epoch(epoch)
 
     # -- iteration ---------------------------------------------------------------------------------
+    def _epoch_segments(self, epoch: int) -> list:
+        return epoch_segments(self.manifest, self._split_shards, self.split, self.seed, epoch)
+
     def _start_epoch(self, epoch: int, base: Intervals | None = None, consumed: int = 0) -> None:
         self.close()
         self.epoch = epoch
+        self._segments = self._epoch_segments(epoch)  # in stream order
+        self._shards = [seg.shard for seg in self._segments]
+        self._shard_tokens = [seg.tokens for seg in self._segments]
+        self._segment_starts = np.cumsum([0, *self._shard_tokens[:-1]], dtype=np.int64)
         self._base = normalize(base if base is not None else [(0, self.windows_per_epoch)])
         self._consumed = consumed
 
     def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its beginning (shard order depends on seed and epoch)."""
+        """Start `epoch` from its beginning (segment and window order depend on seed and epoch)."""
         self._start_epoch(epoch)
+
+    @property
+    def consumed(self) -> int:
+        """Windows this rank has yielded of its piece of the current epoch's assignment."""
+        return self._consumed
 
     def remaining(self) -> int:
         """Windows this rank has left in the current epoch."""
@@ -186,7 +204,7 @@ class StreamReader:
             self._start_epoch(self.epoch + 1)
         return self
 
-    def __next__(self) -> np.ndarray:
+    def __next__(self) -> np.ndarray | Window:
         if self._active is None:
             if self.remaining() == 0:
                 raise StopIteration
@@ -197,12 +215,16 @@ class StreamReader:
             self._active = None
             raise
 
-    def _windows(self) -> Iterator[np.ndarray]:
-        windows = rank_windows(self._base, self.rank, self.world_size, self._consumed)
-        order = shard_order(len(self._shards), self.seed, self.epoch)
+    @property
+    def window_order(self) -> WindowOrder:
+        return WindowOrder(self.shuffle_group, self.seed, self.epoch)
+
+    def _windows(self) -> Iterator[np.ndarray | Window]:
+        order = self.window_order
+        windows = rank_windows(self._base, self.rank, self.world_size, self._consumed, order)
         ranges = plan_ranges(
             token_ranges(windows, self.seq_len),
-            order,
+            range(len(self._segments)),
             self._shard_tokens,
             self.dtype.itemsize,
             self.plan.request_bytes,
@@ -221,8 +243,8 @@ class StreamReader:
             pieces = self._pieces(fetcher, entries)
             pending: deque[_Piece] = deque()
             L = self.seq_len
-            for j in iter_windows(windows):
-                w0, w1 = j * L, j * L + L + 1
+            for group in order.groups(windows):  # yield order; one group's tokens held at once
+                w0, w1 = min(group) * L, max(group) * L + L + 1
                 while pending and pending[0].end <= w0:
                     fetcher.release(pending.popleft().nbytes)
                 while not pending or pending[-1].end < w1:
@@ -231,14 +253,21 @@ class StreamReader:
                         fetcher.release(piece.nbytes)
                     else:
                         pending.append(piece)
-                window = _cut(pending, w0, w1)
-                self._consumed += 1
-                self.stats.windows += 1
-                yield window
+                for j in group:
+                    window = _cut(pending, j * L, j * L + L + 1)
+                    self._consumed += 1
+                    self.stats.windows += 1
+                    yield self._with_boundaries(window, j * L) if self.boundaries else window
             for piece in pieces:  # rest of the last shard, read for its checksum
                 fetcher.release(piece.nbytes)
         finally:
             fetcher.close()
+
+    def _with_boundaries(self, window: np.ndarray, w0: int) -> Window:
+        """Document starts from EOS, and where a mixture's piece starts inside the window."""
+        starts = self._segment_starts
+        lo, hi = np.searchsorted(starts, [w0 + 1, w0 + self.seq_len])
+        return with_boundaries(window, self.eos_id, starts[lo:hi] - w0)
 
     def _requests(self, ranges: list[ByteRange]) -> tuple[list[ByteRange | int], list[Request]]:
         """Fetch list: the ranges, each shard's .idx before its first range when verifying."""
@@ -276,12 +305,9 @@ class StreamReader:
 
     def epoch_layout(self) -> list[tuple[str | None, str, int, int]]:
         """(source, shard .bin, first token, tokens) of each segment in this epoch's stream
-        order: which stretch of the token stream comes from where."""
-        order = shard_order(len(self._segments), self.seed, self.epoch)
-        return [
-            (s.source, s.shard["bin"], s.first, s.tokens)
-            for s in (self._segments[int(k)] for k in order)
-        ]
+        order: which stretch of the token stream comes from where (windows are then shuffled
+        within groups of `shuffle_group` windows, see `WindowOrder`)."""
+        return [(s.source, s.shard["bin"], s.first, s.tokens) for s in self._segments]
 
     def _check_digest(self, shard: int, kind: str, digest: str) -> None:
         expected = self._shards[shard][f"{kind}_xxh3_128"]
@@ -327,6 +353,7 @@ class StreamReader:
             "seq_len": self.seq_len,
             "seed": self.seed,
             "split": self.split,
+            "layout": self.layout,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -334,6 +361,7 @@ class StreamReader:
             "format": STATE_FORMAT,
             **self._stream_id(),
             "epoch": self.epoch,
+            "shuffle_group": self.shuffle_group,
             "base": [list(iv) for iv in self._base],
             "world_size": self.world_size,
             "rank": self.rank,
@@ -343,6 +371,14 @@ class StreamReader:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_state(state)
         check_same_stream(state, self._stream_id())
+        group = window_order(state).group
+        window_bytes = (self.seq_len + 1) * self.dtype.itemsize
+        if group * window_bytes + 2 * self.plan.request_bytes > self.plan.max_buffer_bytes:
+            raise ValueError(
+                f"the state's shuffle groups of {group} windows do not fit in max_buffer_bytes"
+                f" {self.plan.max_buffer_bytes} with two requests of {self.plan.request_bytes}"
+            )
+        self.shuffle_group = group  # the state's order: its consumed windows are a prefix of it
         base = normalize(state["base"])
         if state["rank"] == self.rank and state["world_size"] == self.world_size:
             self._start_epoch(state["epoch"], base, state["consumed"])
@@ -400,39 +436,31 @@ def _with_pool(loc: Location, connections: int) -> Location:
     return Location(type(loc.fs)(**options), loc.path)
 
 
-@functools.cache
-def _torch_dataset_class() -> type:
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError(
-            "pipeline.stream.reader.TorchIterableDataset needs torch (pip install torch)"
-        ) from e
-
-    class TorchIterableDataset(torch.utils.data.IterableDataset):
-        """StreamReader for a DataLoader: each worker is a rank (rank * workers + worker id of
-        world_size * workers); windows come as int64 tensors. Resume state is per reader, so use
-        StreamReader directly where state_dict() is needed."""
-
-        def __init__(self, uri_or_location: str | Location, seq_len: int, **kwargs: Any):
-            super().__init__()
-            self._args, self._kwargs = (uri_or_location, seq_len), kwargs
-
-        def __iter__(self) -> Iterator[Any]:
-            kwargs = dict(self._kwargs)
-            worker = torch.utils.data.get_worker_info()
-            if worker is not None:
-                kwargs["rank"] = kwargs.get("rank", 0) * worker.num_workers + worker.id
-                kwargs["world_size"] = kwargs.get("world_size", 1) * worker.num_workers
-            with StreamReader(*self._args, **kwargs) as reader:
-                for window in reader:
-                    yield torch.from_numpy(window.astype(np.int64))
-
-    return TorchIterableDataset
+def _shuffle_group(
+    shuffle: bool,
+    buffer_bytes: int | None,
+    max_buffer_bytes: int,
+    plan: ReadPlan,
+    window_bytes: int,
+) -> int:
+    """Windows per shuffle group: the group's tokens are held while its windows are cut, next to
+    the ranges in flight, so it takes an eighth of the buffer unless told (explicit sizes must
+    leave room for two requests: the one being waited for and a partly used one)."""
+    if not shuffle:
+        return 0
+    size = max_buffer_bytes // 8 if buffer_bytes is None else buffer_bytes
+    if size + 2 * plan.request_bytes > max_buffer_bytes:
+        raise ValueError(
+            f"shuffle_buffer_bytes {size} plus two requests of {plan.request_bytes} bytes exceed"
+            f" max_buffer_bytes {max_buffer_bytes}"
+        )
+    return max(1, size // window_bytes)
 
 
 def __getattr__(name: str) -> Any:
-    """`TorchIterableDataset` is built on first use, so torch is imported only if wanted."""
+    """`TorchIterableDataset` lives in torch_data.py (imported only if wanted: it needs torch)."""
     if name == "TorchIterableDataset":
-        return _torch_dataset_class()
+        from pipeline.stream.torch_data import TorchIterableDataset
+
+        return TorchIterableDataset
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

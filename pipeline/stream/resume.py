@@ -11,13 +11,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.stream.windows import Intervals, normalize, remaining_after
+from pipeline.stream.windows import Intervals, WindowOrder, normalize, remaining_after
 
 # The format tag names the reader module because states saved before this split carry it.
 STATE_FORMAT = "pipeline.stream.reader/1"
-STREAM_KEYS = ("name", "version", "split", "tokens", "seq_len", "seed")
-# a state saved before splits existed was always of the training stream
-STATE_DEFAULTS = {"split": "train"}
+# `layout`: 1 = whole shards in shard_order, or the first weighted mixture (copies adjacent); 2 =
+# the spread mixture (mixture.py). A state also names its `shuffle_group` (windows per shuffle
+# group, 0: stream order), which a reader loading it adopts: the windows consumed are a prefix of
+# that order only.
+STREAM_KEYS = ("name", "version", "split", "tokens", "seq_len", "seed", "layout")
+# a state saved before splits existed was always of the training stream; before shuffling, in
+# stream order and layout 1
+STATE_DEFAULTS = {"split": "train", "layout": 1, "shuffle_group": 0}
+
+
+def window_order(state: dict[str, Any]) -> WindowOrder:
+    """The order the state's ranks yield windows in (seed, epoch, shuffle group)."""
+    group = state.get("shuffle_group", STATE_DEFAULTS["shuffle_group"])
+    return WindowOrder(int(group), int(state["seed"]), int(state["epoch"]))
 
 
 def check_state(state: dict[str, Any]) -> None:
@@ -41,7 +52,7 @@ def job_remaining(state: dict[str, Any]) -> Intervals:
     if state["world_size"] is None:
         return base
     world = state["world_size"]
-    return remaining_after(base, world, [state["consumed"]] * world)
+    return remaining_after(base, world, [state["consumed"]] * world, window_order(state))
 
 
 def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -58,7 +69,9 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by_rank = {s["rank"]: s["consumed"] for s in states}
     if sorted(by_rank) != list(range(world)):
         raise ValueError(f"need the state of every rank 0..{world - 1}, got {sorted(by_rank)}")
-    remaining = remaining_after(normalize(first["base"]), world, [by_rank[r] for r in range(world)])
+    remaining = remaining_after(
+        normalize(first["base"]), world, [by_rank[r] for r in range(world)], window_order(first)
+    )
     return {
         **first,
         "base": [list(iv) for iv in remaining],

@@ -73,17 +73,26 @@ def rank_span(total: int, rank: int, world_size: int) -> tuple[int, int]:
     return lo, lo + size + (rank < extra)
 
 
-def rank_windows(base: Intervals, rank: int, world_size: int, consumed: int = 0) -> Intervals:
-    """Windows rank still has to read: its piece of `base` less the first `consumed` windows."""
+def rank_windows(
+    base: Intervals, rank: int, world_size: int, consumed: int = 0, order: WindowOrder | None = None
+) -> Intervals:
+    """Windows rank still has to read: its piece of `base` less the first `consumed` windows it
+    yields (in stream order, or in `order`)."""
     lo, hi = rank_span(count(base), rank, world_size)
-    return take(base, min(lo + consumed, hi), hi)
+    if order is None:
+        return take(base, min(lo + consumed, hi), hi)
+    return order.drop_first(take(base, lo, hi), consumed)
 
 
-def remaining_after(base: Intervals, world_size: int, consumed: Sequence[int]) -> Intervals:
+def remaining_after(
+    base: Intervals, world_size: int, consumed: Sequence[int], order: WindowOrder | None = None
+) -> Intervals:
     """What the job has left once rank r consumed `consumed[r]` windows of its piece of `base`."""
     if len(consumed) != world_size:
         raise ValueError(f"need one consumed count per rank ({world_size}), got {len(consumed)}")
-    parts = [w for r in range(world_size) for w in rank_windows(base, r, world_size, consumed[r])]
+    parts = [
+        w for r in range(world_size) for w in rank_windows(base, r, world_size, consumed[r], order)
+    ]
     return normalize(parts)
 
 
@@ -149,3 +158,85 @@ def plan_ranges(
             end = min(start + step, hi * itemsize)
             ranges.append(ByteRange(shard, start, end, int(offsets[pos]) + start // itemsize))
     return ranges
+
+
+class WindowOrder(NamedTuple):
+    """The order a rank yields its windows in: shuffled inside bounded groups.
+
+    Group g is window ids [g*group, (g+1)*group) of the epoch (the same groups on every rank and
+    after every resume). A set of windows is yielded group by group, in stream order of the groups,
+    and inside a group by `np.random.default_rng([seed, epoch, g]).permutation(group)`: each
+    window's rank in that permutation orders it. A subset of a group keeps the relative order it
+    has in the whole group, so dropping the windows already yielded leaves exactly the tail of the
+    order (exact resume), whichever ranks the rest is later split among. `group` 0 or 1 is stream
+    order (no shuffling). A group is fetched as contiguous ranges, then cut in the shuffled order:
+    range requests keep their size, the reader holds one group at a time.
+    """
+
+    group: int
+    seed: int
+    epoch: int
+
+    def groups(self, windows: Intervals) -> Iterator[list[int]]:
+        """The windows, one list per group, each list in yield order."""
+        if self.group <= 1:
+            for j in iter_windows(windows):
+                yield [j]
+            return
+        current, members = -1, []
+        for j in iter_windows(windows):
+            g = j // self.group
+            if g != current:
+                if members:
+                    yield self._shuffled(current, members)
+                current, members = g, []
+            members.append(j)
+        if members:
+            yield self._shuffled(current, members)
+
+    def _shuffled(self, g: int, members: list[int]) -> list[int]:
+        rank = np.argsort(np.random.default_rng([self.seed, self.epoch, g]).permutation(self.group))
+        return sorted(members, key=lambda j: rank[j - g * self.group])
+
+    def drop_first(self, windows: Intervals, n: int) -> Intervals:
+        """The windows left once the first `n` of them in yield order are gone."""
+        total = count(windows)
+        if self.group <= 1 or n <= 0 or n >= total:
+            return take(windows, min(max(n, 0), total), total)
+        whole, in_group, current = 0, 0, None  # windows of the groups fully yielded
+        for a, b in windows:
+            while a < b:
+                g, end = a // self.group, min(b, (a // self.group + 1) * self.group)
+                if g != current:
+                    if whole + in_group > n:
+                        break
+                    whole, in_group, current = whole + in_group, 0, g
+                in_group += end - a
+                a = end
+            else:
+                continue
+            break
+        else:
+            if whole + in_group <= n:
+                whole += in_group
+        rest = take(windows, whole, total)
+        if n > whole:
+            first = next(self.groups(rest))
+            rest = _minus(rest, [(j, j + 1) for j in first[: n - whole]])
+        return rest
+
+
+def _minus(windows: Intervals, gone: Intervals) -> Intervals:
+    """Windows less the (sorted, disjoint) intervals `gone`."""
+    out: Intervals = []
+    gone = normalize(gone)
+    for a, b in windows:
+        for x, y in gone:
+            if y <= a or x >= b:
+                continue
+            if x > a:
+                out.append((a, x))
+            a = max(a, y)
+        if a < b:
+            out.append((a, b))
+    return normalize(out)

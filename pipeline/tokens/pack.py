@@ -48,9 +48,10 @@ source, row, length, in shard order), the record of which split and source a doc
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -115,7 +116,11 @@ class PackPlan:
     One pack writes one set of shards named `<prefix>-00000.bin/.idx`, ... A run packs once per
     (source, split): the units given are one source's (a unit never mixes sources), and with a
     `split` ("train" or "valid", tokens/split.py) pass 1 keeps only that split's rows; "" keeps
-    every row (no validation split: the pack of a single `input` is the one before sources)."""
+    every row (no validation split: the pack of a single `input` is the one before sources).
+
+    `excluded` (a takedown, `without`): document ids pass 1 leaves out. Every other document
+    keeps its key, so its shard and its place among the others are those of the plan without
+    exclusions: the shards are the parent's with the excluded documents cut out."""
 
     shards: int
     buckets: int
@@ -123,6 +128,13 @@ class PackPlan:
     prefix: str = "shard"
     split: str = ""
     valid_fraction: float = 0.0
+    excluded: frozenset[str] = field(default=frozenset(), repr=False)
+    removal: str = ""  # ids_digest(excluded), names the plan's exchange objects
+
+    def without(self, ids) -> PackPlan:
+        """The same plan leaving out these document ids (and those it already left out)."""
+        excluded = self.excluded | frozenset(ids)
+        return replace(self, excluded=excluded, removal=ids_digest(excluded))
 
     def bucket_shards(self, bucket: int) -> range:
         k, s = self.buckets, self.shards
@@ -142,10 +154,17 @@ class PackPlan:
     @property
     def name(self) -> str:
         cut = f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        if self.removal:
+            cut += f"-r{self.removal[:16]}"
         return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"
 
     def shard_name(self, shard: int) -> str:
         return f"{self.prefix}-{shard:05d}"
+
+
+def ids_digest(ids) -> str:
+    """sha256 of a set of document ids: sorted, one a line, each line ending in a newline."""
+    return hashlib.sha256("".join(f"{i}\n" for i in sorted(ids)).encode()).hexdigest()
 
 
 def pack_plan(

@@ -1,10 +1,10 @@
-"""The README's "Run on a Ray cluster" commands, run as written against a real head and S3 server.
+"""The cluster commands (docs/cluster.md), run as written against a real head and S3 server.
 
-The commands are read from the README's ```sh block, and only the head's address (HEAD and its
-two ports) and ENDPOINT (the SeaweedFS S3 server) are filled in. The head is started the README's
+The commands are read from docs/cluster.md's ```sh block, and only the head's address (HEAD and its
+two ports) and ENDPOINT (the SeaweedFS S3 server) are filled in. The head is started the documented
 way, so Ray's default token authentication is on; its token lands in a private HOME
 (~/.ray/auth_token of this test only). To share the machine with other Ray clusters, the head
-command gets flags the README leaves to their defaults: free ports for every other Ray port, a
+command gets flags the document leaves to their defaults: free ports for every other Ray port, a
 private temp dir, --block (so that it is stopped by its pid, never `ray stop`), 127.0.0.1,
 two CPUs. Takes ~1-2 minutes.
 """
@@ -36,15 +36,14 @@ WRITES = {"PUT", "POST", "DELETE"}
 
 
 def readme_cluster_block(language: str) -> str:
-    """The first ```language block of the README's cluster section, dedented."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Run on a Ray cluster", 1)[1].split("\n## ", 1)[0]
+    """The first ```language block of docs/cluster.md (the README's cluster link), dedented."""
+    section = (REPO / "docs" / "cluster.md").read_text()
     block = re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
     return textwrap.dedent(block)
 
 
 def readme_cluster_commands() -> list[str]:
-    """The command lines of the README's cluster section, in order."""
+    """The command lines of docs/cluster.md, in order."""
     return [line for line in readme_cluster_block("sh").splitlines() if line.strip()]
 
 
@@ -80,7 +79,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     env = {**ray_env(ray_tmpdir), "HOME": str(home)}
-    env.pop("RAY_AUTH_MODE")  # Ray's default: the README's way
+    env.pop("RAY_AUTH_MODE")  # Ray's default: the documented way
     extra = [
         "--block",
         "--num-cpus=2",
@@ -121,8 +120,8 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
 
     try:
         _wait_for_dashboard(f"http://127.0.0.1:{ports['dashboard']}", head, ray_tmpdir, 90)
-        assert (home / ".ray" / "auth_token").exists()  # the README's first line made it
-        # The head requires the token: without the README's exports the submission is refused.
+        assert (home / ".ray" / "auth_token").exists()  # the document's first line made it
+        # The head requires the token: without the documented exports the submission is refused.
         denied = subprocess.run(
             ["bash", "-c", steps[0]], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
         )
@@ -146,11 +145,11 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         assert "retention" in results["retain"].stdout.lower()
         assert "$" in results["report"].stdout
 
-        # The README's StreamReader example, with its endpoint filled in, reads the version.
+        # The document's StreamReader example, with its endpoint filled in, reads the version.
         example = readme_cluster_block("python").replace("http://10.0.0.5:9000", s3_server)
         assert s3_server in example
         namespace: dict = {}
-        exec(compile(example, "README.md", "exec"), namespace)
+        exec(compile(example, "docs/cluster.md", "exec"), namespace)
         assert namespace["reader"].manifest["name"] == "corpus"
         assert len(namespace["window"]) == 2049 and namespace["reader"].remaining() == 0
 
@@ -177,7 +176,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         assert writes == []
         assert bucket_state(storage, "datasets-bucket") == before
 
-        # Success is each job's status, read through Ray's SDK (with the README's token).
+        # Success is each job's status, read through Ray's SDK (with the documented token).
         statuses = sh(
             "python -c 'from ray.job_submission import JobSubmissionClient as C;"
             f" print(*sorted(j.status.value for j in C(\"{dashboard}\").list_jobs()))'"

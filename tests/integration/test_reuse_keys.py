@@ -44,6 +44,8 @@ EXPECT = {
     "dedup.exchange_task_bytes": set(),
     "pack.seed": {"tokens", "run"},
     "split.valid_fraction": {"run"},  # drawn at pack time from the token files
+    # columns of the read outputs and of the index, never of a token file (issue 23)
+    "input.keep_fields": {"read", "run"},
 }
 _NEVER = ("name", "output.", "storage.", "ray.", "run.", "retention.", "prices.")
 
@@ -156,6 +158,7 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
         ("uri", "/elsewhere", set()),
         ("name", "other", {"read", "tokens", "run"}),  # ids are <name>/<id>
         ("text_field", "body", {"read", "tokens", "run"}),
+        ("keep_fields", ["url"], {"read", "run"}),  # index columns, not token files
     ],
 )
 def test_source_keys_change_exactly_the_intermediates_they_decide(tmp_path, key, value, stages):

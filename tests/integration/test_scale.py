@@ -9,7 +9,7 @@ import pytest
 from helpers import REPO, SAMPLE_CONFIG
 
 from pipeline.config import load_config
-from pipeline.config_sections import DedupConfig
+from pipeline.config_sections import DedupConfig, IngestConfig, PackConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO
 from pipeline.formats import sectioned
@@ -205,20 +205,41 @@ def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
 
     tb = 10**13
     cut, stages = dry_run.dry_run(tb)
-    by = {s.name: s for s in stages}
-    assert abs(cut["units"] - tb / (256 * MiB)) / cut["units"] < 0.1
+    # without a config: the config models' defaults, the sizes a run with defaults would use
+    unit, shard = int(IngestConfig().unit_bytes), int(PackConfig().shard_bytes)
+    assert abs(cut["units"] - tb / unit) / cut["units"] < 0.1
     assert cut["partitions"] == DedupConfig().partition_count(tb)
-    assert cut["shards"] == pack_plan(cut["token_bytes"], cut["units"], 256 * MiB, 16 * MiB).shards
-    pack_stage = by["pack"]
-    assert pack_stage.bytes_read / pack_stage.requests["get"] >= 16 * 10**6
+    assert cut["shards"] == pack_plan(cut["token_bytes"], cut["units"], shard, 16 * MiB).shards
+    # at 256 MiB units (configs/s3.yaml) pack's GETs reach its 16 MiB aim; at the default 64 MiB
+    # a unit's token part per key bucket is smaller (~11 MB). Counted: the pieces that carry
+    # tokens (not pass 1's small index GETs, one per unit and bucket; no shard is read back any
+    # more, whose whole-shard GETs used to lift the mean)
+    cut, stages = dry_run.dry_run(tb, unit_bytes=256 * MiB)
+    pack_stage = next(s for s in stages if s.name == "pack")
+    index_gets = cut["units"] * cut["pack_buckets"]
+    assert pack_stage.bytes_read / (pack_stage.requests["get"] - index_gets) >= 16 * 10**6
     assert all(s.core_hours >= 0 and s.dollars >= 0 for s in stages)
+
+
+def test_plan_at_a_corpus_size_takes_the_configs_unit_and_shard_sizes(capsys):
+    """It printed 37,253 units for 10 TB whatever the config said (the option's unset value
+    hid the config's); the sample's 1 MiB units and shards give ~9.5M units and ~7.3M shards."""
+    from pipeline.cli import main
+
+    base = ["plan", "--corpus-bytes", "10TB", "--config", str(SAMPLE_CONFIG)]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "settings: units of 1.0MiB (ingest.unit_bytes), shards of 1.0MiB" in out
+    assert "9,536,744 units, 4 dedup partitions, 7,343,293 shards" in out
+    assert main([*base, "--unit-bytes", "256MiB"]) == 0  # an option still wins over the config
+    assert "37,253 units" in capsys.readouterr().out
 
 
 def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
     from pipeline.report import dry_run
 
-    def requests(corpus: int, stage: str) -> int:
-        _, stages = dry_run.dry_run(corpus, dedup=DedupConfig(partitions=64))
+    def requests(corpus: int, stage: str) -> int:  # at configs/s3.yaml's 256 MiB units
+        _, stages = dry_run.dry_run(corpus, unit_bytes=256 * MiB, dedup=DedupConfig(partitions=64))
         return sum(next(s for s in stages if s.name == stage).requests.values())
 
     for stage in ("read+hash", "tokenize", "pack"):
@@ -230,13 +251,16 @@ def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing()
 
     def requests(corpus: int, stage: str) -> int:
         # task cap out of the way: the exchanges' own cut (formats/sectioned.py)
-        _, stages = dry_run.dry_run(corpus, dedup=DedupConfig(exchange_task_bytes=2**60))
+        _, stages = dry_run.dry_run(
+            corpus, unit_bytes=256 * MiB, dedup=DedupConfig(exchange_task_bytes=2**60)
+        )
         return sum(next(s for s in stages if s.name == stage).requests.values())
 
     for stage in ("read+hash", "exact", "near", "audit"):
         assert requests(10**13, stage) <= 1.3 * 10 * requests(10**12, stage), stage
-    # with the default cap on one regroup task's bytes, 10 TB still needs < 10M requests
-    _, stages = dry_run.dry_run(10**13)
+    # with the default cap on one regroup task's bytes, 10 TB in 256 MiB units (configs/s3.yaml;
+    # the default 64 MiB units make ~14M) still needs < 10M requests
+    _, stages = dry_run.dry_run(10**13, unit_bytes=256 * MiB)
     assert sum(sum(s.requests.values()) for s in stages) < 10**7
 
 

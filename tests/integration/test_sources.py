@@ -167,9 +167,10 @@ def test_weights_mix_the_reader_and_the_blend_line(mix_run):
     for name in sources:
         assert share[name] == pytest.approx(expected[name] / total, rel=1e-9)
 
-    # the reader: per-source tokens over an epoch within 1 % of weight x tokens (2:1)
+    # the reader: per-source tokens over an epoch within 1 % of weight x tokens (2:1); read in
+    # stream order (shuffle_windows=False) to line the windows up with the layout's stretches
     seq_len = 256
-    with StreamReader(version, seq_len=seq_len, seed=3) as reader:
+    with StreamReader(version, seq_len=seq_len, seed=3, shuffle_windows=False) as reader:
         windows = list(reader)
         layout = reader.epoch_layout()
     stream = np.concatenate([w[:-1] for w in windows] + [windows[-1][-1:]])
@@ -253,7 +254,8 @@ def test_validation_split_is_disjoint_and_reads_back(sample_split):
             for s in valid
         ]
     )
-    with StreamReader(version, seq_len=1, split="valid") as reader:
+    # in stream order: the last window's label is then the stream's last token
+    with StreamReader(version, seq_len=1, split="valid", shuffle_windows=False) as reader:
         windows = list(reader)
     got = np.concatenate([w[:1] for w in windows] + [windows[-1][1:]])
     assert reader.total_tokens == len(expected) == len(got)
@@ -303,3 +305,36 @@ def test_source_config_errors(tmp_path, change, message):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=message):
         load_config(path, output_uri=str(tmp_path / "out"))
+
+
+def test_boundaries_match_eos_and_the_index_on_every_sample_window(sample_split):
+    """Every window of the shipped sample (weights 2:1): document starts and position ids equal
+    those derived by hand from EOS, and those of the shards' .idx (each document ends in EOS),
+    plus the starts of the mixture's pieces (cut at any token: a cut document's rest is a span)."""
+    version, seq_len = sample_split.version, 512
+    eos = sample_split.manifest["tokenizer"]["eos_id"]
+    with StreamReader(version, seq_len, boundaries=True, shuffle_windows=False) as reader:
+        windows = list(reader)
+        layout = reader.epoch_layout()
+    assert reader.layout == 2 and len(windows) == reader.windows_per_epoch
+    # document starts in stream positions, from each stretch's shard index
+    starts, pieces, at = set(), set(), 0
+    for _, bin_name, first, n in layout:
+        pieces.add(at)
+        prefix = bin_name.removesuffix(".bin")
+        docs = read_shard(*[(version / f"{prefix}.{k}").read_bytes() for k in KINDS])
+        doc_starts = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+        assert all(d[-1] == eos for d in docs)
+        starts.update(int(at + p - first) for p in doc_starts if first <= p < first + n)
+        at += n
+    for j, w in enumerate(windows):
+        tokens = w.tokens.tolist()
+        cuts = {p - j * seq_len for p in pieces if 0 < p - j * seq_len < seq_len}
+        by_eos = sorted({0, *cuts, *(i for i in range(1, seq_len) if tokens[i - 1] == eos)})
+        by_index = sorted({0, *cuts, *(p - j * seq_len for p in starts)} & set(range(seq_len)))
+        assert w.cu_seqlens.tolist() == by_eos + [seq_len] == by_index + [seq_len]
+        positions, pos = [], 0
+        for i in range(seq_len):
+            pos = 0 if i in by_eos else pos + 1
+            positions.append(pos)
+        assert w.position_ids.tolist() == positions

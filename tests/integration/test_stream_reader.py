@@ -23,6 +23,9 @@ L = 1000  # seq_len
 # Odd sizes, an empty shard and one shorter than a window: windows must cross every boundary.
 SHARDS = [30_000, 11_111, 0, 52_345, 7, 20_500]
 SMALL = {"request_bytes": 8192, "inflight": 4}  # many requests per shard
+# Tests of stream order (the windows' exact sequence) read unshuffled: shuffling within groups is
+# on by default since issue 23 and tested on its own; resume tests keep it on.
+ORDERED = {**SMALL, "shuffle_windows": False}
 
 
 @pytest.fixture
@@ -67,7 +70,7 @@ def read(reader, n=None):
 
 
 def test_windows_are_exact_across_shard_and_request_boundaries(version):
-    with StreamReader(version.uri, L, **SMALL) as reader:
+    with StreamReader(version.uri, L, **ORDERED) as reader:
         got = read(reader)
         expected = windows_of(stream_of(version))
         assert len(got) == len(expected) == reader.windows_per_epoch == sum(SHARDS) // L
@@ -88,7 +91,9 @@ def test_dataset_folder_reads_newest_committed_version(version):
 
 def test_rank_pieces_are_disjoint_contiguous_and_complete(version):
     expected = windows_of(stream_of(version))
-    per_rank = [read(StreamReader(version.uri, L, rank=r, world_size=3, **SMALL)) for r in range(3)]
+    per_rank = [
+        read(StreamReader(version.uri, L, rank=r, world_size=3, **ORDERED)) for r in range(3)
+    ]
     assert sorted(len(p) for p in per_rank)[-1] - sorted(len(p) for p in per_rank)[0] <= 1
     joined = [w for part in per_rank for w in part]
     assert same(joined, expected)
@@ -205,7 +210,9 @@ def test_corrupted_index_is_refused_when_verifying(version):
 
 def test_verified_read_of_a_rank_piece_is_exact(version):
     expected = windows_of(stream_of(version))
-    got = read(StreamReader(version.uri, L, rank=1, world_size=2, verify_checksums=True, **SMALL))
+    got = read(
+        StreamReader(version.uri, L, rank=1, world_size=2, verify_checksums=True, **ORDERED)
+    )
     assert same(got, expected[len(expected) - len(got) :])
 
 
@@ -257,7 +264,7 @@ def proxied_reader(version, proxy, **kwargs):
 def test_keeps_littles_law_depth_in_flight(s3_version, proxy, s3_storage):
     target = 28e6  # N = ceil(28 MB/s * (30 ms + 128 KiB / 20 MB/s) / 128 KiB) = ceil(7.8) = 8
     expected = windows_of_s3(s3_version, s3_storage)
-    reader = proxied_reader(s3_version, proxy, target_bytes_per_s=target)
+    reader = proxied_reader(s3_version, proxy, target_bytes_per_s=target, shuffle_windows=False)
     assert reader.plan.inflight == plan.inflight_needed(target, LATENCY, BANDWIDTH, REQUEST) == 8
     proxy.reset_counters()
     io_before = IO.snapshot()
@@ -352,3 +359,86 @@ def test_response_framing_finds_the_end_of_each_response():
     )
     assert not any(chunked.feed(msg[i : i + 1]) for i in range(len(msg) - 1))  # byte by byte
     assert chunked.feed(msg[-1:])
+
+
+# -- shuffling within bounded groups (issue 23) --------------------------------------------------
+GROUP = 10  # windows per shuffle group
+SHUFFLED = {**SMALL, "shuffle_buffer_bytes": GROUP * (L + 1) * 2}
+
+
+def test_shuffled_windows_stay_in_their_group_and_change_every_epoch(version):
+    expected = windows_of(stream_of(version))
+    index = index_of(expected)
+    with StreamReader(version.uri, L, **SHUFFLED) as reader:
+        assert reader.shuffle_group == GROUP
+        first, second = read(reader), read(reader)
+    ids = [index[w.tobytes()] for w in first]
+    assert sorted(ids) == list(range(len(expected)))  # every window once
+    groups = [j // GROUP for j in ids]
+    assert groups == sorted(groups)  # a group at a time: reads stay large and in stream order
+    assert ids != sorted(ids)
+    # the same seed and epoch give the same order; the next epoch another one
+    assert same(read(StreamReader(version.uri, L, **SHUFFLED)), first)
+    second_ids = [index_of(windows_of(stream_of(version, 0, 1)))[w.tobytes()] for w in second]
+    assert sorted(second_ids) == list(range(len(expected))) and second_ids != ids
+    # reading shuffled fetches the same bytes in the same requests as reading in order
+    ordered = StreamReader(version.uri, L, **ORDERED)
+    read(ordered)
+    shuffled = StreamReader(version.uri, L, **SHUFFLED)
+    read(shuffled)
+    assert (shuffled.stats.requests, shuffled.stats.bytes) == (
+        ordered.stats.requests,
+        ordered.stats.bytes,
+    )
+
+
+def test_elastic_resume_with_small_shuffle_groups_covers_the_rest_once(version):
+    index = index_of(windows_of(stream_of(version)))
+    seen, job = Counter(), None
+    for world, counts in ((3, (5, 9, 2)), (2, (4, 11)), (4, (None,) * 4)):
+        readers = [
+            StreamReader(version.uri, L, rank=r, world_size=world, **SHUFFLED) for r in range(world)
+        ]
+        for reader, n in zip(readers, counts, strict=True):
+            if job is not None:
+                reader.load_state_dict(job)
+            seen += coverage(read(reader, n), index)
+            reader.close()
+        job = json.loads(json.dumps(StreamReader.merge_states([r.state_dict() for r in readers])))
+    assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
+    # same rank, same world: the resumed reader continues the shuffled order exactly
+    full = read(StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED))
+    head_reader = StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED)
+    head = read(head_reader, 13)
+    resumed = StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED)
+    resumed.load_state_dict(json.loads(json.dumps(head_reader.state_dict())))
+    assert same(head + read(resumed), full)
+
+
+def test_shuffle_buffer_must_fit_the_memory_cap(version):
+    with pytest.raises(ValueError, match="shuffle_buffer_bytes"):
+        StreamReader(version.uri, L, max_buffer_bytes=64 * 1024, shuffle_buffer_bytes=60 * 1024)
+
+
+# -- document boundaries --------------------------------------------------------------------------
+def boundaries_by_hand(tokens, eos):
+    """Document starts in the inputs and position ids, one token at a time."""
+    starts, positions, pos = [0], [], 0
+    for i, _t in enumerate(tokens[:-1]):
+        if i and tokens[i - 1] == eos:
+            starts.append(i)
+            pos = 0
+        positions.append(pos)
+        pos += 1
+    return starts + [len(tokens) - 1], positions
+
+
+def test_boundaries_match_eos_on_every_window(version):
+    eos = load_manifest(version)["tokenizer"]["eos_id"]
+    with StreamReader(version.uri, L, boundaries=True, **SHUFFLED) as reader:
+        windows = read(reader)
+    assert len(windows) == reader.windows_per_epoch
+    for w in windows:
+        starts, positions = boundaries_by_hand(w.tokens.tolist(), eos)
+        assert w.cu_seqlens.tolist() == starts and w.position_ids.tolist() == positions
+    assert sum(len(w.cu_seqlens) - 2 for w in windows) > len(windows) // 4  # documents start inside

@@ -302,3 +302,14 @@ def test_local_and_s3_read_the_same(tmp_path: Path, s3_upload) -> None:
         assert local_docs.num_rows > 1000
         assert s3_docs.equals(local_docs)
         assert s3_bad.equals(local_bad)
+
+
+def test_a_multi_line_json_array_is_quarantined_with_the_json_lines_hint(tmp_path):
+    """`.json` is read as JSON Lines: a pretty-printed array fails line by line, and the
+    detail says why (it said only "Expecting value: line 1 column 2")."""
+    text = json.dumps([{"text": "a"}, {"text": "b"}], indent=2).encode()
+    docs, bad = read_root(write_tree(tmp_path / "in", {"records.json": text}))
+    assert docs.num_rows == 0
+    rows = bad.to_pylist()
+    assert rows and {r["reason"] for r in rows} == {"malformed_json"}
+    assert all("read as JSON Lines" in r["detail"] for r in rows)

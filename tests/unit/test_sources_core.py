@@ -9,8 +9,7 @@ import pytest
 
 from pipeline.dedup import exact
 from pipeline.dedup.components import keep_rule
-from pipeline.formats.manifest import ManifestError, blend_line, parse_blend
-from pipeline.stream.mixture import MIX_TOKENS, epoch_segments
+from pipeline.formats.manifest import ManifestError, blend_line, data_path_line, parse_blend
 from pipeline.tokens.split import in_valid, split_mask
 
 
@@ -82,25 +81,11 @@ def test_blend_line_weights_by_source_weight_times_tokens():
     pairs = parse_blend(line)
     assert [p for _, p in pairs] == ["train-a-00000", "train-a-00001", "train-b-00000"]
     assert [w for w, _ in pairs] == pytest.approx([600 / 1200, 200 / 1200, 400 / 1200])
-    rooted = parse_blend(blend_line(shards, {"a": 2.0, "b": 1.0}, root="/data/v1/"))
-    assert rooted[0][1] == "/data/v1/train-a-00000"
+    rooted = parse_blend(data_path_line("file:///data/v1/", line))
+    assert [p for _, p in rooted] == ["/data/v1/" + p for _, p in pairs]
+    assert [w for w, _ in rooted] == [w for w, _ in pairs]
     with pytest.raises(ManifestError):
         parse_blend("0.5 a 0.5")
-
-
-def test_reader_segments_repeat_a_source_by_its_weight():
-    shards = [_shard("a0", "a", 1000), _shard("b0", "b", 700), _shard("c0", "c", MIX_TOKENS + 5)]
-    manifest = {"sources": {"a": {"weight": 2.0}, "b": {"weight": 0.5}, "c": {"weight": 1.0}}}
-    segs = epoch_segments(manifest, shards, "train")
-    per = {}
-    for s in segs:
-        per[s.source] = per.get(s.source, 0) + s.tokens
-        assert s.tokens <= MIX_TOKENS and s.first + s.tokens <= s.shard["tokens"]
-    assert per == {"a": 2000, "b": 350, "c": MIX_TOKENS + 5}
-    # all weights 1 (or no sources): whole shards, as before sources
-    plain = epoch_segments({}, shards, "train")
-    assert [(s.first, s.tokens) for s in plain] == [(0, 1000), (0, 700), (0, MIX_TOKENS + 5)]
-    assert len(epoch_segments(manifest, shards, "valid")) == 3
 
 
 def test_skipped_files_are_counted_once_per_root():

@@ -1,0 +1,35 @@
+"""The exit codes of `python -m pipeline`: one table, used by the exceptions that carry them,
+by `--help` (cli.py) and by the documentation.
+
+A command prints one line naming the problem on stderr before it exits with a code above 0.
+"""
+
+from __future__ import annotations
+
+DONE = 0
+VERIFY_FAILED = 1
+CONFIG_ERROR = 2
+RUN_STOPPED = 3
+LEASE_HELD = 4
+STORAGE_UNREACHABLE = 5
+STORAGE_REFUSED = 6
+
+EXIT_CODES: dict[int, str] = {
+    DONE: "done",
+    VERIFY_FAILED: "verify found a mismatch (or `retain --apply` an action that failed)",
+    CONFIG_ERROR: "configuration error: the key and the file are named; nothing written",
+    RUN_STOPPED: "the run stopped on purpose (too many bad records, accounting broken, a shard"
+    " `verify` would reject, an input that yields no document or shrank by more than"
+    " run.max_input_shrink unless `run --allow-empty`; `remove`: the token files it re-packs"
+    " are gone); nothing committed",
+    LEASE_HELD: "another run holds the dataset's lease",
+    STORAGE_UNREACHABLE: "storage unreachable: the endpoint accepts no connection (the line"
+    " names the endpoint and the object)",
+    STORAGE_REFUSED: "the store refused: no credentials, access denied, an unknown key, no such"
+    " bucket (the line names the URI and the cause)",
+}
+
+
+def exit_codes_help() -> str:
+    """The table as `--help` prints it (an argparse epilog, one code a line)."""
+    return "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
