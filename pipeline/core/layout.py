@@ -32,7 +32,8 @@
           <unit>.docs.parquet           documents read: doc_id, source, row, text
           <unit>.quarantine.parquet     bad records: source, row, reason, detail
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
-          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents (run/neardup.py)
+          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
+          <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
         tokens/<token_key>/             per-unit token files (see tokens/pack.py)
           <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
@@ -117,11 +118,8 @@ EXACT_REMOVED_ALL = PathRule(f"{_RUN}/exact/removed.parquet", "exact_hashes")
 DEDUP_EXCHANGE = PathRule(f"{_RUN}/{{step}}/xchg/{{name}}", None)
 EXACT_DIR = PathRule(f"{_RUN}/exact/**", "exact_hashes")
 NEAR_DIR = PathRule(f"{_RUN}/near", "near_dedup")
-NEAR_SIG = PathRule(f"{_RUN}/near/sig/{{unit}}.bin", "near_dedup")
-NEAR_BANDS = PathRule(f"{_RUN}/near/bands/{{unit}}.bin", "near_dedup")
-NEAR_EDGES = PathRule(f"{_RUN}/near/edges/p{{part:04d}}.bin", "near_dedup")
-NEAR_HALF = PathRule(f"{_RUN}/near/half/q{{part:04d}}.bin", "near_dedup")
-NEAR_MEMBERS = PathRule(f"{_RUN}/near/members/q{{part:04d}}.bin", "near_dedup")
+NEAR_REQUESTS = PathRule(f"{_RUN}/near/req/q{{part:04d}}.bin", "near_dedup")
+NEAR_CANDS = PathRule(f"{_RUN}/near/cand/b{{part:04d}}.bin", "near_dedup")
 NEAR_REMOVED = PathRule(f"{_RUN}/near/removed/l{{part:04d}}.bin", "near_dedup")
 NEAR_FILES = PathRule(f"{_RUN}/near/**", "near_dedup")
 PACK_EXCHANGE = PathRule(f"{_RUN}/pack/{{plan}}", "token_parts")  # pack's exchange objects
@@ -137,6 +135,7 @@ READ_QUARANTINE = PathRule(f"{_UNIT}.quarantine.parquet", "quarantine")
 EXACT_HASHES = PathRule(f"{_UNIT}.hashes.bin", "exact_hashes")
 EXACT_HASH_PARTS = PathRule(f"{_UNIT}.p{{part:d}}.parquet", "exact_hashes")  # before layout 3
 READ_SIGS = PathRule(f"{_UNIT}.sig-{{signature_key}}.parquet", "near_dedup")
+READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/near_signing.py
 # recomputed from the documents when missing, so not worth keeping; done markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
@@ -161,11 +160,8 @@ PATHS: tuple[PathRule, ...] = (
     EXACT_REMOVED,
     EXACT_REMOVED_ALL,
     EXACT_DIR,
-    NEAR_SIG,
-    NEAR_BANDS,
-    NEAR_EDGES,
-    NEAR_HALF,
-    NEAR_MEMBERS,
+    NEAR_REQUESTS,
+    NEAR_CANDS,
     NEAR_REMOVED,
     NEAR_FILES,
     SHARD_DOCS,
@@ -180,6 +176,7 @@ PATHS: tuple[PathRule, ...] = (
     EXACT_HASHES,
     EXACT_HASH_PARTS,
     READ_SIGS,
+    READ_BANDS,
     READ_SIGS_ANY,
     READ_DONE,
     UNIT_FILES,
@@ -279,20 +276,11 @@ class RunLayout:
         return self._at(NEAR_DIR)
 
     # near-dedup intermediates (formats: run/neardup.py); one sectioned object per writer
-    def near_sig(self, unit: str) -> Location:
-        return self._at(NEAR_SIG, unit=unit)
+    def near_requests(self, q: int) -> Location:
+        return self._at(NEAR_REQUESTS, part=q)
 
-    def near_bands(self, unit: str) -> Location:
-        return self._at(NEAR_BANDS, unit=unit)
-
-    def near_edges(self, p: int) -> Location:
-        return self._at(NEAR_EDGES, part=p)
-
-    def near_half(self, q: int) -> Location:
-        return self._at(NEAR_HALF, part=q)
-
-    def near_members(self, q: int) -> Location:
-        return self._at(NEAR_MEMBERS, part=q)
+    def near_cands(self, bucket: int) -> Location:
+        return self._at(NEAR_CANDS, part=bucket)
 
     def near_removed(self, label_part: int) -> Location:
         return self._at(NEAR_REMOVED, part=label_part)
@@ -324,6 +312,9 @@ class RunLayout:
 
     def read_sigs(self, unit: str, signature_key: str) -> Location:
         return self._at(READ_SIGS, unit=unit, signature_key=signature_key)
+
+    def read_bands(self, unit: str, band_key: str) -> Location:
+        return self._at(READ_BANDS, unit=unit, band_key=band_key)
 
     def read_done(self, unit: str) -> Location:
         return self._at(READ_DONE, unit=unit)

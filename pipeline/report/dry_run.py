@@ -50,11 +50,12 @@ DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_ROW_BYTES = 16  # one band hash + key
-EDGE_ROW_BYTES = 16  # one candidate edge (a, b)
-# assumed per document (web-like corpora): candidate edges after banding, members of a
-# non-trivial component, removals (exact + near) and the bytes of one removal row
-CANDIDATES_PER_DOC = 1.0
-MEMBERS_PER_DOC = 0.2
+DIR_ROW_BYTES = 12  # near dedup's directory row: key, unit index
+REQUEST_ROW_BYTES = 20  # a candidate's signature request: key, label, unit index
+# assumed per document (web-like corpora): documents with a candidate pair after banding
+# (whose signatures near_fetch moves; make_corpus, dup-heavy by design, has 0.45), removals
+# (exact + near) and the bytes of one removal row
+CANDIDATE_DOCS_PER_DOC = 0.3
 REMOVED_PER_DOC = 0.1
 REMOVED_ROW_BYTES = 150
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
@@ -145,6 +146,10 @@ class _Cut:
         return self.per_unit * DOCS_PARQUET_RATIO
 
     @property
+    def band_doc(self) -> int:  # one document's band rows and key row in its band object
+        return BAND_ROW_BYTES * (self.bands + 1)
+
+    @property
     def hash_bytes(self) -> int:
         return self.docs * HASH_ROW_BYTES
 
@@ -215,7 +220,8 @@ def dry_run(
 
 
 def _read(c: _Cut) -> StagePlan:
-    """The pieces in; docs, quarantine, one sectioned hash object, signatures, a marker out."""
+    """The pieces in; docs, quarantine, one sectioned hash object, signatures and their band
+    hashes, a marker out."""
     unit_docs = c.docs / c.m
     return StagePlan(
         "read+hash",
@@ -223,11 +229,17 @@ def _read(c: _Cut) -> StagePlan:
         {
             "get": c.pieces * gets(c.per_unit / max(1, c.pieces / c.m)),
             "put": c.m
-            * (puts(c.docs_pq) + puts(unit_docs * c.sig_doc) + puts(c.hash_bytes / c.m) + 2),
+            * (
+                puts(c.docs_pq)
+                + puts(unit_docs * c.sig_doc)
+                + puts(unit_docs * c.band_doc)
+                + puts(c.hash_bytes / c.m)
+                + 2
+            ),
             "head": c.m,
         },
         c.corpus_bytes,
-        c.m * (c.docs_pq + unit_docs * (c.sig_doc + HASH_ROW_BYTES)),
+        c.m * (c.docs_pq + unit_docs * (c.sig_doc + c.band_doc + HASH_ROW_BYTES)),
         WORKER_BASE_MB + 3 * c.per_unit / MiB,
     )
 
@@ -286,31 +298,39 @@ def _exact(c: _Cut) -> StagePlan:
 
 
 def _near(c: _Cut) -> StagePlan:
-    """Per unit: signatures + removals in, one sig and one band object out; the sig exchange
-    (read by attach, verify, members), bands, edges, halves, members and removals exchanges;
-    five steps of P partition tasks (run/neardup.py)."""
-    m, p, docs = c.m, c.p, c.docs
-    sigs, bands = docs * c.sig_doc, docs * c.bands * BAND_ROW_BYTES
-    edges = docs * CANDIDATES_PER_DOC * EDGE_ROW_BYTES
-    halves = docs * CANDIDATES_PER_DOC * (EDGE_ROW_BYTES + c.sig_doc)
-    members = docs * MEMBERS_PER_DOC * (c.sig_doc + 8)
+    """G x K band tasks (each unit's band object read once, a range per bucket; the band and
+    directory exchanges' pass-1 objects out: rows written once, read once); P bucket tasks
+    (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
+    (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
+    unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
+    removals' exchange (run/neardup.py)."""
+    m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
+    band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
+    bands, directory = docs * c.bands * BAND_ROW_BYTES, docs * DIR_ROW_BYTES
+    plan = exchange_plan(p, m, int(bands), c.request_bytes, c.task_bytes)
+    gk, k = plan.groups * plan.buckets, plan.buckets
+    candidates = docs * CANDIDATE_DOCS_PER_DOC
+    requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    regrouped = requests + cands + removed  # written twice, read twice (formats/sectioned.py)
+    per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
     stage = StagePlan(
         "near",
-        m + 5 * p,
-        {"get": 2 * m, "put": 2 * m + 4 * p, "head": m},
-        docs * (2 * c.sig_doc + 4 * c.bands * BAND_ROW_BYTES),
-        docs * (2 * c.sig_doc + c.bands * BAND_ROW_BYTES),
-        WORKER_BASE_MB + 3 * (docs / p * (c.sig_doc + c.bands * BAND_ROW_BYTES)) / MiB,
+        gk + 3 * p + nb,
+        {
+            "get": m * k * per_unit + 2 * p * plan.groups + m * gets(sigs / m),
+            "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
+            "head": m * k + gk * 2 + m,
+        },
+        band_objects + bands + directory + sigs + 2 * regrouped,
+        bands + directory + 2 * regrouped,
+        WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
     return _plus(
         stage,
-        _exchange(c, m, p, sigs, reads=3),
-        _exchange(c, m, p, bands),
-        _exchange(c, p, p, edges),
-        _exchange(c, p, p, halves),
-        _exchange(c, p, p, members),
-        _exchange(c, p, _removed_buckets(c), removed),
+        _exchange(c, p, nb, requests),
+        _exchange(c, nb, p, cands),
+        _exchange(c, p, nb, removed),
     )
 
 

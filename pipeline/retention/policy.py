@@ -6,7 +6,8 @@ Data classes (where each lives is declared with its path in core/layout.PATHS):
     read_docs             _work/units/<read_key>/<unit>.docs.parquet
     exact_hashes          _work/units/<read_key>/<unit>.hashes.bin (.p<part>.parquet before),
                           _work/runs/<run>/exact/**
-    near_dedup            _work/runs/<run>/near/**, _work/units/<read_key>/<unit>.sig-*.parquet
+    near_dedup            _work/runs/<run>/near/**, _work/units/<read_key>/<unit>.sig-*.parquet,
+                          _work/units/<read_key>/<unit>.bands-*.parquet
     token_parts           _work/tokens/<token_key>/** (token files and their .parquet markers),
                           _work/runs/<run>/pack/** (pack's exchange objects)
     work_state            the rest of _work/: run inputs, units, skipped, removed, stats,

@@ -9,10 +9,17 @@ of both dedups end up in unit buckets (`drv.bounds`), which the audit merges buc
 
 from __future__ import annotations
 
+import pyarrow as pa
 import ray
 
 from pipeline.dedup import components
-from pipeline.formats.sectioned import Writer, exchange_plan, part_ranges, unit_bounds
+from pipeline.formats.sectioned import (
+    Writer,
+    exchange_plan,
+    part_ranges,
+    unit_bounds,
+    unit_bucket,
+)
 
 
 def exchange(
@@ -72,68 +79,74 @@ def exact_dedup(drv) -> None:
     drv.stage("exact", [merge.remote(layout, drv.exact_removed)], merge=True)
 
 
-def near_edges(drv) -> tuple[list, dict[int, list]]:
-    """MinHash LSH (run/neardup.py) up to the verified edges: returns the verify tasks' refs
-    (result, then one edge piece per partition) and each partition's signature ranges.
-    Every step writes one object sectioned by partition; `exchange` regroups it."""
+def near_dedup(drv) -> None:
+    """MinHash LSH (run/neardup.py): band hashes to candidate edges, candidate components
+    (star rounds over the unverified edges, in the object store), the candidates' signatures
+    fetched once from their units, then verification, components and the keep rule per label
+    partition, and the near removals' exchange by unit bucket (for the audit)."""
     remote, layout, cfg, n = drv.remote, drv.layout, drv.cfg, drv.cfg.dedup.partitions
-    signed = drv.stage(
-        "near",
-        [remote["near_signatures"].remote(layout, u, cfg, drv.origin_of[u]) for u in drv.unit_ids],
-    )
-    sigs = exchange(
-        drv,
-        "near",
-        "sig",
-        [Writer(layout.near_sig(r.unit), r.sig_size) for r in signed],
+    units = [(u, i, drv.origin_of[u]) for i, u in enumerate(drv.unit_ids)]
+    docs = sum(r.docs for r in drv.read)  # at most: exact duplicates are dropped on the way
+    plan = exchange_plan(
         n,
-        reads=3,  # by near_attach, near_verify and near_members
+        len(units),
+        docs * cfg.dedup.near.bands * 16,  # a band row: band hash, key
+        int(cfg.dedup.exchange_request_bytes),
+        int(cfg.dedup.exchange_task_bytes),
     )
-    bands = exchange(
-        drv, "near", "bands", [Writer(layout.near_bands(r.unit), r.band_size) for r in signed], n
-    )
-    buckets = drv.stage(
+    groups = plan.unit_groups(units)
+    banded = drv.stage(
         "near",
-        [remote["near_buckets"].remote(layout, p, bands[p], n) for p in range(n)],
-        merge=True,
+        [
+            remote["near_band_group"].remote(layout, plan, g, k, groups[g], cfg)
+            for g in range(plan.groups)
+            for k in range(plan.buckets)
+        ],
     )
-    edges = exchange(
-        drv, "near", "edges", [Writer(layout.near_edges(r.part), r.size) for r in buckets], n
-    )
-    attached = drv.stage(
-        "near",
-        [remote["near_attach"].remote(layout, q, edges[q], sigs[q], cfg) for q in range(n)],
-        merge=True,
-    )
-    halves = exchange(
-        drv, "near", "half", [Writer(layout.near_half(r.part), r.size) for r in attached], n
-    )
-    verify = [
-        remote["near_verify"].options(num_returns=n + 1).remote(layout, q, halves[q], sigs[q], cfg)
+    folder = layout.exchange("near", "bands") / plan.name
+    bands = part_ranges(folder, plan, [r.bands for r in banded])
+    folder = layout.exchange("near", "dir") / plan.name
+    directory = part_ranges(folder, plan, [r.directory for r in banded])
+    buckets = [
+        remote["near_buckets"].options(num_returns=n + 1).remote(p, bands[p], n) for p in range(n)
+    ]
+    drv.stage("near", [refs[0] for refs in buckets], merge=True)
+    candidates = [[refs[1 + q] for refs in buckets] for q in range(n)]
+    inbox = _star_rounds(drv, candidates)
+    unit_buckets = ray.put(unit_bucket(drv.bounds, pa.array(drv.unit_ids, pa.string())))
+    members = [
+        remote["members_task"]
+        .options(num_returns=n + 1)
+        .remote(layout, q, directory[q], unit_buckets, n, len(inbox[q]), *inbox[q], *candidates[q])
         for q in range(n)
     ]
-    drv.stage("near", [refs[0] for refs in verify], merge=True)
-    return verify, sigs
-
-
-def near_components(drv, verify: list, sigs: dict[int, list]) -> None:
-    """Connected components of the verified edges, their members, the keep rule, and the
-    near removals' exchange by unit bucket (for the audit)."""
-    remote, layout, cfg, n = drv.remote, drv.layout, drv.cfg, drv.cfg.dedup.partitions
-    inbox = _star_rounds(drv, [[refs[1 + p] for refs in verify] for p in range(n)])
-    task = remote["members_task"]
-    members = drv.stage(
+    asked = drv.stage("near", [refs[0] for refs in members], merge=True)
+    nb = len(drv.bounds)
+    requests = exchange(
+        drv, "near", "req", [Writer(layout.near_requests(r.part), r.size) for r in asked], nb
+    )
+    unit_ids = ray.put(drv.unit_ids)
+    origins = ray.put([drv.origin_of[u] for u in drv.unit_ids])
+    fetched = drv.stage(
         "near",
-        [task.remote(layout, q, sigs[q], cfg, *inbox[q]) for q in range(n)],
+        [
+            remote["near_fetch"].remote(layout, b, requests[b], unit_ids, origins, cfg)
+            for b in range(nb)
+        ],
         merge=True,
     )
-    ranges = exchange(
-        drv, "near", "members", [Writer(layout.near_members(r.part), r.size) for r in members], n
+    cands = exchange(
+        drv, "near", "cand", [Writer(layout.near_cands(r.part), r.size) for r in fetched], n
     )
     bounds = ray.put(drv.bounds)
     kept = drv.stage(
         "near",
-        [remote["near_keep"].remote(layout, lp, ranges[lp], bounds, cfg) for lp in range(n)],
+        [
+            remote["near_keep"].remote(
+                layout, lp, cands[lp], bounds, cfg, *[refs[1 + lp] for refs in members]
+            )
+            for lp in range(n)
+        ],
         merge=True,
     )
     removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]

@@ -38,7 +38,7 @@ from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
 from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as read_dedup_tasks  # list, read, exact dedup, audit
 from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
-from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_components, near_edges
+from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_dedup
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import (
@@ -144,10 +144,9 @@ _TASKS = (
     (
         neardup,
         (
-            "near_signatures",
+            "near_band_group",
             "near_buckets",
-            "near_attach",
-            "near_verify",
+            "near_fetch",
             "star_task",
             "members_task",
             "near_keep",
@@ -275,7 +274,7 @@ class _Driver:
             input_guard.check_documents(self.cfg, sum(r.docs for r in self.read), self.docs_in)
         exact_dedup(self)
         if self.cfg.dedup.near.enabled:
-            near_components(self, *near_edges(self))
+            near_dedup(self)
         audit_stage(self)
         self.tokenized, self.engine = tokenize_stage(self, self.cfg, self.layout, self.unit_ids)
         self.quarantine_tokenized()

@@ -8,100 +8,88 @@ store. A document is a node keyed by xxh3-64 of
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
-components.node_partition). Every step writes ONE object per task, sectioned by the partition
-its rows go to (formats/sectioned.py); the driver regroups each set of objects
-(run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one range per writer
-group:
+components.node_partition; B = len(unit_bounds) unit buckets). Every step writes ONE object per
+task, sectioned by the partition its rows go to (formats/sectioned.py); the driver regroups each
+set of objects (run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one
+range per writer group:
 
-    sig/<unit>.bin       by key partition q: key, doc_id, source, row, unit_id, length (chars),
-                         sig (uint32 x num_perm as bytes), origin, origin_rank (the named input
-                         and its position in `inputs`: dedup/exact.py) of the unit's docs (exact
-                         dups dropped)
-    bands/<unit>.bin     by band partition p: band_hash uint64, key int64
-    edges/p<p>.bin       by q: a, b: star edges of band partition p's buckets whose a is in q
-    half/q<r>.bin        by q: a, b, sig_a: edges from partition r with a's signature, b in q
-    members/q<q>.bin     by label partition l: component members (label, key, doc_id, source,
-                         row, unit_id, length, sig) of partition q's nodes
+    xchg/bands/<plan>/g<g>-k<k>.bin  by band partition p (of bucket k): band_hash uint64,
+                         key int64 of unit group g's documents (exact dups dropped)
+    xchg/dir/<plan>/g<g>-k<k>.bin    by key partition q (of bucket k): key int64, unit int32
+                         (the unit's index among the run's sorted unit ids): where each
+                         document's signature lives
+    req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
+                         unit: the candidate documents of key partition q
+    cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
+                         (the sig-file columns, run/near_signing.py) plus their candidate label
     removed/l<l>.bin     by unit bucket: the near removals of label partition l
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
-Signatures are computed by the read task (stages.read_unit) while it holds a unit's documents,
-into `_work/units/<read_key>/<unit>.sig-<signature_key>.parquet` (the sig/ columns, every document
-of the unit); near_signatures only drops the exact duplicates and routes rows and band hashes.
+The band and directory rows are written once: near_band_group, one task per (unit group, band
+partition bucket) of the band exchange's plan, reads its bucket's range of each of its units'
+band objects and writes pass 1's objects itself (run/exchange.grouped, with their JSON markers),
+so no per-unit object is written and regrouped.
 
-Requests (M units, P partitions, each exchange cut into G groups x K buckets by
-formats/sectioned.exchange_plan from its sizes, not from the corpus): near_signatures GETs 2 per
-unit (signatures, removals) and PUTs 2 objects; the sig and band exchanges GET M·K ranges each
-(twice that with the writers' index reads when K > 1) and PUT G·K objects; near_buckets,
-near_attach, near_members and near_keep each PUT one object per partition, and those four
-exchanges GET P·K ranges each; every partition reader GETs one range per group: near_buckets G,
-near_attach 2G, near_verify 2G, near_members G, near_keep G; the audit G per unit bucket. In all
-about 2M + 2M·K + 4P·K + 7P·G GETs and 2M + 4P + 6G·K (+ markers) PUTs: linear in the corpus.
+The read task signs a unit's documents while it holds them and writes their band hashes next
+to the signatures (run/near_signing.py: both formats). Banding reads only the band objects; a
+signature is read once, by near_fetch, and only from units that hold a candidate: candidate pairs
+and component members get it there, and no signature crosses an exchange except a candidate's.
 
-Steps: near_signatures (per unit) -> near_buckets (per band partition) -> near_attach (per key
-partition: attach a's signature) -> near_verify (per key partition: estimated Jaccard >= threshold;
-returns the verified edges routed for the first component round) -> components.star_step rounds
--> near_members (labels joined with signatures, routed by label) -> near_keep (keep rule).
+Candidate edges (16 bytes each) never touch storage: near_buckets returns them routed by key
+partition to Ray's object store, the star rounds label their components, and near_members routes
+each edge to its label's partition. Verification then needs no edge-by-edge signature attach: a
+candidate component holds both ends of its edges and every verified component inside it, so
+near_keep verifies, labels and applies the keep rule with all of them at hand. The decisions are
+those of verifying first (same candidate edges, same estimate, same threshold, same components).
+One candidate component is held by one task (like one verified component before): a corpus whose
+bands chain millions of documents into one component needs that much memory there.
+
+Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
+formats/sectioned.exchange_plan from its sizes, not from the corpus): near_band_group HEADs
+each band object and GETs its index and bucket range (one GET of the whole object when K = 1)
+and the unit's removals, per unit and bucket, and PUTs 2 objects (+ 2 markers) per task (G·K);
+near_members, near_fetch and near_keep each PUT one object per task, and those three exchanges
+GET P·K, B·K and P·K ranges (twice that with the writers' index reads when K > 1) and PUT G·K
+objects; every reader GETs one range per group: near_buckets G, near_members G, near_fetch G
+(+ one GET per unit with a candidate: its signature file), near_keep G; the audit G per unit
+bucket. In all about 3M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
+linear in the corpus.
+
+Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
+star edges) -> components.star_step rounds over the candidate edges -> near_members (per key
+partition: requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates'
+signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import xxhash
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
-from pipeline.dedup.exact import REMOVED_SCHEMA, drop_removed
+from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats import sectioned
+from pipeline.run import exchange
+from pipeline.run.near_signing import (
+    BAND_SCHEMA,
+    band_key,
+    record_keys,
+    sigs_of,
+    unit_sigs,
+    write_band_object,
+)
 from pipeline.run.results import (
-    AttachResult,
+    BandGroupResult,
     BucketsResult,
+    FetchResult,
     KeepResult,
     MembersResult,
-    SignaturesResult,
-    VerifyResult,
 )
 from pipeline.run.timer import TaskTimer
-
-EDGE_SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
-
-
-def params_of(cfg: Config) -> minhash.MinHashParams:
-    near = cfg.dedup.near
-    return minhash.MinHashParams(
-        ngram=near.ngram,
-        num_perm=near.num_perm,
-        bands=near.bands,
-        rows=near.rows,
-        threshold=near.threshold,
-        seed=near.seed,
-    )
-
-
-def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
-    pairs = zip(sources, rows, strict=True)
-    keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]
-    return np.array(keys, dtype=np.uint64).view(np.int64)
-
-
-def _sig_table(sigs: np.ndarray) -> pa.Array:
-    width = sigs.shape[1] * 4
-    flat = np.ascontiguousarray(sigs, dtype="<u4").view(np.uint8).reshape(-1)
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), len(sigs), [None, pa.py_buffer(flat)]
-    )
-
-
-def _sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(arr) == 0:
-        return np.empty((0, num_perm), dtype=np.uint32)
-    data = np.frombuffer(arr.buffers()[1], dtype="<u4")
-    return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
+from pipeline.tokens.pack import PackPlan
 
 
 def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
@@ -109,89 +97,106 @@ def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
     return sectioned.write_sectioned(loc, table, parts, n)
 
 
-# -- per unit ---------------------------------------------------------------------------------
-def signature_key(cfg: Config) -> str:
-    """What decides a document's signature (not bands or threshold: those act later)."""
-    near = cfg.dedup.near
-    return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
-
-
-def signature_rows(
-    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
-) -> pa.Table:
-    """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
-
-    The read task calls this while it holds the unit's documents, so near dedup never reads
-    the documents again (layout.read_sigs)."""
-    order = pc.sort_indices(docs, [("source", "ascending"), ("row", "ascending")]).to_numpy()
-    if not np.array_equal(order, np.arange(len(order))):  # a read unit is in order already
-        docs = docs.take(order)
-    sigs = minhash.signatures(docs["text"], params_of(cfg))
-    sources = docs["source"].to_pylist()
-    if cfg.named_sources:  # two sources may hold the same relative path
-        sources = [f"{origin}\x00{s}" for s in sources]
-    keys = record_keys(sources, docs["row"].to_pylist())
-    n = docs.num_rows
-    return pa.table(
-        {
-            "key": pa.array(keys, pa.int64()),
-            "doc_id": docs["doc_id"],
-            "source": docs["source"],
-            "row": docs["row"],
-            "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
-            "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
-            "sig": _sig_table(sigs),
-            "origin": pa.array([origin] * n, pa.string()),
-            "origin_rank": pa.array([rank] * n, pa.int32()),
-        }
-    )
-
-
-def near_signatures(
-    layout: RunLayout, unit: str, cfg: Config, origin: str | None = None
-) -> SignaturesResult:
-    """Route a unit's signatures (computed by its read task) and band hashes to partitions,
-    without its exact duplicates. A unit read without them (near dedup off at the time, or the
-    file deleted by retention) is signed here from its documents instead."""
-    timer = TaskTimer()
-    params, n = params_of(cfg), cfg.dedup.partitions
+# -- per unit group ---------------------------------------------------------------------------
+def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
+    """Node keys of the unit's exact duplicates (the rule of signature_rows)."""
     with layout.exact_removed_all.open_read() as f:
         gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
-    signed = layout.read_sigs(unit, signature_key(cfg))
-    if signed.exists():
-        rows = signed.read_parquet()
-    else:
-        rank, src = cfg.source_rank(origin)
-        rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
-    rows = drop_removed(rows, gone)
-    keys = rows["key"].to_numpy()
-    sigs = _sigs_of(rows["sig"], params.num_perm)
-    sig_size = _sections(rows, components.node_partition(keys, n), layout.near_sig(unit), n)
-    bands = minhash.band_hashes(sigs, params)
-    band_rows = pa.table(
-        {
-            "band_hash": pa.array(bands.reshape(-1), pa.uint64()),
-            "key": pa.array(np.repeat(keys, bands.shape[1]), pa.int64()),
-        }
+    sources = gone["source"].to_pylist()
+    if cfg.named_sources:
+        sources = [f"{cfg.source_rank(origin)[1].name}\x00{s}" for s in sources]
+    return record_keys(sources, gone["row"].to_pylist())
+
+
+def _unit_bands(
+    layout: RunLayout, unit: str, span: range, whole: bool, cfg: Config, origin: str | None
+) -> tuple[pa.Table, np.ndarray, pa.Table, np.ndarray]:
+    """The unit's band rows of the band partitions in `span` and its keys of the key partitions
+    in `span`, each with its partition, without its exact duplicates: one range of its band
+    object (after its index; the whole object in one GET when `whole`), written by its read
+    task (else made here from its signatures or documents)."""
+    n = cfg.dedup.partitions
+    loc = layout.read_bands(unit, band_key(cfg))
+    try:
+        size = loc.size()
+    except FileNotFoundError:  # read without it: from the signatures (or the documents)
+        size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
+    piece, offsets = exchange.bucket_of(
+        sectioned.Writer(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
     )
-    band_parts = (bands.reshape(-1) % np.uint64(n)).astype(np.int64)
-    band_size = _sections(band_rows, band_parts, layout.near_bands(unit), n)
+    a = int(offsets[2 * span.start])
+    gone = _removed_keys(layout, unit, cfg, origin)
+    out: list = [[], [], [], []]
+    for j in range(2 * span.start, 2 * span.stop):
+        lo, hi = int(offsets[j]) - a, int(offsets[j + 1]) - a
+        if hi > lo:
+            rows = sectioned.decode(piece[lo:hi])
+            rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
+            out[2 * (j % 2)].append(rows)
+            out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
+    tables = [pa.concat_tables(t) if t else BAND_SCHEMA.empty_table() for t in out[::2]]
+    parts = [np.concatenate(p) if p else np.empty(0, np.int64) for p in out[1::2]]
+    return tables[0], parts[0], tables[1].select(["key"]), parts[1]
+
+
+def near_band_group(
+    layout: RunLayout,
+    plan: PackPlan,
+    group: int,
+    bucket: int,
+    units: list[tuple[str, int, str | None]],
+    cfg: Config,
+) -> BandGroupResult:
+    """Pass 1 of the band and directory exchanges, made from the band files themselves: for
+    one group of units (name, index among the run's sorted unit ids, origin), their band rows
+    (band_hash, key) of the bucket's band partitions and their directory rows (key, unit) of
+    the bucket's key partitions, each as one object laid out partition by partition
+    (run/exchange.grouped). The signatures are not read here (near_fetch reads candidates')."""
+    timer = TaskTimer()
+    span = plan.bucket_shards(bucket)
+    folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
+    dir_pieces: list = []
+    docs = 0
+
+    def band_pieces():
+        nonlocal docs
+        for unit, index, origin in units:
+            bands, band_parts, keys, key_parts = _unit_bands(
+                layout, unit, span, plan.buckets == 1, cfg, origin
+            )
+            docs += keys.num_rows
+            yield exchange.span_piece(bands, band_parts, span)
+            directory = keys.append_column(
+                "unit", pa.array(np.full(keys.num_rows, index), pa.int32())
+            )
+            dir_pieces.append(exchange.span_piece(directory, key_parts, span))
+
+    dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
+    bands = exchange.grouped(folders[0], plan, group, bucket, band_pieces(), reuse=dir_done)
+    directory = exchange.grouped(folders[1], plan, group, bucket, dir_pieces)
     return timer.result(
-        SignaturesResult,
-        unit=unit,
-        docs=rows.num_rows,
-        sig_size=sig_size,
-        band_size=band_size,
+        BandGroupResult,
+        group=group,
+        bucket=bucket,
+        docs=docs,
+        bands=bands,
+        directory=directory,
+        reused=bands.reused and directory.reused,
     )
 
 
 # -- per partition ----------------------------------------------------------------------------
 Ranges = list[sectioned.Range]  # one partition's ranges of an exchange (one GET per group)
-BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
+DIR_SCHEMA = pa.schema([("key", pa.int64()), ("unit", pa.int32())])
+REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
 
-def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> BucketsResult:
-    """Star edges (bucket head, member) of this band partition's buckets, routed by head."""
+def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
+    """Star edges (bucket head, member) of this band partition's buckets: the candidate pairs,
+    both ways, routed by key partition for the component rounds (components.route).
+
+    Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
+    store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
     rows = sectioned.read_part(bands, BAND_SCHEMA)
     edges = (
@@ -199,92 +204,126 @@ def near_buckets(layout: RunLayout, part: int, bands: Ranges, n: int) -> Buckets
         if rows.num_rows
         else minhash.EMPTY_EDGES
     )
-    table = pa.table({"a": edges[:, 0], "b": edges[:, 1]}, schema=EDGE_SCHEMA)
-    size = _sections(table, components.node_partition(edges[:, 0], n), layout.near_edges(part), n)
-    return timer.result(BucketsResult, part=part, candidates=len(edges), size=size)
-
-
-def _load_sigs(sigs: Ranges) -> pa.Table | None:
-    if not sigs:
-        return None
-    return sectioned.read_part(sigs, pa.schema([])).sort_by("key")
-
-
-def _lookup(sig_rows: pa.Table | None, keys: np.ndarray, num_perm: int) -> np.ndarray:
-    if sig_rows is None:
-        if len(keys):
-            raise RuntimeError("near dedup: an edge names a document without a signature")
-        return np.empty((0, num_perm), dtype=np.uint32)
-    table_keys = sig_rows["key"].to_numpy()
-    idx = np.searchsorted(table_keys, keys)
-    if len(keys) and (idx.max() >= len(table_keys) or (table_keys[idx] != keys).any()):
-        raise RuntimeError("near dedup: an edge names a document without a signature")
-    return _sigs_of(sig_rows["sig"], num_perm)[idx]
-
-
-def near_attach(
-    layout: RunLayout, q: int, edges: Ranges, sigs: Ranges, cfg: Config
-) -> AttachResult:
-    """Give each edge whose a lives in partition q a's signature; route it to b's partition."""
-    timer = TaskTimer()
-    n, num_perm = cfg.dedup.partitions, cfg.dedup.near.num_perm
-    table = sectioned.read_part(edges, EDGE_SCHEMA)
-    a, b = table["a"].to_numpy(), table["b"].to_numpy()
-    sig_a = _lookup(_load_sigs(sigs) if len(a) else None, a, num_perm)
-    out = pa.table({"a": a, "b": b, "sig_a": _sig_table(sig_a)})
-    size = _sections(out, components.node_partition(b, n), layout.near_half(q), n)
-    return timer.result(AttachResult, part=q, edges=len(a), size=size)
-
-
-def near_verify(layout: RunLayout, q: int, halves: Ranges, sigs: Ranges, cfg: Config) -> tuple:
-    """Edges whose estimated Jaccard reaches the threshold, routed for the first star round.
-
-    Returns (VerifyResult, piece_0, ..., piece_{P-1}) so that the pieces stay in the object store.
-    """
-    timer = TaskTimer()
-    n, near = cfg.dedup.partitions, cfg.dedup.near
-    verified = components.EMPTY_EDGES
-    if halves:
-        table = sectioned.read_part(halves, pa.schema([]))
-        a, b = table["a"].to_numpy(), table["b"].to_numpy()
-        sig_b = _lookup(_load_sigs(sigs), b, near.num_perm)
-        sims = minhash.estimated_jaccard(_sigs_of(table["sig_a"], near.num_perm), sig_b)
-        close = np.asarray(sims) >= near.threshold
-        verified = np.stack([a[close], b[close]], axis=1)
-    pieces = components.route(components.undirected(verified), n)
-    return (timer.result(VerifyResult, part=q, verified=len(verified)), *pieces)
+    pieces = components.route(components.undirected(edges), n)
+    return (timer.result(BucketsResult, part=part, candidates=len(edges)), *pieces)
 
 
 def near_members(
-    layout: RunLayout, q: int, pieces: list[np.ndarray], sigs: Ranges, cfg: Config
-) -> MembersResult:
-    """Component labels of partition q's nodes, joined with their signatures, routed by label."""
+    layout: RunLayout,
+    q: int,
+    labelled: list[np.ndarray],
+    candidates: list[np.ndarray],
+    directory: Ranges,
+    unit_buckets: np.ndarray,
+    n: int,
+) -> tuple:
+    """Candidate components of partition q's nodes (labels from the rounds over the unverified
+    candidate edges): a request (key, label, unit) per node, to the unit bucket of its unit
+    (near_fetch reads its signature there), and each candidate edge (a, b) whose a is here, to
+    the partition of its label (where near_keep verifies it).
+
+    Returns (MembersResult, edges_0, ..., edges_{n-1}); the edges stay in the object store."""
+    timer = TaskTimer()
+    nodes, labels = components.star_labels(labelled)
+    where = sectioned.read_part(directory, DIR_SCHEMA) if len(nodes) else DIR_SCHEMA.empty_table()
+    units = _lookup(where["key"].to_numpy(), where["unit"].to_numpy(), nodes)
+    requests = pa.table(
+        {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
+        schema=REQUEST_SCHEMA,
+    )
+    buckets = int(unit_buckets[-1]) + 1  # units sorted: the last one is in the last bucket
+    size = _sections(requests, unit_buckets[units], layout.near_requests(q), buckets)
+    edges = np.concatenate(candidates) if candidates else minhash.EMPTY_EDGES
+    edges = edges[edges[:, 0] < edges[:, 1]]  # each pair once: from its smaller key's side
+    edge_labels = labels[np.searchsorted(nodes, edges[:, 0])] if len(edges) else edges[:, 0]
+    pieces = [
+        edges[parts == p] for parts in [components.node_partition(edge_labels, n)] for p in range(n)
+    ]
+    result = timer.result(MembersResult, part=q, members=len(nodes), size=size)
+    return (result, *pieces)
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """values[i] for the keys[i] equal to each wanted key; every wanted key must be there."""
+    order = np.argsort(keys, kind="stable")
+    idx = np.searchsorted(keys, wanted, sorter=order)
+    if len(wanted) and (
+        idx.max() >= len(keys) or (keys[order[np.minimum(idx, len(keys) - 1)]] != wanted).any()
+    ):
+        raise RuntimeError("near dedup: a candidate names a document the directory lacks")
+    return values[order[idx]] if len(wanted) else values[:0]
+
+
+def near_fetch(
+    layout: RunLayout,
+    bucket: int,
+    requests: Ranges,
+    unit_ids: list[str],
+    origins: list[str | None],
+    cfg: Config,
+) -> FetchResult:
+    """The signature rows of the candidates of this bucket's units, each unit's file read once
+    (units without a candidate: not at all), with their candidate label, routed by label."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
-    nodes, labels = components.star_labels(pieces)
-    if not len(nodes):
-        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_members(q), n)
-        return timer.result(MembersResult, part=q, members=0, size=size)
-    sig_rows = _load_sigs(sigs)
-    idx = np.searchsorted(sig_rows["key"].to_numpy(), nodes)
-    members = sig_rows.take(pa.array(idx)).append_column("label", pa.array(labels, pa.int64()))
-    size = _sections(members, components.node_partition(labels, n), layout.near_members(q), n)
-    return timer.result(MembersResult, part=q, members=len(nodes), size=size)
+    wanted = sectioned.read_part(requests, REQUEST_SCHEMA)
+    keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
+    units = wanted["unit"].to_numpy()
+    found = []
+    for u in np.unique(units).tolist():
+        rows = unit_sigs(layout, unit_ids[u], cfg, origins[u])
+        mine = keys[units == u]
+        rows = rows.filter(pa.array(np.isin(rows["key"].to_numpy(), mine)))
+        if rows.num_rows != len(mine):
+            raise RuntimeError(f"near dedup: unit {unit_ids[u]} lacks a candidate's signature")
+        found.append(rows)
+    table = pa.concat_tables(found) if found else None
+    if table is None:
+        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_cands(bucket), n)
+        return timer.result(FetchResult, part=bucket, size=size, units_read=0, members=0)
+    label = _lookup(keys, labels, table["key"].to_numpy())
+    table = table.append_column("label", pa.array(label, pa.int64()))
+    parts = components.node_partition(label, n)
+    size = _sections(table, parts, layout.near_cands(bucket), n)
+    return timer.result(
+        FetchResult, part=bucket, size=size, units_read=len(found), members=table.num_rows
+    )
 
 
 def near_keep(
-    layout: RunLayout, lp: int, members: Ranges, bounds: list[str], cfg: Config
+    layout: RunLayout,
+    lp: int,
+    members: Ranges,
+    bounds: list[str],
+    cfg: Config,
+    *edges: np.ndarray,
 ) -> KeepResult:
-    """The keep rule over whole components (all members of a label are in this partition);
-    the removals go out sectioned by unit bucket (`bounds`, formats/sectioned.unit_bounds)."""
+    """Verify the candidate edges of this label partition's candidate components (estimated
+    Jaccard of the two signatures >= threshold), their connected components (label = smallest
+    key), then the keep rule over them; the removals go out sectioned by unit bucket (`bounds`,
+    formats/sectioned.unit_bounds). A candidate component holds every verified component it
+    contains, so each decision is made with all of its members here."""
     timer = TaskTimer()
     near = cfg.dedup.near
-    removed = _keep(sectioned.read_part(members, pa.schema([])), near) if members else None
+    pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
+    removed, verified = None, 0
+    if len(pairs):
+        m = sectioned.read_part(members, pa.schema([])).sort_by("key")
+        keys, sigs = m["key"].to_numpy(), sigs_of(m["sig"], near.num_perm)
+        rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
+        sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
+        close = pairs[sims >= near.threshold]
+        verified = len(close)
+        if verified:
+            nodes, labels = components.connected_components(close, num_partitions=1)
+            m = m.take(pa.array(np.searchsorted(keys, nodes)))
+            m = m.set_column(m.schema.get_field_index("label"), "label", pa.array(labels))
+            removed = _keep(m, near)
     if removed is None:
         removed = REMOVED_SCHEMA.empty_table()
     buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
     size = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
-    return timer.result(KeepResult, part=lp, removed=removed.num_rows, size=size)
+    return timer.result(KeepResult, part=lp, verified=verified, removed=removed.num_rows, size=size)
 
 
 def _keep(m: pa.Table, near) -> pa.Table:
@@ -300,7 +339,7 @@ def _keep(m: pa.Table, near) -> pa.Table:
     decided = components.keep_rule(
         composite,
         m["length"].to_numpy(),
-        _sigs_of(m["sig"], near.num_perm),
+        sigs_of(m["sig"], near.num_perm),
         m["label"].to_numpy(),
         near.threshold,
         m["origin_rank"].to_numpy(),
@@ -335,6 +374,16 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
 
 
 def members_task(
-    layout: RunLayout, q: int, sigs: Ranges, cfg: Config, *pieces: np.ndarray
-) -> MembersResult:
-    return near_members(layout, q, list(pieces), sigs, cfg)
+    layout: RunLayout,
+    q: int,
+    directory: Ranges,
+    unit_buckets: np.ndarray,
+    n: int,
+    labelled: int,
+    *pieces: np.ndarray,
+) -> tuple:
+    """near_members with its pieces as separate (resolved) args: `labelled` of the last star
+    round's, then the candidate edges near_buckets routed here."""
+    return near_members(
+        layout, q, list(pieces[:labelled]), list(pieces[labelled:]), directory, unit_buckets, n
+    )

@@ -145,15 +145,18 @@ class AuditResult(TaskResult):
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------
 @dataclass(kw_only=True)
-class SignaturesResult(TaskResult):
-    unit: str
-    docs: int
-    sig_size: int  # bytes of its signature and band objects (formats/sectioned.py)
-    band_size: int
+class BandGroupResult(TaskResult):
+    """near_band_group: pass 1 of the band and directory exchanges for a group of units."""
+
+    group: int
+    bucket: int
+    docs: int  # documents of the group after exact dedup
+    bands: RegroupResult
+    directory: RegroupResult
 
     @property
     def stage_docs(self) -> int:
-        return self.docs
+        return self.docs if self.bucket == 0 else 0  # every bucket's task reads the group
 
 
 @dataclass(kw_only=True)
@@ -165,19 +168,9 @@ class RoutedResult(TaskResult):
 
 
 @dataclass(kw_only=True)
-class BucketsResult(RoutedResult):
-    candidates: int
-
-
-@dataclass(kw_only=True)
-class AttachResult(RoutedResult):
-    edges: int
-
-
-@dataclass(kw_only=True)
-class VerifyResult(TaskResult):
+class BucketsResult(TaskResult):
     part: int
-    verified: int
+    candidates: int
 
 
 @dataclass(kw_only=True)
@@ -186,8 +179,15 @@ class MembersResult(RoutedResult):
 
 
 @dataclass(kw_only=True)
+class FetchResult(RoutedResult):
+    units_read: int  # signature files read: units with a candidate document
+    members: int
+
+
+@dataclass(kw_only=True)
 class KeepResult(TaskResult):
     part: int
+    verified: int  # candidate edges whose estimated Jaccard reaches the threshold
     removed: int
     size: int  # bytes of its removals' object, sectioned by unit bucket
 

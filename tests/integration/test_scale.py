@@ -10,6 +10,7 @@ from support import SAMPLE_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout
+from pipeline.core.storage import IO
 from pipeline.formats import sectioned
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import pack_plan
@@ -76,30 +77,84 @@ def _unit_ids(layout: RunLayout) -> list[str]:
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_near_dedup_signs_in_the_read_pass_not_from_the_documents(tmp_path):
-    from pipeline.run import neardup
+def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp_path):
+    from pipeline.run import near_signing, neardup
+    from pipeline.tokens.pack import PackPlan
 
-    cfg, result, _ = _run(tmp_path, "sig")
+    # two unit groups and two band-partition buckets: each task reads its group's band files
+    cfg, result, _ = _run(tmp_path, "sig", "dedup.exchange_request_bytes=4KiB")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
-    unit = next(u for u in _unit_ids(layout) if layout.read_docs(u).read_parquet().num_rows)
-    outputs = lambda: {  # noqa: E731
-        loc.path: loc.read_bytes()
-        for loc in (layout.near_sig(unit), layout.near_bands(unit))
-        if loc.exists()
+    units = _unit_ids(layout)
+    [folder] = list(Path(layout.exchange("near", "bands").path).iterdir())
+    s, k, g = (int(x[1:]) for x in folder.name.split("-"))
+    plan = PackPlan(s, k, g)
+    assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
+    groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
+    objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
+        p.relative_to(layout.run.path): p.read_bytes()
+        for name in ("bands", "dir")
+        for p in sorted(Path((layout.exchange("near", name) / plan.name).path).iterdir())
     }
-    before = outputs()
-    assert before
-    docs = Path(layout.read_docs(unit).path)
-    hidden = docs.with_suffix(".hidden")
-    docs.rename(hidden)  # the near pass must not need the documents
-    try:
-        for q in before:
-            Path(q).unlink()
-        neardup.near_signatures(layout, unit, cfg)
-        assert outputs() == before
-    finally:
-        hidden.rename(docs)
-    # without the read pass's signatures (e.g. deleted by retention): signed from the documents
-    Path(layout.read_sigs(unit, neardup.signature_key(cfg)).path).unlink()
-    neardup.near_signatures(layout, unit, cfg)
-    assert outputs() == before
+
+    def rerun(*hidden: Path) -> None:  # pass 1 again from scratch with these files away
+        for p in objects():
+            (Path(layout.run.path) / p).unlink()
+        for p in hidden:
+            p.rename(p.with_suffix(".hidden"))
+        try:
+            for gi in range(plan.groups):
+                for ki in range(plan.buckets):
+                    neardup.near_band_group(layout, plan, gi, ki, groups[gi], cfg)
+        finally:
+            for p in hidden:
+                p.with_suffix(".hidden").rename(p)
+
+    before = objects()
+    assert len(before) == 4 * plan.groups * plan.buckets  # .bin and .json of both exchanges
+    unit = next(u for u in units if layout.read_docs(u).read_parquet().num_rows)
+    signed = Path(layout.read_sigs(unit, near_signing.signature_key(cfg)).path)
+    banded = Path(layout.read_bands(unit, near_signing.band_key(cfg)).path)
+    band_file = banded.read_bytes()
+    sig_files = [Path(layout.read_sigs(u, near_signing.signature_key(cfg)).path) for u in units]
+    doc_files = [Path(layout.read_docs(u).path) for u in units]
+    rerun(*sig_files, *doc_files)  # banding needs neither the signatures nor the documents
+    assert objects() == before
+    # without the read pass's band file: from its signatures, and the file written back
+    banded.unlink()
+    rerun()
+    assert objects() == before and banded.read_bytes() == band_file
+    # without either (e.g. deleted by retention): signed from the documents
+    banded.unlink()
+    signed.unlink()
+    rerun()
+    assert objects() == before and banded.read_bytes() == band_file and signed.exists()
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
+    from pipeline.run import near_signing, neardup
+
+    cfg, result, _ = _run(tmp_path, "once")
+    layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+    units = _unit_ids(layout)
+    # what one read of each unit's signature file, band file and exact removals costs, read
+    # the way near dedup reads them (a Parquet read may pull a footer twice)
+    reads = []
+    for u in units:
+        io = IO.snapshot()
+        layout.read_sigs(u, near_signing.signature_key(cfg)).read_parquet()
+        after_sigs = IO.snapshot()
+        layout.read_bands(u, near_signing.band_key(cfg)).read_bytes()
+        neardup._removed_keys(layout, u, cfg, cfg.sources[0].name)
+        reads.append((IO.delta(after_sigs, io), IO.delta(IO.snapshot(), after_sigs)))
+    sigs = sum(s["bytes_read"] for s, _ in reads)
+    bands = sum(b["bytes_read"] for _, b in reads)
+    [near] = [
+        s["io"] for s in json.loads(layout.stats.read_bytes())["stages"] if s["stage"] == "near"
+    ]
+    assert near["bytes_written"] > 0 and result.manifest["counts"]["removed_near"] > 0
+    # every object near writes is read once (by its exchange's pass 1, then by its reader); on
+    # top of that: each band file and each signature file once. A signature exchange (read by
+    # pass 1 and each reader that joins signatures) would add a multiple of `sigs` (before:
+    # 3x on the make_corpus 256 MB run, 118 MB read beyond what was written for 40 MB of them).
+    assert near["bytes_read"] - near["bytes_written"] <= sigs + bands

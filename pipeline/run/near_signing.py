@@ -1,0 +1,146 @@
+"""What the read pass writes for near dedup, while it holds a unit's documents (run/tasks.py
+read_unit), so that near dedup (run/neardup.py) reads neither the documents nor, for banding,
+the signatures. Both files live under `_work/units/<read_key>/` (core/layout.py), shared by the
+runs that read the unit the same way:
+
+    <unit>.sig-<signature_key>.parquet  one row per document, sorted by (source, row): key
+        (int64 node key: xxh3-64 of (source, row), with named sources (origin, source, row)),
+        doc_id, source, row, unit_id, length (chars), sig (uint32 x num_perm little-endian, as
+        one fixed-size binary), origin, origin_rank (the named input and its position in
+        `inputs`: dedup/exact.py). Read by near_fetch only, once, for units with a candidate.
+    <unit>.bands-<band_key>.bin  a sectioned object (formats/sectioned.py) of 2P sections
+        (P = dedup.partitions): section 2p holds the rows (band_hash uint64, key int64) of band
+        partition p (band_hash mod P; `bands` rows per document, minhash.band_hashes), section
+        2p + 1 the keys (band_hash null) of key partition p (components.node_partition); every
+        document, exact duplicates included; then the index. A bucket of consecutive partitions
+        is one contiguous range: near_band_group reads each row once.
+
+A unit read without them (near dedup off then, or the files deleted by retention) gets them
+from its documents (unit_sigs) or its signatures when near dedup first needs them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from pipeline.config import Config
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
+from pipeline.dedup import components, minhash
+from pipeline.formats import sectioned
+
+BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
+
+
+def params_of(cfg: Config) -> minhash.MinHashParams:
+    near = cfg.dedup.near
+    return minhash.MinHashParams(
+        ngram=near.ngram,
+        num_perm=near.num_perm,
+        bands=near.bands,
+        rows=near.rows,
+        threshold=near.threshold,
+        seed=near.seed,
+    )
+
+
+def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
+    pairs = zip(sources, rows, strict=True)
+    keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]
+    return np.array(keys, dtype=np.uint64).view(np.int64)
+
+
+def sig_column(sigs: np.ndarray) -> pa.Array:
+    width = sigs.shape[1] * 4
+    flat = np.ascontiguousarray(sigs, dtype="<u4").view(np.uint8).reshape(-1)
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), len(sigs), [None, pa.py_buffer(flat)]
+    )
+
+
+def sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(arr) == 0:
+        return np.empty((0, num_perm), dtype=np.uint32)
+    data = np.frombuffer(arr.buffers()[1], dtype="<u4")
+    return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
+
+
+def signature_key(cfg: Config) -> str:
+    """What decides a document's signature (not bands or threshold: those act later)."""
+    near = cfg.dedup.near
+    return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
+
+
+def band_key(cfg: Config) -> str:
+    """What decides a document's band hashes: its signature and the bands x rows cut."""
+    near = cfg.dedup.near
+    return xxhash.xxh3_64_hexdigest(f"{signature_key(cfg)}:{near.bands}:{near.rows}".encode())[:12]
+
+
+def signature_rows(
+    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
+) -> pa.Table:
+    """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
+
+    The read task calls this while it holds the unit's documents, so near dedup never reads
+    the documents again (layout.read_sigs)."""
+    order = pc.sort_indices(docs, [("source", "ascending"), ("row", "ascending")]).to_numpy()
+    if not np.array_equal(order, np.arange(len(order))):  # a read unit is in order already
+        docs = docs.take(order)
+    sigs = minhash.signatures(docs["text"], params_of(cfg))
+    sources = docs["source"].to_pylist()
+    if cfg.named_sources:  # two sources may hold the same relative path
+        sources = [f"{origin}\x00{s}" for s in sources]
+    keys = record_keys(sources, docs["row"].to_pylist())
+    n = docs.num_rows
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.int64()),
+            "doc_id": docs["doc_id"],
+            "source": docs["source"],
+            "row": docs["row"],
+            "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
+            "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
+            "sig": sig_column(sigs),
+            "origin": pa.array([origin] * n, pa.string()),
+            "origin_rank": pa.array([rank] * n, pa.int32()),
+        }
+    )
+
+
+def write_band_object(loc: Location, sig_rows: pa.Table, cfg: Config) -> int:
+    """The read task's band object of a unit (formats/sectioned.py, 2P sections): section 2p
+    holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
+    null, key) of key partition p; every document, exact duplicates included. A bucket of
+    partitions is one contiguous range of it, so near_band_group reads each row once."""
+    params, n = params_of(cfg), cfg.dedup.partitions
+    keys = sig_rows["key"].to_numpy()
+    bands = minhash.band_hashes(sigs_of(sig_rows["sig"], params.num_perm), params).reshape(-1)
+    table = pa.table(
+        {
+            "band_hash": pa.concat_arrays(
+                [pa.array(bands, pa.uint64()), pa.nulls(len(keys), pa.uint64())]
+            ),
+            "key": np.concatenate([np.repeat(keys, params.bands), keys]),
+        },
+        schema=BAND_SCHEMA,
+    )
+    band_parts = (bands % np.uint64(n)).astype(np.int64)
+    parts = np.concatenate([2 * band_parts, 2 * components.node_partition(keys, n) + 1])
+    return sectioned.write_sectioned(loc, table, parts, 2 * n)
+
+
+def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:
+    """The unit's signature rows: the read task's file, or (near dedup off when it ran, or the
+    file deleted by retention) signed from its documents and written back for the next reader."""
+    signed = layout.read_sigs(unit, signature_key(cfg))
+    if signed.exists():
+        return signed.read_parquet()
+    rank, src = cfg.source_rank(origin)
+    rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
+    signed.write_parquet(rows)
+    return rows
