@@ -13,7 +13,7 @@ from pipeline.retention.decide import classify
 from pipeline.retention.policy import DATA_CLASSES
 
 RUN = layout.RunLayout(Location.from_uri("/data/out/ds"), "r1", "readk", "tokk")
-ARGS = {"unit": "u1", "removed": "rm1", "part": 3, "p": 3, "q": 4, "label_part": 5}
+ARGS = {"unit": "u1", "removed": "rm1", "part": 3, "p": 3, "q": 4, "label_part": 5, "bucket": 6}
 
 
 def built_paths() -> dict[str, str]:
@@ -36,7 +36,14 @@ def built_paths() -> dict[str, str]:
 
 def test_every_built_path_is_declared_with_a_data_class():
     paths = built_paths()
-    assert {"read_docs", "tokens_bin", "exact_removed", "near_sig", "stats"} <= set(paths)
+    assert {
+        "read_docs",
+        "tokens_bin",
+        "exact_removed",
+        "near_requests",
+        "read_bands",
+        "stats",
+    } <= set(paths)
     folders = {"exchange", "pack_exchange", "near"}  # their files take the folder's class
     for name, key in paths.items():
         probe = f"{key}/g00000-k00000.bin" if name in folders else key
