@@ -231,7 +231,8 @@ def near_members(
         {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
         schema=REQUEST_SCHEMA,
     )
-    buckets = int(unit_buckets[-1]) + 1  # units sorted: the last one is in the last bucket
+    # units sorted: the last one is in the last bucket; no unit: unit_bounds' one empty bucket
+    buckets = int(unit_buckets[-1]) + 1 if len(unit_buckets) else 1
     size = _sections(requests, unit_buckets[units], layout.near_requests(q), buckets)
     edges = np.concatenate(candidates) if candidates else minhash.EMPTY_EDGES
     edges = edges[edges[:, 0] < edges[:, 1]]  # each pair once: from its smaller key's side
