@@ -424,7 +424,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
         if not allow_empty:  # before anything is written
             input_guard.check_listing(drv.cfg, drv.listed, layout.dataset)
         for warning in probe_fields(drv.cfg, drv.listed.inputs, drv.roots):  # text_field: exit 2
-            print(f"warning: {warning}", file=sys.stderr)
+            tqdm.write(f"warning: {warning}", file=sys.stderr)  # above the open stage bar
         with held(layout.lease, layout.run_id) as lease:
             drv.lease = lease
             result = drv.run_stages()
