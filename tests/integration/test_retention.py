@@ -508,6 +508,6 @@ def test_s3_lifecycle_export_is_accepted_by_the_server(s3_bucket, s3_storage, s3
 def test_near_dedup_band_files_are_classed_with_the_signatures():
     from pipeline.retention.decide import classify
 
-    for name in ("u0.sig-abc.parquet", "u0.bands-abc.parquet"):
+    for name in ("u0.sig-abc.parquet", "u0.bands-abc.bin"):
         assert classify("out", f"_work/units/k1/{name}")[0] == "near_dedup"  # recomputable
     assert classify("out", "_work/units/k1/u0.docs.parquet")[0] == "read_docs"
