@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from helpers import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG
 
 from pipeline.bench import scaling
 from pipeline.config import load_config

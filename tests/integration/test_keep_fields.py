@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import REPO, SAMPLE, TOKENIZER, own_ray_env
+from support import REPO, SAMPLE, TOKENIZER, own_ray_env
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.storage import Location

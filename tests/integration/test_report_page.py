@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version

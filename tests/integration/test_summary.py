@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SOURCES_CONFIG, own_ray_env
+from support import REPO, SOURCES_CONFIG, own_ray_env
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError, data_path_line, parse_blend, resolve_version

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env, run_command
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import yaml
-from helpers import REPO, SOURCES_CONFIG, TOKENIZER
 from pydantic import BaseModel
+from support import REPO, SOURCES_CONFIG, TOKENIZER
 
 from pipeline import cli, config_reference
 from pipeline.config import Config

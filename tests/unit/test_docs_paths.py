@@ -5,7 +5,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from helpers import REPO
+from support import REPO
 
 # the documents a reader is pointed at (generated outputs and the sample's own notes included)
 DOCS = sorted(
