@@ -7,19 +7,12 @@ independent implementation of the S3 API and checks the exported JSON for real).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from functools import partial
 
 import boto3
-import pytest
 import support
 from support import SAMPLE_CONFIG
 
@@ -32,7 +25,6 @@ from pipeline.retention.lifecycle import export_lifecycle
 from pipeline.retention.plan import format_plan, plan_retention
 from pipeline.retention.tagging import tag_read
 from pipeline.run.driver import run_pipeline
-from pipeline.testing.s3 import dummy_aws_env
 
 RAW_0 = "retention.rules.raw.delete_after_days=0"
 TAG = {"pipeline-read/sample": "true"}
@@ -93,62 +85,9 @@ def test_changed_local_files_are_kept(ray_local, tmp_path):
     ]
 
 
-# -- SeaweedFS -------------------------------------------------------------------------------
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory) -> Iterator[str]:
-    """Endpoint of a `weed server -s3` on loopback, stopped by its pid (skips without weed)."""
-    weed = shutil.which("weed") or os.path.join(os.path.dirname(sys.executable), "weed")
-    if not os.path.exists(weed):
-        pytest.skip("SeaweedFS (weed) is not installed")
-    ports = _free_ports(8)
-    folder = tmp_path_factory.mktemp("weed")
-    argv = [weed, "server", f"-dir={folder}", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
-    for server, http, grpc in zip(
-        ("s3", "master", "volume", "filer"), ports[:4], ports[4:], strict=True
-    ):
-        argv += [f"-{server}.port={http}", f"-{server}.port.grpc={grpc}"]
-    argv += ["-s3.port.iceberg=0", "-s3.port.lance=0"]  # no fixed default ports
-    log = open(folder / "weed.log", "wb")  # noqa: SIM115 - closed after the server stops
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{ports[0]}"
-    with contextlib.ExitStack() as stack:
-        stack.callback(_stop, proc, log)
-        stack.enter_context(dummy_aws_env())
-        client = boto3.client("s3", endpoint_url=endpoint)
-        deadline = time.monotonic() + 60
-        while True:  # up when a bucket can be made (the filer and a volume are there)
-            try:
-                client.create_bucket(Bucket="probe-up")
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"weed did not come up; see {folder}/weed.log") from None
-                time.sleep(0.5)
-        yield endpoint
-
-
-def _stop(proc: subprocess.Popen, log) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
-
-
-def test_changed_s3_objects_are_kept_and_lifecycle_rule_is_tag_scoped(ray_local, seaweed):
+# -- S3 (the suite's SeaweedFS server, tests/conftest.py) --------------------------------------
+def test_changed_s3_objects_are_kept_and_lifecycle_rule_is_tag_scoped(ray_local, s3_server):
+    seaweed = s3_server
     b = f"t20-{uuid.uuid4().hex[:12]}"
     storage = StorageConfig(endpoint_url=seaweed)
     client = boto3.client("s3", endpoint_url=seaweed)

@@ -117,14 +117,14 @@ def coverage(windows, index):
     return Counter(index[w.tobytes()] for w in windows)
 
 
-def test_elastic_resume_from_merged_states_covers_the_rest_once(version):
+def elastic_resume(version, options: dict, rounds) -> tuple[Counter, dict, list]:
+    """Read `rounds` of (world size, windows per rank; None: to the end), each round resuming
+    from the merged states of the last: (windows seen, the last merged state, the index)."""
     index = index_of(windows_of(stream_of(version)))
-    seen = Counter()
-    job = None
-    # 3 ranks out of step -> 2 ranks out of step -> 5 ranks to the end: no window twice or never
-    for world, counts in ((3, (5, 9, 2)), (2, (4, 11)), (5, (None,) * 5)):
+    seen, job = Counter(), None
+    for world, counts in rounds:
         readers = [
-            StreamReader(version.uri, L, rank=r, world_size=world, **SMALL) for r in range(world)
+            StreamReader(version.uri, L, rank=r, world_size=world, **options) for r in range(world)
         ]
         for reader, n in zip(readers, counts, strict=True):
             if job is not None:
@@ -132,6 +132,13 @@ def test_elastic_resume_from_merged_states_covers_the_rest_once(version):
             seen += coverage(read(reader, n), index)
             reader.close()
         job = json.loads(json.dumps(StreamReader.merge_states([r.state_dict() for r in readers])))
+    return seen, job, index
+
+
+def test_elastic_resume_from_merged_states_covers_the_rest_once(version):
+    # 3 ranks out of step -> 2 ranks out of step -> 5 ranks to the end: no window twice or never
+    rounds = ((3, (5, 9, 2)), (2, (4, 11)), (5, (None,) * 5))
+    seen, job, index = elastic_resume(version, SMALL, rounds)
     assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
     assert job["base"] == []
 
@@ -393,18 +400,8 @@ def test_shuffled_windows_stay_in_their_group_and_change_every_epoch(version):
 
 
 def test_elastic_resume_with_small_shuffle_groups_covers_the_rest_once(version):
-    index = index_of(windows_of(stream_of(version)))
-    seen, job = Counter(), None
-    for world, counts in ((3, (5, 9, 2)), (2, (4, 11)), (4, (None,) * 4)):
-        readers = [
-            StreamReader(version.uri, L, rank=r, world_size=world, **SHUFFLED) for r in range(world)
-        ]
-        for reader, n in zip(readers, counts, strict=True):
-            if job is not None:
-                reader.load_state_dict(job)
-            seen += coverage(read(reader, n), index)
-            reader.close()
-        job = json.loads(json.dumps(StreamReader.merge_states([r.state_dict() for r in readers])))
+    rounds = ((3, (5, 9, 2)), (2, (4, 11)), (4, (None,) * 4))
+    seen, job, index = elastic_resume(version, SHUFFLED, rounds)
     assert set(seen) == set(range(len(index))) and max(seen.values()) == 1
     # same rank, same world: the resumed reader continues the shuffled order exactly
     full = read(StreamReader(version.uri, L, rank=1, world_size=2, **SHUFFLED))
