@@ -134,6 +134,8 @@ import json, sys
 from pipeline.config import Config
 from pipeline.retention.plan import format_plan, plan_retention
 print(format_plan(plan_retention(Config.model_validate(json.loads(sys.argv[1])))))
+from pipeline.cli import exit_cleanly  # as `python -m pipeline retain` exits (apache/arrow#34314)
+exit_cleanly(0)
 """
 
 
