@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy
-from pipeline.testing.seaweedfs import seaweedfs_server
+from pipeline.testing.seaweedfs import seaweedfs_server, stop_process
 
 __all__ = ["seaweedfs_server"]
 
@@ -77,12 +77,7 @@ def moto_server(startup_timeout: float = 60.0) -> Iterator[str]:
         _wait_until_up(endpoint, proc, startup_timeout)
         yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace=10)
 
 
 def _wait_until_up(endpoint: str, proc: subprocess.Popen, timeout: float) -> None:

@@ -104,7 +104,8 @@ def seaweedfs_server(startup_timeout: float = 60.0, attempts: int = 3) -> Iterat
                     yield endpoint
                     return
             finally:
-                _stop(proc)
+                # weed often lingers ~10 s after SIGTERM; its data folder is thrown away anyway
+                stop_process(proc, grace=3)
                 _remove_sockets(ports.values())
         raise RuntimeError(
             f"SeaweedFS exited before answering, {attempts} times; last log:\n{_tail(log_path)}"
@@ -138,13 +139,13 @@ def _wait_until_ready(
     )
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL after 3 s: weed often lingers ~10 s after SIGTERM, and a test
-    server's data folder is thrown away anyway."""
+def stop_process(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, then SIGKILL once `grace` seconds have passed: a test server is stopped by its
+    pid, whether or not it exits on its own."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=3)
+            proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from support import REPO, SAMPLE_CONFIG
-from tokenizers import SentencePieceUnigramTokenizer
+from support import REPO, SAMPLE_CONFIG, unigram
 
 from pipeline.bench import doc_memory
 from pipeline.config import load_config
@@ -23,18 +22,6 @@ from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
-
-
-def unigram(folder: Path) -> Path:
-    """A SentencePiece Unigram tokenizer.json with </s> (its EOS) as a vocabulary piece."""
-    tok = SentencePieceUnigramTokenizer()
-    sents = ["the quick brown fox jumps over the lazy dog", "x y z marks the spot"] * 20
-    tok.train_from_iterator(
-        sents, vocab_size=40, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>"
-    )
-    path = folder / "unigram.json"
-    tok.save(str(path))
-    return path
 
 
 def corpus(folder: Path, texts: list[str]) -> Path:

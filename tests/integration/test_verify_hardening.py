@@ -115,12 +115,7 @@ def test_verify_cli_says_failed_without_a_traceback_and_retain_skips(committed, 
     assert proc.stderr.startswith("verify FAILED: ") and "Traceback" not in proc.stderr
     cfg, _ = committed
     cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"uri": str(tmp_path)})})
-    proc = subprocess.run(
-        [sys.executable, "-c", _RETAIN, json.dumps(cfg.model_dump(mode="json"))],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    proc = retain_child(cfg)
     assert proc.returncode == 0, proc.stderr
     assert f"warning: retention skips version {version.name}" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -137,6 +132,16 @@ print(format_plan(plan_retention(Config.model_validate(json.loads(sys.argv[1])))
 from pipeline.cli import exit_cleanly  # as `python -m pipeline retain` exits (apache/arrow#34314)
 exit_cleanly(0)
 """
+
+
+def retain_child(cfg) -> subprocess.CompletedProcess:
+    """The retention plan of `cfg` in a child process, as `retain` prints it."""
+    return subprocess.run(
+        [sys.executable, "-c", _RETAIN, json.dumps(cfg.model_dump(mode="json"))],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
 
 
 def test_reader_refuses_a_dtype_the_index_does_not_state(committed, tmp_path):
@@ -179,12 +184,7 @@ def test_a_deeply_nested_manifest_is_a_one_line_failure(committed, tmp_path, tex
     with pytest.raises(ManifestError, match="nested too deeply"):
         StreamReader(str(copy), seq_len=16)
     cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"uri": str(tmp_path)})})
-    proc = subprocess.run(
-        [sys.executable, "-c", _RETAIN, json.dumps(cfg.model_dump(mode="json"))],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    proc = retain_child(cfg)
     assert proc.returncode == 0, proc.stderr
     assert f"warning: retention skips version {version.name}" in proc.stderr
     assert "Traceback" not in proc.stderr

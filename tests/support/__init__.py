@@ -2,7 +2,7 @@
 pytest puts tests/ on sys.path (pyproject.toml), so a test imports `from support import ...`;
 fixtures stay in tests/conftest.py."""
 
-from support.data import jsonl, jsonl_records, s3_config, setter
+from support.data import jsonl, jsonl_records, s3_config, setter, unigram
 from support.paths import (
     REPO,
     SAMPLE,
@@ -14,6 +14,7 @@ from support.paths import (
 )
 
 __all__ = [
+    "unigram",
     "REPO",
     "SAMPLE",
     "SAMPLE_CONFIG",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from tokenizers import SentencePieceUnigramTokenizer
 
 from pipeline.config import Config, load_config
 from support.paths import SAMPLE_CONFIG
@@ -47,3 +50,16 @@ def s3_config(bucket: str, endpoint: str, output: str, *sets: str, config=SAMPLE
         output_uri=f"s3://{bucket}/{output}",
         overrides=[f"storage.endpoint_url={endpoint}", *sets],
     )
+
+
+def unigram(folder: Path) -> Path:
+    """A SentencePiece Unigram tokenizer.json whose vocabulary holds <unk>, <s> and </s> (its EOS)
+    as pieces: its model can emit </s> from the text `</s>`."""
+    tok = SentencePieceUnigramTokenizer()
+    sents = ["the quick brown fox jumps over the lazy dog", "x y z marks the spot"] * 20
+    tok.train_from_iterator(
+        sents, vocab_size=40, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>"
+    )
+    path = folder / "unigram.json"
+    tok.save(str(path))
+    return path

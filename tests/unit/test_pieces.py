@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import SAMPLE, TOKENIZER
+from support import SAMPLE, TOKENIZER, unigram
 from tokenizers import (
     Regex,
-    SentencePieceUnigramTokenizer,
     Tokenizer,
     decoders,
     models,
@@ -68,18 +67,6 @@ def cl100k_bpe(tmp_path_factory, long_text) -> Path:
     )
     tok.train_from_iterator([long_text[i : i + 10000] for i in range(0, 2_000_000, 10000)], trainer)
     path = tmp_path_factory.mktemp("bpe") / "cl100k.json"
-    tok.save(str(path))
-    return path
-
-
-def unigram(folder: Path) -> Path:
-    """A SentencePiece Unigram tokenizer.json whose vocabulary holds <unk>, <s>, </s>."""
-    tok = SentencePieceUnigramTokenizer()
-    sents = ["the quick brown fox jumps over the lazy dog", "x y z marks the spot"] * 20
-    tok.train_from_iterator(
-        sents, vocab_size=40, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>"
-    )
-    path = folder / "unigram.json"
     tok.save(str(path))
     return path
 
