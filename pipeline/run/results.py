@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from pipeline import exit_codes
+from pipeline.core.storage import Location
 from pipeline.formats.megatron import ShardInfo
 
 
@@ -22,6 +23,33 @@ class RunError(Exception):
     """The run stopped on purpose (too many bad records, broken accounting); nothing committed."""
 
     exit_code = exit_codes.RUN_STOPPED
+
+
+@dataclass
+class StageReport:
+    """One row of the run's summary table: a stage's waves added up."""
+
+    name: str
+    docs: int = 0
+    files: int = 0  # input files (the listing's); documents are `docs`
+    bytes: int = 0
+    seconds: float = 0.0
+    tasks: int = 0
+    reused: int = 0
+    peak_rss_mb: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """What a run (or a takedown) committed, or found committed, and how it went."""
+
+    version: Location
+    manifest: dict[str, Any]
+    stages: list[StageReport] = field(default_factory=list)
+    already_committed: bool = False
+    retention_actions: int | None = None
+    reports: list[str] = field(default_factory=list)
+    moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
 
 
 T = TypeVar("T", bound="TaskResult")

@@ -46,9 +46,9 @@ from pipeline.formats.manifest import (
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run import pack_tasks
 from pipeline.run.accounting import shard_entries
-from pipeline.run.driver import RunResult, _already_committed, document_index
+from pipeline.run.commit_stage import already_committed, document_index
 from pipeline.run.ray_env import ensure_ray
-from pipeline.run.results import RunError
+from pipeline.run.results import RunError, RunResult
 from pipeline.run.tokenize_tasks import removals_digest
 from pipeline.tokens.pack import PackPlan, ids_digest, pack_plan, shard_sections
 
@@ -115,7 +115,7 @@ def remove_documents(
     run_id = xxhash.xxh3_64_hexdigest(f"{parent}:{digest}".encode())
     lineage = manifest["lineage"]
     layout = RunLayout(dataset, run_id, "", _token_key(dataset, lineage))
-    already = _already_committed(layout)
+    already = already_committed(layout)
     if already is not None:
         return Takedown(already, gone.num_rows, len(ids), unknown)
     units = _token_files(layout, dataset, lineage, manifest["version"])
