@@ -20,6 +20,7 @@ from pipeline.formats.manifest import (
     commit_manifest,
     load_manifest,
 )
+from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
 from pipeline.run.pack_stage import Packed
@@ -100,8 +101,8 @@ def commit(
     # nor the manifest written after it
     waves.driver_stage("commit")
     moved = bytes_moved(waves.stats, listing.listed.listed_bytes)
-    stats = {"run_id": layout.run_id, **moved, "stages": waves.stats}
-    layout.stats.write_bytes(json.dumps(stats, indent=1).encode())
+    stats = RunStats.model_validate({"run_id": layout.run_id, **moved, "stages": waves.stats})
+    layout.stats.write_bytes(stats.to_json())
     commit_manifest(version, manifest)
     return RunResult(version, manifest, waves.reports, moved=moved)
 

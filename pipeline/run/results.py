@@ -10,7 +10,7 @@ stage patches its report afterwards. Results are pickled back to the driver: kee
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -52,7 +52,6 @@ class RunResult:
     moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
 
 
-T = TypeVar("T", bound="TaskResult")
 _TIMING = ("seconds", "io", "peak_rss_mb")
 
 
@@ -83,11 +82,6 @@ class TaskResult:
         base = {f.name for f in fields(TaskResult)}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in base}
 
-    @classmethod
-    def from_dict(cls: type[T], d: dict[str, Any], **overrides: Any) -> T:
-        """From a marker's JSON: keys this class does not know are ignored, missing ones default."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in {**d, **overrides}.items() if k in known})
 
 
 # -- ingest ----------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from pipeline.formats.manifest import (
     documents_accounted,
     load_manifest,
 )
+from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run import pack_tasks
 from pipeline.run.accounting import shard_entries
@@ -132,7 +133,7 @@ def remove_documents(
         parts, stats = _repack(layout, new, manifest, units, frozenset(excluded))
         out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
         out["documents"] = _document_index(layout, new, shard_entries(parts), index)
-        layout.stats.write_bytes(json.dumps({"run_id": run_id, "stages": [stats]}).encode())
+        layout.stats.write_bytes(RunStats(run_id=run_id, stages=[stats]).to_json())
         try:
             verify_manifest(new, out, shards_checked=True)
         except VerifyError as e:
