@@ -105,6 +105,16 @@ def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Locati
     return plan.dataset / stats[run_id].key
 
 
+def _load_stats(loc: Location | None) -> RunStats:
+    """The stats file's model (none: no stage reads); StatsError naming the file."""
+    if loc is None:
+        return RunStats()
+    try:
+        return parse_stats(loc.read_bytes())
+    except StatsError as e:
+        raise StatsError(f"{loc.uri}: {e}") from None
+
+
 def training_per_epoch(
     manifest: dict | None, reader: dict | None, range_bytes: int
 ) -> tuple[float, dict[str, float], str]:
@@ -143,12 +153,7 @@ def build_report(
         if stats_uri
         else _find_stats(plan, manifest, run_id)
     )
-    stats = RunStats()
-    if stats_loc is not None:
-        try:
-            stats = parse_stats(stats_loc.read_bytes())
-        except StatsError as e:
-            raise StatsError(f"{stats_loc.uri}: {e}") from None
+    stats = _load_stats(stats_loc)
     streams = pipeline_streams(stats, runs_per_month)
     reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
     epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)

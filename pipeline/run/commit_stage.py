@@ -52,44 +52,12 @@ def commit(
     """The manifest and stats.json, then the commit (fenced by `lease` when given)."""
     cfg, layout = listing.cfg, listing.layout
     version = layout.version(packed.version_id)
-    splits = shard_entries(packed.parts)
-    weights = {s.name: s.weight for s in cfg.sources}
-    tokenized = counted.tokenized.results
-    manifest = build_manifest(
-        cfg,
-        layout,
-        packed.version_id,
-        packed.tokenizer,
-        run_counts(
-            counted.reads.docs_in, packed.shards, counted.audit, counted.quarantined, tokenized
-        ),
-        splits["train"],
-        listing.input_digest,
-        run={
-            "input_uri": cfg.sources[0].uri,
-            "input_uris": {s.name: s.uri for s in cfg.sources},
-            "started_at": started.isoformat(),
-            "skipped_files": dict(Counter(listing.listed.skipped["reason"].to_pylist())),
-        },
-        sources=source_counts(
-            cfg,
-            units.origin_of,
-            counted.reads.results,
-            counted.audit,
-            packed.parts,
-            tokenized,
-            listing.input_bytes,
-        ),
-        splits=splits,
-        blend={
-            "train": blend_line(splits["train"], weights),
-            "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
-        },
-    )
+    manifest = version_manifest(listing, units, counted, packed, started)
     waves.close_last()  # the last stage's own I/O, before the commit's
     fields = documents.read_fields(
         layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
     )
+    splits = shard_entries(packed.parts)
     manifest["documents"] = document_index(layout, version, splits, fields)  # before it
     try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
         verify_manifest(version, manifest, shards_checked=True)
@@ -105,6 +73,46 @@ def commit(
     layout.stats.write_bytes(stats.to_json())
     commit_manifest(version, manifest)
     return RunResult(version, manifest, waves.reports, moved=moved)
+
+
+def version_manifest(
+    listing: Listing, units: Units, counted: Counted, packed: Packed, started: dt.datetime
+) -> dict:
+    """The manifest (formats/manifest.py) of the version the run made, before its document
+    index; RunError unless every document is accounted for (run/accounting.py)."""
+    cfg = listing.cfg
+    splits = shard_entries(packed.parts)
+    weights = {s.name: s.weight for s in cfg.sources}
+    tokenized, reads = counted.tokenized.results, counted.reads
+    return build_manifest(
+        cfg,
+        listing.layout,
+        packed.version_id,
+        packed.tokenizer,
+        run_counts(reads.docs_in, packed.shards, counted.audit, counted.quarantined, tokenized),
+        splits["train"],
+        listing.input_digest,
+        run={
+            "input_uri": cfg.sources[0].uri,
+            "input_uris": {s.name: s.uri for s in cfg.sources},
+            "started_at": started.isoformat(),
+            "skipped_files": dict(Counter(listing.listed.skipped["reason"].to_pylist())),
+        },
+        sources=source_counts(
+            cfg,
+            units.origin_of,
+            reads.results,
+            counted.audit,
+            packed.parts,
+            tokenized,
+            listing.input_bytes,
+        ),
+        splits=splits,
+        blend={
+            "train": blend_line(splits["train"], weights),
+            "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
+        },
+    )
 
 
 def document_index(

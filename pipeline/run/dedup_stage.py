@@ -114,6 +114,60 @@ def near_dedup(
     (star rounds over the unverified edges, in the object store), the candidates' signatures
     fetched once from their units, then verification, components and the keep rule per label
     partition, and the near removals' exchange by unit bucket (`bounds`, exact dedup's)."""
+    found = _candidates(waves, cfg, layout, units, reads)
+    dedup, n = cfg.dedup, cfg.dedup.partitions
+    unit_buckets = waves.put(unit_bucket(bounds, pa.array(units.ids, pa.string())))
+    members_task = waves.task("members_task").options(num_returns=n + 1)
+    members = [
+        members_task.remote(
+            layout, q, found.directory[q], unit_buckets, n, len(found.inbox[q]),
+            *found.inbox[q], *found.candidates[q],
+        )  # fmt: skip
+        for q in range(n)
+    ]
+    asked = waves.run("near", [refs[0] for refs in members], merge=True)
+    asking = [Writer(layout.near_requests(r.part), r.size) for r in asked]
+    requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
+    unit_ids, origins = waves.put(units.ids), waves.put([units.origin_of[u] for u in units.ids])
+    fetch = waves.task("near_fetch")
+    fetched = waves.run(
+        "near",
+        [
+            fetch.remote(layout, b, requests[b], unit_ids, origins, cfg)
+            for b in range(len(bounds))
+        ],
+        merge=True,
+    )
+    sent = [Writer(layout.near_cands(r.part), r.size) for r in fetched]
+    cands = exchange(waves, dedup, layout.exchange("near", "cand"), "near", sent, n)
+    keep, shared = waves.task("near_keep"), waves.put(bounds)
+    kept = waves.run(
+        "near",
+        [
+            keep.remote(layout, lp, cands[lp], shared, cfg, *[refs[1 + lp] for refs in members])
+            for lp in range(n)
+        ],
+        merge=True,
+    )
+    removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
+    return _removals(waves, dedup, layout, "near", "near-removed", removed, bounds)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Banding's results, per partition: the directory's ranges (document key -> unit), the
+    candidate edges (object refs) and the star rounds' final edge pieces."""
+
+    directory: dict[int, list[Range]]
+    candidates: list[list]
+    inbox: list[list]
+
+
+def _candidates(
+    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads
+) -> _Candidates:
+    """The band hashes exchanged by band partition, candidate edges per bucket, and their
+    components' star rounds."""
     dedup, n = cfg.dedup, cfg.dedup.partitions
     plan = exchange_plan(
         n,
@@ -141,53 +195,7 @@ def near_dedup(
     ]
     waves.run("near", [refs[0] for refs in buckets], merge=True)
     candidates = [[refs[1 + q] for refs in buckets] for q in range(n)]
-    inbox = _star_rounds(waves, candidates)
-    unit_buckets = waves.put(unit_bucket(bounds, pa.array(units.ids, pa.string())))
-    members_task = waves.task("members_task").options(num_returns=n + 1)
-    members = [
-        members_task.remote(
-            layout, q, directory[q], unit_buckets, n, len(inbox[q]), *inbox[q], *candidates[q]
-        )
-        for q in range(n)
-    ]
-    asked = waves.run("near", [refs[0] for refs in members], merge=True)
-    requests = exchange(
-        waves,
-        dedup,
-        layout.exchange("near", "req"),
-        "near",
-        [Writer(layout.near_requests(r.part), r.size) for r in asked],
-        len(bounds),
-    )
-    unit_ids, origins = waves.put(units.ids), waves.put([units.origin_of[u] for u in units.ids])
-    fetch = waves.task("near_fetch")
-    fetched = waves.run(
-        "near",
-        [
-            fetch.remote(layout, b, requests[b], unit_ids, origins, cfg)
-            for b in range(len(bounds))
-        ],
-        merge=True,
-    )
-    cands = exchange(
-        waves,
-        dedup,
-        layout.exchange("near", "cand"),
-        "near",
-        [Writer(layout.near_cands(r.part), r.size) for r in fetched],
-        n,
-    )
-    keep, shared = waves.task("near_keep"), waves.put(bounds)
-    kept = waves.run(
-        "near",
-        [
-            keep.remote(layout, lp, cands[lp], shared, cfg, *[refs[1 + lp] for refs in members])
-            for lp in range(n)
-        ],
-        merge=True,
-    )
-    removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
-    return _removals(waves, dedup, layout, "near", "near-removed", removed, bounds)
+    return _Candidates(directory, candidates, _star_rounds(waves, candidates))
 
 
 def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:

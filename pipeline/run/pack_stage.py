@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout, new_version_id
+from pipeline.core.storage import Location
 from pipeline.formats.verify import VerifyError
 from pipeline.run.accounting import Parts, pack_parts
 from pipeline.run.results import PackResult, RunError
@@ -48,15 +49,27 @@ def pack_stage(
     """Both pack passes of every (source, split) into a new version's shards. `origin_of`:
     each unit's source."""
     tok_entry = tokenizer_entry(cfg, tokenized.engine)
-    dtype = tok_entry["dtype"]
     version_id = new_version_id(layout.run_id)
-    version = layout.version(version_id)
-    packs = _plan_packs(cfg, origin_of, tokenized, 2 if dtype == "uint16" else 4)
+    packs = _plan_packs(cfg, origin_of, tokenized, 2 if tok_entry["dtype"] == "uint16" else 4)
+    parts = run_packs(waves, layout, layout.version(version_id), packs, tok_entry)
+    return Packed(version_id, tok_entry, parts)
+
+
+def run_packs(
+    waves: Waves,
+    layout: RunLayout,
+    version: Location,
+    packs: Packs,
+    tokenizer: dict[str, Any],
+    error: type[RunError] = RunError,
+) -> Parts:
+    """Both passes of every pack into `version` (a run's, or a takedown's: run/takedown.py), as
+    one stage "pack"; `error` (a RunError) when a shard fails what `verify` checks."""
     exchange_task = waves.task("exchange_bucket")
     exchanged = waves.run(
         "pack",
         [
-            exchange_task.remote(layout, plan, g, k, groups[g], dtype)
+            exchange_task.remote(layout, plan, g, k, groups[g], tokenizer["dtype"])
             for _, _, plan, groups in packs
             for g in range(plan.groups)
             for k in range(plan.buckets)
@@ -69,18 +82,18 @@ def pack_stage(
         at += len(mine)
         sections = shard_sections(plan, mine)
         for k in range(plan.shards):
-            futures.append(shard_task.remote(layout, version, plan, k, sections[k], tok_entry))
+            futures.append(shard_task.remote(layout, version, plan, k, sections[k], tokenizer))
             owners.append((source, split))
     try:
         packed = waves.run("pack", futures, merge=True)
     except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
-        raise RunError(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
+        raise error(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
     parts: Parts = []
     for (source, split), result in zip(owners, packed, strict=True):
         if not parts or parts[-1][:2] != (source, split):
             parts.append((source, split, []))
         parts[-1][2].append(result)
-    return Packed(version_id, tok_entry, parts)
+    return parts
 
 
 def _plan_packs(
