@@ -2,8 +2,8 @@
 
 Each step is a wave of Ray tasks (run/tasks.py, run/neardup.py) run through the driver object
 `drv` (run/driver.py: its `remote` tasks, `stage` waves and the state the stages share). Between
-steps rows move through sectioned exchange objects (formats/sectioned.py): `exchange` runs pass 1
-(`regroup`, run/exchange.py) and hands each partition's reader the ranges it GETs. The removals
+steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs pass 1
+(`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The removals
 of both dedups end up in unit buckets (`drv.bounds`), which the audit merges bucket by bucket.
 """
 
@@ -13,9 +13,9 @@ import pyarrow as pa
 import ray
 
 from pipeline.dedup import components
-from pipeline.formats.sectioned import (
-    Writer,
-    exchange_plan,
+from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.sections import SectionedObject as Writer
+from pipeline.exchange.sections import (
     part_ranges,
     unit_bounds,
     unit_bucket,
@@ -25,7 +25,7 @@ from pipeline.formats.sectioned import (
 def exchange(
     drv, stage: str, name: str, writers: list[Writer], n: int, reads: int = 1
 ) -> dict[int, list]:
-    """Pass 1 of a dedup exchange (formats/sectioned.py): the writers' objects regrouped;
+    """Pass 1 of a dedup exchange (exchange/sections.py): the writers' objects regrouped;
     returns, per partition, the ranges its reader(s) GET (one per writer group)."""
     dedup = drv.cfg.dedup
     plan = exchange_plan(

@@ -23,6 +23,7 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import held
 from pipeline.core.storage import IO, Location
+from pipeline.exchange import regroup as exchange
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
     ManifestError,
@@ -35,7 +36,7 @@ from pipeline.formats.manifest import (
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.ingest.field_probe import probe_fields
 from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
-from pipeline.run import exchange, input_guard, neardup, pack_tasks, tokenize_tasks
+from pipeline.run import input_guard, neardup, pack_tasks, tokenize_tasks
 from pipeline.run import tasks as read_dedup_tasks  # list, read, exact dedup, audit
 from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
 from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_dedup

@@ -35,3 +35,27 @@ def test_retention_and_report_do_not_import_the_config_back():
     for package in ("retention", "report"):
         for path in sorted((PACKAGE / package).glob("*.py")):
             assert "pipeline.config" not in runtime_imports(path), path
+
+
+def _imports_of(package: str) -> dict[Path, set[str]]:
+    return {p: runtime_imports(p) for p in sorted((PACKAGE / package).glob("*.py"))}
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == f"pipeline.{p}" or module.startswith(f"pipeline.{p}.") for p in packages)
+
+
+def test_formats_import_neither_tokens_nor_run():
+    for path, modules in _imports_of("formats").items():
+        assert not [m for m in modules if _under(m, ("tokens", "run"))], path
+
+
+# A pass-1 task returns the run's task results (run/results.py, timed by run/timer.py): the
+# only part of run the exchange may import.
+RUN_RESULTS = {"pipeline.run.results", "pipeline.run.timer"}
+
+
+def test_exchange_imports_neither_run_tokens_nor_dedup():
+    for path, modules in _imports_of("exchange").items():
+        banned = [m for m in modules - RUN_RESULTS if _under(m, ("run", "tokens", "dedup"))]
+        assert not banned, (path, banned)

@@ -1,4 +1,4 @@
-"""The dedup exchange (formats/sectioned.py, run/exchange.py): same rows as per-partition files,
+"""The exchange (pipeline/exchange/): same rows as per-partition files,
 requests linear in the data."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 
 from pipeline.core.storage import IO, Location
-from pipeline.formats import sectioned
-from pipeline.run.exchange import regroup
+from pipeline.exchange import sections
+from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.regroup import regroup
 
 SCHEMA = pa.schema([("key", pa.int64()), ("writer", pa.int64())])
 
@@ -21,21 +22,22 @@ def _writers(root: Location, w: int, n: int, rows: int, seed: int = 0):
         keys = rng.integers(0, 2**40, rows)
         table = pa.table({"key": keys, "writer": np.full(rows, i)}, schema=SCHEMA)
         loc = root / f"w{i}.bin"
-        writers.append(sectioned.Writer(loc, sectioned.write_sectioned(loc, table, keys % n, n)))
+        size = sections.write_sectioned(loc, table, keys % n, n)
+        writers.append(sections.SectionedObject(loc, size))
         tables.append(table)
     return writers, tables
 
 
 def _exchange(root: Location, writers, n: int, request_bytes: int):
     total = sum(w.size for w in writers)
-    plan = sectioned.exchange_plan(n, len(writers), total, request_bytes)
+    plan = exchange_plan(n, len(writers), total, request_bytes)
     folder, groups = root / "x" / plan.name, plan.unit_groups(writers)
     done = [
         regroup(folder, plan, g, k, groups[g])
         for g in range(plan.groups)
         for k in range(plan.buckets)
     ]
-    return plan, sectioned.part_ranges(folder, plan, done)
+    return plan, sections.part_ranges(folder, plan, done)
 
 
 @pytest.mark.parametrize("request_bytes", [1, 4096, 10**9])
@@ -49,7 +51,7 @@ def test_each_partition_gets_the_rows_of_per_partition_files_in_writer_order(
         expected = pa.concat_tables(
             [t.filter(pa.array(t["key"].to_numpy() % n == p)) for t in tables]
         )
-        got = sectioned.read_part(ranges[p], SCHEMA)
+        got = sections.read_part(ranges[p], SCHEMA)
         assert got.equals(expected)
         assert len(ranges[p]) <= plan.groups
     # a rerun reuses every regrouped object (its marker)
@@ -65,7 +67,7 @@ def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data
         writers, _ = _writers(root, 4 * scale, 4 * scale, 400, seed=scale)
         _, ranges = _exchange(root, writers, 4 * scale, 64 * 1024)
         for p in ranges:
-            sectioned.read_part(ranges[p], SCHEMA)
+            sections.read_part(ranges[p], SCHEMA)
         io = IO.delta(IO.snapshot(), before)
         return sum(v for k, v in io.items() if k.endswith("_requests"))
 
@@ -75,24 +77,24 @@ def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data
 
 def test_unit_buckets_keep_unit_order_and_cover_every_unit():
     units = [f"u{i:03d}" for i in range(10)]
-    bounds = sectioned.unit_bounds(units, 4)
-    at = sectioned.unit_bucket(bounds, pa.array(units))
+    bounds = sections.unit_bounds(units, 4)
+    at = sections.unit_bucket(bounds, pa.array(units))
     assert list(at) == sorted(at) and set(at) == {0, 1, 2, 3}
-    assert sectioned.unit_bounds(units[:2], 4) == ["u000", "u001"]
-    assert list(sectioned.unit_bucket(["a"], pa.array([], pa.string()))) == []
+    assert sections.unit_bounds(units[:2], 4) == ["u000", "u001"]
+    assert list(sections.unit_bucket(["a"], pa.array([], pa.string()))) == []
 
 
 def test_plan_caps_what_one_regroup_task_moves_and_balances_the_two_get_terms():
     gib, parts, writers = 2**30, 9314, 37253  # 10 TB: 256 MiB units, 1 GiB partitions
     hashes = 200 * 10**9
-    free = sectioned.exchange_plan(parts, writers, hashes, 16 * 2**20)
+    free = exchange_plan(parts, writers, hashes, 16 * 2**20)
     assert (free.buckets, free.groups) == (1, 1)  # one task would move all 200 GB
-    capped = sectioned.exchange_plan(parts, writers, hashes, 16 * 2**20, 4 * gib)
+    capped = exchange_plan(parts, writers, hashes, 16 * 2**20, 4 * gib)
     assert hashes / (capped.buckets * capped.groups) <= 4 * gib
     gets = writers * capped.buckets + capped.groups * parts
     assert gets < 0.001 * writers * parts  # vs one file per (unit, partition)
     # below the cap (small corpora, the benchmarks) the cap changes nothing
-    assert sectioned.exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == sectioned.exchange_plan(
+    assert exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == exchange_plan(
         16, 128, 7 * 10**6, 1
     )
 
@@ -106,7 +108,7 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
 
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
     units = [f"u{i}" for i in range(6)]
-    bounds = sectioned.unit_bounds(units, 3)
+    bounds = sections.unit_bounds(units, 3)
     rows = [
         {
             "doc_id": f"d{u}{r}",
@@ -126,8 +128,8 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
     for part in range(2):  # two partitions' removals, each sectioned by unit bucket
         table = pa.Table.from_pylist(rows[part::2], schema=REMOVED_SCHEMA)
         loc = layout.exact_removed(part)
-        at = sectioned.unit_bucket(bounds, table["unit_id"])
-        writers.append(sectioned.Writer(loc, sectioned.write_sectioned(loc, table, at, 3)))
+        at = sections.unit_bucket(bounds, table["unit_id"])
+        writers.append(sections.SectionedObject(loc, sections.write_sectioned(loc, table, at, 3)))
     _, ranges = _exchange(Location.from_uri(str(tmp_path / "x")), writers, 3, 1)
     result = merge_exact(layout, [ranges[b] for b in range(3)])
     merged = layout.exact_removed_all.read_parquet()
