@@ -155,3 +155,80 @@ def test_pack_cut_caps_what_one_pass_1_task_moves():
     assert pack_plan(tib // 8, 512, 256 * mib, 16 * mib, 4 * 2**30) == pack_plan(
         tib // 8, 512, 256 * mib, 16 * mib
     )
+
+
+def test_dedup_marker_keeps_its_shape_and_one_writers_section_passes_through(tmp_path):
+    import json
+
+    root, n = Location.from_uri(str(tmp_path)), 3
+    writers, _ = _writers(root, 1, n, 50)
+    plan = exchange_plan(n, 1, writers[0].size, 10**9)
+    folder = root / "x" / plan.name
+    result = regroup(folder, plan, 0, 0, writers)
+    marker = json.loads((folder / "g00000-k00000.json").read_bytes())
+    assert list(marker) == ["group", "bucket", "object", "offsets"]
+    assert marker["offsets"] == result.offsets and len(result.offsets) == n + 1
+    # one writer: its object's sections, as written, then no index
+    data = writers[0].loc.read_bytes(0, writers[0].size)
+    assert (folder / result.object).read_bytes() == data[: -sections.index_bytes(n)]
+
+
+def test_encode_with_a_schema_writes_a_stream_even_without_rows():
+    empty = SCHEMA.empty_table()
+    assert sections.encode(empty) == b""
+    stream = sections.encode(empty, SCHEMA)
+    assert stream and sections.decode(stream).schema.equals(SCHEMA)
+
+
+def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stream(tmp_path):
+    import json
+
+    from pipeline.core.layout import RunLayout
+    from pipeline.run.pack_tasks import exchange_bucket
+    from pipeline.tokens import pack
+
+    layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
+    rng, shards, units = np.random.default_rng(3), 6, []
+    for u in range(3):
+        rows = 40 if u != 1 else 0  # a unit with no documents: no sections
+        # keys in the lower half only: the second bucket's shards have no rows at all
+        keys = np.sort(rng.integers(0, 2**63, rows, dtype=np.uint64))
+        lengths = rng.integers(1, 20, rows)
+        index = pa.table(
+            {
+                "doc_id": [f"u{u}d{i}" for i in range(rows)],
+                "source": ["s"] * rows,
+                "row": np.arange(rows),
+                "key": keys,
+                "length": lengths,
+            },
+            schema=pack.TOKEN_INDEX_SCHEMA,
+        )
+        tokens = np.concatenate([np.full(n, i, np.uint16) for i, n in enumerate(lengths)] or [[]])
+        layout.tokens_bin(f"u{u}", "").write_bytes(tokens.astype(np.uint16).tobytes())
+        layout.tokens_index(f"u{u}", "").write_parquet(index)
+        units.append((f"u{u}", "", index, tokens.astype(np.uint16)))
+    plan = pack.PackPlan(shards, 2, 1)
+    folder = layout.pack_exchange(plan.name)
+    for k in range(plan.buckets):
+        result = exchange_bucket(layout, plan, 0, k, [(u, r) for u, r, *_ in units], "uint16")
+        marker = json.loads((folder / result.object.replace(".bin", ".json")).read_bytes())
+        assert list(marker) == ["group", "bucket", "object", "sections"]
+        data = (folder / result.object).read_bytes()
+        assert sum(t + i for _, t, i in result.sections) == len(data)
+        for shard, (at, n_tok, n_idx) in zip(plan.bucket_parts(k), result.sections, strict=True):
+            lo, hi = pack.key_range(shard, shards)
+            want_tokens, want_rows = [], []
+            for _, _, index, tokens in units:
+                keys = index["key"].to_numpy()
+                inside = (keys >= lo) & (keys < hi) if hi < 2**64 else keys >= lo
+                starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+                for i in np.flatnonzero(inside):
+                    want_tokens.append(tokens[starts[i] : starts[i + 1]])
+                want_rows.append(index.filter(pa.array(inside)))
+            got = np.frombuffer(data[at : at + n_tok], np.uint16)
+            assert np.array_equal(got, np.concatenate(want_tokens or [np.empty(0, np.uint16)]))
+            rows = sections.decode(data[at + n_tok : at + n_tok + n_idx])  # a stream, rows or not
+            assert rows.equals(pa.concat_tables(want_rows))
+        assert exchange_bucket(layout, plan, 0, k, [], "uint16").reused
+    assert n_tok == 0 and n_idx > 0  # the last shard: no rows, still an index stream
