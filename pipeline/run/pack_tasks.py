@@ -8,6 +8,7 @@ exchange object's done marker and a shard's verified write are what a rerun reus
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from itertools import accumulate
 
 import numpy as np
@@ -50,7 +51,7 @@ def exchange_bucket(
     return grouped(folder, plan, group, bucket, TOKEN_SECTIONS, pieces)
 
 
-def _merged_index(chunks) -> list[bytes]:
+def _merged_index(chunks: Iterator[bytes]) -> list[bytes]:
     """A shard's index rows of every unit of the group, as one IPC stream even with no rows."""
     schema = pack.TOKEN_INDEX_SCHEMA
     return [encode(concat([decode(c) for c in chunks], schema), schema)]
