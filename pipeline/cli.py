@@ -12,7 +12,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
-from pipeline.exit_codes import exit_codes_help
+from pipeline.exit_codes import CONFIG_ERROR, exit_codes_help
 
 _URIS: list[str] = []  # the storage URIs the command was given, named by a refusal without one
 
@@ -277,6 +277,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
+    from pipeline.formats.run_stats import StatsError
     from pipeline.report.build import build_report, write_report
     from pipeline.report.html import format_html
     from pipeline.report.markdown import format_markdown
@@ -284,15 +285,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     cfg = _load(args)
     _check_storage(cfg, cfg.output.uri)
-    report = build_report(
-        cfg,
-        run_id=args.run_id,
-        stats_uri=args.stats,
-        runs_per_month=args.runs_per_month,
-        reader_stats_uri=args.reader_stats,
-        epochs_per_month=args.epochs,
-        range_bytes=args.range_bytes,
-    )
+    try:
+        report = build_report(
+            cfg,
+            run_id=args.run_id,
+            stats_uri=args.stats,
+            runs_per_month=args.runs_per_month,
+            reader_stats_uri=args.reader_stats,
+            epochs_per_month=args.epochs,
+            range_bytes=args.range_bytes,
+        )
+    except StatsError as e:
+        print(f"error: stats file rejected: {e}", file=sys.stderr)
+        return CONFIG_ERROR
     if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.core.units import parse_size
         from pipeline.report import bill, dry_run

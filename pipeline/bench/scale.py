@@ -39,6 +39,7 @@ from pipeline.bench.scaling import SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.config_sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
+from pipeline.formats.run_stats import parse_stats
 from pipeline.run.driver import run_pipeline
 from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
@@ -94,12 +95,12 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
         ray.shutdown()
     run_id = result.manifest["run"]["run_id"]
     dataset = Location.from_uri(f"s3://{BUCKET}/out-{label}/{cfg.name}", cfg.storage)
-    stats = json.loads((dataset / f"_work/runs/{run_id}/stats.json").read_bytes())
+    stats = parse_stats((dataset / f"_work/runs/{run_id}/stats.json").read_bytes())
     return {
         "wall_s": wall,
-        "stages": stats["stages"],
+        "stages": [s.model_dump() for s in stats.stages],
         "counts": result.manifest["counts"],
-        "moved": stats.get("bytes_moved_per_input_byte", {}).get("total"),
+        "moved": stats.bytes_moved_per_input_byte.get("total"),
     }
 
 

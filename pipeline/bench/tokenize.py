@@ -10,7 +10,7 @@ in a temp folder, everything the driver runs for tokenize and pack:
 tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenizers; `probe_s`),
 tokenize_tasks.tokenize_unit (reading the unit's parquet, shuffle keys, encoding with the
 engine, its sampled check against tokenizers, EOS, the token file and its index) and
-pack_tasks.pack_in_process (both pack passes, Megatron
+run/pack_stage.pack_stage with its tasks run in this process (both pack passes, Megatron
 shards, checksums and the checks on the bytes written). Runs alternate in rounds (the order
 within a round rotates);
 `ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
@@ -42,9 +42,11 @@ from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.formats.megatron import decode_index
 from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
-from pipeline.run import pack_tasks, tokenize_tasks
-from pipeline.run.pack_stage import tokenizer_entry
+from pipeline.run import tokenize_tasks
+from pipeline.run.pack_stage import pack_stage
 from pipeline.run.tasks import DOCS_PARQUET
+from pipeline.run.tokenize_stage import Tokenized
+from pipeline.run.waves import Waves
 from pipeline.tokens.encode import (
     EngineUnavailable,
     FastokensEncoder,
@@ -107,7 +109,6 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
     )
     layout.read_docs("u0").write_parquet(docs, **DOCS_PARQUET)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
-    _, info = load_tokenizer(cfg.tokenize.tokenizer, cfg.tokenize.eos)
     cpu, start = _cpu(), time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
         raw = f.read()
@@ -119,10 +120,11 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         engine = probe.engine
     probe_s = time.perf_counter() - start
     tok = tokenize_tasks.tokenize_unit(layout, "u0", cfg, raw, engine)
-    token_bytes = tok.tokens * (2 if info.dtype == "uint16" else 4)
-    version = layout.version("bench")
-    entry = tokenizer_entry(cfg, {"engine": engine})
-    pack_tasks.pack_in_process(layout, version, [("u0", tok.removed)], token_bytes, cfg, entry)
+    # the pack stage as a run calls it, its tasks in this process
+    origin = {"u0": cfg.sources[0].name}
+    tokenized = Tokenized([tok], {"engine": engine})
+    packed = pack_stage(Waves(inline=True), cfg, layout, origin, tokenized)
+    version = layout.version(packed.version_id)
     timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
     return timed, version
 

@@ -5,7 +5,7 @@ laying out the same tables (report/tables.py).
 Inputs it consumes:
 - the retention plan (retention/plan.py): the listing with data and storage classes, before and
   after;
-- pipeline stage counters, `_work/runs/<run_id>/stats.json` (STATS_SCHEMA below), of the run
+- pipeline stage counters, `_work/runs/<run_id>/stats.json` (formats/run_stats.py), of the run
   that made the newest committed version unless a run id or file is given; times runs per month;
 - training reads: a reader counters JSON (READER_SCHEMA) for some epochs, or else an estimate:
   per epoch, every shard of the newest committed version read once in `range_bytes` range GETs
@@ -23,21 +23,13 @@ from pipeline.core.layout import REPORTS_DIR, utc_stamp
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import ManifestError, load_manifest
+from pipeline.formats.run_stats import RunStats, StageStats, StatsError, parse_stats
 from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
     from pipeline.config import Config
 
-STATS_SCHEMA = """{"format": "pipeline.stats/1", "run_id": str,   (or just the list of stages)
- "input_bytes": int, "bytes_read": int, "bytes_written": int,  (a run's: run/accounting.py
- "bytes_moved_per_input_byte": {"total": float, <stage>: float},   bytes_moved)
- "stages": [{"stage": str, "reads_class": str (optional: the data class the stage reads),
-             "io": {"bytes_read": int, "bytes_written": int, "list_requests": int,
-                    "get_requests": int, "head_requests": int, "put_requests": int,
-                    "copy_requests": int, "delete_requests": int, "other_requests": int},
-             "driver_io": {...} (the part of io the run's driver did itself),
-             "bytes_moved_per_input_byte": float}]}   (a run's last stage is "commit")"""
 READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
  "head_requests": int, "list_requests": int}  (or the same keys under "io": an IO.delta;
  or reader_fetch.FetchStats' {"requests", "bytes"}, read as range GETs)"""
@@ -59,23 +51,22 @@ STAGE_READS = (
 RANGE_BYTES = 16 * MiB
 
 
-def stage_class(stage: dict[str, Any]) -> str:
-    if stage.get("reads_class"):
-        return str(stage["reads_class"])
-    name = str(stage.get("stage", "")).lower()
+def stage_class(stage: StageStats) -> str:
+    if stage.reads_class:
+        return stage.reads_class
+    name = stage.stage.lower()
     return next((c for prefix, c in STAGE_READS if name.startswith(prefix)), "other")
 
 
-def pipeline_streams(stats: Any, runs_per_month: float) -> list[cost.ReadStream]:
-    stages = stats.get("stages", []) if isinstance(stats, dict) else stats or []
+def pipeline_streams(stats: RunStats, runs_per_month: float) -> list[cost.ReadStream]:
     return [
         cost.ReadStream(
-            f"pipeline {s.get('stage', '?')}",
+            f"pipeline {s.stage}",
             stage_class(s),
-            float(s.get("io", {}).get("bytes_read", 0)) * runs_per_month,
-            {k: n * runs_per_month for k, n in cost.requests_from_io(s.get("io", {})).items()},
+            float(s.io.get("bytes_read", 0)) * runs_per_month,
+            {k: n * runs_per_month for k, n in cost.requests_from_io(s.io).items()},
         )
-        for s in stages
+        for s in stats.stages
     ]
 
 
@@ -112,6 +103,16 @@ def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Locati
             return None
         run_id = max(stats, key=lambda r: stats[r].mtime)
     return plan.dataset / stats[run_id].key
+
+
+def _load_stats(loc: Location | None) -> RunStats:
+    """The stats file's model (none: no stage reads); StatsError naming the file."""
+    if loc is None:
+        return RunStats()
+    try:
+        return parse_stats(loc.read_bytes())
+    except StatsError as e:
+        raise StatsError(f"{loc.uri}: {e}") from None
 
 
 def training_per_epoch(
@@ -152,7 +153,7 @@ def build_report(
         if stats_uri
         else _find_stats(plan, manifest, run_id)
     )
-    stats = json.loads(stats_loc.read_bytes()) if stats_loc is not None else []
+    stats = _load_stats(stats_loc)
     streams = pipeline_streams(stats, runs_per_month)
     reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
     epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)

@@ -1,33 +1,57 @@
-"""The driver's side of dedup: exact dedup, near dedup (optional), then the removal audit.
+"""The dedup stages: exact dedup, near dedup (optional), then the removal audit.
 
-Each step is a wave of Ray tasks (run/tasks.py, run/neardup.py) run through the driver object
-`drv` (run/driver.py: its `remote` tasks, `stage` waves and the state the stages share). Between
+Each step is a wave of Ray tasks (run/tasks.py, run/neardup.py) run through `Waves`. Between
 steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs pass 1
 (`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The removals
-of both dedups end up in unit buckets (`drv.bounds`), which the audit merges bucket by bucket.
+of both dedups end up in unit buckets (`Removals.bounds`), which the audit merges bucket by
+bucket.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-import ray
+from dataclasses import dataclass
 
+import pyarrow as pa
+
+from pipeline.config import Config
+from pipeline.config_sections import DedupConfig
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
 from pipeline.dedup import components
 from pipeline.exchange.plan import exchange_plan
-from pipeline.exchange.sections import SectionedObject as Writer
 from pipeline.exchange.sections import (
+    Range,
     part_ranges,
     unit_bounds,
     unit_bucket,
 )
+from pipeline.exchange.sections import SectionedObject as Writer
+from pipeline.run.read_stage import Reads, Units
+from pipeline.run.results import AuditResult
+from pipeline.run.waves import Waves
+
+
+@dataclass(frozen=True)
+class Removals:
+    """One dedup's removals, by unit bucket: the ranges the audit's merge reads per bucket.
+    `bounds`: the first unit of each bucket (sections.unit_bounds), shared by both dedups."""
+
+    bounds: list[str]
+    by_bucket: list[list[Range]]
 
 
 def exchange(
-    drv, stage: str, name: str, writers: list[Writer], n: int, reads: int = 1
-) -> dict[int, list]:
-    """Pass 1 of a dedup exchange (exchange/sections.py): the writers' objects regrouped;
-    returns, per partition, the ranges its reader(s) GET (one per writer group)."""
-    dedup = drv.cfg.dedup
+    waves: Waves,
+    dedup: DedupConfig,
+    folder: Location,
+    stage: str,
+    writers: list[Writer],
+    n: int,
+    reads: int = 1,
+) -> dict[int, list[Range]]:
+    """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
+    writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
+    writer group)."""
     plan = exchange_plan(
         n,
         len(writers),
@@ -36,9 +60,9 @@ def exchange(
         int(dedup.exchange_task_bytes),
         reads,
     )
-    folder, groups = drv.layout.exchange(stage, name) / plan.name, plan.unit_groups(writers)
-    task = drv.remote["regroup"]
-    regrouped = drv.stage(
+    folder, groups = folder / plan.name, plan.unit_groups(writers)
+    task = waves.task("regroup")
+    regrouped = waves.run(
         stage,
         [
             task.remote(folder, plan, g, k, groups[g])
@@ -50,119 +74,138 @@ def exchange(
     return part_ranges(folder, plan, regrouped)
 
 
-def removal_buckets(drv, ranges: dict[int, list]) -> list[list]:
-    """An exchange's ranges as a list by unit bucket (the audit's merge reads one per bucket)."""
-    return [ranges[b] for b in range(len(drv.bounds))]
+def _removals(
+    waves: Waves, dedup: DedupConfig, layout: RunLayout, stage: str, name: str, writers, bounds
+) -> Removals:
+    """A dedup's removal objects regrouped by unit bucket (the audit's merge reads one each)."""
+    ranges = exchange(waves, dedup, layout.exchange(stage, name), stage, writers, len(bounds))
+    return Removals(bounds, [ranges[b] for b in range(len(bounds))])
 
 
-def exact_dedup(drv) -> None:
+def exact_dedup(
+    waves: Waves, dedup: DedupConfig, layout: RunLayout, units: Units, reads: Reads
+) -> Removals:
     """The hash rows' exchange, one task per hash partition, then the removals' exchange
     by unit bucket and their merge into one file sorted by unit."""
-    n, layout, exact = drv.cfg.dedup.partitions, drv.layout, drv.cfg.dedup.exact
-    drv.bounds = unit_bounds(drv.unit_ids, n)
-    if exact:
-        hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in drv.read]
-        ranges = exchange(drv, "exact", "hashes", hashes, n)
+    n = dedup.partitions
+    bounds = unit_bounds(units.ids, n)
+    if dedup.exact:
+        hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in reads.results]
+        ranges = exchange(waves, dedup, layout.exchange("exact", "hashes"), "exact", hashes, n)
     else:
         ranges = {p: [] for p in range(n)}
-    task, bounds = drv.remote["exact_partition"], ray.put(drv.bounds)
-    parts = drv.stage(
+    task, shared = waves.task("exact_partition"), waves.put(bounds)
+    parts = waves.run(
         "exact",
-        [task.remote(layout, p, ranges[p], bounds, exact) for p in range(n)],
+        [task.remote(layout, p, ranges[p], shared, dedup.exact) for p in range(n)],
         merge=True,
     )
     removed = [Writer(layout.exact_removed(r.part), r.size) for r in parts]
-    drv.exact_removed = removal_buckets(
-        drv, exchange(drv, "exact", "exact-removed", removed, len(drv.bounds))
-    )
-    merge = drv.remote["merge_exact"]
-    drv.stage("exact", [merge.remote(layout, drv.exact_removed)], merge=True)
+    removals = _removals(waves, dedup, layout, "exact", "exact-removed", removed, bounds)
+    merge = waves.task("merge_exact")
+    waves.run("exact", [merge.remote(layout, removals.by_bucket)], merge=True)
+    return removals
 
 
-def near_dedup(drv) -> None:
+def near_dedup(
+    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads, bounds: list[str]
+) -> Removals:
     """MinHash LSH (run/neardup.py): band hashes to candidate edges, candidate components
     (star rounds over the unverified edges, in the object store), the candidates' signatures
     fetched once from their units, then verification, components and the keep rule per label
-    partition, and the near removals' exchange by unit bucket (for the audit)."""
-    remote, layout, cfg, n = drv.remote, drv.layout, drv.cfg, drv.cfg.dedup.partitions
-    units = [(u, i, drv.origin_of[u]) for i, u in enumerate(drv.unit_ids)]
-    docs = sum(r.docs for r in drv.read)  # at most: exact duplicates are dropped on the way
-    plan = exchange_plan(
-        n,
-        len(units),
-        docs * cfg.dedup.near.bands * 16,  # a band row: band hash, key
-        int(cfg.dedup.exchange_request_bytes),
-        int(cfg.dedup.exchange_task_bytes),
-    )
-    groups = plan.unit_groups(units)
-    banded = drv.stage(
-        "near",
-        [
-            remote["near_band_group"].remote(layout, plan, g, k, groups[g], cfg)
-            for g in range(plan.groups)
-            for k in range(plan.buckets)
-        ],
-    )
-    folder = layout.exchange("near", "bands") / plan.name
-    bands = part_ranges(folder, plan, [r.bands for r in banded])
-    folder = layout.exchange("near", "dir") / plan.name
-    directory = part_ranges(folder, plan, [r.directory for r in banded])
-    buckets = [
-        remote["near_buckets"].options(num_returns=n + 1).remote(p, bands[p], n) for p in range(n)
-    ]
-    drv.stage("near", [refs[0] for refs in buckets], merge=True)
-    candidates = [[refs[1 + q] for refs in buckets] for q in range(n)]
-    inbox = _star_rounds(drv, candidates)
-    unit_buckets = ray.put(unit_bucket(drv.bounds, pa.array(drv.unit_ids, pa.string())))
+    partition, and the near removals' exchange by unit bucket (`bounds`, exact dedup's)."""
+    found = _candidates(waves, cfg, layout, units, reads)
+    dedup, n = cfg.dedup, cfg.dedup.partitions
+    unit_buckets = waves.put(unit_bucket(bounds, pa.array(units.ids, pa.string())))
+    members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
-        remote["members_task"]
-        .options(num_returns=n + 1)
-        .remote(layout, q, directory[q], unit_buckets, n, len(inbox[q]), *inbox[q], *candidates[q])
+        members_task.remote(
+            layout, q, found.directory[q], unit_buckets, n, len(found.inbox[q]),
+            *found.inbox[q], *found.candidates[q],
+        )  # fmt: skip
         for q in range(n)
     ]
-    asked = drv.stage("near", [refs[0] for refs in members], merge=True)
-    nb = len(drv.bounds)
-    requests = exchange(
-        drv, "near", "req", [Writer(layout.near_requests(r.part), r.size) for r in asked], nb
-    )
-    unit_ids = ray.put(drv.unit_ids)
-    origins = ray.put([drv.origin_of[u] for u in drv.unit_ids])
-    fetched = drv.stage(
+    asked = waves.run("near", [refs[0] for refs in members], merge=True)
+    asking = [Writer(layout.near_requests(r.part), r.size) for r in asked]
+    requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
+    unit_ids, origins = waves.put(units.ids), waves.put([units.origin_of[u] for u in units.ids])
+    fetch = waves.task("near_fetch")
+    fetched = waves.run(
         "near",
         [
-            remote["near_fetch"].remote(layout, b, requests[b], unit_ids, origins, cfg)
-            for b in range(nb)
+            fetch.remote(layout, b, requests[b], unit_ids, origins, cfg)
+            for b in range(len(bounds))
         ],
         merge=True,
     )
-    cands = exchange(
-        drv, "near", "cand", [Writer(layout.near_cands(r.part), r.size) for r in fetched], n
-    )
-    bounds = ray.put(drv.bounds)
-    kept = drv.stage(
+    sent = [Writer(layout.near_cands(r.part), r.size) for r in fetched]
+    cands = exchange(waves, dedup, layout.exchange("near", "cand"), "near", sent, n)
+    keep, shared = waves.task("near_keep"), waves.put(bounds)
+    kept = waves.run(
         "near",
         [
-            remote["near_keep"].remote(
-                layout, lp, cands[lp], bounds, cfg, *[refs[1 + lp] for refs in members]
-            )
+            keep.remote(layout, lp, cands[lp], shared, cfg, *[refs[1 + lp] for refs in members])
             for lp in range(n)
         ],
         merge=True,
     )
     removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
-    drv.near_removed = removal_buckets(
-        drv, exchange(drv, "near", "near-removed", removed, len(drv.bounds))
+    return _removals(waves, dedup, layout, "near", "near-removed", removed, bounds)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Banding's results, per partition: the directory's ranges (document key -> unit), the
+    candidate edges (object refs) and the star rounds' final edge pieces."""
+
+    directory: dict[int, list[Range]]
+    candidates: list[list]
+    inbox: list[list]
+
+
+def _candidates(
+    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads
+) -> _Candidates:
+    """The band hashes exchanged by band partition, candidate edges per bucket, and their
+    components' star rounds."""
+    dedup, n = cfg.dedup, cfg.dedup.partitions
+    plan = exchange_plan(
+        n,
+        len(units.ids),
+        reads.docs * dedup.near.bands * 16,  # a band row: band hash, key (exact removals: fewer)
+        int(dedup.exchange_request_bytes),
+        int(dedup.exchange_task_bytes),
     )
+    groups = plan.unit_groups([(u, i, units.origin_of[u]) for i, u in enumerate(units.ids)])
+    band_group = waves.task("near_band_group")
+    banded = waves.run(
+        "near",
+        [
+            band_group.remote(layout, plan, g, k, groups[g], cfg)
+            for g in range(plan.groups)
+            for k in range(plan.buckets)
+        ],
+    )
+    bands_at, dir_at = (layout.exchange("near", name) / plan.name for name in ("bands", "dir"))
+    bands = part_ranges(bands_at, plan, [r.bands for r in banded])
+    directory = part_ranges(dir_at, plan, [r.directory for r in banded])
+    buckets = [
+        waves.task("near_buckets").options(num_returns=n + 1).remote(p, bands[p], n)
+        for p in range(n)
+    ]
+    waves.run("near", [refs[0] for refs in buckets], merge=True)
+    candidates = [[refs[1 + q] for refs in buckets] for q in range(n)]
+    return _Candidates(directory, candidates, _star_rounds(waves, candidates))
 
 
-def _star_rounds(drv, inbox: list[list]) -> list[list]:
+def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:
     """Alternate large/small star rounds until a large round changes nothing; the edge
     pieces go task to task through the object store, the driver sees fingerprints only."""
     n = len(inbox)
-    star, previous = drv.remote["star_task"].options(num_returns=n + 1), None
+    star, previous = waves.task("star_task").options(num_returns=n + 1), None
     while True:
         large = [star.remote("large", n, *inbox[p]) for p in range(n)]
-        current = components.combine_fingerprints(ray.get([refs[0] for refs in large]))
+        current = components.combine_fingerprints(waves.get([refs[0] for refs in large]))
         if current == previous:
             return inbox
         previous = current
@@ -170,8 +213,11 @@ def _star_rounds(drv, inbox: list[list]) -> list[list]:
         inbox = [[refs[1 + p] for refs in small] for p in range(n)]
 
 
-def audit_stage(drv) -> None:
+def audit_stage(
+    waves: Waves, layout: RunLayout, exact: Removals, near: Removals | None
+) -> AuditResult:
     """The exact (and near) removals merged bucket by bucket into the run's audit."""
-    near = drv.near_removed if drv.cfg.dedup.near.enabled else None
-    merge = drv.remote["merge_audit"]
-    [drv.audit] = drv.stage("audit", [merge.remote(drv.layout, drv.exact_removed, near)])
+    merge = waves.task("merge_audit")
+    near_ranges = near.by_bucket if near is not None else None
+    [audit] = waves.run("audit", [merge.remote(layout, exact.by_bucket, near_ranges)])
+    return audit

@@ -1,4 +1,4 @@
-"""The driver's side of the pack stage: one pack per (source, split), both passes, into a new
+"""The pack stage: one pack per (source, split), both passes, into a new
 version's shards (tokens/pack.py has the exchange; run/pack_tasks.py the tasks).
 
 A source's units (a unit never mixes sources) go into its own shards, and with
@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import Config
-from pipeline.core.layout import new_version_id
+from pipeline.core.layout import RunLayout, new_version_id
+from pipeline.core.storage import Location
 from pipeline.formats.verify import VerifyError
-from pipeline.run.accounting import pack_parts
-from pipeline.run.results import RunError
+from pipeline.run.accounting import Parts, pack_parts
+from pipeline.run.results import PackResult, RunError
+from pipeline.run.tokenize_stage import Tokenized
+from pipeline.run.waves import Waves
 from pipeline.tokens.encode import load_tokenizer, token_id
 from pipeline.tokens.pack import PackPlan, pack_plan, shard_sections
 
@@ -25,50 +29,79 @@ from pipeline.tokens.pack import PackPlan, pack_plan, shard_sections
 Packs = list[tuple[str, str, PackPlan, list[list]]]
 
 
-def pack_stage(drv) -> tuple[str, dict[str, Any]]:
-    """Both pack passes; returns the new version's id and its manifest's tokenizer entry, and
-    leaves the shards' results on the driver (`packed`, and `parts` per source and split)."""
-    layout, remote = drv.layout, drv.remote
-    tok_entry = tokenizer_entry(drv.cfg, drv.engine)
-    dtype = tok_entry["dtype"]
+@dataclass(frozen=True)
+class Packed:
+    """A new version's shards: its id, the manifest's tokenizer entry and each pack's shards
+    (source, split, results) in manifest order."""
+
+    version_id: str
+    tokenizer: dict[str, Any]
+    parts: Parts
+
+    @property
+    def shards(self) -> list[PackResult]:
+        return [r for _, _, results in self.parts for r in results]
+
+
+def pack_stage(
+    waves: Waves, cfg: Config, layout: RunLayout, origin_of: dict[str, str], tokenized: Tokenized
+) -> Packed:
+    """Both pack passes of every (source, split) into a new version's shards. `origin_of`:
+    each unit's source."""
+    tok_entry = tokenizer_entry(cfg, tokenized.engine)
     version_id = new_version_id(layout.run_id)
-    version = layout.version(version_id)
-    packs = _plan_packs(drv, 2 if dtype == "uint16" else 4)
-    exchanged = drv.stage(
+    packs = _plan_packs(cfg, origin_of, tokenized, 2 if tok_entry["dtype"] == "uint16" else 4)
+    parts = run_packs(waves, layout, layout.version(version_id), packs, tok_entry)
+    return Packed(version_id, tok_entry, parts)
+
+
+def run_packs(
+    waves: Waves,
+    layout: RunLayout,
+    version: Location,
+    packs: Packs,
+    tokenizer: dict[str, Any],
+    error: type[RunError] = RunError,
+) -> Parts:
+    """Both passes of every pack into `version` (a run's, or a takedown's: run/takedown.py), as
+    one stage "pack"; `error` (a RunError) when a shard fails what `verify` checks."""
+    exchange_task = waves.task("exchange_bucket")
+    exchanged = waves.run(
         "pack",
         [
-            remote["exchange_bucket"].remote(layout, plan, g, k, groups[g], dtype)
+            exchange_task.remote(layout, plan, g, k, groups[g], tokenizer["dtype"])
             for _, _, plan, groups in packs
             for g in range(plan.groups)
             for k in range(plan.buckets)
         ],
     )
     futures, owners, at = [], [], 0
+    shard_task = waves.task("pack_shard")
     for source, split, plan, _ in packs:
         mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
         at += len(mine)
         sections = shard_sections(plan, mine)
         for k in range(plan.shards):
-            futures.append(
-                remote["pack_shard"].remote(layout, version, plan, k, sections[k], tok_entry)
-            )
+            futures.append(shard_task.remote(layout, version, plan, k, sections[k], tokenizer))
             owners.append((source, split))
     try:
-        drv.packed = drv.stage("pack", futures, merge=True)
+        packed = waves.run("pack", futures, merge=True)
     except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
-        raise RunError(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
-    for (source, split), result in zip(owners, drv.packed, strict=True):
-        if not drv.parts or drv.parts[-1][:2] != (source, split):
-            drv.parts.append((source, split, []))
-        drv.parts[-1][2].append(result)
-    return version_id, tok_entry
+        raise error(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
+    parts: Parts = []
+    for (source, split), result in zip(owners, packed, strict=True):
+        if not parts or parts[-1][:2] != (source, split):
+            parts.append((source, split, []))
+        parts[-1][2].append(result)
+    return parts
 
 
-def _plan_packs(drv, itemsize: int) -> Packs:
-    cfg: Config = drv.cfg
+def _plan_packs(
+    cfg: Config, origin_of: dict[str, str], tokenized: Tokenized, itemsize: int
+) -> Packs:
     packs: Packs = []
     for source, split, prefix, share in pack_parts(cfg):
-        mine = [r for r in drv.tokenized if drv.origin_of[r.unit] == source]
+        mine = [r for r in tokenized.results if origin_of[r.unit] == source]
         live = [(r.unit, r.removed) for r in mine if r.docs]
         if not live and (cfg.named_sources or split):
             continue  # nothing of this source (a single input still writes an empty shard)

@@ -1,5 +1,4 @@
-"""Pack tasks: the two passes of tokens/pack.py (exchange objects, then shards) and the
-in-process pack the tokenize benchmark times.
+"""Pack tasks: the two passes of tokens/pack.py (exchange objects, then shards).
 
 Like every task module (run/tasks.py): picklable descriptions in, a small typed result out; an
 exchange object's done marker and a shard's verified write are what a rerun reuses.
@@ -15,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.exchange.regroup import Codec, Section, grouped, joined
@@ -165,34 +163,3 @@ def pack_shard(
     entry = {**names, **dataclasses.asdict(info)}
     check_written(version, entry, writer.index, tokenizer, where)
     return timer.result(PackResult, shard=shard, info=info, **names)
-
-
-def pack_in_process(
-    layout: RunLayout,
-    version: Location,
-    units: list[tuple[str, str]],
-    token_bytes: int,
-    cfg: Config,
-    tokenizer: dict,
-) -> list[PackResult]:
-    """Both pack passes one task after the other in this process (benchmarks, no Ray): the same
-    plan and sections as the driver (run/pack_stage.py) builds. `tokenizer`: the manifest's
-    entry (run/pack_stage.tokenizer_entry)."""
-    dtype_name = tokenizer["dtype"]
-    plan = pack.pack_plan(
-        token_bytes,
-        len(units),
-        int(cfg.pack.shard_bytes),
-        int(cfg.pack.exchange_request_bytes),
-        int(cfg.pack.exchange_task_bytes),
-    )
-    groups = plan.unit_groups(units)
-    exchanged = [
-        exchange_bucket(layout, plan, g, k, groups[g], dtype_name)
-        for g in range(plan.groups)
-        for k in range(plan.buckets)
-    ]
-    sections = pack.shard_sections(plan, exchanged)
-    return [
-        pack_shard(layout, version, plan, k, sections[k], tokenizer) for k in range(plan.shards)
-    ]

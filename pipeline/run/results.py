@@ -10,11 +10,12 @@ stage patches its report afterwards. Results are pickled back to the driver: kee
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
 from pipeline import exit_codes
+from pipeline.core.storage import Location
 from pipeline.formats.megatron import ShardInfo
 
 
@@ -24,7 +25,33 @@ class RunError(Exception):
     exit_code = exit_codes.RUN_STOPPED
 
 
-T = TypeVar("T", bound="TaskResult")
+@dataclass
+class StageReport:
+    """One row of the run's summary table: a stage's waves added up."""
+
+    name: str
+    docs: int = 0
+    files: int = 0  # input files (the listing's); documents are `docs`
+    bytes: int = 0
+    seconds: float = 0.0
+    tasks: int = 0
+    reused: int = 0
+    peak_rss_mb: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """What a run (or a takedown) committed, or found committed, and how it went."""
+
+    version: Location
+    manifest: dict[str, Any]
+    stages: list[StageReport] = field(default_factory=list)
+    already_committed: bool = False
+    retention_actions: int | None = None
+    reports: list[str] = field(default_factory=list)
+    moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
+
+
 _TIMING = ("seconds", "io", "peak_rss_mb")
 
 
@@ -55,11 +82,6 @@ class TaskResult:
         base = {f.name for f in fields(TaskResult)}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in base}
 
-    @classmethod
-    def from_dict(cls: type[T], d: dict[str, Any], **overrides: Any) -> T:
-        """From a marker's JSON: keys this class does not know are ignored, missing ones default."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in {**d, **overrides}.items() if k in known})
 
 
 # -- ingest ----------------------------------------------------------------------------------

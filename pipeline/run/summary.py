@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pipeline.core.units import megabytes
 from pipeline.formats.manifest import data_path_line
-from pipeline.run.driver import RunResult
+from pipeline.run.results import RunResult
 
 
 def format_summary(result: RunResult) -> str:

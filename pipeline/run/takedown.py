@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray
 import xxhash
 
 from pipeline.config_sections import PackConfig, RayConfig
@@ -43,14 +41,16 @@ from pipeline.formats.manifest import (
     documents_accounted,
     load_manifest,
 )
+from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
-from pipeline.run import pack_tasks
-from pipeline.run.accounting import shard_entries
-from pipeline.run.driver import RunResult, _already_committed, document_index
+from pipeline.run.accounting import Parts, shard_entries
+from pipeline.run.commit_stage import already_committed, document_index
+from pipeline.run.pack_stage import run_packs
 from pipeline.run.ray_env import ensure_ray
-from pipeline.run.results import RunError
+from pipeline.run.results import RunError, RunResult
 from pipeline.run.tokenize_tasks import removals_digest
-from pipeline.tokens.pack import PackPlan, ids_digest, pack_plan, shard_sections
+from pipeline.run.waves import Waves
+from pipeline.tokens.pack import PackPlan, ids_digest, pack_plan
 
 EXAMPLES = 3  # unknown ids printed
 
@@ -115,7 +115,7 @@ def remove_documents(
     run_id = xxhash.xxh3_64_hexdigest(f"{parent}:{digest}".encode())
     lineage = manifest["lineage"]
     layout = RunLayout(dataset, run_id, "", _token_key(dataset, lineage))
-    already = _already_committed(layout)
+    already = already_committed(layout)
     if already is not None:
         return Takedown(already, gone.num_rows, len(ids), unknown)
     units = _token_files(layout, dataset, lineage, manifest["version"])
@@ -132,7 +132,7 @@ def remove_documents(
         parts, stats = _repack(layout, new, manifest, units, frozenset(excluded))
         out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
         out["documents"] = _document_index(layout, new, shard_entries(parts), index)
-        layout.stats.write_bytes(json.dumps({"run_id": run_id, "stages": [stats]}).encode())
+        layout.stats.write_bytes(RunStats(run_id=run_id, stages=[stats]).to_json())
         try:
             verify_manifest(new, out, shards_checked=True)
         except VerifyError as e:
@@ -239,35 +239,16 @@ def _plans(manifest: dict, units: dict[str, list]) -> list[tuple[str, str, PackP
     return out
 
 
-def _repack(layout, version, manifest, units, excluded):
-    """Both pack passes (run/pack_tasks.py) of every pack; (source, split, results) per pack,
-    and the stage's stats.json entry."""
-    t0 = time.perf_counter()
-    tok = manifest["tokenizer"]
-    exchange, pack_shard = ray.remote(pack_tasks.exchange_bucket), ray.remote(pack_tasks.pack_shard)
-    packs = [(s, sp, plan.without(excluded), groups) for s, sp, plan, groups in _plans(
-        manifest, units)]
-    first = [
-        [exchange.remote(layout, plan, g, k, groups[g], tok["dtype"])
-         for g in range(plan.groups) for k in range(plan.buckets)]
-        for _, _, plan, groups in packs
+def _repack(layout, version, manifest, units, excluded) -> tuple[Parts, dict]:
+    """Both pack passes of every pack (run/pack_stage.run_packs) without the `excluded`
+    documents; (source, split, results) per pack, and the stage's stats.json entry."""
+    packs = [
+        (source, split, plan.without(excluded), groups)
+        for source, split, plan, groups in _plans(manifest, units)
     ]
-    second = []
-    for (_, _, plan, _), futures in zip(packs, first, strict=True):
-        sections = shard_sections(plan, ray.get(futures))
-        second.append([pack_shard.remote(layout, version, plan, k, sections[k], tok)
-                       for k in range(plan.shards)])
-    try:
-        parts = [(s, sp, ray.get(fs)) for (s, sp, _, _), fs in zip(packs, second, strict=True)]
-    except VerifyError as e:
-        raise TakedownError(f"a shard fails verify: {e}; nothing was committed") from None
-    results = [r for fs in first for r in ray.get(fs)] + [r for _, _, rs in parts for r in rs]
-    io: Counter = Counter()
-    for r in results:
-        io.update(r.io)
-    stats = {"stage": "pack", "tasks": len(results), "reused": sum(r.reused for r in results),
-             "seconds": time.perf_counter() - t0, "io": dict(io)}
-    return parts, stats
+    waves = Waves()
+    parts = run_packs(waves, layout, version, packs, manifest["tokenizer"], TakedownError)
+    return parts, waves.stats[0]
 
 
 def _manifest(parent, layout, version_id, parts, gone, digest, unknown, started) -> dict:

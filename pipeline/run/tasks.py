@@ -8,7 +8,6 @@ units (resume).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
 from pipeline.ingest.records import QUARANTINE_SCHEMA, changed_quarantine, docs_schema
+from pipeline.run.markers import load_marker, write_marker
 from pipeline.run.results import (
     AuditResult,
     ExactResult,
@@ -81,8 +81,8 @@ def read_unit(
 ) -> ReadResult:
     timer = TaskTimer()
     done = layout.read_done(unit_id)
-    if done.exists():  # its marker is the earlier result (ReadResult.marker)
-        earlier = ReadResult.from_dict(json.loads(done.read_bytes()))
+    earlier = load_marker(done, ReadResult)  # the earlier result (ReadResult.marker)
+    if earlier is not None:
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
@@ -118,7 +118,7 @@ def read_unit(
         quarantined=dict(quarantined),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
     )
-    done.write_bytes(json.dumps(result.marker()).encode())
+    write_marker(done, result.marker())
     result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte
     return result
 

@@ -16,29 +16,37 @@ and the run summary.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-import ray
 from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.run.results import RunError, TokenizeResult
+from pipeline.run.waves import Waves
 
 
-def tokenize_stage(
-    drv, cfg: Config, layout: RunLayout, unit_ids: list[str]
-) -> tuple[list[TokenizeResult], dict[str, Any]]:
-    """Token files for every unit; returns the tasks' results and {engine, engine_reason}.
-    RunError when the configured engine cannot run (engine fastokens without fastokens)."""
+@dataclass(frozen=True)
+class Tokenized:
+    """Every unit's token file (one result per unit, in unit order) and the engine that made
+    them: {"engine", "engine_reason"}, the manifest's tokenizer entry takes both."""
+
+    results: list[TokenizeResult]
+    engine: dict[str, Any]
+
+
+def tokenize_stage(waves: Waves, cfg: Config, layout: RunLayout, unit_ids: list[str]) -> Tokenized:
+    """Token files for every unit. RunError when the configured engine cannot run (engine
+    fastokens without fastokens)."""
     with open(cfg.tokenize.tokenizer, "rb") as f:  # tasks get the bytes, not a driver path
-        tokenizer_json = ray.put(f.read())
-    remote = drv.remote
+        tokenizer_json = waves.put(f.read())
     if cfg.tokenize.engine == "tokenizers":
         engine, reason = "tokenizers", "configured (tokenize.engine: tokenizers)"
     else:
-        [probe] = drv.stage(
-            "tokenize", [remote["tokenize_probe"].remote(layout, unit_ids, cfg, tokenizer_json)]
+        probe_task = waves.task("tokenize_probe")
+        [probe] = waves.run(
+            "tokenize", [probe_task.remote(layout, unit_ids, cfg, tokenizer_json)]
         )
         if probe.error:
             raise RunError(f"{probe.error}; nothing was committed")
@@ -46,15 +54,12 @@ def tokenize_stage(
         if engine != "fastokens":
             _say(f"tokenize: using tokenizers: {reason}")
 
+    task = waves.task("tokenize_unit_task")
+
     def wave(engine: str, rewrite: bool) -> list[TokenizeResult]:
-        return drv.stage(
+        return waves.run(
             "tokenize",
-            [
-                remote["tokenize_unit_task"].remote(
-                    layout, u, cfg, tokenizer_json, engine, rewrite
-                )
-                for u in unit_ids
-            ],
+            [task.remote(layout, u, cfg, tokenizer_json, engine, rewrite) for u in unit_ids],
             merge=True,
             redo=rewrite,  # the rerun's documents replace the failed wave's in the report
         )
@@ -72,7 +77,7 @@ def tokenize_stage(
         still = [r.mismatch for r in results if r.mismatch]
         if still:  # tokenizers against itself cannot disagree: something else is wrong
             raise RunError(f"tokenize failed with tokenizers: {still[0]}")
-    return results, {"engine": engine, "engine_reason": reason}
+    return Tokenized(results, {"engine": engine, "engine_reason": reason})
 
 
 def _say(line: str) -> None:

@@ -18,7 +18,7 @@ from support import REPO, SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.core.storage import Location, storage_options
 from pipeline.formats.verify import VerifyError, verify_version
-from pipeline.run import driver as run_module
+from pipeline.run import commit_stage as run_module
 from pipeline.run.driver import run_pipeline
 from pipeline.run.summary import format_summary
 

@@ -37,13 +37,18 @@ def test_rerun_of_a_committed_run_writes_nothing(ray_local, tmp_path):
     assert files_under(tmp_path) == before
 
 
-def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path):
+@pytest.mark.parametrize("marker", ["missing", "cut short"])
+def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path, marker):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
     first = run_pipeline(cfg, show_progress=False)
     layout = RunLayout.for_config(cfg, first.manifest["run"]["run_id"])
     units = sorted({u["unit_id"] for u in layout.units.read_parquet().to_pylist()})
-    # a crash mid-unit: no completion marker, a half-written temp file, no committed version
-    layout.read_done(units[0]).remove()
+    # a crash mid-unit: no completion marker (or one that does not validate: run/markers.py),
+    # a half-written temp file, no committed version
+    if marker == "missing":
+        layout.read_done(units[0]).remove()
+    else:
+        layout.read_done(units[0]).write_bytes(b'{"unit": "')
     Path(layout.read_docs(units[0]).path + ".tmp-deadbeef").write_bytes(b"partial")
     layout.committed.remove()
     (first.version / "manifest.json").remove()

@@ -21,7 +21,8 @@ from support import REPO, s3_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import comparable
 from pipeline.formats.verify import verify_version
-from pipeline.run.driver import RunResult, run_pipeline
+from pipeline.run.driver import run_pipeline
+from pipeline.run.results import RunResult
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, Hold
 
 # Ray ships psutil in ray/thirdparty_files, which `import ray` puts on sys.path.

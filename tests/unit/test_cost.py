@@ -249,8 +249,8 @@ def test_html_is_self_contained_and_carries_the_chart_data(dataset):
     assert bars[("token_parts", "retained_after")] == 6000
 
 
-def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
-    cfg, root = dataset
+def config_file(cfg: Config, tmp_path: Path) -> Path:
+    """The dataset fixture's config as a file, for the report command."""
     config = tmp_path / "c.yaml"
     config.write_text(
         json.dumps(
@@ -262,6 +262,12 @@ def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
             }
         )
     )
+    return config
+
+
+def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
+    cfg, root = dataset
+    config = config_file(cfg, tmp_path)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     assert (
         main(
@@ -287,3 +293,13 @@ def test_report_command_writes_json_html_and_stores(dataset, tmp_path, capsys):
     stored = sorted(p.name.rsplit(".", 1)[1] for p in Path(root.path, "_reports").iterdir())
     assert stored == ["html", "json", "md"]
     assert write_report  # also callable at the end of a run
+
+
+def test_a_stats_file_the_model_rejects_is_exit_2_naming_file_and_field(dataset, tmp_path, capsys):
+    cfg, root = dataset
+    bad = tmp_path / "stats.json"
+    bad.write_text(json.dumps({"stages": [{"stage": "pack", "io": {"bytes_read": -5}}]}))
+    config = config_file(cfg, tmp_path)
+    assert main(["report", "--config", str(config), "--stats", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "stats file rejected" in err and str(bad) in err and "stages.0.io.bytes_read" in err

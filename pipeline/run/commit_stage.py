@@ -1,0 +1,143 @@
+"""The last stage: the manifest from every stage's results, `verify`'s checks, stats.json, then
+the manifest itself, fenced by the lease: written last, so a version is complete or absent."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
+from pipeline.formats import documents
+from pipeline.formats.manifest import (
+    ManifestError,
+    blend_line,
+    build_manifest,
+    commit_manifest,
+    load_manifest,
+)
+from pipeline.formats.run_stats import RunStats
+from pipeline.formats.verify import VerifyError, verify_manifest
+from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
+from pipeline.run.pack_stage import Packed
+from pipeline.run.read_stage import Listing, Reads, Units
+from pipeline.run.results import AuditResult, RunError, RunResult
+from pipeline.run.tokenize_stage import Tokenized
+from pipeline.run.waves import Waves
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What the manifest's counts come from: every stage's results."""
+
+    reads: Reads
+    audit: AuditResult
+    tokenized: Tokenized
+    quarantined: Counter  # every quarantined record by reason, tokenize's included
+
+
+def commit(
+    waves: Waves,
+    listing: Listing,
+    units: Units,
+    counted: Counted,
+    packed: Packed,
+    started: dt.datetime,
+    lease=None,
+) -> RunResult:
+    """The manifest and stats.json, then the commit (fenced by `lease` when given)."""
+    cfg, layout = listing.cfg, listing.layout
+    version = layout.version(packed.version_id)
+    manifest = version_manifest(listing, units, counted, packed, started)
+    waves.close_last()  # the last stage's own I/O, before the commit's
+    fields = documents.read_fields(
+        layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
+    )
+    splits = shard_entries(packed.parts)
+    manifest["documents"] = document_index(layout, version, splits, fields)  # before it
+    try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
+        verify_manifest(version, manifest, shards_checked=True)
+    except VerifyError as e:
+        raise RunError(f"the version fails verify: {e}; nothing was committed") from None
+    if lease is not None:
+        lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+    # the commit's I/O: the document index, the checks, the lease; not this file itself,
+    # nor the manifest written after it
+    waves.driver_stage("commit")
+    moved = bytes_moved(waves.stats, listing.listed.listed_bytes)
+    stats = RunStats.model_validate({"run_id": layout.run_id, **moved, "stages": waves.stats})
+    layout.stats.write_bytes(stats.to_json())
+    commit_manifest(version, manifest)
+    return RunResult(version, manifest, waves.reports, moved=moved)
+
+
+def version_manifest(
+    listing: Listing, units: Units, counted: Counted, packed: Packed, started: dt.datetime
+) -> dict:
+    """The manifest (formats/manifest.py) of the version the run made, before its document
+    index; RunError unless every document is accounted for (run/accounting.py)."""
+    cfg = listing.cfg
+    splits = shard_entries(packed.parts)
+    weights = {s.name: s.weight for s in cfg.sources}
+    tokenized, reads = counted.tokenized.results, counted.reads
+    return build_manifest(
+        cfg,
+        listing.layout,
+        packed.version_id,
+        packed.tokenizer,
+        run_counts(reads.docs_in, packed.shards, counted.audit, counted.quarantined, tokenized),
+        splits["train"],
+        listing.input_digest,
+        run={
+            "input_uri": cfg.sources[0].uri,
+            "input_uris": {s.name: s.uri for s in cfg.sources},
+            "started_at": started.isoformat(),
+            "skipped_files": dict(Counter(listing.listed.skipped["reason"].to_pylist())),
+        },
+        sources=source_counts(
+            cfg,
+            units.origin_of,
+            reads.results,
+            counted.audit,
+            packed.parts,
+            tokenized,
+            listing.input_bytes,
+        ),
+        splits=splits,
+        blend={
+            "train": blend_line(splits["train"], weights),
+            "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
+        },
+    )
+
+
+def document_index(
+    layout: RunLayout, version: Location, splits: dict, fields: pa.Table | None = None
+) -> dict:
+    """The version's documents.parquet (formats/documents.py) from the run's per-shard records,
+    shards in manifest order, with the kept input fields' columns of `fields`
+    (documents.with_fields) when given; returns the manifest's `documents` entry."""
+    tables = []
+    for split in ("train", "valid"):
+        for shard in splits[split]:
+            name = shard["bin"].removesuffix(".bin")
+            docs = layout.shard_docs(name).read_parquet()
+            tables.append(documents.shard_rows(docs, shard["source"], split, name))
+    if fields is not None:
+        index = pa.concat_tables(tables) if tables else documents.INDEX_SCHEMA.empty_table()
+        tables = [documents.with_fields(index, fields)]
+    return documents.write_index(version, tables)
+
+
+def already_committed(layout: RunLayout) -> RunResult | None:
+    """The same input and config were committed before and that version still exists."""
+    try:
+        version_id = json.loads(layout.committed.read_bytes())["version"]
+        manifest = load_manifest(layout.version(version_id))
+    except (FileNotFoundError, ManifestError, KeyError, ValueError):
+        return None
+    return RunResult(layout.version(version_id), manifest, [], already_committed=True)

@@ -1,0 +1,158 @@
+"""The first stages: the listing, read+hash, and the quarantine checks.
+
+`list_inputs` gives the `Listing` (the run's config sized to it and the run's layout), whose
+`Units` say which pieces each work unit reads; `read_units` reads, signs and hashes every unit
+(`Reads`), and `check_quarantine` stops the run past `ingest.max_error_rate` of bad records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import xxhash
+
+from pipeline.config import Config
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
+from pipeline.formats.manifest import table_digest
+from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
+from pipeline.run.results import ListResult, ReadResult, RunError, TokenizeResult
+from pipeline.run.waves import Waves
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The listing, the config sized by it (Config.for_listing) and the run it names."""
+
+    cfg: Config
+    listed: ListResult
+    layout: RunLayout
+    input_digest: str  # of the listed inputs: verify recomputes it from the lineage
+    roots: dict[str, Location]  # source name -> its root
+
+    @property
+    def input_bytes(self) -> dict[str, int]:
+        """Listed bytes per source."""
+        by_origin = self.listed.inputs.group_by("origin").aggregate([("size", "sum")])
+        names, sizes = by_origin["origin"].to_pylist(), by_origin["size_sum"].to_pylist()
+        return dict(zip(names, sizes, strict=True))
+
+
+@dataclass(frozen=True)
+class Units:
+    """The work units: sorted ids, each one's source and the listing's pieces it reads."""
+
+    ids: list[str]
+    origin_of: dict[str, str]
+    pieces: dict[str, list[dict]]
+
+    @classmethod
+    def of(cls, units: pa.Table) -> Units:
+        ids = sorted(set(units["unit_id"].to_pylist()))
+        pieces: dict[str, list[dict]] = {u: [] for u in ids}
+        origin_of: dict[str, str] = {}
+        for piece in units.to_pylist():
+            pieces[piece["unit_id"]].append(piece)
+            origin_of[piece["unit_id"]] = piece["origin"]
+        return cls(ids, origin_of, pieces)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """read+hash's results, one per unit in `Units.ids` order, and the quarantine counts."""
+
+    results: list[ReadResult]
+    quarantined: Counter = field(default_factory=Counter)  # records per reason
+
+    @property
+    def docs_in(self) -> int:
+        return sum(r.docs_in for r in self.results)
+
+    @property
+    def docs(self) -> int:
+        return sum(r.docs for r in self.results)
+
+    @property
+    def quarantined_bytes(self) -> int:
+        return sum(r.quarantined_bytes for r in self.results)
+
+
+def list_inputs(waves: Waves, cfg: Config) -> Listing:
+    """The listing and its units; the partitions follow the listed bytes, and the run's id
+    (its layout) follows the config and the listing."""
+    roots = {s.name: Location.from_uri(s.uri, cfg.storage) for s in cfg.sources}
+    task = waves.task("list_units")
+    [listed] = waves.run("list", [task.remote(roots[cfg.sources[0].name], cfg)])
+    cfg = cfg.for_listing(listed.listed_bytes)
+    digest = table_digest(listed.inputs)
+    run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}".encode())
+    return Listing(cfg, listed, RunLayout.for_config(cfg, run_id), digest, roots)
+
+
+def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
+    """read+hash: the listing's records written, then each unit read, signed and hashed by one
+    task."""
+    cfg, layout, listed = listing.cfg, listing.layout, listing.listed
+    layout.inputs.write_parquet(listed.inputs)
+    layout.units.write_parquet(listed.units)
+    layout.skipped.write_parquet(listed.skipped)
+    task, roots = waves.task("read_unit"), listing.roots
+    results = waves.run(
+        "read+hash",
+        [
+            task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg)
+            for u in units.ids
+        ],
+    )
+    quarantined: Counter = Counter()
+    for r in results:
+        quarantined.update(r.quarantined)
+    return Reads(results, quarantined)
+
+
+def check_quarantine(
+    waves: Waves,
+    listing: Listing,
+    units: Units,
+    reads: Reads,
+    quarantined: Counter,
+    tokenized: dict[str, str] | None = None,
+) -> None:
+    """The quarantine listing; RunError past ingest.max_error_rate of the records, or of the
+    listed bytes for files whose records could not be counted (forbidden, undecodable).
+    `tokenized`: the units whose documents tokenize quarantined (unit -> removals digest)."""
+    cfg, layout = listing.cfg, listing.layout
+    rate, merge = cfg.ingest.max_error_rate, waves.task("merge_quarantine")
+    origins = units.origin_of if cfg.named_sources else None  # rows name their source
+    [_] = waves.run("quarantine", [merge.remote(layout, units.ids, origins, tokenized)])
+    docs_in, n_bad = reads.docs_in, sum(quarantined.values())
+    if docs_in and n_bad / docs_in > rate:
+        raise RunError(
+            f"{n_bad} of {docs_in} records ({n_bad / docs_in:.2%}) were quarantined, more than"
+            f" ingest.max_error_rate = {rate:.2%}; reasons: {dict(quarantined)};"
+            f" listing: {layout.quarantine.uri}. Nothing was committed."
+        )
+    bad, listed = reads.quarantined_bytes, listing.listed.listed_bytes
+    if listed and bad / listed > rate:
+        raise RunError(
+            f"{bad} of {listed} listed bytes ({bad / listed:.2%}) are in"
+            " files that could not be read and whose records could not be counted, more than"
+            f" ingest.max_error_rate = {rate:.2%}; listing:"
+            f" {layout.quarantine.uri}. Nothing was committed."
+        )
+
+
+def quarantine_tokenized(
+    waves: Waves, listing: Listing, units: Units, reads: Reads, tokenized: list[TokenizeResult]
+) -> Counter:
+    """Every quarantined record by reason: read's, and the documents tokenize left out
+    (special_token_text: the model made the EOS/BOS id from their text), which join the
+    quarantine listing under the same error rate."""
+    quarantined = Counter(reads.quarantined)
+    bad = {r.unit: r.removed for r in tokenized if r.quarantined}
+    if bad:
+        quarantined[SPECIAL_TOKEN_TEXT] += sum(r.quarantined for r in tokenized)
+        check_quarantine(waves, listing, units, reads, quarantined, bad)
+    return quarantined

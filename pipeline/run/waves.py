@@ -1,0 +1,210 @@
+"""The thin Ray layer under the stages: run a wave of tasks, show its progress, count it.
+
+A stage function (run/*_stage.py) gets a `Waves` and submits its tasks through `waves.task(name)`;
+`waves.run(stage, futures)` waits for them and adds them to the stage's report (the summary
+table) and its stats.json entry (formats/run_stats.py). Nothing of a stage's data lives here:
+stages pass their typed results to each other explicitly (run/driver.py).
+
+`Waves(inline=True)` runs every task in this process, one after the other, with the same
+functions and arguments (benchmarks time a stage without Ray: bench/tokenize.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import ray
+from tqdm import tqdm
+
+from pipeline.core.storage import IO
+from pipeline.exchange.regroup import regroup
+from pipeline.run import neardup, pack_tasks, tokenize_tasks
+from pipeline.run import tasks as read_dedup_tasks
+from pipeline.run.results import StageReport, TaskResult
+
+# every Ray task of a run, by name: the functions are the task bodies
+TASKS = {
+    fn.__name__: fn
+    for fn in (
+        read_dedup_tasks.list_units,
+        read_dedup_tasks.read_unit,
+        read_dedup_tasks.merge_quarantine,
+        read_dedup_tasks.exact_partition,
+        read_dedup_tasks.merge_exact,
+        read_dedup_tasks.merge_audit,
+        tokenize_tasks.tokenize_probe,
+        tokenize_tasks.tokenize_unit_task,
+        pack_tasks.exchange_bucket,
+        pack_tasks.pack_shard,
+        regroup,
+        neardup.near_band_group,
+        neardup.near_buckets,
+        neardup.near_fetch,
+        neardup.star_task,
+        neardup.members_task,
+        neardup.near_keep,
+    )
+}
+
+
+class StageBars:
+    """One progress bar per stage: a stage's later waves (its steps) add their tasks to the
+    bar the stage opened, which shows the step; the next stage closes it."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.bar: tqdm | None = None
+        self.steps = 0
+
+    def wave(self, name: str, tasks: int, new_stage: bool) -> tqdm:
+        if new_stage or self.bar is None:
+            self.close()
+            self.bar = tqdm(
+                total=tasks,
+                desc=f"{name:>10}",
+                unit="task",
+                disable=not self.show,
+                file=sys.stderr,
+                leave=True,
+            )
+            self.steps = 0
+        else:
+            self.bar.total += tasks
+        self.steps += 1
+        self.bar.set_postfix_str(f"step {self.steps}", refresh=False)
+        self.bar.refresh()
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class _Inline:
+    """A task run in this process: `.remote(...)` returns its result, not a future."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def remote(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def options(self, **_):
+        return self
+
+
+class Waves:
+    """The run's waves of tasks, their reports (`reports`, the summary's rows) and stats.json
+    entries (`stats`), and the lease renewed while they run."""
+
+    def __init__(self, show_progress: bool = False, inline: bool = False) -> None:
+        self.inline = inline
+        wrap = _Inline if inline else ray.remote
+        self._tasks = {name: wrap(fn) for name, fn in TASKS.items()}
+        self.reports: list[StageReport] = []
+        self.stats: list[dict[str, Any]] = []
+        self.bars = StageBars(show_progress)
+        self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
+        self.lease = None  # held while stages run: renewed well before it expires
+        self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
+
+    def task(self, name: str):
+        """The task `name` of TASKS, ready to `.remote(...)` (in this process when inline)."""
+        return self._tasks[name]
+
+    def put(self, value: Any) -> Any:
+        """A value many tasks of a wave share (the object store; itself when inline)."""
+        return value if self.inline else ray.put(value)
+
+    def get(self, refs: list) -> list:
+        """Results of futures the stage waits for itself (not counted as a wave)."""
+        return refs if self.inline else ray.get(refs)
+
+    def run(self, name: str, futures: list, merge: bool = False, redo: bool = False) -> list:
+        """Wait for one wave of tasks; with merge, count it into the previous report of that
+        name. Its report adds up the results' own documents and bytes (stage_docs, stage_bytes);
+        a redo wave reruns the previous one's work, so its documents replace that wave's."""
+        t0 = time.perf_counter()
+        if self.stats:  # what the driver did after the previous wave belongs to that stage
+            self.own_io(self.stats[-1])
+        report, stats, new_stage = self._report(name, merge)
+        bar = self.bars.wave(name, len(futures), new_stage)
+        results: list[TaskResult] = (
+            futures if self.inline else _gather(futures, bar, tick=self.keep_lease)
+        )
+        self.own_io(stats)  # lease renewals while it ran
+        io: Counter = Counter()
+        for r in results:
+            io.update(r.io)
+        docs = sum(r.stage_docs for r in results)
+        report.docs += docs - (self.wave_docs if redo else 0)
+        self.wave_docs = docs
+        report.files += sum(r.stage_files for r in results)
+        report.bytes += sum(r.stage_bytes for r in results)
+        report.tasks += len(results)
+        report.seconds += time.perf_counter() - t0
+        report.reused += sum(1 for r in results if r.reused)
+        report.peak_rss_mb = max([report.peak_rss_mb] + [r.peak_rss_mb for r in results])
+        stats.update(
+            tasks=report.tasks,
+            reused=report.reused,
+            seconds=report.seconds,
+            io=dict(Counter(stats["io"]) + io),
+            peak_rss_mb=report.peak_rss_mb,
+        )
+        return results
+
+    def keep_lease(self) -> None:
+        if self.lease is not None:
+            self.lease.renew_if_due()
+
+    def own_io(self, stats: dict) -> None:
+        """Count the driver's own storage I/O since the last call into a stats.json entry: its
+        `driver_io`, and its `io` with the tasks' (the listing records, field probe and lease
+        under list; the document index and commit checks under commit)."""
+        now = IO.snapshot()
+        delta = Counter(IO.delta(now, self.io_mark))
+        self.io_mark = now
+        stats["driver_io"] = dict(Counter(stats.get("driver_io", {})) + delta)
+        stats["io"] = dict(Counter(stats["io"]) + delta)
+
+    def close_last(self) -> None:
+        """The driver's own I/O since the last wave, into that wave's stage."""
+        if self.stats:
+            self.own_io(self.stats[-1])
+
+    def driver_stage(self, name: str) -> None:
+        """A stats.json entry for I/O only the driver does (the commit's), from now on."""
+        self.stats.append({"stage": name, "tasks": 0, "seconds": 0.0, "io": {}})
+        self.own_io(self.stats[-1])
+
+    def _report(self, name: str, merge: bool) -> tuple[StageReport, dict, bool]:
+        """The report and stats.json entry a wave counts into: the last ones, or new ones
+        (then True: the wave starts a stage)."""
+        if merge and self.reports and self.reports[-1].name == name:
+            return self.reports[-1], self.stats[-1], False
+        report = StageReport(name)
+        stats = {"stage": name, "tasks": 0, "reused": 0, "seconds": 0.0, "io": {}}
+        self.reports.append(report)
+        self.stats.append(stats)
+        return report, stats, True
+
+
+def _gather(futures: list, bar: tqdm, tick=None) -> list:
+    """Wait for a wave's tasks, advancing the stage's bar; results keep the submission order.
+
+    `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
+    results: dict = {}
+    pending = list(futures)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+        if tick is not None:
+            tick()
+        for ref in ready:
+            results[ref] = ray.get(ref)
+            bar.update(1)
+    return [results[f] for f in futures]
