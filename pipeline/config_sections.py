@@ -259,7 +259,7 @@ class DedupConfig(StrictModel):
         description="listed input bytes per dedup partition when partitions is null",
         json_schema_extra=NO_BYTES,
     )
-    # writers are grouped until a group's part of a partition is this big (formats/sectioned.py)
+    # writers are grouped until a group's part of a partition is this big (exchange/plan.py)
     exchange_request_bytes: Bytes = Field(
         default=ByteSize(16 * 2**20),
         description="smallest piece a dedup exchange aims to move per GET (how bytes move,"

@@ -36,7 +36,7 @@ Stage = Literal["read", "tokens", "output"]
 STAGES: tuple[str, ...] = get_args(Stage)
 # Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
 # 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
-#    are one sectioned object (formats/sectioned.py).
+#    are one sectioned object (exchange/sections.py).
 LAYOUT_VERSION = 3
 _KEY = "changes_bytes_of"
 

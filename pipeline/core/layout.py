@@ -11,11 +11,11 @@
           units.parquet                 work units balanced by bytes (see ingest/listing.py)
           skipped.parquet               listed files not read, with the reason (ingest/listing.py)
           exact/p<part>.removed.bin     exact removals of one hash partition, sectioned by unit
-                                        bucket (formats/sectioned.py)
+                                        bucket (exchange/sections.py)
           exact/removed.parquet         all exact removals, sorted by unit (near dedup skips them)
           near/...                      near-dedup intermediates of the run (see run/neardup.py)
           exact|near/xchg/<name>/<plan>/g<g>-k<k>.bin/.json  a dedup exchange's regrouped
-                                        objects (formats/sectioned.py, run/exchange.py)
+                                        objects (exchange/sections.py, exchange/regroup.py)
           removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
           quarantine.parquet            every quarantined record of the run (+ origin: named
                                         sources; run/tasks.py merge_quarantine)
@@ -259,7 +259,7 @@ class RunLayout:
         return self._at(EXACT_REMOVED, part=part)
 
     def exchange(self, step: str, name: str) -> Location:
-        """Folder of one dedup exchange's regrouped objects (run/exchange.py), under its step's
+        """Folder of one dedup exchange's regrouped objects (exchange/regroup.py), under its step's
         folder (exact/ or near/), so that retention classes them with it."""
         return self._at(DEDUP_EXCHANGE, step=step, name=name)
 

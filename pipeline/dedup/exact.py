@@ -8,16 +8,16 @@ smallest (doc_id, source, row): a property of the documents and the config, neve
 completion order.
 
 Hash row schema (units/<read_key>/<unit>.hashes.bin, one object per unit sectioned by hash
-partition: formats/sectioned.py): hash binary(16), doc_id, source, row, unit_id,
+partition: exchange/sections.py): hash binary(16), doc_id, source, row, unit_id,
 origin, origin_rank.
 Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
 kept_id, kept_source, kept_row, similarity, origin, kept_origin. A partition's removals are one
-object sectioned by unit bucket (consecutive sorted unit ids, sectioned.unit_bounds), so
+object sectioned by unit bucket (consecutive sorted unit ids, sections.unit_bounds), so
 merge_exact and the audit write their single file sorted by unit one bucket at a time, holding
 one bucket's removals.
 
 Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set, B =
-min(P, M) unit buckets; each exchange's G groups x K buckets from sectioned.exchange_plan): the
+min(P, M) unit buckets; each exchange's G groups x K buckets from exchange.plan.exchange_plan): the
 read tasks PUT M hash objects; the hash exchange GETs M·K ranges (+ M·K indexes when K > 1) and
 PUTs G·K objects; the P partition tasks GET G ranges each and PUT P removal objects; the
 removals' exchange GETs P·K' and PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1

@@ -12,9 +12,9 @@ documents of 4,000 bytes (DOC_BYTES, `--docs` overrides) in files of 1 GiB (`--f
 
 The cut comes from the pipeline's own functions: a synthetic listing of files of
 `--file-bytes` goes through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and
-near partitions), `pack.pack_plan` (shards, buckets, groups) and `sectioned.exchange_plan` (the
+near partitions), `pack.pack_plan` (shards, buckets, groups) and `exchange.plan.exchange_plan` (the
 groups and buckets of every dedup exchange). Request counts are each stage's formula (written in
-its format docstring: tokens/pack.py, formats/sectioned.py, run/neardup.py) over those counts;
+its format docstring: tokens/pack.py, exchange/sections.py, run/neardup.py) over those counts;
 sizes use the ratios below, measured on the sample and make_corpus runs (candidate edges,
 component members and removals per document are assumptions, named below). Core-hours come from
 per-core rates (MB of input per second per core, per stage): by default those `bench scaling`
@@ -34,7 +34,7 @@ import pyarrow as pa
 from pydantic import ByteSize
 
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
-from pipeline.formats.sectioned import exchange_plan
+from pipeline.exchange.plan import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
@@ -246,7 +246,7 @@ def _read(c: _Cut) -> StagePlan:
 
 @dataclass
 class _Exchange:
-    """One dedup exchange's pass 1 (regroup) and its readers' GETs (formats/sectioned.py)."""
+    """One dedup exchange's pass 1 (regroup) and its readers' GETs (exchange/sections.py)."""
 
     tasks: int
     gets: int
@@ -278,7 +278,7 @@ def _plus(stage: StagePlan, *exchanges: _Exchange) -> StagePlan:
 
 
 def _removed_buckets(c: _Cut) -> int:
-    return max(1, min(c.p, c.m))  # sectioned.unit_bounds(units, partitions)
+    return max(1, min(c.p, c.m))  # sections.unit_bounds(units, partitions)
 
 
 def _exact(c: _Cut) -> StagePlan:
@@ -312,7 +312,7 @@ def _near(c: _Cut) -> StagePlan:
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
-    regrouped = requests + cands + removed  # written twice, read twice (formats/sectioned.py)
+    regrouped = requests + cands + removed  # written twice, read twice (exchange/sections.py)
     per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
     stage = StagePlan(
         "near",

@@ -1,8 +1,8 @@
 """The dedup stages: exact dedup, near dedup (optional), then the removal audit.
 
 Each step is a wave of Ray tasks (run/tasks.py, run/neardup.py) run through `Waves`. Between
-steps rows move through sectioned exchange objects (formats/sectioned.py): `exchange` runs pass 1
-(`regroup`, run/exchange.py) and hands each partition's reader the ranges it GETs. The removals
+steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs pass 1
+(`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The removals
 of both dedups end up in unit buckets (`Removals.bounds`), which the audit merges bucket by
 bucket.
 """
@@ -18,14 +18,14 @@ from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import components
-from pipeline.formats.sectioned import (
+from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.sections import (
     Range,
-    Writer,
-    exchange_plan,
     part_ranges,
     unit_bounds,
     unit_bucket,
 )
+from pipeline.exchange.sections import SectionedObject as Writer
 from pipeline.run.read_stage import Reads, Units
 from pipeline.run.results import AuditResult
 from pipeline.run.waves import Waves
@@ -34,7 +34,7 @@ from pipeline.run.waves import Waves
 @dataclass(frozen=True)
 class Removals:
     """One dedup's removals, by unit bucket: the ranges the audit's merge reads per bucket.
-    `bounds`: the first unit of each bucket (sectioned.unit_bounds), shared by both dedups."""
+    `bounds`: the first unit of each bucket (sections.unit_bounds), shared by both dedups."""
 
     bounds: list[str]
     by_bucket: list[list[Range]]
@@ -49,7 +49,7 @@ def exchange(
     n: int,
     reads: int = 1,
 ) -> dict[int, list[Range]]:
-    """Pass 1 of a dedup exchange (formats/sectioned.py) into `folder` (layout.exchange): the
+    """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
     writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
     writer group)."""
     plan = exchange_plan(

@@ -8,7 +8,7 @@ runs that read the unit the same way:
         doc_id, source, row, unit_id, length (chars), sig (uint32 x num_perm little-endian, as
         one fixed-size binary), origin, origin_rank (the named input and its position in
         `inputs`: dedup/exact.py). Read by near_fetch only, once, for units with a candidate.
-    <unit>.bands-<band_key>.bin  a sectioned object (formats/sectioned.py) of 2P sections
+    <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of 2P sections
         (P = dedup.partitions): section 2p holds the rows (band_hash uint64, key int64) of band
         partition p (band_hash mod P; `bands` rows per document, minhash.band_hashes), section
         2p + 1 the keys (band_hash null) of key partition p (components.node_partition); every
@@ -30,7 +30,7 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import components, minhash
-from pipeline.formats import sectioned
+from pipeline.exchange import sections
 
 BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
 
@@ -113,7 +113,7 @@ def signature_rows(
 
 
 def write_band_object(loc: Location, sig_rows: pa.Table, cfg: Config) -> int:
-    """The read task's band object of a unit (formats/sectioned.py, 2P sections): section 2p
+    """The read task's band object of a unit (exchange/sections.py, 2P sections): section 2p
     holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
     null, key) of key partition p; every document, exact duplicates included. A bucket of
     partitions is one contiguous range of it, so near_band_group reads each row once."""
@@ -131,7 +131,7 @@ def write_band_object(loc: Location, sig_rows: pa.Table, cfg: Config) -> int:
     )
     band_parts = (bands % np.uint64(n)).astype(np.int64)
     parts = np.concatenate([2 * band_parts, 2 * components.node_partition(keys, n) + 1])
-    return sectioned.write_sectioned(loc, table, parts, 2 * n)
+    return sections.write_sectioned(loc, table, parts, 2 * n)
 
 
 def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:

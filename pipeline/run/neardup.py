@@ -2,15 +2,15 @@
 
 No step holds all documents: every step is one task per unit or per partition, and data moves
 between steps as sectioned Arrow IPC objects, one section per hash partition
-(formats/sectioned.py), or, for the component rounds, as small int64 edge arrays in Ray's object
+(exchange/sections.py), or, for the component rounds, as small int64 edge arrays in Ray's object
 store. A document is a node keyed by xxh3-64 of
 (source, row) — with named sources (origin, source, row) — unique per record even where two
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
 Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
 components.node_partition; B = len(unit_bounds) unit buckets). Every step writes ONE object per
-task, sectioned by the partition its rows go to (formats/sectioned.py); the driver regroups each
-set of objects (run/dedup_stage.py, whose tasks are in run/exchange.py) and a reader GETs one
+task, sectioned by the partition its rows go to (exchange/sections.py); the driver regroups each
+set of objects (run/dedup_stage.py, whose task is exchange/regroup.py) and a reader GETs one
 range per writer group:
 
     xchg/bands/<plan>/g<g>-k<k>.bin  by band partition p (of bucket k): band_hash uint64,
@@ -27,7 +27,7 @@ range per writer group:
 
 The band and directory rows are written once: near_band_group, one task per (unit group, band
 partition bucket) of the band exchange's plan, reads its bucket's range of each of its units'
-band objects and writes pass 1's objects itself (run/exchange.grouped, with their JSON markers),
+band objects and writes pass 1's objects itself (exchange/regroup.grouped, with their JSON markers),
 so no per-unit object is written and regrouped.
 
 The read task signs a unit's documents while it holds them and writes their band hashes next
@@ -45,7 +45,7 @@ One candidate component is held by one task (like one verified component before)
 bands chain millions of documents into one component needs that much memory there.
 
 Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
-formats/sectioned.exchange_plan from its sizes, not from the corpus): near_band_group HEADs
+exchange/plan.exchange_plan from its sizes, not from the corpus): near_band_group HEADs
 each band object and GETs its index and bucket range (one GET of the whole object when K = 1)
 and the unit's removals, per unit and bucket, and PUTs 2 objects (+ 2 markers) per task (G·K);
 near_members, near_fetch and near_keep each PUT one object per task, and those three exchanges
@@ -71,8 +71,9 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import components, minhash
 from pipeline.dedup.exact import REMOVED_SCHEMA
-from pipeline.formats import sectioned
-from pipeline.run import exchange
+from pipeline.exchange import sections
+from pipeline.exchange.plan import ExchangePlan
+from pipeline.exchange.regroup import ROWS, grouped, span_piece
 from pipeline.run.near_signing import (
     BAND_SCHEMA,
     band_key,
@@ -89,12 +90,11 @@ from pipeline.run.results import (
     MembersResult,
 )
 from pipeline.run.timer import TaskTimer
-from pipeline.tokens.pack import PackPlan
 
 
 def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
     """`table` as one object at `loc`, sectioned by each row's partition (0..n-1)."""
-    return sectioned.write_sectioned(loc, table, parts, n)
+    return sections.write_sectioned(loc, table, parts, n)
 
 
 # -- per unit group ---------------------------------------------------------------------------
@@ -121,8 +121,8 @@ def _unit_bands(
         size = loc.size()
     except FileNotFoundError:  # read without it: from the signatures (or the documents)
         size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
-    piece, offsets = exchange.bucket_of(
-        sectioned.Writer(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
+    piece, offsets = sections.read_bucket(
+        sections.SectionedObject(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
     )
     a = int(offsets[2 * span.start])
     gone = _removed_keys(layout, unit, cfg, origin)
@@ -130,7 +130,7 @@ def _unit_bands(
     for j in range(2 * span.start, 2 * span.stop):
         lo, hi = int(offsets[j]) - a, int(offsets[j + 1]) - a
         if hi > lo:
-            rows = sectioned.decode(piece[lo:hi])
+            rows = sections.decode(piece[lo:hi])
             rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
             out[2 * (j % 2)].append(rows)
             out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
@@ -141,7 +141,7 @@ def _unit_bands(
 
 def near_band_group(
     layout: RunLayout,
-    plan: PackPlan,
+    plan: ExchangePlan,
     group: int,
     bucket: int,
     units: list[tuple[str, int, str | None]],
@@ -151,9 +151,9 @@ def near_band_group(
     one group of units (name, index among the run's sorted unit ids, origin), their band rows
     (band_hash, key) of the bucket's band partitions and their directory rows (key, unit) of
     the bucket's key partitions, each as one object laid out partition by partition
-    (run/exchange.grouped). The signatures are not read here (near_fetch reads candidates')."""
+    (exchange/regroup.grouped). The signatures are not read here (near_fetch reads candidates')."""
     timer = TaskTimer()
-    span = plan.bucket_shards(bucket)
+    span = plan.bucket_parts(bucket)
     folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
     dir_pieces: list = []
     docs = 0
@@ -165,15 +165,15 @@ def near_band_group(
                 layout, unit, span, plan.buckets == 1, cfg, origin
             )
             docs += keys.num_rows
-            yield exchange.span_piece(bands, band_parts, span)
+            yield span_piece(bands, band_parts, span)
             directory = keys.append_column(
                 "unit", pa.array(np.full(keys.num_rows, index), pa.int32())
             )
-            dir_pieces.append(exchange.span_piece(directory, key_parts, span))
+            dir_pieces.append(span_piece(directory, key_parts, span))
 
     dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
-    bands = exchange.grouped(folders[0], plan, group, bucket, band_pieces(), reuse=dir_done)
-    directory = exchange.grouped(folders[1], plan, group, bucket, dir_pieces)
+    bands = grouped(folders[0], plan, group, bucket, ROWS, band_pieces(), reuse=dir_done)
+    directory = grouped(folders[1], plan, group, bucket, ROWS, dir_pieces)
     return timer.result(
         BandGroupResult,
         group=group,
@@ -186,7 +186,7 @@ def near_band_group(
 
 
 # -- per partition ----------------------------------------------------------------------------
-Ranges = list[sectioned.Range]  # one partition's ranges of an exchange (one GET per group)
+Ranges = list[sections.Range]  # one partition's ranges of an exchange (one GET per group)
 DIR_SCHEMA = pa.schema([("key", pa.int64()), ("unit", pa.int32())])
 REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
@@ -198,7 +198,7 @@ def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
     Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
     store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
-    rows = sectioned.read_part(bands, BAND_SCHEMA)
+    rows = sections.read_part(bands, BAND_SCHEMA)
     edges = (
         minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
         if rows.num_rows
@@ -225,7 +225,7 @@ def near_members(
     Returns (MembersResult, edges_0, ..., edges_{n-1}); the edges stay in the object store."""
     timer = TaskTimer()
     nodes, labels = components.star_labels(labelled)
-    where = sectioned.read_part(directory, DIR_SCHEMA) if len(nodes) else DIR_SCHEMA.empty_table()
+    where = sections.read_part(directory, DIR_SCHEMA) if len(nodes) else DIR_SCHEMA.empty_table()
     units = _lookup(where["key"].to_numpy(), where["unit"].to_numpy(), nodes)
     requests = pa.table(
         {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
@@ -267,7 +267,7 @@ def near_fetch(
     (units without a candidate: not at all), with their candidate label, routed by label."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
-    wanted = sectioned.read_part(requests, REQUEST_SCHEMA)
+    wanted = sections.read_part(requests, REQUEST_SCHEMA)
     keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
     units = wanted["unit"].to_numpy()
     found = []
@@ -302,14 +302,14 @@ def near_keep(
     """Verify the candidate edges of this label partition's candidate components (estimated
     Jaccard of the two signatures >= threshold), their connected components (label = smallest
     key), then the keep rule over them; the removals go out sectioned by unit bucket (`bounds`,
-    formats/sectioned.unit_bounds). A candidate component holds every verified component it
+    exchange/sections.unit_bounds). A candidate component holds every verified component it
     contains, so each decision is made with all of its members here."""
     timer = TaskTimer()
     near = cfg.dedup.near
     pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
     removed, verified = None, 0
     if len(pairs):
-        m = sectioned.read_part(members, pa.schema([])).sort_by("key")
+        m = sections.read_part(members, pa.schema([])).sort_by("key")
         keys, sigs = m["key"].to_numpy(), sigs_of(m["sig"], near.num_perm)
         rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
         sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
@@ -322,7 +322,7 @@ def near_keep(
             removed = _keep(m, near)
     if removed is None:
         removed = REMOVED_SCHEMA.empty_table()
-    buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
+    buckets = sections.unit_bucket(bounds, removed.column("unit_id"))
     size = _sections(removed, buckets, layout.near_removed(lp), len(bounds))
     return timer.result(KeepResult, part=lp, verified=verified, removed=removed.num_rows, size=size)
 

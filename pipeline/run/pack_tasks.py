@@ -7,9 +7,8 @@ exchange object's done marker and a shard's verified write are what a rerun reus
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import tempfile
+from collections.abc import Iterator
+from itertools import accumulate
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +16,11 @@ import pyarrow.compute as pc
 
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
+from pipeline.exchange.regroup import Codec, Section, grouped, joined
+from pipeline.exchange.sections import concat, decode, encode
 from pipeline.formats.megatron import ShardWriter
 from pipeline.formats.verify import WrittenBoundaries, check_written
 from pipeline.run.results import ExchangeResult, PackResult
-from pipeline.run.tasks import concat
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
 from pipeline.tokens.split import split_mask
@@ -34,47 +34,47 @@ def exchange_bucket(
     units: list[tuple[str, str]],
     dtype_name: str,
 ) -> ExchangeResult:
-    """Pass 1 of pack: the bucket's key range of each unit of the group, laid out by shard.
-
-    Each unit costs one index GET and one token-range GET. Its piece waits in a local temporary
-    file already cut by shard (tokens and index rows), so memory holds one unit's index and the
-    piece offsets, not the group's rows; then the pieces go out shard by shard as one object."""
-    timer = TaskTimer()
-    folder, name = layout.pack_exchange(plan.name), f"g{group:05d}-k{bucket:05d}"
-    done = folder / f"{name}.json"
-    if done.exists():  # its marker holds the earlier result's own fields
-        return timer.result(ExchangeResult, **json.loads(done.read_bytes()), reused=True)
+    """Pass 1 of pack (exchange/regroup.py): the bucket's key range of each unit of the group,
+    laid out by shard (tokens/pack.py). Each unit costs one index GET and one token-range GET;
+    its piece is cut by shard here, the rest is the exchange's."""
     itemsize = np.dtype(dtype_name).itemsize
     lo, hi = plan.bucket_range(bucket)
-    span = plan.bucket_shards(bucket)
+    span = plan.bucket_parts(bucket)
     shard_lows = np.array([pack.key_range(k, plan.shards)[0] for k in span], dtype=np.uint64)
-    # per unit with rows in the bucket: (shards in span, 4) = token offset, token bytes, index
-    # offset, index bytes of its piece of each shard in the spill file
-    placed: list[np.ndarray] = []
-    with tempfile.TemporaryFile() as spill:
-        for unit, removed in units:
-            where = _spill_unit(layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan)
-            if where is not None:
-                placed.append(where)
-        spill.flush()
-        with (folder / f"{name}.bin").atomic_writer() as out:
-            sections = _write_sections(out, spill.fileno(), placed, len(span))
-    marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", "sections": sections}
-    done.write_bytes(json.dumps(marker).encode())  # written last: the exchange object is whole
-    return timer.result(ExchangeResult, **marker)
+    pieces = (
+        _unit_piece(layout, unit, removed, lo, hi, shard_lows, itemsize, plan)
+        for unit, removed in units
+    )
+    folder = layout.pack_exchange(plan.name)
+    return grouped(folder, plan, group, bucket, TOKEN_SECTIONS, pieces)
 
 
-def _spill_unit(
-    layout, unit, removed, lo, hi, shard_lows, itemsize, spill, plan: pack.PackPlan
-) -> np.ndarray | None:
-    """One unit's rows in [lo, hi) into the spill file, cut by shard: (shards, 4) offsets and
-    sizes of its token bytes and index rows per shard, or None when it has no rows there.
-    When the plan names a split, only that split's rows (tokens/split.py); never its excluded
-    documents (a takedown)."""
+def _merged_index(chunks: Iterator[bytes]) -> list[bytes]:
+    """A shard's index rows of every unit of the group, as one IPC stream even with no rows."""
+    schema = pack.TOKEN_INDEX_SCHEMA
+    return [encode(concat([decode(c) for c in chunks], schema), schema)]
+
+
+def _sections(sizes: list[list[int]]) -> dict:
+    """The marker's [offset, token bytes, index bytes] of each shard's section."""
+    starts = accumulate((tokens + index for tokens, index in sizes), initial=0)
+    return {"sections": [[at, *s] for at, s in zip(starts, sizes, strict=False)]}
+
+
+# pack's exchange object (tokens/pack.py): per shard the tokens, then their index rows
+TOKEN_SECTIONS = Codec((joined, _merged_index), _sections, ExchangeResult)
+
+
+def _unit_piece(
+    layout, unit, removed, lo, hi, shard_lows, itemsize, plan: pack.PackPlan
+) -> list[Section]:
+    """One unit's rows in [lo, hi) cut by shard: per shard its token bytes and index rows, or
+    None; no sections when it has no rows there. When the plan names a split, only that
+    split's rows (tokens/split.py); never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
-        return None
+        return []
     starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
     raw = layout.tokens_bin(unit, removed).read_bytes(
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
@@ -94,41 +94,19 @@ def _spill_unit(
         ).tobytes()
         piece = piece.filter(pa.array(keep))
         if piece.num_rows == 0:
-            return None
+            return []
     rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
     rows = np.append(rows, piece.num_rows)
     rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
-    at = spill.tell()
-    spill.write(raw)
-    where = np.zeros((len(shard_lows), 4), dtype=np.int64)
+    view, out = memoryview(raw), []
     for j in range(len(shard_lows)):
         j0, j1 = int(rows[j]), int(rows[j + 1])
         if j0 == j1:
+            out.append(None)
             continue
-        ipc = pack.index_to_ipc(piece.slice(j0, j1 - j0))
-        where[j] = (at + rel[j0], rel[j1] - rel[j0], spill.tell(), len(ipc))
-        spill.write(ipc)
-    return where
-
-
-def _write_sections(out, fd: int, placed: list[np.ndarray], shards: int) -> list[list[int]]:
-    """The exchange object: per shard, every unit's token bytes then their index rows as one
-    Arrow IPC table; returns each section's [offset, token bytes, index bytes]."""
-    sections, offset = [], 0
-    for j in range(shards):
-        token_bytes, tables = 0, []
-        for where in placed:
-            tok_at, tok_n, idx_at, idx_n = (int(v) for v in where[j])
-            if tok_n == 0:
-                continue
-            out.write(os.pread(fd, tok_n, tok_at))
-            token_bytes += tok_n
-            tables.append(pack.index_from_ipc(os.pread(fd, idx_n, idx_at)))
-        ipc = pack.index_to_ipc(concat(tables, pack.TOKEN_INDEX_SCHEMA))
-        out.write(ipc)
-        sections.append([offset, token_bytes, len(ipc)])
-        offset += token_bytes + len(ipc)
-    return sections
+        index_rows = encode(piece.slice(j0, j1 - j0), pack.TOKEN_INDEX_SCHEMA)
+        out.append((view[int(rel[j0]) : int(rel[j1])], index_rows))
+    return out
 
 
 def pack_shard(
@@ -153,7 +131,7 @@ def pack_shard(
         loc = layout.pack_exchange(plan.name) / name
         raw = loc.read_bytes(at, at + token_bytes + index_bytes)
         tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
-        index = pack.index_from_ipc(raw[token_bytes:])
+        index = decode(raw[token_bytes:])
         lengths = index["length"].to_numpy()
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
         token_parts.append(tokens)

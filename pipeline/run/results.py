@@ -112,7 +112,7 @@ class ReadResult(TaskResult):
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
     text_bytes: int
-    hash_size: int  # bytes of its hash-row object (sectioned by partition: formats/sectioned.py)
+    hash_size: int  # bytes of its hash-row object (sectioned by partition: exchange/sections.py)
     quarantined: dict[str, int]  # records per reason
     quarantined_bytes: int = 0  # bytes of files whose records could not be counted
 
@@ -242,7 +242,7 @@ class TokenizeResult(TaskResult):
 # -- pack ------------------------------------------------------------------------------------
 @dataclass(kw_only=True)
 class RegroupResult(TaskResult):
-    """Pass 1 of a dedup exchange (run/exchange.py); its own fields are also its done marker."""
+    """Pass 1 of a dedup exchange (exchange/regroup.py); its own fields are also its done marker."""
 
     group: int
     bucket: int
@@ -256,7 +256,7 @@ class RegroupResult(TaskResult):
 
 @dataclass(kw_only=True)
 class ExchangeResult(TaskResult):
-    """Pass 1 of pack; its own fields are also the exchange object's done marker."""
+    """Pass 1 of pack (exchange/regroup.py); its own fields are also its done marker."""
 
     group: int
     bucket: int

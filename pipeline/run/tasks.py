@@ -19,7 +19,8 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import exact
-from pipeline.formats import sectioned
+from pipeline.exchange import sections
+from pipeline.exchange.sections import concat
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
@@ -100,8 +101,8 @@ def read_unit(
         near.write_band_object(layout.read_bands(unit_id, near.band_key(cfg)), sigs, cfg)
     hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
-    # one object, sectioned by hash partition: 1 PUT, not one per partition (formats/sectioned.py)
-    hash_size = sectioned.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)
+    # one object, sectioned by hash partition: 1 PUT, not one per partition (exchange/sections.py)
+    hash_size = sections.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)
     text_bytes = int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0)
     quarantined: Counter = Counter()
     for reason, records in zip(bad["reason"].to_pylist(), bad["records"].to_pylist(), strict=True):
@@ -151,34 +152,27 @@ def _read_pieces(
     )
 
 
-def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    tables = [t for t in tables if t.num_rows]
-    if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables, promote_options="default")
-
-
 # -- exact dedup -----------------------------------------------------------------------------
 def exact_partition(
     layout: RunLayout,
     part: int,
-    ranges: list[sectioned.Range],
+    ranges: list[sections.Range],
     bounds: list[str],
     enabled: bool = True,
 ) -> ExactResult:
     """Exact dedup of one hash partition, its rows read as one range per writer group (the
-    exchange: formats/sectioned.py); its removals go out sectioned by unit bucket (`bounds`)."""
+    exchange: exchange/sections.py); its removals go out sectioned by unit bucket (`bounds`)."""
     timer = TaskTimer()
-    rows = sectioned.read_part(ranges if enabled else [], exact.HASH_SCHEMA)
+    rows = sections.read_part(ranges if enabled else [], exact.HASH_SCHEMA)
     removed = exact.exact_removals(rows)
-    buckets = sectioned.unit_bucket(bounds, removed.column("unit_id"))
-    size = sectioned.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
+    buckets = sections.unit_bucket(bounds, removed.column("unit_id"))
+    size = sections.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
     return timer.result(
         ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows, size=size
     )
 
 
-def merge_exact(layout: RunLayout, by_bucket: list[list[sectioned.Range]]) -> MergeExactResult:
+def merge_exact(layout: RunLayout, by_bucket: list[list[sections.Range]]) -> MergeExactResult:
     """All exact removals in one file sorted by unit, so a unit's task reads only its rows.
 
     Written bucket of units by bucket (`by_bucket`: each bucket's ranges, buckets in unit
@@ -186,7 +180,7 @@ def merge_exact(layout: RunLayout, by_bucket: list[list[sectioned.Range]]) -> Me
     timer = TaskTimer()
     with _RemovedWriter(layout.exact_removed_all) as out:
         for ranges in by_bucket:
-            out.write(sectioned.read_part(ranges, exact.REMOVED_SCHEMA))
+            out.write(sections.read_part(ranges, exact.REMOVED_SCHEMA))
     return timer.result(MergeExactResult, removed_exact=out.rules.get("exact", 0))
 
 
@@ -229,8 +223,8 @@ def merge_quarantine(
 
 def merge_audit(
     layout: RunLayout,
-    exact_by_bucket: list[list[sectioned.Range]],
-    near_by_bucket: list[list[sectioned.Range]] | None = None,
+    exact_by_bucket: list[list[sections.Range]],
+    near_by_bucket: list[list[sections.Range]] | None = None,
 ) -> AuditResult:
     """removed.parquet: every removal, exact and near, sorted by unit: the run's audit. Written
     one bucket of units at a time (buckets in unit order), as merge_exact."""
@@ -238,7 +232,7 @@ def merge_audit(
     near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
     with _RemovedWriter(layout.removed) as out:
         for exact_ranges, near_ranges in zip(exact_by_bucket, near_by_bucket, strict=True):
-            out.write(sectioned.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA))
+            out.write(sections.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA))
     return timer.result(
         AuditResult,
         removed_exact=out.rules.get("exact", 0),

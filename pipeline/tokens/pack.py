@@ -16,7 +16,8 @@ tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the 
 
 Exchange (two passes, so that no request shrinks as the corpus grows). Reading one range of every
 unit for every shard costs M x S requests of T / (M x S) bytes: quadratic in the corpus, with
-requests shrinking toward nothing. Instead (`PackPlan`):
+requests shrinking toward nothing. Instead, the exchange dedup uses too (exchange/: `PackPlan`
+is its cut with the shards as parts; pass 1 is exchange/regroup.py):
 - the S shards are cut into K buckets of consecutive shards (a bucket is one key range), with
   K = clamp(T / M / request_bytes, 1, S), so a unit's part of a bucket is >= request_bytes;
 - the M units are cut into G groups of consecutive units, G = clamp(shard_bytes / request_bytes,
@@ -33,14 +34,15 @@ Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and 
 >= request_bytes whenever units and shards are at least that big. Local disk per pass-1 task:
 T / (G·K), capped at `pack.exchange_task_bytes` (64 GiB; at production sizes K and G stop
 growing near 16 x 12, so the cap is reached past ~13 TB of tokens): past it K and G grow together
-(capped_cut) and requests grow as sqrt(M·S·T / task_bytes) instead of linearly, so that no
-task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the merge
-sorts by the same keys), whatever the cut.
+(exchange/plan.capped_cut) and requests grow as sqrt(M·S·T / task_bytes) instead of linearly, so
+that no task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the
+merge sorts by the same keys), whatever the cut.
 
 Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
-shard of the bucket in order, a section = the tokens of the group's documents in that shard (unit
-by unit, each in shuffle order) followed by an Arrow IPC stream of their index rows (the token
-index schema, same order). The .json lists each section as [offset, token_bytes, index_bytes].
+shard of the bucket in order, a section of two fields = the tokens of the group's documents in
+that shard (unit by unit, each in shuffle order) followed by an Arrow IPC stream of their index
+rows (the token index schema, same order; a stream even with no rows). The .json lists each
+section as [offset, token_bytes, index_bytes] (run/pack_tasks.TOKEN_SECTIONS).
 
 Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
 source, row, length, in shard order), the record of which split and source a document went to.
@@ -49,12 +51,13 @@ source, row, length, in shard order), the record of which split and source a doc
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+
+from pipeline.exchange.plan import ExchangePlan, capped_cut
 
 TOKEN_INDEX_SCHEMA = pa.schema(
     [
@@ -110,8 +113,9 @@ def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
 
 
 @dataclass(frozen=True)
-class PackPlan:
-    """How pack cuts its exchange: S shards in K buckets, M units in G groups (see above).
+class PackPlan(ExchangePlan):
+    """How pack cuts its exchange: S shards (the plan's parts) in K buckets, M units in G
+    groups (see above).
 
     One pack writes one set of shards named `<prefix>-00000.bin/.idx`, ... A run packs once per
     (source, split): the units given are one source's (a unit never mixes sources), and with a
@@ -122,38 +126,28 @@ class PackPlan:
     keeps its key, so its shard and its place among the others are those of the plan without
     exclusions: the shards are the parent's with the excluded documents cut out."""
 
-    shards: int
-    buckets: int
-    groups: int
     prefix: str = "shard"
     split: str = ""
     valid_fraction: float = 0.0
     excluded: frozenset[str] = field(default=frozenset(), repr=False)
     removal: str = ""  # ids_digest(excluded), names the plan's exchange objects
 
+    @property
+    def shards(self) -> int:
+        return self.parts
+
     def without(self, ids) -> PackPlan:
         """The same plan leaving out these document ids (and those it already left out)."""
         excluded = self.excluded | frozenset(ids)
         return replace(self, excluded=excluded, removal=ids_digest(excluded))
 
-    def bucket_shards(self, bucket: int) -> range:
-        k, s = self.buckets, self.shards
-        return range(bucket * s // k, (bucket + 1) * s // k)
-
-    def bucket_of(self, shard: int) -> int:
-        return next(k for k in range(self.buckets) if shard in self.bucket_shards(k))
-
     def bucket_range(self, bucket: int) -> tuple[int, int]:
-        span = self.bucket_shards(bucket)
+        span = self.bucket_parts(bucket)
         return key_range(span.start, self.shards)[0], key_range(span.stop - 1, self.shards)[1]
-
-    def unit_groups(self, units: list) -> list[list]:
-        n, g = len(units), self.groups
-        return [units[i * n // g : (i + 1) * n // g] for i in range(g)]
 
     @property
     def name(self) -> str:
-        cut = f"s{self.shards}-k{self.buckets}-g{self.groups}"
+        cut = super().name
         if self.removal:
             cut += f"-r{self.removal[:16]}"
         return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"
@@ -184,49 +178,13 @@ def pack_plan(
     return PackPlan(shards, buckets, groups)
 
 
-def capped_cut(
-    buckets: int,
-    groups: int,
-    parts: int,
-    writers: int,
-    total_bytes: int,
-    task_bytes: int | None,
-    reads: int = 1,
-) -> tuple[int, int]:
-    """(K, G) raised until total / (G·K), what one pass-1 task moves, is <= task_bytes.
-
-    Past the cap, buckets and groups grow together, balancing W·K against reads·G·N (the two
-    GET terms of an exchange of W writers into N parts), so requests grow as
-    sqrt(W·N·total / task_bytes) rather than W·N; below it (every benchmark size) the cut, and
-    so the requests' linear growth, is unchanged. Shard bytes never depend on the cut."""
-    writers = max(1, writers)
-    need = -(-int(total_bytes) // task_bytes) if task_bytes else 1
-    if buckets * groups < need:
-        balanced = math.isqrt(max(1, need * reads * parts // writers))
-        buckets = max(buckets, min(parts, balanced))
-        groups = max(groups, min(writers, -(-need // buckets)))
-        buckets = max(buckets, min(parts, -(-need // groups)))
-    return buckets, groups
-
-
 def shard_sections(plan: PackPlan, exchanged: list) -> dict[int, list[tuple]]:
     """shard -> (exchange object, offset, token bytes, index bytes) of each group, from the
     pass-1 results (run.results.ExchangeResult: bucket, object, sections; their order is kept;
     the merge sorts by key, so it never shows)."""
     sections: dict[int, list[tuple]] = {k: [] for k in range(plan.shards)}
     for r in exchanged:
-        span = plan.bucket_shards(r.bucket)
+        span = plan.bucket_parts(r.bucket)
         for shard, (at, n_tok, n_idx) in zip(span, r.sections, strict=True):
             sections[shard].append((r.object, at, n_tok, n_idx))
     return sections
-
-
-def index_to_ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, TOKEN_INDEX_SCHEMA) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def index_from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(data).read_all()

@@ -11,7 +11,7 @@ from support import SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO
-from pipeline.formats import sectioned
+from pipeline.exchange import sections
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import pack_plan
 
@@ -61,13 +61,13 @@ def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     # the count is part of the read key: units read for another count are not reused
     assert cfg.for_listing(listed).read_key() != cfg.for_listing(0).read_key()
     resolved = RunLayout.for_config(cfg.for_listing(listed), layout.run_id)
-    # one hash object per unit, sectioned by partition (formats/sectioned.py)
+    # one hash object per unit, sectioned by partition (exchange/sections.py)
     sizes = []
     for u in _unit_ids(layout):
         marker = json.loads(resolved.read_done(u).read_bytes())
         data = resolved.exact_hashes(u).read_bytes()
-        offsets = sectioned.index_of(data, parts)  # its index: one offset per partition + 1
-        assert len(data) == marker["hash_size"] == offsets[-1] + sectioned.index_bytes(parts)
+        offsets = sections.index_of(data, parts)  # its index: one offset per partition + 1
+        assert len(data) == marker["hash_size"] == offsets[-1] + sections.index_bytes(parts)
         sizes.append(int(offsets[-1]))
     assert max(sizes) > 0
 

@@ -54,3 +54,31 @@ def test_run_layers_import_downwards_only():
     driver_side = STAGES | {"pipeline.run.waves", "pipeline.run.driver"}
     for name in TASK_MODULES:
         assert not runtime_imports(RUN / f"{name}.py") & driver_side, name
+
+
+def _imports_of(package: str) -> dict[Path, set[str]]:
+    return {p: runtime_imports(p) for p in sorted((PACKAGE / package).glob("*.py"))}
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == f"pipeline.{p}" or module.startswith(f"pipeline.{p}.") for p in packages)
+
+
+def test_formats_import_neither_tokens_nor_run():
+    for path, modules in _imports_of("formats").items():
+        assert not [m for m in modules if _under(m, ("tokens", "run"))], path
+
+
+# A pass-1 task returns the run's task results (run/results.py, timed by run/timer.py): the
+# only part of run the exchange may import.
+RUN_RESULTS = ("run.results", "run.timer")
+
+
+def test_exchange_imports_neither_run_tokens_nor_dedup():
+    for path, modules in _imports_of("exchange").items():
+        banned = [
+            m
+            for m in modules
+            if _under(m, ("run", "tokens", "dedup")) and not _under(m, RUN_RESULTS)
+        ]
+        assert not banned, (path, banned)

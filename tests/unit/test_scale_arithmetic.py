@@ -33,13 +33,13 @@ def test_plan_requests_grow_linearly_at_fixed_unit_and_shard_sizes():
 
 def test_buckets_and_groups_cover_every_shard_and_unit_once():
     plan = pack_plan(1000 * MiB, 37, 7 * MiB, MiB)
-    shards = [s for k in range(plan.buckets) for s in plan.bucket_shards(k)]
+    shards = [s for k in range(plan.buckets) for s in plan.bucket_parts(k)]
     assert shards == list(range(plan.shards))
     units = list(range(37))
     assert [u for g in plan.unit_groups(units) for u in g] == units
     for k in range(plan.buckets):
         lo, hi = plan.bucket_range(k)
-        span = plan.bucket_shards(k)
+        span = plan.bucket_parts(k)
         assert lo == key_range(span.start, plan.shards)[0]
         assert hi == key_range(span.stop - 1, plan.shards)[1]
         assert all(plan.bucket_of(s) == k for s in span)
@@ -101,7 +101,7 @@ def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing()
     from pipeline.report import dry_run
 
     def requests(corpus: int, stage: str) -> int:
-        # task cap out of the way: the exchanges' own cut (formats/sectioned.py)
+        # task cap out of the way: the exchanges' own cut (exchange/plan.py)
         _, stages = dry_run.dry_run(
             corpus, unit_bytes=256 * MiB, dedup=DedupConfig(exchange_task_bytes=2**60)
         )

@@ -1,4 +1,4 @@
-"""The dedup exchange (formats/sectioned.py, run/exchange.py): same rows as per-partition files,
+"""The exchange (pipeline/exchange/): same rows as per-partition files,
 requests linear in the data."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 
 from pipeline.core.storage import IO, Location
-from pipeline.formats import sectioned
-from pipeline.run.exchange import regroup
+from pipeline.exchange import sections
+from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.regroup import regroup
 
 SCHEMA = pa.schema([("key", pa.int64()), ("writer", pa.int64())])
 
@@ -21,21 +22,22 @@ def _writers(root: Location, w: int, n: int, rows: int, seed: int = 0):
         keys = rng.integers(0, 2**40, rows)
         table = pa.table({"key": keys, "writer": np.full(rows, i)}, schema=SCHEMA)
         loc = root / f"w{i}.bin"
-        writers.append(sectioned.Writer(loc, sectioned.write_sectioned(loc, table, keys % n, n)))
+        size = sections.write_sectioned(loc, table, keys % n, n)
+        writers.append(sections.SectionedObject(loc, size))
         tables.append(table)
     return writers, tables
 
 
 def _exchange(root: Location, writers, n: int, request_bytes: int):
     total = sum(w.size for w in writers)
-    plan = sectioned.exchange_plan(n, len(writers), total, request_bytes)
+    plan = exchange_plan(n, len(writers), total, request_bytes)
     folder, groups = root / "x" / plan.name, plan.unit_groups(writers)
     done = [
         regroup(folder, plan, g, k, groups[g])
         for g in range(plan.groups)
         for k in range(plan.buckets)
     ]
-    return plan, sectioned.part_ranges(folder, plan, done)
+    return plan, sections.part_ranges(folder, plan, done)
 
 
 @pytest.mark.parametrize("request_bytes", [1, 4096, 10**9])
@@ -49,7 +51,7 @@ def test_each_partition_gets_the_rows_of_per_partition_files_in_writer_order(
         expected = pa.concat_tables(
             [t.filter(pa.array(t["key"].to_numpy() % n == p)) for t in tables]
         )
-        got = sectioned.read_part(ranges[p], SCHEMA)
+        got = sections.read_part(ranges[p], SCHEMA)
         assert got.equals(expected)
         assert len(ranges[p]) <= plan.groups
     # a rerun reuses every regrouped object (its marker)
@@ -65,7 +67,7 @@ def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data
         writers, _ = _writers(root, 4 * scale, 4 * scale, 400, seed=scale)
         _, ranges = _exchange(root, writers, 4 * scale, 64 * 1024)
         for p in ranges:
-            sectioned.read_part(ranges[p], SCHEMA)
+            sections.read_part(ranges[p], SCHEMA)
         io = IO.delta(IO.snapshot(), before)
         return sum(v for k, v in io.items() if k.endswith("_requests"))
 
@@ -75,24 +77,24 @@ def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data
 
 def test_unit_buckets_keep_unit_order_and_cover_every_unit():
     units = [f"u{i:03d}" for i in range(10)]
-    bounds = sectioned.unit_bounds(units, 4)
-    at = sectioned.unit_bucket(bounds, pa.array(units))
+    bounds = sections.unit_bounds(units, 4)
+    at = sections.unit_bucket(bounds, pa.array(units))
     assert list(at) == sorted(at) and set(at) == {0, 1, 2, 3}
-    assert sectioned.unit_bounds(units[:2], 4) == ["u000", "u001"]
-    assert list(sectioned.unit_bucket(["a"], pa.array([], pa.string()))) == []
+    assert sections.unit_bounds(units[:2], 4) == ["u000", "u001"]
+    assert list(sections.unit_bucket(["a"], pa.array([], pa.string()))) == []
 
 
 def test_plan_caps_what_one_regroup_task_moves_and_balances_the_two_get_terms():
     gib, parts, writers = 2**30, 9314, 37253  # 10 TB: 256 MiB units, 1 GiB partitions
     hashes = 200 * 10**9
-    free = sectioned.exchange_plan(parts, writers, hashes, 16 * 2**20)
+    free = exchange_plan(parts, writers, hashes, 16 * 2**20)
     assert (free.buckets, free.groups) == (1, 1)  # one task would move all 200 GB
-    capped = sectioned.exchange_plan(parts, writers, hashes, 16 * 2**20, 4 * gib)
+    capped = exchange_plan(parts, writers, hashes, 16 * 2**20, 4 * gib)
     assert hashes / (capped.buckets * capped.groups) <= 4 * gib
     gets = writers * capped.buckets + capped.groups * parts
     assert gets < 0.001 * writers * parts  # vs one file per (unit, partition)
     # below the cap (small corpora, the benchmarks) the cap changes nothing
-    assert sectioned.exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == sectioned.exchange_plan(
+    assert exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == exchange_plan(
         16, 128, 7 * 10**6, 1
     )
 
@@ -106,7 +108,7 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
 
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
     units = [f"u{i}" for i in range(6)]
-    bounds = sectioned.unit_bounds(units, 3)
+    bounds = sections.unit_bounds(units, 3)
     rows = [
         {
             "doc_id": f"d{u}{r}",
@@ -126,8 +128,8 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
     for part in range(2):  # two partitions' removals, each sectioned by unit bucket
         table = pa.Table.from_pylist(rows[part::2], schema=REMOVED_SCHEMA)
         loc = layout.exact_removed(part)
-        at = sectioned.unit_bucket(bounds, table["unit_id"])
-        writers.append(sectioned.Writer(loc, sectioned.write_sectioned(loc, table, at, 3)))
+        at = sections.unit_bucket(bounds, table["unit_id"])
+        writers.append(sections.SectionedObject(loc, sections.write_sectioned(loc, table, at, 3)))
     _, ranges = _exchange(Location.from_uri(str(tmp_path / "x")), writers, 3, 1)
     result = merge_exact(layout, [ranges[b] for b in range(3)])
     merged = layout.exact_removed_all.read_parquet()
@@ -153,3 +155,80 @@ def test_pack_cut_caps_what_one_pass_1_task_moves():
     assert pack_plan(tib // 8, 512, 256 * mib, 16 * mib, 4 * 2**30) == pack_plan(
         tib // 8, 512, 256 * mib, 16 * mib
     )
+
+
+def test_dedup_marker_keeps_its_shape_and_one_writers_section_passes_through(tmp_path):
+    import json
+
+    root, n = Location.from_uri(str(tmp_path)), 3
+    writers, _ = _writers(root, 1, n, 50)
+    plan = exchange_plan(n, 1, writers[0].size, 10**9)
+    folder = root / "x" / plan.name
+    result = regroup(folder, plan, 0, 0, writers)
+    marker = json.loads((folder / "g00000-k00000.json").read_bytes())
+    assert list(marker) == ["group", "bucket", "object", "offsets"]
+    assert marker["offsets"] == result.offsets and len(result.offsets) == n + 1
+    # one writer: its object's sections, as written, then no index
+    data = writers[0].loc.read_bytes(0, writers[0].size)
+    assert (folder / result.object).read_bytes() == data[: -sections.index_bytes(n)]
+
+
+def test_encode_with_a_schema_writes_a_stream_even_without_rows():
+    empty = SCHEMA.empty_table()
+    assert sections.encode(empty) == b""
+    stream = sections.encode(empty, SCHEMA)
+    assert stream and sections.decode(stream).schema.equals(SCHEMA)
+
+
+def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stream(tmp_path):
+    import json
+
+    from pipeline.core.layout import RunLayout
+    from pipeline.run.pack_tasks import exchange_bucket
+    from pipeline.tokens import pack
+
+    layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
+    rng, shards, units = np.random.default_rng(3), 6, []
+    for u in range(3):
+        rows = 40 if u != 1 else 0  # a unit with no documents: no sections
+        # keys in the lower half only: the second bucket's shards have no rows at all
+        keys = np.sort(rng.integers(0, 2**63, rows, dtype=np.uint64))
+        lengths = rng.integers(1, 20, rows)
+        index = pa.table(
+            {
+                "doc_id": [f"u{u}d{i}" for i in range(rows)],
+                "source": ["s"] * rows,
+                "row": np.arange(rows),
+                "key": keys,
+                "length": lengths,
+            },
+            schema=pack.TOKEN_INDEX_SCHEMA,
+        )
+        tokens = np.concatenate([np.full(n, i, np.uint16) for i, n in enumerate(lengths)] or [[]])
+        layout.tokens_bin(f"u{u}", "").write_bytes(tokens.astype(np.uint16).tobytes())
+        layout.tokens_index(f"u{u}", "").write_parquet(index)
+        units.append((f"u{u}", "", index, tokens.astype(np.uint16)))
+    plan = pack.PackPlan(shards, 2, 1)
+    folder = layout.pack_exchange(plan.name)
+    for k in range(plan.buckets):
+        result = exchange_bucket(layout, plan, 0, k, [(u, r) for u, r, *_ in units], "uint16")
+        marker = json.loads((folder / result.object.replace(".bin", ".json")).read_bytes())
+        assert list(marker) == ["group", "bucket", "object", "sections"]
+        data = (folder / result.object).read_bytes()
+        assert sum(t + i for _, t, i in result.sections) == len(data)
+        for shard, (at, n_tok, n_idx) in zip(plan.bucket_parts(k), result.sections, strict=True):
+            lo, hi = pack.key_range(shard, shards)
+            want_tokens, want_rows = [], []
+            for _, _, index, tokens in units:
+                keys = index["key"].to_numpy()
+                inside = (keys >= lo) & (keys < hi) if hi < 2**64 else keys >= lo
+                starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
+                for i in np.flatnonzero(inside):
+                    want_tokens.append(tokens[starts[i] : starts[i + 1]])
+                want_rows.append(index.filter(pa.array(inside)))
+            got = np.frombuffer(data[at : at + n_tok], np.uint16)
+            assert np.array_equal(got, np.concatenate(want_tokens or [np.empty(0, np.uint16)]))
+            rows = sections.decode(data[at + n_tok : at + n_tok + n_idx])  # a stream, rows or not
+            assert rows.equals(pa.concat_tables(want_rows))
+        assert exchange_bucket(layout, plan, 0, k, [], "uint16").reused
+    assert n_tok == 0 and n_idx > 0  # the last shard: no rows, still an index stream

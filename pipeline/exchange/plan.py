@@ -1,0 +1,83 @@
+"""The cut of an exchange: N parts in K buckets of consecutive parts, W writers in G groups.
+
+Pass 1 runs one task per (group, bucket); pass 2 reads each part's section of the G objects
+of its bucket (format and request counts: exchange/sections.py). K and G follow the writers'
+and parts' sizes, not the corpus, so that requests stay linear in the data until one pass-1
+task would move more than a cap (`capped_cut`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExchangePlan:
+    """N `parts` cut into `buckets`, the writers into `groups` (pack's PackPlan adds its own)."""
+
+    parts: int
+    buckets: int
+    groups: int
+
+    def bucket_parts(self, bucket: int) -> range:
+        k, n = self.buckets, self.parts
+        return range(bucket * n // k, (bucket + 1) * n // k)
+
+    def bucket_of(self, part: int) -> int:
+        return next(k for k in range(self.buckets) if part in self.bucket_parts(k))
+
+    def unit_groups(self, writers: list) -> list[list]:
+        n, g = len(writers), self.groups
+        return [writers[i * n // g : (i + 1) * n // g] for i in range(g)]
+
+    @property
+    def name(self) -> str:
+        """The folder of the exchange's pass-1 objects: a new cut never reuses another's."""
+        return f"s{self.parts}-k{self.buckets}-g{self.groups}"
+
+
+def exchange_plan(
+    parts: int,
+    writers: int,
+    total_bytes: int,
+    request_bytes: int,
+    task_bytes: int | None = None,
+    reads: int = 1,
+) -> ExchangePlan:
+    """The cut of one exchange of `total_bytes` from `writers` into `parts`:
+    K = clamp(writer bytes / request_bytes, 1, N) and G = clamp(part bytes / request_bytes,
+    1, W), so that both passes move pieces of at least request_bytes where the sizes allow.
+
+    `task_bytes` caps what one pass-1 task moves (capped_cut): past it requests grow as
+    sqrt(W·N·D / task_bytes), not W·N; below it (every benchmark size) they stay linear."""
+    writers, total_bytes = max(1, writers), int(total_bytes)
+    buckets = max(1, min(parts, int(total_bytes / writers // request_bytes)))
+    groups = max(1, min(writers, int(total_bytes / max(1, parts) // request_bytes)))
+    buckets, groups = capped_cut(buckets, groups, parts, writers, total_bytes, task_bytes, reads)
+    return ExchangePlan(parts, buckets, groups)
+
+
+def capped_cut(
+    buckets: int,
+    groups: int,
+    parts: int,
+    writers: int,
+    total_bytes: int,
+    task_bytes: int | None,
+    reads: int = 1,
+) -> tuple[int, int]:
+    """(K, G) raised until total / (G·K), what one pass-1 task moves, is <= task_bytes.
+
+    Past the cap, buckets and groups grow together, balancing W·K against reads·G·N (the two
+    GET terms of an exchange of W writers into N parts), so requests grow as
+    sqrt(W·N·total / task_bytes) rather than W·N; below it (every benchmark size) the cut, and
+    so the requests' linear growth, is unchanged. Shard bytes never depend on the cut."""
+    writers = max(1, writers)
+    need = -(-int(total_bytes) // task_bytes) if task_bytes else 1
+    if buckets * groups < need:
+        balanced = math.isqrt(max(1, need * reads * parts // writers))
+        buckets = max(buckets, min(parts, balanced))
+        groups = max(groups, min(writers, -(-need // buckets)))
+        buckets = max(buckets, min(parts, -(-need // groups)))
+    return buckets, groups

@@ -1,0 +1,162 @@
+"""Sectioned objects: how an exchange moves rows through storage, and their section codec.
+
+An exchange moves rows from W writers (units, or partition tasks) to N parts (partitions, or
+pack's shards). Written the direct way, one file per (writer, part), it costs W x N PUTs and
+W x N GETs of total / (W x N) bytes: quadratic once W and N both follow the corpus, with pieces
+shrinking to nothing (10 TB: 40k units x 10k partitions = 4e8 requests of ~500 B of hash rows).
+Instead, two passes, cut by exchange/plan.py:
+
+- each dedup writer writes ONE object: its rows of partition 0, then partition 1, ... (a
+  section per partition, each an Arrow IPC stream, empty partitions 0 bytes), then its index:
+  the N + 1 section offsets as little-endian int64 (8·(N + 1) bytes, last). Its result carries
+  only the object's size (`SectionedObject`), so the driver holds O(W) numbers per exchange,
+  not W·N offsets (at 10 TB, 37k units x 9k partitions: 3e8). Nothing else is written: an
+  object is whole or absent. (Pack's writers are the units' token files: tokens/pack.py.)
+- `exchange_plan` cuts the N parts into K buckets of consecutive parts and the W writers into
+  G groups, so that both passes move pieces of at least request_bytes where the sizes allow,
+  and neither K nor G grows with the corpus (until one pass-1 task would move more than its
+  cap: plan.capped_cut);
+- pass 1 (exchange/regroup.py), one task per (group, bucket): per writer of the group, one GET
+  of its index (none when K = 1: the whole object is one GET) and one range GET of its bucket's
+  sections (contiguous), spilled to local disk, then ONE object for the group,
+  g<group>-k<bucket>.bin, laid out the same way: a section per part of the bucket, the group's
+  rows of that part writer by writer (dedup: one IPC stream; pack's two fields: tokens/pack.py).
+  Its offsets go in a marker, g<group>-k<bucket>.json, written last (resume);
+- pass 2, each part's reader: one range GET per group (`read_part`).
+
+Requests, W writers, N parts, D bytes moved (K, G fixed by sizes, not by D):
+  writers: W PUTs (one object each; multipart parts above the s3fs block);
+  pass 1: W·K range GETs (+ W·K index GETs when K > 1) + G·K objects (+ G·K markers) PUT,
+          G·K HEADs (done markers);
+  pass 2: G·N range GETs per time the part is read.
+All linear in D at fixed unit and part sizes while D / (G·K) <= the task cap; mean GET sizes
+D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
+Row order within a part is the writers' order, then each writer's row order: the same as
+reading the writers' per-part files one after the other.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.core.storage import Location
+from pipeline.exchange.plan import ExchangePlan
+
+
+def encode(table: pa.Table, schema: pa.Schema | None = None) -> bytes:
+    """One section: the rows as an Arrow IPC stream; no rows, no bytes. With a `schema`, always
+    a stream of that schema, rows or not (pack's index rows: a reader needs no other)."""
+    if schema is None:
+        if table.num_rows == 0:
+            return b""
+        schema = table.schema
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def decode(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+def concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """The tables' rows in order; those without rows (or none at all) add nothing."""
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def split_rows(rows: pa.Table, parts: np.ndarray) -> dict[int, pa.Table]:
+    """The rows of each partition that has any, given each row's partition index (stable: each
+    partition keeps the rows' order)."""
+    order = np.argsort(parts, kind="stable")
+    bounds = np.flatnonzero(np.diff(parts[order])) + 1
+    return {
+        int(parts[idx[0]]): rows.take(pa.array(idx)) for idx in np.split(order, bounds) if len(idx)
+    }
+
+
+def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) -> int:
+    """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1,
+    then the index; returns the object's size (what the writer's result carries)."""
+    pieces = split_rows(rows, parts) if rows.num_rows else {}
+    offsets = [0]
+    with loc.atomic_writer() as out:
+        for p in range(n):
+            data = encode(pieces[p]) if p in pieces else b""
+            out.write(data)
+            offsets.append(offsets[-1] + len(data))
+        out.write(np.asarray(offsets, dtype="<i8").tobytes())
+    return offsets[-1] + index_bytes(n)
+
+
+def index_bytes(n: int) -> int:
+    return 8 * (n + 1)
+
+
+def index_of(data: bytes, n: int) -> np.ndarray:
+    """The section offsets from an object's last index_bytes(n) bytes (or the whole object)."""
+    return np.frombuffer(data[len(data) - index_bytes(n) :], dtype="<i8")
+
+
+@dataclass(frozen=True)
+class SectionedObject:
+    """One writer's object and its size, index included (what a regroup task reads)."""
+
+    loc: Location
+    size: int
+
+
+def read_bucket(obj: SectionedObject, span: range, n: int, whole: bool) -> tuple[bytes, list]:
+    """The bytes of the sections `span` of one writer's object of `n` sections, and its section
+    offsets: one GET of the whole object when `whole` (one bucket), else its index then the
+    range."""
+    if whole:
+        data = obj.loc.read_bytes(0, obj.size)  # a range: s3fs would HEAD first for a whole read
+        offsets = index_of(data, n)
+        return data[: int(offsets[-1])], offsets
+    offsets = index_of(obj.loc.read_bytes(obj.size - index_bytes(n), obj.size), n)
+    a, b = int(offsets[span.start]), int(offsets[span.stop])
+    return (obj.loc.read_bytes(a, b) if b > a else b""), offsets
+
+
+Range = tuple[Location, int, int]  # (object, start, end): one GET
+
+
+def part_ranges(folder: Location, plan: ExchangePlan, regrouped: list) -> dict[int, list[Range]]:
+    """part -> the non-empty range of each group's object, in group order, from the pass-1
+    results (run.results.RegroupResult: bucket, object, offsets)."""
+    ranges: dict[int, list[Range]] = {p: [] for p in range(plan.parts)}
+    for r in sorted(regrouped, key=lambda r: (r.group, r.bucket)):
+        span = plan.bucket_parts(r.bucket)
+        for j, part in enumerate(span):
+            a, b = r.offsets[j], r.offsets[j + 1]
+            if b > a:
+                ranges[part].append((folder / r.object, a, b))
+    return ranges
+
+
+def read_part(ranges: list[Range], schema: pa.Schema) -> pa.Table:
+    """A part's rows: one GET per range, in order."""
+    return concat([decode(loc.read_bytes(a, b)) for loc, a, b in ranges], schema)
+
+
+def unit_bounds(unit_ids: list[str], buckets: int) -> list[str]:
+    """First unit id of each of min(buckets, units) buckets of consecutive sorted unit ids: how
+    removals are sectioned, so that a merge holds one bucket of units at a time."""
+    units = sorted(unit_ids)
+    n = max(1, min(buckets, len(units)))
+    return [units[b * len(units) // n] for b in range(n)] if units else [""]
+
+
+def unit_bucket(bounds: list[str], unit_ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Bucket index of each unit id (bounds from unit_bounds)."""
+    ids = np.array(unit_ids.to_pylist(), dtype=object).astype(str)
+    at = np.searchsorted(np.array(bounds, dtype=str), ids, side="right") - 1
+    return np.maximum(at, 0).astype(np.int64)
