@@ -15,7 +15,6 @@ A step whose writers would only route rows they read (near dedup's band routing)
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,6 +27,7 @@ import pyarrow as pa
 from pipeline.core.storage import Location
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
+from pipeline.run.markers import load_marker, write_marker
 from pipeline.run.results import RegroupResult, TaskResult
 from pipeline.run.timer import TaskTimer
 
@@ -122,8 +122,9 @@ def grouped(
     timer = TaskTimer()
     name = f"g{group:05d}-k{bucket:05d}"
     done = folder / f"{name}.json"
-    if reuse and done.exists():  # its marker holds the earlier result's own fields
-        return timer.result(codec.result, **json.loads(done.read_bytes()), reused=True)
+    earlier = load_marker(done, codec.result) if reuse else None  # its own fields
+    if earlier is not None:
+        return timer.result(codec.result, **earlier.own_fields(), reused=True)
     parts, fields = len(plan.bucket_parts(bucket)), len(codec.merges)
     # per writer with rows in the bucket, per part: its fields' (offset, size) in the spill file
     placed: list[list[list[tuple[int, int]] | None]] = []
@@ -156,5 +157,5 @@ def grouped(
                         out.write(data)
                         sizes[-1][-1] += len(data)
     marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", **codec.marker(sizes)}
-    done.write_bytes(json.dumps(marker).encode())  # written last: the object is whole
+    write_marker(done, marker)  # written last: the object is whole
     return timer.result(codec.result, **marker)

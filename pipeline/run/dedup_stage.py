@@ -21,11 +21,11 @@ from pipeline.dedup import components
 from pipeline.exchange.plan import exchange_plan
 from pipeline.exchange.sections import (
     Range,
+    SectionedObject,
     part_ranges,
     unit_bounds,
     unit_bucket,
 )
-from pipeline.exchange.sections import SectionedObject as Writer
 from pipeline.run.read_stage import Reads, Units
 from pipeline.run.results import AuditResult
 from pipeline.run.waves import Waves
@@ -45,7 +45,7 @@ def exchange(
     dedup: DedupConfig,
     folder: Location,
     stage: str,
-    writers: list[Writer],
+    writers: list[SectionedObject],
     n: int,
     reads: int = 1,
 ) -> dict[int, list[Range]]:
@@ -90,7 +90,7 @@ def exact_dedup(
     n = dedup.partitions
     bounds = unit_bounds(units.ids, n)
     if dedup.exact:
-        hashes = [Writer(layout.exact_hashes(r.unit), r.hash_size) for r in reads.results]
+        hashes = [SectionedObject(layout.exact_hashes(r.unit), r.hash_size) for r in reads.results]
         ranges = exchange(waves, dedup, layout.exchange("exact", "hashes"), "exact", hashes, n)
     else:
         ranges = {p: [] for p in range(n)}
@@ -100,7 +100,7 @@ def exact_dedup(
         [task.remote(layout, p, ranges[p], shared, dedup.exact) for p in range(n)],
         merge=True,
     )
-    removed = [Writer(layout.exact_removed(r.part), r.size) for r in parts]
+    removed = [SectionedObject(layout.exact_removed(r.part), r.size) for r in parts]
     removals = _removals(waves, dedup, layout, "exact", "exact-removed", removed, bounds)
     merge = waves.task("merge_exact")
     waves.run("exact", [merge.remote(layout, removals.by_bucket)], merge=True)
@@ -126,7 +126,7 @@ def near_dedup(
         for q in range(n)
     ]
     asked = waves.run("near", [refs[0] for refs in members], merge=True)
-    asking = [Writer(layout.near_requests(r.part), r.size) for r in asked]
+    asking = [SectionedObject(layout.near_requests(r.part), r.size) for r in asked]
     requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
     unit_ids, origins = waves.put(units.ids), waves.put([units.origin_of[u] for u in units.ids])
     fetch = waves.task("near_fetch")
@@ -138,7 +138,7 @@ def near_dedup(
         ],
         merge=True,
     )
-    sent = [Writer(layout.near_cands(r.part), r.size) for r in fetched]
+    sent = [SectionedObject(layout.near_cands(r.part), r.size) for r in fetched]
     cands = exchange(waves, dedup, layout.exchange("near", "cand"), "near", sent, n)
     keep, shared = waves.task("near_keep"), waves.put(bounds)
     kept = waves.run(
@@ -149,7 +149,7 @@ def near_dedup(
         ],
         merge=True,
     )
-    removed = [Writer(layout.near_removed(r.part), r.size) for r in kept]
+    removed = [SectionedObject(layout.near_removed(r.part), r.size) for r in kept]
     return _removals(waves, dedup, layout, "near", "near-removed", removed, bounds)
 
 

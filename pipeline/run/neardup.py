@@ -92,8 +92,8 @@ from pipeline.run.results import (
 from pipeline.run.timer import TaskTimer
 
 
-def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> list[int]:
-    """`table` as one object at `loc`, sectioned by each row's partition (0..n-1)."""
+def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
+    """`table` as one object at `loc`, sectioned by each row's partition (0..n-1); its size."""
     return sections.write_sectioned(loc, table, parts, n)
 
 

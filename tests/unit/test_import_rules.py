@@ -69,9 +69,9 @@ def test_formats_import_neither_tokens_nor_run():
         assert not [m for m in modules if _under(m, ("tokens", "run"))], path
 
 
-# A pass-1 task returns the run's task results (run/results.py, timed by run/timer.py): the
-# only part of run the exchange may import.
-RUN_RESULTS = ("run.results", "run.timer")
+# A pass-1 task returns the run's task results (run/results.py, timed by run/timer.py), its
+# done marker one of them (run/markers.py): the only parts of run the exchange may import.
+RUN_RESULTS = ("run.results", "run.timer", "run.markers")
 
 
 def test_exchange_imports_neither_run_tokens_nor_dedup():
