@@ -58,7 +58,7 @@ def stage_unit(work: str, mb: float) -> int:
     from pipeline.core.storage import Location
     from pipeline.dedup.exact import REMOVED_SCHEMA
     from pipeline.ingest.records import DOCS_SCHEMA
-    from pipeline.run.tasks import DOCS_PARQUET
+    from pipeline.run.read_dedup_tasks import DOCS_PARQUET
 
     text = sample_text()
     size = int(mb * 2**20)

@@ -53,7 +53,7 @@ def _warm_worker() -> int:
     """Start a worker and import what the stages import, so timings exclude process start-up."""
     import pipeline.run.neardup  # noqa: F401
     import pipeline.run.pack_tasks  # noqa: F401
-    import pipeline.run.tasks  # noqa: F401
+    import pipeline.run.read_dedup_tasks  # noqa: F401
     import pipeline.run.tokenize_tasks  # noqa: F401
     from pipeline.dedup import minhash
 

@@ -44,7 +44,7 @@ from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run import tokenize_tasks
 from pipeline.run.pack_stage import pack_stage
-from pipeline.run.tasks import DOCS_PARQUET
+from pipeline.run.read_dedup_tasks import DOCS_PARQUET
 from pipeline.run.tokenize_stage import Tokenized
 from pipeline.run.waves import Waves
 from pipeline.tokens.encode import (

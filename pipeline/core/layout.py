@@ -18,7 +18,7 @@
                                         objects (exchange/sections.py, exchange/regroup.py)
           removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
           quarantine.parquet            every quarantined record of the run (+ origin: named
-                                        sources; run/tasks.py merge_quarantine)
+                                        sources; run/read_dedup_tasks.py merge_quarantine)
           stats.json                    per-stage counts, bytes and requests (cost report)
           committed.json                {"version": id} once the run's version is committed
           removed_ids.parquet           a takedown's folder (`remove`, run/takedown.py; its id

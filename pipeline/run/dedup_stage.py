@@ -1,9 +1,9 @@
 """The dedup stages: exact dedup, near dedup (optional), then the removal audit.
 
-Each step is a wave of Ray tasks (run/tasks.py, run/neardup.py) run through `Waves`. Between
-steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs pass 1
-(`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The removals
-of both dedups end up in unit buckets (`Removals.bounds`), which the audit merges bucket by
+Each step is a wave of Ray tasks (run/read_dedup_tasks.py, run/neardup.py) run through `Waves`.
+Between steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs
+pass 1 (`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The
+removals of both dedups end up in unit buckets (`Removals.bounds`), which the audit merges bucket by
 bucket.
 """
 

@@ -1,7 +1,7 @@
-"""What the read pass writes for near dedup, while it holds a unit's documents (run/tasks.py
-read_unit), so that near dedup (run/neardup.py) reads neither the documents nor, for banding,
-the signatures. Both files live under `_work/units/<read_key>/` (core/layout.py), shared by the
-runs that read the unit the same way:
+"""What the read pass writes for near dedup, while it holds a unit's documents
+(run/read_dedup_tasks.py read_unit), so that near dedup (run/neardup.py) reads neither the documents
+nor, for banding, the signatures. Both files live under `_work/units/<read_key>/` (core/layout.py),
+shared by the runs that read the unit the same way:
 
     <unit>.sig-<signature_key>.parquet  one row per document, sorted by (source, row): key
         (int64 node key: xxh3-64 of (source, row), with named sources (origin, source, row)),

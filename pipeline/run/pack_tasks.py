@@ -1,7 +1,7 @@
 """Pack tasks: the two passes of tokens/pack.py (exchange objects, then shards).
 
-Like every task module (run/tasks.py): picklable descriptions in, a small typed result out; an
-exchange object's done marker and a shard's verified write are what a rerun reuses.
+Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed
+result out; an exchange object's done marker and a shard's verified write are what a rerun reuses.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Tokenize tasks: the engine equality probe, and one unit's documents to its token file.
 
-Like every task module (run/tasks.py): picklable descriptions in, a small typed result out, each
-unit's output committed atomically and then marked done (resume). The token file's format is
-documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
+Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
+out, each unit's output committed atomically and then marked done (resume). The token file's format
+is documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
 """
 
 from __future__ import annotations

@@ -21,8 +21,7 @@ from tqdm import tqdm
 
 from pipeline.core.storage import IO
 from pipeline.exchange.regroup import regroup
-from pipeline.run import neardup, pack_tasks, tokenize_tasks
-from pipeline.run import tasks as read_dedup_tasks
+from pipeline.run import neardup, pack_tasks, read_dedup_tasks, tokenize_tasks
 from pipeline.run.results import StageReport, TaskResult
 
 # every Ray task of a run, by name: the functions are the task bodies

@@ -104,7 +104,7 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
 
     from pipeline.core.layout import RunLayout
     from pipeline.dedup.exact import REMOVED_SCHEMA
-    from pipeline.run.tasks import merge_exact
+    from pipeline.run.read_dedup_tasks import merge_exact
 
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
     units = [f"u{i}" for i in range(6)]
