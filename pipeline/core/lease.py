@@ -6,7 +6,7 @@ If-None-Match: *, via s3fs mode="create"; local: a hard link of a finished temp 
 fails if the name exists), so two drivers can never both create it.
 
 Fencing: a holder remembers what it stored (S3: the object's ETag; local: the file's inode and
-bytes). Every renewal, and the renewal just before a commit (run/driver.py), first checks that the
+bytes). Every renewal, and the one just before a commit (run/commit_stage.py), first checks that the
 stored lease is still that one — on S3 atomically, as a PUT with If-Match: <ETag>; locally by
 comparing inode and bytes, then replacing the file by rename — and raises LeaseLost otherwise.
 So a driver paused past its expiry, whose lease another run took over, stops instead of
