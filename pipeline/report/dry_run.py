@@ -37,7 +37,7 @@ from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig,
 from pipeline.exchange.plan import exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
-from pipeline.tokens.pack import pack_plan
+from pipeline.tokens.pack import INDEX_ROW_BYTES, pack_plan
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
     from pipeline.config import Config
@@ -130,6 +130,7 @@ class _Cut:
     s: int  # shards
     k: int  # pack key buckets
     g: int  # pack unit groups
+    one_pass: bool  # pack's shard tasks read the token files (tokens/pack.py)
     token_bytes: int
     shard_bytes: int
     sig_doc: int  # bytes of one document's signature row
@@ -179,7 +180,9 @@ def dry_run(
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
     token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
-    plan = pack_plan(token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes)
+    plan = pack_plan(
+        token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes, docs=docs
+    )
     c = _Cut(
         corpus_bytes,
         docs,
@@ -189,6 +192,7 @@ def dry_run(
         plan.shards,
         plan.buckets,
         plan.groups,
+        plan.one_pass,
         token_bytes,
         shard_bytes,
         num_perm * 4 + 60,
@@ -205,6 +209,7 @@ def dry_run(
         "shards": c.s,
         "pack_buckets": c.k,
         "pack_groups": c.g,
+        "pack_one_pass": c.one_pass,
         "token_bytes": token_bytes,
         # the settings the cut used, printed so that a plan says which it is
         "unit_bytes": unit_bytes,
@@ -365,20 +370,35 @@ def _tokenize(c: _Cut) -> StagePlan:
 
 def _pack(c: _Cut) -> StagePlan:
     """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
-    no read back, a HEAD per .bin and .idx)."""
+    no read back, a HEAD per .bin and .idx); or, one pass, S shard tasks reading each unit's
+    index and token range."""
     g, k, s, t = c.g, c.k, c.s, c.token_bytes
+    shards_out = s * (puts(c.shard_bytes) + 1)
+    rss = WORKER_BASE_MB + 4 * c.shard_bytes / MiB
+    if c.one_pass:
+        index_reads = s * c.docs * INDEX_ROW_BYTES
+        gets = {"get": 2 * c.m * s, "put": shards_out, "head": 2 * s}
+        return StagePlan("pack", s, gets, t + index_reads, t, rss)
     return StagePlan(
         "pack",
         g * k + s,
         {
             "get": 2 * c.m * k + g * s,
-            "put": g * k * (puts(t / (g * k)) + 1) + s * (puts(c.shard_bytes) + 1),
+            "put": g * k * (puts(t / (g * k)) + 1) + shards_out,
             "head": g * k + 2 * s,
         },
         2 * t,
         2 * t,
-        WORKER_BASE_MB + 4 * c.shard_bytes / MiB,
+        rss,
     )
+
+
+def _pack_cut(cut: dict) -> str:
+    if cut["pack_one_pass"]:
+        return "pack in one pass: each shard task reads the units' token files"
+    g, k = cut["pack_groups"], cut["pack_buckets"]
+    disk = si(cut["token_bytes"] / (g * k))
+    return f"pack exchange {g} unit groups x {k} key buckets, {disk}B of local disk per pass-1 task"
 
 
 def _cost(stage: StagePlan, corpus_bytes: int, rates: dict, prices: PricesConfig) -> None:
@@ -432,10 +452,7 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" and {cut['corpus_bytes'] // max(1, cut['docs']):,} B per document (--docs)",
         f"corpus {si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
         f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
-        f" shards ({si(cut['token_bytes'])}B of tokens; pack exchange {cut['pack_groups']}"
-        f" unit groups x {cut['pack_buckets']} key buckets,"
-        f" {si(cut['token_bytes'] / (cut['pack_groups'] * cut['pack_buckets']))}B of local disk"
-        " per pass-1 task)",
+        f" shards ({si(cut['token_bytes'])}B of tokens; {_pack_cut(cut)})",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
         f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}{'moved':>7}",
     ]

@@ -66,24 +66,31 @@ def run_packs(
     """Both passes of every pack into `version` (a run's, or a takedown's: run/takedown.py), as
     one stage "pack"; `error` (a RunError) when a shard fails what `verify` checks."""
     exchange_task = waves.task("exchange_bucket")
+    two_pass = [(plan, groups) for _, _, plan, groups in packs if not plan.one_pass]
     exchanged = waves.run(
         "pack",
         [
             exchange_task.remote(layout, plan, g, k, groups[g], tokenizer["dtype"])
-            for _, _, plan, groups in packs
+            for plan, groups in two_pass
             for g in range(plan.groups)
             for k in range(plan.buckets)
         ],
     )
     futures, owners, at = [], [], 0
-    shard_task = waves.task("pack_shard")
-    for source, split, plan, _ in packs:
-        mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
-        at += len(mine)
-        sections = shard_sections(plan, mine)
-        for k in range(plan.shards):
-            futures.append(shard_task.remote(layout, version, plan, k, sections[k], tokenizer))
-            owners.append((source, split))
+    shard_task, direct_task = waves.task("pack_shard"), waves.task("pack_shard_direct")
+    for source, split, plan, groups in packs:
+        if plan.one_pass:  # the shard tasks read the token files (tokens/pack.py)
+            units = [unit for group in groups for unit in group]
+            shards = [direct_task.remote(layout, version, plan, k, units, tokenizer)
+                      for k in range(plan.shards)]  # fmt: skip
+        else:
+            mine = exchanged[at : at + plan.groups * plan.buckets]  # results keep their order
+            at += len(mine)
+            sections = shard_sections(plan, mine)
+            shards = [shard_task.remote(layout, version, plan, k, sections[k], tokenizer)
+                      for k in range(plan.shards)]  # fmt: skip
+        futures += shards
+        owners += [(source, split)] * len(shards)
     try:
         packed = waves.run("pack", futures, merge=True)
     except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
@@ -113,6 +120,7 @@ def _plan_packs(
             int(cfg.pack.shard_bytes),
             int(cfg.pack.exchange_request_bytes),
             int(cfg.pack.exchange_task_bytes),
+            docs=sum(r.docs for r in mine),  # each pack reads every document's index row
         )
         if split:
             plan = dataclasses.replace(

@@ -69,12 +69,35 @@ def _unit_piece(
     layout, unit, removed, lo, hi, shard_lows, itemsize, plan: pack.PackPlan
 ) -> list[Section]:
     """One unit's rows in [lo, hi) cut by shard: per shard its token bytes and index rows, or
-    None; no sections when it has no rows there. When the plan names a split, only that
-    split's rows (tokens/split.py); never its excluded documents (a takedown)."""
+    None; no sections when it has no rows there."""
+    rows = _unit_rows(layout, unit, removed, lo, hi, itemsize, plan)
+    if rows is None:
+        return []
+    raw, piece = rows
+    cuts = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
+    cuts = np.append(cuts, piece.num_rows)
+    rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
+    view, out = memoryview(raw), []
+    for j in range(len(shard_lows)):
+        j0, j1 = int(cuts[j]), int(cuts[j + 1])
+        if j0 == j1:
+            out.append(None)
+            continue
+        index_rows = encode(piece.slice(j0, j1 - j0), pack.TOKEN_INDEX_SCHEMA)
+        out.append((view[int(rel[j0]) : int(rel[j1])], index_rows))
+    return out
+
+
+def _unit_rows(
+    layout, unit, removed, lo, hi, itemsize, plan: pack.PackPlan
+) -> tuple[bytes, pa.Table] | None:
+    """One unit's documents with keys in [lo, hi): their token bytes and index rows (one index
+    GET, one token-range GET), or None when it has none there. When the plan names a split,
+    only that split's rows (tokens/split.py); never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
-        return []
+        return None
     starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
     raw = layout.tokens_bin(unit, removed).read_bytes(
         int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
@@ -94,19 +117,8 @@ def _unit_piece(
         ).tobytes()
         piece = piece.filter(pa.array(keep))
         if piece.num_rows == 0:
-            return []
-    rows = np.searchsorted(piece["key"].to_numpy(), shard_lows, side="left")
-    rows = np.append(rows, piece.num_rows)
-    rel = np.concatenate([[0], np.cumsum(piece["length"].to_numpy())]) * itemsize
-    view, out = memoryview(raw), []
-    for j in range(len(shard_lows)):
-        j0, j1 = int(rows[j]), int(rows[j + 1])
-        if j0 == j1:
-            out.append(None)
-            continue
-        index_rows = encode(piece.slice(j0, j1 - j0), pack.TOKEN_INDEX_SCHEMA)
-        out.append((view[int(rel[j0]) : int(rel[j1])], index_rows))
-    return out
+            return None
+    return raw, piece
 
 
 def pack_shard(
@@ -124,19 +136,64 @@ def pack_shard(
     WrittenBoundaries, check_written); VerifyError otherwise."""
     timer = TaskTimer()
     dtype = np.dtype(tokenizer["dtype"])
-    index_parts, token_parts, offset = [], [], 0
+    parts = _Parts(dtype)
     for name, at, token_bytes, index_bytes in sections:
         if token_bytes == 0:
             continue
         loc = layout.pack_exchange(plan.name) / name
         raw = loc.read_bytes(at, at + token_bytes + index_bytes)
-        tokens = np.frombuffer(raw, dtype=dtype, count=token_bytes // dtype.itemsize)
-        index = decode(raw[token_bytes:])
-        lengths = index["length"].to_numpy()
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + offset
-        token_parts.append(tokens)
-        index_parts.append(index.append_column("start", pa.array(starts, pa.int64())))
-        offset += len(tokens)
+        parts.add(memoryview(raw)[:token_bytes], decode(raw[token_bytes:]))
+    return _write_shard(layout, version, plan, shard, parts, tokenizer, timer)
+
+
+def pack_shard_direct(
+    layout: RunLayout,
+    version: Location,
+    plan: pack.PackPlan,
+    shard: int,
+    units: list[tuple[str, str]],
+    tokenizer: dict,
+) -> PackResult:
+    """A one-pass pack's shard (plan.one_pass, tokens/pack.py): the shard's key range of every
+    unit ((unit, removals digest) each) read from its token file, one index GET and one
+    token-range GET a unit; then written and checked as pack_shard writes it."""
+    timer = TaskTimer()
+    dtype = np.dtype(tokenizer["dtype"])
+    lo, hi = pack.key_range(shard, plan.shards)
+    parts = _Parts(dtype)
+    for unit, removed in units:
+        rows = _unit_rows(layout, unit, removed, lo, hi, dtype.itemsize, plan)
+        if rows is not None:
+            parts.add(*rows)
+    return _write_shard(layout, version, plan, shard, parts, tokenizer, timer)
+
+
+class _Parts:
+    """A shard's pieces as they are read: their tokens, and their index rows with each
+    document's start in the pieces' concatenation."""
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype, self.tokens, self.index, self.offset = dtype, [], [], 0
+
+    def add(self, raw, index: pa.Table) -> None:
+        tokens = np.frombuffer(raw, dtype=self.dtype)
+        starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())[:-1]]) + self.offset
+        self.tokens.append(tokens)
+        self.index.append(index.append_column("start", pa.array(starts, pa.int64())))
+        self.offset += len(tokens)
+
+
+def _write_shard(
+    layout: RunLayout,
+    version: Location,
+    plan: pack.PackPlan,
+    shard: int,
+    parts: _Parts,
+    tokenizer: dict,
+    timer: TaskTimer,
+) -> PackResult:
+    """The shard from its pieces, merged by the sort keys, checked as it is written."""
+    dtype, index_parts, token_parts = parts.dtype, parts.index, parts.tokens
     name = plan.shard_name(shard)
     bin_loc, idx_loc = version / f"{name}.bin", version / f"{name}.idx"
     merged = pack.TOKEN_INDEX_SCHEMA.empty_table()

@@ -38,6 +38,7 @@ TASKS = {
         tokenize_tasks.tokenize_unit_task,
         pack_tasks.exchange_bucket,
         pack_tasks.pack_shard,
+        pack_tasks.pack_shard_direct,
         regroup,
         neardup.near_band_group,
         neardup.near_buckets,

@@ -38,6 +38,16 @@ growing near 16 x 12, so the cap is reached past ~13 TB of tokens): past it K an
 that no task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the
 merge sorts by the same keys), whatever the cut.
 
+One pass where pass 1 would only copy: when every group is one unit (G = M: the units are few
+enough, M <= shard_bytes / request_bytes, that each unit's part of a shard, T / (M·S), is already
+>= request_bytes), pass 1 would write each unit's bucket range back as an object of its own and
+pass 2 read it again. The plan then says `one_pass`: each shard task reads, per unit, its index
+and the shard's token range straight from the token file (2·M·S GETs, no exchange object), so
+the tokens cross storage once on their way to the shards instead of three times. Reading a unit's
+index once per shard must not cost more than the copy it saves: one_pass also needs
+S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. At production sizes (M past
+shard_bytes / request_bytes) the two passes run. The shards are the same bytes either way.
+
 Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
 shard of the bucket in order, a section of two fields = the tokens of the group's documents in
 that shard (unit by unit, each in shuffle order) followed by an Arrow IPC stream of their index
@@ -75,6 +85,9 @@ SORT_KEYS = [
     ("row", "ascending"),
 ]
 _KEY_SPACE = 2**64
+# bytes of one document's row in a token index (.parquet), an upper estimate: id, source, row,
+# key, length, compressed (a make_corpus unit's index measures ~30)
+INDEX_ROW_BYTES = 48
 
 
 def shard_count(total_token_bytes: int, shard_bytes: int) -> int:
@@ -131,6 +144,7 @@ class PackPlan(ExchangePlan):
     valid_fraction: float = 0.0
     excluded: frozenset[str] = field(default=frozenset(), repr=False)
     removal: str = ""  # ids_digest(excluded), names the plan's exchange objects
+    one_pass: bool = False  # shard tasks read the token files themselves (see above)
 
     @property
     def shards(self) -> int:
@@ -167,15 +181,23 @@ def pack_plan(
     shard_bytes: int,
     request_bytes: int,
     task_bytes: int | None = None,
+    docs: int | None = None,
 ) -> PackPlan:
     """The exchange's cut: every token piece moved is >= request_bytes where sizes allow, and
-    no pass-1 task moves more than `task_bytes` (capped_cut)."""
+    no pass-1 task moves more than `task_bytes` (capped_cut). With `docs` (the documents
+    packed), `one_pass` where pass 1 would only copy (see above); without, always two passes."""
     shards = shard_count(total_token_bytes, shard_bytes)
     unit_bytes = total_token_bytes / max(1, units)
     buckets = max(1, min(shards, int(unit_bytes // request_bytes)))
     groups = max(1, min(max(1, units), int(shard_bytes // request_bytes)))
     buckets, groups = capped_cut(buckets, groups, shards, units, total_token_bytes, task_bytes)
-    return PackPlan(shards, buckets, groups)
+    one_pass = (
+        docs is not None
+        and units > 0
+        and groups == units
+        and shards * docs * INDEX_ROW_BYTES <= 2 * total_token_bytes
+    )
+    return PackPlan(shards, buckets, groups, one_pass=one_pass)
 
 
 def shard_sections(plan: PackPlan, exchanged: list) -> dict[int, list[tuple]]:

@@ -6,20 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-from support import SAMPLE_CONFIG
+from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO
 from pipeline.exchange import sections
+from pipeline.formats.run_stats import parse_stats
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.pack import pack_plan
 
 MiB = 2**20
 
 
-def _run(tmp_path: Path, name: str, *sets: str):
-    cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / name), overrides=list(sets))
+def _run(tmp_path: Path, name: str, *sets: str, config: Path = SAMPLE_CONFIG):
+    cfg = load_config(config, output_uri=str(tmp_path / name), overrides=list(sets))
     result = run_pipeline(cfg, show_progress=False)
     names = [s[k] for s in result.manifest["shards"] for k in ("bin", "idx")]
     shards = [(result.version / name).read_bytes() for name in names]
@@ -158,3 +159,25 @@ def test_near_dedup_reads_each_signature_file_at_most_once(tmp_path):
     # pass 1 and each reader that joins signatures) would add a multiple of `sigs` (before:
     # 3x on the make_corpus 256 MB run, 118 MB read beyond what was written for 40 MB of them).
     assert near["bytes_read"] - near["bytes_written"] <= sigs + bands
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_one_pass_pack_gives_the_two_pass_shards_and_moves_the_tokens_once(tmp_path):
+    """The sample's packs (two sources, each with a validation split) with one group per unit
+    (16 KiB requests, 1 MiB shards: every unit's part of a shard is big enough) read the token
+    files in the shard tasks: the same shard bytes as two passes, no exchange object, less read
+    and written."""
+    two = "pack.exchange_request_bytes=1MiB"  # one group of all units: two passes
+    two_cfg, two, two_shards = _run(tmp_path, "two", two, config=SOURCES_CONFIG)
+    one = "pack.exchange_request_bytes=16KiB"
+    one_cfg, one, one_shards = _run(tmp_path, "one", one, config=SOURCES_CONFIG)
+    assert one_shards == two_shards and len(one.manifest["splits"]["valid"]) >= 1
+    moved = {}
+    for cfg, result in ((two_cfg, two), (one_cfg, one)):
+        layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+        [packed] = [s for s in parse_stats(layout.stats.read_bytes()).stages if s.stage == "pack"]
+        moved[result is one] = packed.io["bytes_read"] + packed.io["bytes_written"]
+        exchanged = [p for p in Path(layout.run.path, "pack").iterdir() if p.name != "docs"]
+        assert bool(exchanged) == (result is two), exchanged
+    tokens = one.manifest["counts"]["tokens"] * 2  # uint16
+    assert moved[False] - moved[True] >= 1.5 * tokens  # the exchange's write and read

@@ -7,7 +7,8 @@ import pytest
 from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config_sections import DedupConfig, IngestConfig, PackConfig
-from pipeline.tokens.pack import key_range, pack_plan
+from pipeline.report.dry_run import dry_run
+from pipeline.tokens.pack import INDEX_ROW_BYTES, key_range, pack_plan
 
 MiB = 2**20
 
@@ -180,3 +181,29 @@ def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
     )
     assert rows["pack"]["requests"] == 6 and rows["pack"]["mean_get_bytes"] == 100
     assert rows["pack"]["peak_rss_mb"] == 30 and rows["pack"]["seconds"] == 3.0
+
+
+def test_one_pass_only_where_pass_1_would_copy_each_unit_on_its_own():
+    # 16 units of 40 MB of tokens, 256 MiB shards, 16 MiB requests: a group per unit
+    total, docs = 16 * 40 * 10**6, 16 * 10_000
+    plan = pack_plan(total, 16, 256 * MiB, 16 * MiB, docs=docs)
+    assert plan.groups == 16 and plan.one_pass
+    # one unit more than shard / request: groups hold several units, two passes
+    assert not pack_plan(17 * 40 * 10**6, 17, 256 * MiB, 16 * MiB, docs=docs).one_pass
+    # without the document count (takedown, callers that cannot say) always two passes
+    assert not pack_plan(total, 16, 256 * MiB, 16 * MiB).one_pass
+    # no unit: the empty shard of a single input comes from the two-pass path
+    assert not pack_plan(0, 0, 256 * MiB, 16 * MiB, docs=0).one_pass
+    # tiny documents: reading every unit's index once per shard would cost more than the copy
+    many = 2 * total // (plan.shards * INDEX_ROW_BYTES) + 1
+    assert not pack_plan(total, 16, 256 * MiB, 16 * MiB, docs=many).one_pass
+
+
+def test_dry_run_packs_in_one_pass_where_the_run_would():
+    cut, stages = dry_run(1 * 10**9)
+    [pack] = [s for s in stages if s.name == "pack"]
+    assert cut["pack_one_pass"] and pack.tasks == cut["shards"]
+    assert pack.bytes_written == cut["token_bytes"]  # the shards only: no exchange object
+    assert pack.requests["get"] == 2 * cut["units"] * cut["shards"]
+    big, _ = dry_run(10 * 10**12)
+    assert not big["pack_one_pass"]  # at scale the units outnumber shard / request bytes
