@@ -58,7 +58,7 @@ def stage_unit(work: str, mb: float) -> int:
     from pipeline.core.storage import Location
     from pipeline.dedup.exact import REMOVED_SCHEMA
     from pipeline.ingest.records import DOCS_SCHEMA
-    from pipeline.run.read_dedup_tasks import DOCS_PARQUET
+    from pipeline.run.read_dedup_tasks import write_docs
 
     text = sample_text()
     size = int(mb * 2**20)
@@ -75,7 +75,7 @@ def stage_unit(work: str, mb: float) -> int:
         schema=DOCS_SCHEMA,
     )
     layout = RunLayout(Location.from_uri(work), "bench", "read", "tok")
-    layout.read_docs("u0").write_parquet(docs, **DOCS_PARQUET)
+    write_docs(layout.read_docs("u0"), docs)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     return len(giant.encode())
 

@@ -44,7 +44,7 @@ from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run import tokenize_tasks
 from pipeline.run.pack_stage import pack_stage
-from pipeline.run.read_dedup_tasks import DOCS_PARQUET
+from pipeline.run.read_dedup_tasks import write_docs
 from pipeline.run.tokenize_stage import Tokenized
 from pipeline.run.waves import Waves
 from pipeline.tokens.encode import (
@@ -107,7 +107,7 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         "read",
         f"tok-{time.monotonic_ns()}",
     )
-    layout.read_docs("u0").write_parquet(docs, **DOCS_PARQUET)
+    write_docs(layout.read_docs("u0"), docs)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     cpu, start = _cpu(), time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:

@@ -77,11 +77,16 @@ def tokenize_probe(
 
 
 def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
+    """The unit's first documents, up to max_bytes of text, read a row group at a time: the
+    first one is small (read_dedup_tasks.write_docs), so the probe reads little of a unit."""
     out, size = [], 0
     with layout.read_docs(unit_id).open_read() as f:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=64, columns=["doc_id", "text"]):
-            for doc_id, text in zip(batch["doc_id"].to_pylist(), batch["text"].to_pylist(),
-                                    strict=True):
+        docs = pq.ParquetFile(f)
+        for group in range(docs.metadata.num_row_groups):
+            rows = docs.read_row_group(group, columns=["doc_id", "text"])
+            for doc_id, text in zip(
+                rows["doc_id"].to_pylist(), rows["text"].to_pylist(), strict=True
+            ):
                 if size >= max_bytes:
                     return out
                 out.append((doc_id, text))
