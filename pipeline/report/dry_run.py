@@ -201,16 +201,7 @@ def dry_run(
         int(dedup.exchange_task_bytes),
     )
     cut = {
-        "corpus_bytes": corpus_bytes,
-        "docs": docs,
-        "files": listing.num_rows,
-        "units": m,
-        "partitions": c.p,
-        "shards": c.s,
-        "pack_buckets": c.k,
-        "pack_groups": c.g,
-        "pack_one_pass": c.one_pass,
-        "token_bytes": token_bytes,
+        **_cut_counts(c, listing.num_rows),
         # the settings the cut used, printed so that a plan says which it is
         "unit_bytes": unit_bytes,
         "shard_bytes": shard_bytes,
@@ -391,6 +382,22 @@ def _pack(c: _Cut) -> StagePlan:
         2 * t,
         rss,
     )
+
+
+def _cut_counts(c: _Cut, files: int) -> dict:
+    """The plan's first line: what the corpus is cut into."""
+    return {
+        "corpus_bytes": c.corpus_bytes,
+        "docs": c.docs,
+        "files": files,
+        "units": c.m,
+        "partitions": c.p,
+        "shards": c.s,
+        "pack_buckets": c.k,
+        "pack_groups": c.g,
+        "pack_one_pass": c.one_pass,
+        "token_bytes": c.token_bytes,
+    }
 
 
 def _pack_cut(cut: dict) -> str:
