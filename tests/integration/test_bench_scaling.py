@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from support import REPO, SAMPLE_CONFIG
 
 from pipeline.bench import scaling
@@ -32,6 +33,7 @@ def test_mb_corpus_is_built_once_and_reused(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no partial folder left
 
 
+@pytest.mark.slow  # runs the pipeline on Ray
 def test_one_worker_run_reports_per_stage_rates_on_one_core(tmp_path, capsys):
     scaling.main(
         [

@@ -19,6 +19,8 @@ from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 from pipeline.formats.verify import verify_version
 
+pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

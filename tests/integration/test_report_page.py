@@ -24,6 +24,8 @@ from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 
+pytestmark = pytest.mark.slow  # runs the pipeline as a command for its report (conftest.py)
+
 
 class _Tables(HTMLParser):
     """The page's tables as rows of cell texts, its h2 titles and paragraphs."""

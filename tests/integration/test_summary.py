@@ -17,6 +17,8 @@ from support import REPO, SOURCES_CONFIG, own_ray_env
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError, data_path_line, parse_blend, resolve_version
 
+pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
+
 STAGES = ["list", "read+hash", "quarantine", "exact", "near", "audit", "tokenize", "pack"]
 
 

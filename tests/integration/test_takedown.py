@@ -23,6 +23,8 @@ from pipeline.run.driver import run_pipeline
 from pipeline.run.takedown import remove_documents
 from pipeline.tokens.pack import ids_digest
 
+pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
