@@ -38,15 +38,17 @@ growing near 16 x 12, so the cap is reached past ~13 TB of tokens): past it K an
 that no task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the
 merge sorts by the same keys), whatever the cut.
 
-One pass where pass 1 would only copy: when every group is one unit (G = M: the units are few
-enough, M <= shard_bytes / request_bytes, that each unit's part of a shard, T / (M·S), is already
->= request_bytes), pass 1 would write each unit's bucket range back as an object of its own and
-pass 2 read it again. The plan then says `one_pass`: each shard task reads, per unit, its index
-and the shard's token range straight from the token file (2·M·S GETs, no exchange object), so
-the tokens cross storage once on their way to the shards instead of three times. Reading a unit's
-index once per shard must not cost more than the copy it saves: one_pass also needs
-S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. At production sizes (M past
-shard_bytes / request_bytes) the two passes run. The shards are the same bytes either way.
+One pass where the units are few: reading one range of every unit for every shard is only
+quadratic when both grow with the corpus. While each unit's part of a shard, T / (M·S), is at
+least request_bytes / 2 (as large as pass 2's own pieces T / (G·S) get: a shard is more than half
+full), the plan says `one_pass`: each shard task reads, per unit, its index and the shard's token
+range straight from the token file (2·M·S GETs <= 4·T / request_bytes, still linear in T; no
+exchange object), so the tokens cross storage once on their way to the shards instead of three
+times. Reading a unit's index once per shard must not cost more than the copy it saves: one_pass
+also needs S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. Up to about
+2·shard_bytes / request_bytes units (32 at the defaults: ~2 GB of input in 64 MiB units) the
+pack runs in one pass; at production sizes the two passes run. The shards are the same bytes
+either way.
 
 Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
 shard of the bucket in order, a section of two fields = the tokens of the group's documents in
@@ -185,7 +187,7 @@ def pack_plan(
 ) -> PackPlan:
     """The exchange's cut: every token piece moved is >= request_bytes where sizes allow, and
     no pass-1 task moves more than `task_bytes` (capped_cut). With `docs` (the documents
-    packed), `one_pass` where pass 1 would only copy (see above); without, always two passes."""
+    packed), `one_pass` where the units are few enough (see above); without, two passes."""
     shards = shard_count(total_token_bytes, shard_bytes)
     unit_bytes = total_token_bytes / max(1, units)
     buckets = max(1, min(shards, int(unit_bytes // request_bytes)))
@@ -194,7 +196,7 @@ def pack_plan(
     one_pass = (
         docs is not None
         and units > 0
-        and groups == units
+        and 2 * total_token_bytes >= units * shards * request_bytes
         and shards * docs * INDEX_ROW_BYTES <= 2 * total_token_bytes
     )
     return PackPlan(shards, buckets, groups, one_pass=one_pass)

@@ -184,20 +184,21 @@ def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
     assert rows["pack"]["peak_rss_mb"] == 30 and rows["pack"]["seconds"] == 3.0
 
 
-def test_one_pass_only_where_pass_1_would_copy_each_unit_on_its_own():
-    # 16 units of 40 MB of tokens, 256 MiB shards, 16 MiB requests: a group per unit
-    total, docs = 16 * 40 * 10**6, 16 * 10_000
-    plan = pack_plan(total, 16, 256 * MiB, 16 * MiB, docs=docs)
-    assert plan.groups == 16 and plan.one_pass
-    # one unit more than shard / request: groups hold several units, two passes
-    assert not pack_plan(17 * 40 * 10**6, 17, 256 * MiB, 16 * MiB, docs=docs).one_pass
+def test_one_pass_only_while_each_units_part_of_a_shard_is_a_large_read():
+    # 22 units of 30 MB of tokens, 256 MiB shards (3), 16 MiB requests: 10 MB a unit and shard
+    total, docs = 22 * 30 * 10**6, 22 * 6_000
+    plan = pack_plan(total, 22, 256 * MiB, 16 * MiB, docs=docs)
+    assert plan.shards == 3 and plan.one_pass
+    assert 2 * total / (22 * plan.shards) >= 16 * MiB  # each read >= half the request size
+    # twice the units of the same size: 5 MB a unit and shard, two passes
+    assert not pack_plan(2 * total, 44, 256 * MiB, 16 * MiB, docs=2 * docs).one_pass
     # without the document count (takedown, callers that cannot say) always two passes
-    assert not pack_plan(total, 16, 256 * MiB, 16 * MiB).one_pass
+    assert not pack_plan(total, 22, 256 * MiB, 16 * MiB).one_pass
     # no unit: the empty shard of a single input comes from the two-pass path
     assert not pack_plan(0, 0, 256 * MiB, 16 * MiB, docs=0).one_pass
     # tiny documents: reading every unit's index once per shard would cost more than the copy
     many = 2 * total // (plan.shards * INDEX_ROW_BYTES) + 1
-    assert not pack_plan(total, 16, 256 * MiB, 16 * MiB, docs=many).one_pass
+    assert not pack_plan(total, 22, 256 * MiB, 16 * MiB, docs=many).one_pass
 
 
 def test_dry_run_packs_in_one_pass_where_the_run_would():
