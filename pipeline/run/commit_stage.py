@@ -47,24 +47,23 @@ def commit(
     counted: Counted,
     packed: Packed,
     started: dt.datetime,
-    lease=None,
 ) -> RunResult:
-    """The manifest and stats.json, then the commit (fenced by `lease` when given)."""
+    """The manifest and stats.json, then the commit (fenced by the waves' lease when held)."""
     cfg, layout = listing.cfg, listing.layout
     version = layout.version(packed.version_id)
-    manifest = version_manifest(listing, units, counted, packed, started)
+    splits = shard_entries(packed.parts)
+    manifest = version_manifest(listing, units, counted, packed, splits, started)
     waves.close_last()  # the last stage's own I/O, before the commit's
     fields = documents.read_fields(
         layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
     )
-    splits = shard_entries(packed.parts)
     manifest["documents"] = document_index(layout, version, splits, fields)  # before it
     try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
         verify_manifest(version, manifest, shards_checked=True)
     except VerifyError as e:
         raise RunError(f"the version fails verify: {e}; nothing was committed") from None
-    if lease is not None:
-        lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+    if waves.lease is not None:
+        waves.lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
     # the commit's I/O: the document index, the checks, the lease; not this file itself,
     # nor the manifest written after it
     waves.driver_stage("commit")
@@ -76,12 +75,17 @@ def commit(
 
 
 def version_manifest(
-    listing: Listing, units: Units, counted: Counted, packed: Packed, started: dt.datetime
+    listing: Listing,
+    units: Units,
+    counted: Counted,
+    packed: Packed,
+    splits: dict[str, list[dict]],
+    started: dt.datetime,
 ) -> dict:
     """The manifest (formats/manifest.py) of the version the run made, before its document
-    index; RunError unless every document is accounted for (run/accounting.py)."""
+    index; RunError unless every document is accounted for (run/accounting.py). `splits`:
+    each split's shard entries (accounting.shard_entries)."""
     cfg = listing.cfg
-    splits = shard_entries(packed.parts)
     weights = {s.name: s.weight for s in cfg.sources}
     tokenized, reads = counted.tokenized.results, counted.reads
     return build_manifest(

@@ -53,7 +53,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
             tqdm.write(f"warning: {warning}", file=sys.stderr)  # above the open stage bar
         with held(layout.lease, layout.run_id) as lease:
             waves.lease = lease
-            result = run_stages(waves, listing, started, allow_empty, lease)
+            result = run_stages(waves, listing, started, allow_empty)
             layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
     finally:
         waves.bars.close()
@@ -62,7 +62,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
 
 
 def run_stages(
-    waves: Waves, listing: Listing, started: dt.datetime, allow_empty: bool = False, lease=None
+    waves: Waves, listing: Listing, started: dt.datetime, allow_empty: bool = False
 ) -> RunResult:
     """Every stage after the listing; commits the version (nothing, on a RunError)."""
     cfg, layout = listing.cfg, listing.layout
@@ -80,7 +80,7 @@ def run_stages(
     quarantined = quarantine_tokenized(waves, listing, units, reads, tokenized.results)
     packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
     counted = Counted(reads, audit, tokenized, quarantined)
-    return commit(waves, listing, units, counted, packed, started, lease)
+    return commit(waves, listing, units, counted, packed, started)
 
 
 def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:

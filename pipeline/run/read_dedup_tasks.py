@@ -45,10 +45,11 @@ PROBE_ROWS = 64
 
 def write_docs(loc: Location, docs: pa.Table) -> None:
     """A unit's documents, PROBE_ROWS rows in the first row group, then DOCS_PARQUET's."""
-    with loc.atomic_writer() as f, pq.ParquetWriter(f, docs.schema, compression="zstd") as out:
+    compression, rows = DOCS_PARQUET["compression"], DOCS_PARQUET["row_group_size"]
+    with loc.atomic_writer() as f, pq.ParquetWriter(f, docs.schema, compression=compression) as out:
         out.write_table(docs.slice(0, PROBE_ROWS), row_group_size=PROBE_ROWS)
         if docs.num_rows > PROBE_ROWS:
-            out.write_table(docs.slice(PROBE_ROWS), row_group_size=DOCS_PARQUET["row_group_size"])
+            out.write_table(docs.slice(PROBE_ROWS), row_group_size=rows)
 
 
 # -- ingest ----------------------------------------------------------------------------------

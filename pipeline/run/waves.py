@@ -129,8 +129,7 @@ class Waves:
         name. Its report adds up the results' own documents and bytes (stage_docs, stage_bytes);
         a redo wave reruns the previous one's work, so its documents replace that wave's."""
         t0 = time.perf_counter()
-        if self.stats:  # what the driver did after the previous wave belongs to that stage
-            self.own_io(self.stats[-1])
+        self.close_last()
         report, stats, new_stage = self._report(name, merge)
         bar = self.bars.wave(name, len(futures), new_stage)
         results: list[TaskResult] = (
@@ -173,7 +172,8 @@ class Waves:
         stats["io"] = dict(Counter(stats["io"]) + delta)
 
     def close_last(self) -> None:
-        """The driver's own I/O since the last wave, into that wave's stage."""
+        """The driver's own I/O since the last wave, into that wave's stage (what the driver
+        did after a wave belongs to its stage)."""
         if self.stats:
             self.own_io(self.stats[-1])
 
