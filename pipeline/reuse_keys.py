@@ -8,7 +8,10 @@ fails), so a key added later cannot be forgotten. The stages:
 
     read     the per-unit read outputs (units/<read_key>/: documents, hashes, quarantine)
     tokens   the per-unit token files (tokens/<token_key>/); what decides the read outputs
-             reaches them through the read key, which the token key hashes
+             reaches them through the read key, which the token key hashes. The read task
+             writes both (it tokenizes while it reads), and the documents the tokenizer makes
+             EOS/BOS from are quarantined before they are hashed: so the read key hashes the
+             tokens keys too
     output   the dataset a run writes: its run key (Config.output_hash, the run id) and the
              manifest's `config` (Config.output_config)
 
@@ -36,8 +39,9 @@ Stage = Literal["read", "tokens", "output"]
 STAGES: tuple[str, ...] = get_args(Stage)
 # Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
 # 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
-#    are one sectioned object (exchange/sections.py).
-LAYOUT_VERSION = 3
+#    are one sectioned object (exchange/sections.py);
+# 4: the read task tokenizes: token files hold every document, a unit's documents file no text).
+LAYOUT_VERSION = 4
 _KEY = "changes_bytes_of"
 
 
@@ -163,15 +167,13 @@ def stage_keys(config: Config) -> dict[str, str]:
     its id, what dedup removed in `<removed>` (core/layout.py); the token key also hashes the read
     key (token files are made from the read outputs) and the tokenizer by content.
     """
-    keys: dict[str, str] = {}
-    for stage in ("read", "tokens"):
-        data = _keyed(config, stage)
-        if stage == "tokens":
-            # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields)
-            # never reach a token file, so changing them re-reads but does not re-tokenize
-            data["read_key"] = digest(_keyed(config, "read", text_only=True))
-        keys[stage] = digest(data)
-    return keys
+    tokens = _keyed(config, "tokens")
+    # the read outputs hold no document the tokenizer quarantines: they depend on the tokens keys
+    read = {**_keyed(config, "read"), "tokens": digest(tokens)}
+    # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields) never
+    # reach a token file, so changing them re-reads (the read task finds the token file made)
+    tokens["read_key"] = digest(_keyed(config, "read", text_only=True))
+    return {"read": digest(read), "tokens": digest(tokens)}
 
 
 def _keyed(config: Config, stage: str, text_only: bool = False) -> dict[str, Any]:

@@ -29,16 +29,24 @@
                                         doc_id, source, row, length (tokens) (tokens/pack.py);
                                         which split and source each document went to
         units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
-          <unit>.docs.parquet           documents read: doc_id, source, row, text
-          <unit>.quarantine.parquet     bad records: source, row, reason, detail
+          <unit>.docs.parquet           documents read: doc_id, source, row and the kept
+                                        fields (keep.<field>); no text: the read task tokenized
+                                        it (tokens/<token_key>/<unit>.bin), nothing reads it back
+          <unit>.quarantine.parquet     bad records: source, row, reason, detail (with the
+                                        documents the tokenizer made EOS/BOS from: they are
+                                        quarantined before dedup sees them)
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
           <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
           <unit>.done.json              completion marker + the unit's counts (written last)
-        tokens/<token_key>/             per-unit token files (see tokens/pack.py)
-          <unit>-<removed>.bin/.parquet the unit's kept documents in shuffle order
-          <unit>-<removed>.quarantine.parquet  documents tokenize quarantined
+        tokens/<token_key>/             per-unit token files, written by the read task
+                                        (see tokens/pack.py)
+          <unit>.bin/.parquet           every document of the unit (before dedup), in
+                                        shuffle order: tokens and their index
+          <unit>.quarantine.parquet     documents the tokenizer made EOS/BOS from
                                         (special_token_text; ingest/records.py schema)
+          <unit>-<removed>.parquet      the index of the documents dedup kept, each with its
+                                        offset into <unit>.bin (what pack reads)
 
 A run id hashes the output-determining config and the input manifest, so rerunning the same
 command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
@@ -106,7 +114,7 @@ VERSION_PATTERN = r"(?![_.])[^/]*T[^/]*[0-9a-f]"
 
 _RUN = f"{WORK_DIR}/runs/{{run}}"
 _UNIT = f"{WORK_DIR}/units/{{read_key}}/{{unit}}"
-_TOKENS = f"{WORK_DIR}/tokens/{{token_key}}/{{unit}}-{{removed}}"
+_TOKENS = f"{WORK_DIR}/tokens/{{token_key}}/{{unit}}"
 
 LEASE = PathRule(f"{WORK_DIR}/lease.json", "work_state")
 RUN_INPUTS = PathRule(f"{_RUN}/inputs.parquet", "work_state")
@@ -141,8 +149,9 @@ READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
 UNIT_FILES = PathRule(f"{WORK_DIR}/units/{{read_key}}/**", "work_state")
 TOKENS_BIN = PathRule(f"{_TOKENS}.bin", "token_parts")
-TOKENS_INDEX = PathRule(f"{_TOKENS}.parquet", "token_parts")  # marks its .bin complete
+TOKENS_ALL = PathRule(f"{_TOKENS}.parquet", "token_parts")  # marks its .bin complete
 TOKENS_QUARANTINE = PathRule(f"{_TOKENS}.quarantine.parquet", "token_parts")
+TOKENS_INDEX = PathRule(f"{_TOKENS}-{{removed}}.parquet", "token_parts")  # the kept documents
 TOKEN_FILES = PathRule(f"{WORK_DIR}/tokens/{{token_key}}/**", "token_parts")
 WORK_FILES = PathRule(f"{WORK_DIR}/**", "work_state")  # anything else under _work/
 AUDIT_FILES = PathRule(f"{AUDIT_DIR}/**", "reports")
@@ -181,6 +190,7 @@ PATHS: tuple[PathRule, ...] = (
     READ_DONE,
     UNIT_FILES,
     TOKENS_BIN,
+    TOKENS_ALL,
     TOKENS_INDEX,
     TOKENS_QUARANTINE,
     TOKEN_FILES,
@@ -322,14 +332,19 @@ class RunLayout:
     def exact_hashes(self, unit: str) -> Location:
         return self._at(EXACT_HASHES, unit=unit)
 
-    def tokens_bin(self, unit: str, removed: str) -> Location:
-        return self._at(TOKENS_BIN, unit=unit, removed=removed)
+    def tokens_bin(self, unit: str) -> Location:
+        return self._at(TOKENS_BIN, unit=unit)
+
+    def tokens_all(self, unit: str) -> Location:
+        """The index of every document in the unit's .bin (written last: marks it complete)."""
+        return self._at(TOKENS_ALL, unit=unit)
+
+    def tokens_quarantine(self, unit: str) -> Location:
+        return self._at(TOKENS_QUARANTINE, unit=unit)
 
     def tokens_index(self, unit: str, removed: str) -> Location:
+        """The index of the documents dedup kept (`removed`: the digest of its removals)."""
         return self._at(TOKENS_INDEX, unit=unit, removed=removed)
-
-    def tokens_quarantine(self, unit: str, removed: str) -> Location:
-        return self._at(TOKENS_QUARANTINE, unit=unit, removed=removed)
 
     @property
     def tokens(self) -> Location:

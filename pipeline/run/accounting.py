@@ -83,8 +83,7 @@ def source_counts(
             "docs_out": sum(r.documents for rs in shards.values() for r in rs),
             "removed_exact": removed.get("exact", 0),
             "removed_near": removed.get("near", 0),
-            "quarantined": sum(sum(r.quarantined.values()) for r in reads)
-            + sum(r.quarantined for r in tokenized if origin_of[r.unit] == name),
+            "quarantined": sum(sum(r.quarantined.values()) for r in reads),
             "tokens": sum(r.tokens for rs in shards.values() for r in rs),
             "removed_in_favour_of": dict(sorted(removed.get("in_favour_of", {}).items())),
             "weight": src.weight,

@@ -28,7 +28,6 @@ from pipeline.run.read_stage import (
     Units,
     check_quarantine,
     list_inputs,
-    quarantine_tokenized,
     read_units,
 )
 from pipeline.run.results import RunResult
@@ -76,10 +75,9 @@ def run_stages(
     if cfg.dedup.near.enabled:
         near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
     audit = audit_stage(waves, layout, exact, near)
-    tokenized = tokenize_stage(waves, cfg, layout, units.ids)
-    quarantined = quarantine_tokenized(waves, listing, units, reads, tokenized.results)
+    tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
     packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
-    counted = Counted(reads, audit, tokenized, quarantined)
+    counted = Counted(reads, audit, tokenized, reads.quarantined)
     return commit(waves, listing, units, counted, packed, started)
 
 

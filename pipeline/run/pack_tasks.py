@@ -91,34 +91,32 @@ def _unit_piece(
 def _unit_rows(
     layout, unit, removed, lo, hi, itemsize, plan: pack.PackPlan
 ) -> tuple[bytes, pa.Table] | None:
-    """One unit's documents with keys in [lo, hi): their token bytes and index rows (one index
-    GET, one token-range GET), or None when it has none there. When the plan names a split,
-    only that split's rows (tokens/split.py); never its excluded documents (a takedown)."""
+    """One unit's kept documents with keys in [lo, hi): their token bytes and index rows (one
+    index GET, one token-range GET over them: the documents dedup removed between them are cut
+    out here), or None when it has none there. When the plan names a split, only that split's
+    rows (tokens/split.py); never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
         return None
-    starts = np.concatenate([[0], np.cumsum(index["length"].to_numpy())])
-    raw = layout.tokens_bin(unit, removed).read_bytes(
-        int(starts[i0]) * itemsize, int(starts[i1]) * itemsize
-    )
     piece = index.slice(i0, i1 - i0)
+    at, lengths = piece["offset"].to_numpy(), piece["length"].to_numpy()
+    first, end = int(at[0]), int(at[-1] + lengths[-1])
+    raw = layout.tokens_bin(unit).read_bytes(first * itemsize, end * itemsize)
+    piece = piece.drop_columns(["offset"])
     keep = np.ones(piece.num_rows, dtype=bool)
     if plan.split:
         keep &= split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
     if plan.excluded:  # a takedown (PackPlan.without)
         value_set = pa.array(sorted(plan.excluded), pa.string())
         keep &= ~pc.is_in(piece["doc_id"], value_set=value_set).to_numpy(zero_copy_only=False)
-    if not keep.all():
-        lengths = piece["length"].to_numpy() * itemsize
-        offsets = (starts[i0:i1] - starts[i0]) * itemsize
-        raw = pack.gather_segments(
-            np.frombuffer(raw, np.uint8), offsets[keep], lengths[keep]
-        ).tobytes()
-        piece = piece.filter(pa.array(keep))
-        if piece.num_rows == 0:
-            return None
-    return raw, piece
+    if keep.all() and end - first == int(lengths.sum()):  # no gap: the range is the pieces
+        return raw, piece
+    raw = pack.gather_segments(
+        np.frombuffer(raw, np.uint8), (at[keep] - first) * itemsize, lengths[keep] * itemsize
+    ).tobytes()
+    piece = piece.filter(pa.array(keep))
+    return (raw, piece) if piece.num_rows else None
 
 
 def pack_shard(

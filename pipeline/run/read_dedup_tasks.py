@@ -35,21 +35,19 @@ from pipeline.run.results import (
     ReadResult,
 )
 from pipeline.run.timer import TaskTimer
+from pipeline.run.tokenize_tasks import tokenize_docs
+from pipeline.tokens.check import EngineMismatch
+from pipeline.tokens.encode import EngineUnavailable
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
-# A unit's documents file (core/layout.READ_DOCS) starts with a row group of this many rows:
-# what tokenize's engine probe reads of a unit (tokenize_tasks._first_documents), one small
-# read instead of a whole 16384-row group (on a 64 MB corpus the probe read 23 % of the input).
-PROBE_ROWS = 64
 
 
 def write_docs(loc: Location, docs: pa.Table) -> None:
-    """A unit's documents, PROBE_ROWS rows in the first row group, then DOCS_PARQUET's."""
-    compression, rows = DOCS_PARQUET["compression"], DOCS_PARQUET["row_group_size"]
-    with loc.atomic_writer() as f, pq.ParquetWriter(f, docs.schema, compression=compression) as out:
-        out.write_table(docs.slice(0, PROBE_ROWS), row_group_size=PROBE_ROWS)
-        if docs.num_rows > PROBE_ROWS:
-            out.write_table(docs.slice(PROBE_ROWS), row_group_size=rows)
+    """A unit's documents file (core/layout.READ_DOCS): ids, rows and kept fields, no text (the
+    read task tokenized it; the document index takes the kept fields from here)."""
+    if "text" in docs.column_names:
+        docs = docs.drop_columns(["text"])
+    loc.write_parquet(docs, **DOCS_PARQUET)
 
 
 # -- ingest ----------------------------------------------------------------------------------
@@ -89,13 +87,44 @@ def _salted(unit_ids: pa.ChunkedArray, name: str) -> pa.Array:
     return pa.array(ids, pa.string())
 
 
-def read_unit(
-    layout: RunLayout, input_root: Location, unit_id: str, pieces: list[dict], cfg: Config
+def read_unit_task(
+    layout: RunLayout,
+    input_root: Location,
+    unit_id: str,
+    pieces: list[dict],
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str,
+    rewrite: bool = False,
 ) -> ReadResult:
+    """read_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
+    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
+    every unit's outcome and can rerun the wave with tokenizers. No done marker was written."""
+    try:
+        return read_unit(layout, input_root, unit_id, pieces, cfg, tokenizer_json, engine, rewrite)
+    except (EngineMismatch, EngineUnavailable) as e:
+        return ReadResult(unit=unit_id, docs_in=0, docs=0, text_bytes=0, hash_size=0,
+                          quarantined={}, mismatch=f"unit {unit_id}: {e}")  # fmt: skip
+
+
+def read_unit(
+    layout: RunLayout,
+    input_root: Location,
+    unit_id: str,
+    pieces: list[dict],
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str = "tokenizers",
+    rewrite: bool = False,
+) -> ReadResult:
+    """Read a unit's pieces once and, while its documents are in memory, tokenize them into the
+    unit's token file (tokenize_tasks.tokenize_docs), then sign and hash those the tokenizer did
+    not quarantine. Nothing writes the text back: no later stage reads it. `rewrite`: the
+    driver's rerun with tokenizers (every output is made again)."""
     timer = TaskTimer()
     done = layout.read_done(unit_id)
-    earlier = load_marker(done, ReadResult)  # the earlier result (ReadResult.marker)
-    if earlier is not None:
+    earlier = None if rewrite else load_marker(done, ReadResult)  # ReadResult.marker
+    if earlier is not None and _outputs_present(layout, unit_id, cfg):
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
@@ -103,6 +132,10 @@ def read_unit(
     if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
         prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
         docs = docs.set_column(0, "doc_id", prefixed)
+    tokens = tokenize_docs(layout, unit_id, docs, cfg, tokenizer_json, engine, rewrite)
+    if tokens.quarantine.num_rows:  # never hashed or signed: they can neither win nor lose
+        docs = exact.drop_removed(docs, tokens.quarantine)
+        bad = concat([bad, tokens.quarantine], QUARANTINE_SCHEMA)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
@@ -130,10 +163,26 @@ def read_unit(
         hash_size=hash_size,
         quarantined=dict(quarantined),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
+        tokens=tokens.tokens,
+        engine=tokens.engine,
+        checked=tokens.checked,
     )
     write_marker(done, result.marker())
     result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte
     return result
+
+
+def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config) -> bool:
+    """Whether a done unit's outputs are all there: its token file (the token key may be new,
+    e.g. after inputs[].keep_fields changed) and, with near dedup on, its signatures (a run
+    without near dedup, or retention, may have left none). Otherwise the unit is read again."""
+    if not layout.tokens_all(unit_id).exists():
+        return False
+    if cfg.dedup.near.enabled:
+        from pipeline.run import near_signing as near
+
+        return layout.read_sigs(unit_id, near.signature_key(cfg)).exists()
+    return True
 
 
 def _read_pieces(
@@ -201,25 +250,14 @@ def merge_quarantine(
     layout: RunLayout,
     units: list[str],
     origins: dict[str, str] | None = None,
-    tokenized: dict[str, str] | None = None,
 ) -> QuarantineResult:
     """Every unit's bad records in one listing, sorted by source and row. With `origins` (unit
     id -> source name; named sources) every row also has `origin`, the source it came from,
     and rows sort by origin first (two sources may hold the same relative path). A listing
-    without the column (a single `input:`, or a run from before) is the one source's.
-    `tokenized` (unit id -> its removals digest) adds the documents tokenize quarantined."""
+    without the column (a single `input:`, or a run from before) is the one source's. The
+    documents the tokenizer quarantined are in their unit's rows (read_unit)."""
     timer = TaskTimer()
-    tokenized = tokenized or {}
-
-    def unit_rows(u: str) -> pa.Table:
-        read = layout.read_quarantine(u).read_parquet()
-        if u not in tokenized:
-            return read
-        return concat(
-            [read, layout.tokens_quarantine(u, tokenized[u]).read_parquet()], QUARANTINE_SCHEMA
-        )
-
-    parts = [unit_rows(u) for u in units]
+    parts = [layout.read_quarantine(u).read_parquet() for u in units]
     schema, order = QUARANTINE_SCHEMA, [("source", "ascending"), ("row", "ascending")]
     if origins is not None:
         parts = [

@@ -17,8 +17,8 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import table_digest
-from pipeline.ingest.records import SPECIAL_TOKEN_TEXT
-from pipeline.run.results import ListResult, ReadResult, RunError, TokenizeResult
+from pipeline.run.results import ListResult, ReadResult, RunError
+from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback
 from pipeline.run.waves import Waves
 
 
@@ -65,6 +65,7 @@ class Reads:
 
     results: list[ReadResult]
     quarantined: Counter = field(default_factory=Counter)  # records per reason
+    engine: dict = field(default_factory=dict)  # the manifest's tokenizer engine entry
 
     @property
     def docs_in(self) -> int:
@@ -92,24 +93,34 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
 
 
 def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
-    """read+hash: the listing's records written, then each unit read, signed and hashed by one
-    task."""
+    """read+hash: the listing's records written, then each unit read, tokenized, signed and
+    hashed by one task (the engine chosen first, and the wave rerun with tokenizers if a task
+    found it disagreeing: run/tokenize_stage.py)."""
     cfg, layout, listed = listing.cfg, listing.layout, listing.listed
     layout.inputs.write_parquet(listed.inputs)
     layout.units.write_parquet(listed.units)
     layout.skipped.write_parquet(listed.skipped)
-    task, roots = waves.task("read_unit"), listing.roots
-    results = waves.run(
-        "read+hash",
-        [
-            task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg)
-            for u in units.ids
-        ],
-    )
+    tokenizer_json = tokenizer_bytes(waves, cfg)
+    engine, reason = choose_engine(waves, cfg, "read+hash", tokenizer_json)
+    task, roots = waves.task("read_unit_task"), listing.roots
+
+    def wave(engine: str, rewrite: bool) -> list[ReadResult]:
+        return waves.run(
+            "read+hash",
+            [
+                task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg,
+                            tokenizer_json, engine, rewrite)  # fmt: skip
+                for u in units.ids
+            ],
+            merge=True,
+            redo=rewrite,  # the rerun's documents replace the failed wave's in the report
+        )
+
+    results, engine_entry = with_fallback(wave, engine, reason)
     quarantined: Counter = Counter()
     for r in results:
         quarantined.update(r.quarantined)
-    return Reads(results, quarantined)
+    return Reads(results, quarantined, engine_entry)
 
 
 def check_quarantine(
@@ -118,15 +129,14 @@ def check_quarantine(
     units: Units,
     reads: Reads,
     quarantined: Counter,
-    tokenized: dict[str, str] | None = None,
 ) -> None:
-    """The quarantine listing; RunError past ingest.max_error_rate of the records, or of the
-    listed bytes for files whose records could not be counted (forbidden, undecodable).
-    `tokenized`: the units whose documents tokenize quarantined (unit -> removals digest)."""
+    """The quarantine listing (the documents the tokenizer quarantined are the read tasks'
+    too); RunError past ingest.max_error_rate of the records, or of the listed bytes for files
+    whose records could not be counted (forbidden, undecodable)."""
     cfg, layout = listing.cfg, listing.layout
     rate, merge = cfg.ingest.max_error_rate, waves.task("merge_quarantine")
     origins = units.origin_of if cfg.named_sources else None  # rows name their source
-    [_] = waves.run("quarantine", [merge.remote(layout, units.ids, origins, tokenized)])
+    [_] = waves.run("quarantine", [merge.remote(layout, units.ids, origins)])
     docs_in, n_bad = reads.docs_in, sum(quarantined.values())
     if docs_in and n_bad / docs_in > rate:
         raise RunError(
@@ -142,17 +152,3 @@ def check_quarantine(
             f" ingest.max_error_rate = {rate:.2%}; listing:"
             f" {layout.quarantine.uri}. Nothing was committed."
         )
-
-
-def quarantine_tokenized(
-    waves: Waves, listing: Listing, units: Units, reads: Reads, tokenized: list[TokenizeResult]
-) -> Counter:
-    """Every quarantined record by reason: read's, and the documents tokenize left out
-    (special_token_text: the model made the EOS/BOS id from their text), which join the
-    quarantine listing under the same error rate."""
-    quarantined = Counter(reads.quarantined)
-    bad = {r.unit: r.removed for r in tokenized if r.quarantined}
-    if bad:
-        quarantined[SPECIAL_TOKEN_TEXT] += sum(r.quarantined for r in tokenized)
-        check_quarantine(waves, listing, units, reads, quarantined, bad)
-    return quarantined

@@ -115,6 +115,10 @@ class ReadResult(TaskResult):
     hash_size: int  # bytes of its hash-row object (sectioned by partition: exchange/sections.py)
     quarantined: dict[str, int]  # records per reason
     quarantined_bytes: int = 0  # bytes of files whose records could not be counted
+    tokens: int = 0  # in the unit's token file: every document the tokenizer did not quarantine
+    engine: str | None = None  # that made the token file (None: found made)
+    checked: int = 0  # documents re-encoded with tokenizers to check the engine
+    mismatch: str | None = None  # the engine disagreed with tokenizers: no done marker
 
     @property
     def stage_docs(self) -> int:

@@ -1,14 +1,18 @@
-"""The driver's side of the tokenize stage: choose the engine, run the tasks, fall back.
+"""The driver's side of tokenization: choose the engine, fall back, and select what dedup kept.
 
+The read task tokenizes every document while it holds them (read_dedup_tasks.read_unit,
+tokenize_tasks.tokenize_docs), so the text is read once and never written back:
 1. `tokenize.engine: tokenizers` runs tokenizers. Otherwise a probe task
    (tokenize_tasks.tokenize_probe) loads fastokens on a worker and compares it with tokenizers
-   on hard strings and the first documents of several units: fastokens only if it loads and
-   agrees; else tokenizers, with the reason (the first differing document and position, or why
-   it could not load).
-2. Every task re-encodes a sample of its documents with tokenizers before committing anything.
-   If any task reports a mismatch, the driver waits for the whole wave, then reruns every unit
-   with tokenizers, rewriting the token files this wave wrote: no token file made by an engine
-   that disagreed on this data is used.
+   on hard strings, before anything is read: fastokens only if it loads and agrees; else
+   tokenizers, with the reason (the first differing string and position, or why it could not
+   load).
+2. Every read task re-encodes a sample of its documents with tokenizers before committing its
+   token file. If any task reports a mismatch, the driver waits for the whole wave, then reruns
+   every unit with tokenizers, rewriting the token files that wave wrote: no token file made by
+   an engine that disagreed on this data is used.
+3. After dedup, the `select` stage writes, per unit, the index of the documents dedup kept
+   (tokenize_tasks.select_unit): pack reads those documents' tokens from the unit's token file.
 The engine and the reason go into the manifest (`tokenizer.engine`, `tokenizer.engine_reason`)
 and the run summary.
 """
@@ -16,6 +20,7 @@ and the run summary.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,47 +28,44 @@ from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.run.results import RunError, TokenizeResult
+from pipeline.run.results import ReadResult, RunError, TokenizeResult
 from pipeline.run.waves import Waves
 
 
 @dataclass(frozen=True)
 class Tokenized:
-    """Every unit's token file (one result per unit, in unit order) and the engine that made
-    them: {"engine", "engine_reason"}, the manifest's tokenizer entry takes both."""
+    """Every unit's selection of its token file (one result per unit, in unit order) and the
+    engine that made them: {"engine", "engine_reason"}, the manifest's tokenizer entry."""
 
     results: list[TokenizeResult]
     engine: dict[str, Any]
 
 
-def tokenize_stage(waves: Waves, cfg: Config, layout: RunLayout, unit_ids: list[str]) -> Tokenized:
-    """Token files for every unit. RunError when the configured engine cannot run (engine
-    fastokens without fastokens)."""
-    with open(cfg.tokenize.tokenizer, "rb") as f:  # tasks get the bytes, not a driver path
-        tokenizer_json = waves.put(f.read())
+def tokenizer_bytes(waves: Waves, cfg: Config):
+    """The tokenizer file for the tasks (they get the bytes, not a driver path)."""
+    with open(cfg.tokenize.tokenizer, "rb") as f:
+        return waves.put(f.read())
+
+
+def choose_engine(waves: Waves, cfg: Config, stage: str, tokenizer_json) -> tuple[str, str]:
+    """The engine the read tasks start with, and why. RunError when the configured engine
+    cannot run (engine fastokens without fastokens)."""
     if cfg.tokenize.engine == "tokenizers":
-        engine, reason = "tokenizers", "configured (tokenize.engine: tokenizers)"
-    else:
-        probe_task = waves.task("tokenize_probe")
-        [probe] = waves.run(
-            "tokenize", [probe_task.remote(layout, unit_ids, cfg, tokenizer_json)]
-        )
-        if probe.error:
-            raise RunError(f"{probe.error}; nothing was committed")
-        engine, reason = probe.engine, probe.reason
-        if engine != "fastokens":
-            _say(f"tokenize: using tokenizers: {reason}")
+        return "tokenizers", "configured (tokenize.engine: tokenizers)"
+    probe_task = waves.task("tokenize_probe")
+    [probe] = waves.run(stage, [probe_task.remote(cfg, tokenizer_json)])
+    if probe.error:
+        raise RunError(f"{probe.error}; nothing was committed")
+    if probe.engine != "fastokens":
+        _say(f"tokenize: using tokenizers: {probe.reason}")
+    return probe.engine, probe.reason
 
-    task = waves.task("tokenize_unit_task")
 
-    def wave(engine: str, rewrite: bool) -> list[TokenizeResult]:
-        return waves.run(
-            "tokenize",
-            [task.remote(layout, u, cfg, tokenizer_json, engine, rewrite) for u in unit_ids],
-            merge=True,
-            redo=rewrite,  # the rerun's documents replace the failed wave's in the report
-        )
-
+def with_fallback(
+    wave: Callable[[str, bool], list[ReadResult]], engine: str, reason: str
+) -> tuple[list[ReadResult], dict[str, Any]]:
+    """wave(engine, rewrite), rerun whole with tokenizers (rewrite) when any task's sample
+    check found the engine disagreeing; the results and the manifest's engine entry."""
     results = wave(engine, False)
     failed = [r.mismatch for r in results if r.mismatch]
     if failed:
@@ -77,7 +79,16 @@ def tokenize_stage(waves: Waves, cfg: Config, layout: RunLayout, unit_ids: list[
         still = [r.mismatch for r in results if r.mismatch]
         if still:  # tokenizers against itself cannot disagree: something else is wrong
             raise RunError(f"tokenize failed with tokenizers: {still[0]}")
-    return Tokenized(results, {"engine": engine, "engine_reason": reason})
+    return results, {"engine": engine, "engine_reason": reason}
+
+
+def tokenize_stage(
+    waves: Waves, layout: RunLayout, unit_ids: list[str], engine: dict[str, Any]
+) -> Tokenized:
+    """The index of what dedup kept of every unit's token file (`select`)."""
+    task = waves.task("select_unit")
+    results = waves.run("select", [task.remote(layout, u) for u in unit_ids])
+    return Tokenized(results, engine)
 
 
 def _say(line: str) -> None:

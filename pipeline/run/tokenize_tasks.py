@@ -1,13 +1,15 @@
-"""Tokenize tasks: the engine equality probe, and one unit's documents to its token file.
+"""Tokenize tasks: the engine equality probe, a unit's documents to its token file (called by
+the read task, which holds them), and the index of what dedup kept of it.
 
 Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
-out, each unit's output committed atomically and then marked done (resume). The token file's format
+out, each unit's output committed atomically, its index last (resume). The token file's format
 is documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +27,6 @@ from pipeline.run.results import ProbeResult, TokenizeResult
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import pack
 from pipeline.tokens.check import (
-    EngineMismatch,
     SampleCheck,
     compare_engines,
     confirm_with_reference,
@@ -41,16 +42,12 @@ from pipeline.tokens.encode import (
     tokenizer_info,
 )
 
-PROBE_UNITS = 8  # the probe reads the first documents of this many units ...
-PROBE_BYTES_PER_UNIT = 128 * 1024  # ... up to this much text from each: 1 MiB at most
 
-
-def tokenize_probe(
-    layout: RunLayout, unit_ids: list[str], cfg: Config, tokenizer_json: bytes
-) -> ProbeResult:
-    """Choose the engine for the run: fastokens if it loads here and gives tokenizers' ids on
-    the hard strings and the first documents of several units, else tokenizers with the reason.
-    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result)."""
+def tokenize_probe(cfg: Config, tokenizer_json: bytes) -> ProbeResult:
+    """Choose the engine for the run before anything is read: fastokens if it loads here and
+    gives tokenizers' ids on the hard strings, else tokenizers with the reason.
+    `tokenize.engine: fastokens` that cannot load is an error (`error` in the result). Each read
+    task then checks a sample of its own documents (tokenize_docs)."""
     timer = TaskTimer()
     special_as_text = cfg.tokenize.special_tokens_in_text == "text"
     try:
@@ -62,8 +59,6 @@ def tokenize_probe(
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
     specials = [t.content for t in reference.tokenizer.get_added_tokens_decoder().values()]
     named = [(f"probe string {name}", text) for name, text in hard_strings(specials)]
-    for unit in unit_ids[:PROBE_UNITS]:
-        named += _first_documents(layout, unit, PROBE_BYTES_PER_UNIT)
     names, texts = [n for n, _ in named], [t for _, t in named]
     diff = compare_engines(reference, fast, texts, names)
     if diff is not None:
@@ -76,96 +71,84 @@ def tokenize_probe(
     return timer.result(ProbeResult, engine="fastokens", reason=None, probe_docs=len(texts))
 
 
-def _first_documents(layout: RunLayout, unit_id: str, max_bytes: int) -> list[tuple[str, str]]:
-    """The unit's first documents, up to max_bytes of text, read a row group at a time: the
-    first one is small (read_dedup_tasks.write_docs), so the probe reads little of a unit."""
-    out, size = [], 0
-    with layout.read_docs(unit_id).open_read() as f:
-        docs = pq.ParquetFile(f)
-        for group in range(docs.metadata.num_row_groups):
-            rows = docs.read_row_group(group, columns=["doc_id", "text"])
-            for doc_id, text in zip(
-                rows["doc_id"].to_pylist(), rows["text"].to_pylist(), strict=True
-            ):
-                if size >= max_bytes:
-                    return out
-                out.append((doc_id, text))
-                size += len(text)
-    return out
+@dataclass(frozen=True)
+class TokenFile:
+    """What tokenize_docs made (or found made) of a unit: the documents and tokens in its
+    token file, the engine and how many documents tokenizers checked (None, 0 when reused), and
+    the quarantine rows of the documents left out (special_token_text)."""
+
+    docs: int
+    tokens: int
+    quarantine: pa.Table
+    engine: str | None = None
+    checked: int = 0
 
 
-def tokenize_unit_task(
+def tokenize_docs(
     layout: RunLayout,
     unit_id: str,
-    cfg: Config,
-    tokenizer_json: bytes,
-    engine: str,
-    rewrite: bool = False,
-) -> TokenizeResult:
-    """tokenize_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
-    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
-    every unit's outcome and can rerun the stage with tokenizers. Nothing was committed."""
-    try:
-        return tokenize_unit(layout, unit_id, cfg, tokenizer_json, engine, rewrite)
-    except (EngineMismatch, EngineUnavailable) as e:
-        return TokenizeResult(unit=unit_id, mismatch=f"unit {unit_id}: {e}")
-
-
-def tokenize_unit(
-    layout: RunLayout,
-    unit_id: str,
+    docs: pa.Table,
     cfg: Config,
     tokenizer_json: bytes,
     engine: str = "tokenizers",
     rewrite: bool = False,
-) -> TokenizeResult:
-    """Tokenize one unit's kept documents into its token file (tokens/pack.py) with `engine`.
+) -> TokenFile:
+    """Tokenize every document of a unit, as the read task holds them (before dedup), into its
+    token file (tokens/pack.py) with `engine`; pack later leaves out what dedup removed.
 
     Unless the engine is tokenizers itself, a sample of the documents (tokenize.verify_fraction,
     at most tokenize.verify_bytes of text) is re-encoded with tokenizers before anything is
-    committed: EngineMismatch on a difference.
-    `rewrite` ignores a token file already committed (the driver's rerun after a mismatch)."""
+    committed: EngineMismatch on a difference. A token file already made for this token key is
+    reused unless `rewrite` (the driver's rerun with tokenizers after a mismatch)."""
+    index_loc, bad_loc = layout.tokens_all(unit_id), layout.tokens_quarantine(unit_id)
+    if not rewrite and index_loc.exists() and bad_loc.exists():
+        index = index_loc.read_parquet(columns=["length"])
+        return TokenFile(
+            index.num_rows, int(pc.sum(index["length"]).as_py() or 0), bad_loc.read_parquet()
+        )
+    if index_loc.exists():  # a rewrite: the unit's token file is not complete until it lands
+        index_loc.remove()
+    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    docs = docs.select(["doc_id", "source", "row", "text"])
+    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    length, checked, special = _encode_tokens(
+        docs, layout.tokens_bin(unit_id), cfg, tokenizer_json, engine
+    )
+    keep = np.ones(docs.num_rows, dtype=bool)
+    keep[list(special)] = False
+    bad = _special_quarantine(docs, special)
+    bad_loc.write_parquet(bad)
+    index_loc.write_parquet(_token_index(docs.filter(pa.array(keep)), length))  # last: complete
+    return TokenFile(int(keep.sum()), int(length.sum()), bad, engine, checked)
+
+
+def select_unit(layout: RunLayout, unit_id: str) -> TokenizeResult:
+    """The index of the documents of a unit's token file that dedup kept, each with its offset
+    (in tokens) into the file (tokens/pack.py): what pack reads. Named by the digest of the
+    unit's removals, so a takedown or another dedup outcome writes its own."""
     timer = TaskTimer()
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
     digest = removals_digest(removed)
-    index_loc = layout.tokens_index(unit_id, digest)
-    bad_loc = layout.tokens_quarantine(unit_id, digest)
-    has_index = index_loc.exists()
-    if not rewrite and has_index and bad_loc.exists():
-        index = index_loc.read_parquet(columns=["length"])
-        return timer.result(
-            TokenizeResult,
-            unit=unit_id,
-            removed=digest,
-            docs=index.num_rows,
-            tokens=int(pc.sum(index["length"]).as_py() or 0),
-            quarantined=bad_loc.read_parquet(columns=["row"]).num_rows,
-            reused=True,
-        )
-    if has_index:  # a rewrite, or an index without its quarantine list (older token files)
-        index_loc.remove()  # the unit stays not-done until the new index lands
-    docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
-    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
-    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    length, checked, special = _encode_tokens(
-        docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
-    )
-    keep = np.ones(docs.num_rows, dtype=bool)
-    keep[list(special)] = False
-    bad_loc.write_parquet(_special_quarantine(docs, special))
-    # last: its presence marks the unit done
-    index_loc.write_parquet(_token_index(docs.filter(pa.array(keep)), length))
+    kept_loc = layout.tokens_index(unit_id, digest)
+    reused = kept_loc.exists()
+    if reused:
+        kept = kept_loc.read_parquet(columns=["length"])
+    else:
+        index = layout.tokens_all(unit_id).read_parquet()
+        lengths = index["length"].to_numpy()
+        offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
+        index = index.append_column("offset", pa.array(offsets, pa.int64()))
+        kept = exact.drop_removed(index, removed).sort_by(pack.SORT_KEYS)
+        kept_loc.write_parquet(kept)
     return timer.result(
         TokenizeResult,
         unit=unit_id,
         removed=digest,
-        docs=int(keep.sum()),
-        tokens=int(length.sum()),
-        engine=engine,
-        checked=checked,
-        quarantined=len(special),
+        docs=kept.num_rows,
+        tokens=int(pc.sum(kept["length"]).as_py() or 0),
+        reused=reused,
     )
 
 

@@ -29,13 +29,13 @@ TASKS = {
     fn.__name__: fn
     for fn in (
         read_dedup_tasks.list_units,
-        read_dedup_tasks.read_unit,
+        read_dedup_tasks.read_unit_task,
         read_dedup_tasks.merge_quarantine,
         read_dedup_tasks.exact_partition,
         read_dedup_tasks.merge_exact,
         read_dedup_tasks.merge_audit,
         tokenize_tasks.tokenize_probe,
-        tokenize_tasks.tokenize_unit_task,
+        tokenize_tasks.select_unit,
         pack_tasks.exchange_bucket,
         pack_tasks.pack_shard,
         pack_tasks.pack_shard_direct,
