@@ -4,7 +4,7 @@
         [--engines fastokens,tokenizers] [--code DIR]
 
 Builds a unit of real text: 200 ordinary documents (sample/ files) plus one document of `--mb`
-MB (the same text repeated), and runs tokenize_tasks.tokenize_unit on it in a fresh child
+MB (the same text repeated), and runs tokenize_tasks.tokenize_docs on it in a fresh child
 process per engine (verify_fraction 1.0 with fastokens, so its reference re-encoding runs too:
 the task's worst case). The child's peak RSS comes from wait4. `--code DIR` runs the children
 with DIR's `pipeline` (e.g. an older checkout, for a before/after). Prints one line per engine
@@ -35,9 +35,11 @@ cfg = Config.model_validate({
     "name": "bench", "input": {"uri": work}, "output": {"uri": work},
     "tokenize": {"tokenizer": tokenizer, "engine": engine, "verify_fraction": 1.0},
 })
+import pyarrow.parquet as pq
 layout = RunLayout(Location.from_uri(work), "bench", "read", "tok-" + engine)
 raw = open(tokenizer, "rb").read()
-r = tokenize_tasks.tokenize_unit(layout, "u0", cfg, raw, engine)
+docs = pq.read_table(work + "/docs.parquet")
+r = tokenize_tasks.tokenize_docs(layout, "u0", docs, cfg, raw, engine)
 import pipeline; print(r.docs, r.tokens, pipeline.__file__)
 """
 
@@ -51,14 +53,12 @@ def sample_text() -> str:
 
 
 def stage_unit(work: str, mb: float) -> int:
-    """The unit's documents parquet and an empty removals file, as the driver leaves them."""
+    """The unit's documents (a parquet file of the benchmark's own, which the child reads as the
+    read task holds them)."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from pipeline.core.layout import RunLayout
-    from pipeline.core.storage import Location
-    from pipeline.dedup.exact import REMOVED_SCHEMA
     from pipeline.ingest.records import DOCS_SCHEMA
-    from pipeline.run.read_dedup_tasks import write_docs
 
     text = sample_text()
     size = int(mb * 2**20)
@@ -74,9 +74,7 @@ def stage_unit(work: str, mb: float) -> int:
         ],
         schema=DOCS_SCHEMA,
     )
-    layout = RunLayout(Location.from_uri(work), "bench", "read", "tok")
-    write_docs(layout.read_docs("u0"), docs)
-    layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
+    pq.write_table(docs, f"{work}/docs.parquet")
     return len(giant.encode())
 
 

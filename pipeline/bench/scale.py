@@ -45,7 +45,7 @@ from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-scale"
-DATA_STAGES = ("read+hash", "near", "tokenize", "pack")  # stages that move documents or tokens
+DATA_STAGES = ("read+hash", "near", "pack")  # stages that move documents or tokens
 REQUEST_KINDS = ("get_requests", "put_requests", "head_requests", "list_requests")
 
 

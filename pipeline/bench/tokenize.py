@@ -8,10 +8,11 @@ raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
 (`encode_batch_flat`). Pipeline: the stage's own functions on those documents staged as one unit
 in a temp folder, everything the driver runs for tokenize and pack:
 tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenizers; `probe_s`),
-tokenize_tasks.tokenize_unit (reading the unit's parquet, shuffle keys, encoding with the
-engine, its sampled check against tokenizers, EOS, the token file and its index) and
-run/pack_stage.pack_stage with its tasks run in this process (both pack passes, Megatron
-shards, checksums and the checks on the bytes written). Runs alternate in rounds (the order
+tokenize_tasks.tokenize_docs (what the read task runs on the documents it holds: shuffle keys,
+encoding with the engine, its sampled check against tokenizers, EOS, the token file and its
+index), tokenize_tasks.select_unit (the kept documents' index) and run/pack_stage.pack_stage
+with its tasks run in this process (both pack passes, Megatron shards, checksums and the checks
+on the bytes written). Runs alternate in rounds (the order
 within a round rotates);
 `ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
 fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
@@ -44,7 +45,6 @@ from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run import tokenize_tasks
 from pipeline.run.pack_stage import pack_stage
-from pipeline.run.read_dedup_tasks import write_docs
 from pipeline.run.tokenize_stage import Tokenized
 from pipeline.run.waves import Waves
 from pipeline.tokens.encode import (
@@ -98,28 +98,28 @@ def time_raw_fastokens(encoder, texts: list[str], batch: int) -> Timed:
 
 
 def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Location]:
-    """The driver's tokenize and pack stages on `docs` as one unit, in this process: the probe
+    """The run's tokenize and pack work on `docs` as one unit, in this process: the probe
     (unless the engine is tokenizers; its choice is then the engine, as in
-    run/tokenize_stage.py), the unit's tokenize task, both pack passes."""
+    run/tokenize_stage.py), the read task's tokenization, the select task, both pack passes."""
     layout = RunLayout(
         Location.from_uri(work),
         f"bench-{time.monotonic_ns()}",
         "read",
         f"tok-{time.monotonic_ns()}",
     )
-    write_docs(layout.read_docs("u0"), docs)
     layout.removed.write_parquet(REMOVED_SCHEMA.empty_table())
     cpu, start = _cpu(), time.perf_counter()
     with open(cfg.tokenize.tokenizer, "rb") as f:
         raw = f.read()
     engine = cfg.tokenize.engine
     if engine != "tokenizers":
-        probe = tokenize_tasks.tokenize_probe(layout, ["u0"], cfg, raw)
+        probe = tokenize_tasks.tokenize_probe(cfg, raw)
         if probe.error:
             raise SystemExit(probe.error)
         engine = probe.engine
     probe_s = time.perf_counter() - start
-    tok = tokenize_tasks.tokenize_unit(layout, "u0", cfg, raw, engine)
+    tokenize_tasks.tokenize_docs(layout, "u0", docs, cfg, raw, engine)
+    tok = tokenize_tasks.select_unit(layout, "u0")
     # the pack stage as a run calls it, its tasks in this process
     origin = {"u0": cfg.sources[0].name}
     tokenized = Tokenized([tok], {"engine": engine})

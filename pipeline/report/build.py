@@ -43,7 +43,8 @@ STAGE_READS = (
     ("dedup", "exact_hashes"),
     ("near", "near_dedup"),
     ("audit", "exact_hashes"),
-    ("tokenize", "read_docs"),
+    ("tokenize", "read_docs"),  # runs before the read task tokenized
+    ("select", "token_parts"),
     ("pack", "token_parts"),
     ("commit", "versions"),
     ("verify", "versions"),

@@ -46,7 +46,7 @@ MiB = 2**20
 DOC_BYTES = 4000  # assumed mean document size when --docs is not given
 FILE_BYTES = 2**30  # assumed input file size when --file-bytes is not given
 S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size
-DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
+DOC_ROW_BYTES = 40  # a unit's documents file (ids, row; no text), Parquet, per document
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_ROW_BYTES = 16  # one band hash + key
@@ -60,15 +60,17 @@ REMOVED_PER_DOC = 0.1
 REMOVED_ROW_BYTES = 150
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
 # MB/s of input per core per stage: `bench scaling`, W=1, on a 37.5 MB make_corpus corpus with
-# fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates)
+# fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates).
+# The read task now tokenizes too: its rate is that run's read+hash and tokenize rates combined
+# (1 / (1/11.2 + 1/17.8)); select moves only index rows.
 DEFAULT_RATES = {
     "list": 1975.0,
-    "read+hash": 11.2,
+    "read+hash": 6.9,
     "quarantine": 560.0,
     "exact": 74.0,
     "near": 10.9,
     "audit": 1443.0,
-    "tokenize": 17.8,
+    "select": 1000.0,
     "pack": 98.8,
 }
 
@@ -143,8 +145,12 @@ class _Cut:
         return self.corpus_bytes / self.m
 
     @property
-    def docs_pq(self) -> float:  # one unit's documents as zstd Parquet
-        return self.per_unit * DOCS_PARQUET_RATIO
+    def docs_pq(self) -> float:  # one unit's documents file: ids and rows, no text
+        return self.docs / self.m * DOC_ROW_BYTES
+
+    @property
+    def index_bytes(self) -> float:  # every document's token index row
+        return self.docs * INDEX_ROW_BYTES
 
     @property
     def band_doc(self) -> int:  # one document's band rows and key row in its band object
@@ -209,15 +215,16 @@ def dry_run(
         "partition_bytes": None if dedup.partitions else int(dedup.partition_bytes),
     }
     list_stage = StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0)
-    st = [list_stage] + [stage(c) for stage in (_read, _exact, _near, _audit, _tokenize, _pack)]
+    st = [list_stage] + [stage(c) for stage in (_read, _exact, _near, _audit, _select, _pack)]
     for stage in st:
         _cost(stage, corpus_bytes, rates, prices)
     return cut, st
 
 
 def _read(c: _Cut) -> StagePlan:
-    """The pieces in; docs, quarantine, one sectioned hash object, signatures and their band
-    hashes, a marker out."""
+    """The pieces in; the token file (every document, before dedup), its index and quarantine
+    list, the documents file (no text), quarantine, one sectioned hash object, signatures and
+    their band hashes, a marker out."""
     unit_docs = c.docs / c.m
     return StagePlan(
         "read+hash",
@@ -226,17 +233,21 @@ def _read(c: _Cut) -> StagePlan:
             "get": c.pieces * gets(c.per_unit / max(1, c.pieces / c.m)),
             "put": c.m
             * (
-                puts(c.docs_pq)
+                puts(c.token_bytes / c.m)
+                + puts(c.index_bytes / c.m)
+                + puts(c.docs_pq)
                 + puts(unit_docs * c.sig_doc)
                 + puts(unit_docs * c.band_doc)
                 + puts(c.hash_bytes / c.m)
-                + 2
+                + 3
             ),
-            "head": c.m,
+            "head": 2 * c.m,
         },
         c.corpus_bytes,
-        c.m * (c.docs_pq + unit_docs * (c.sig_doc + c.band_doc + HASH_ROW_BYTES)),
-        WORKER_BASE_MB + 3 * c.per_unit / MiB,
+        c.token_bytes
+        + c.index_bytes
+        + c.m * (c.docs_pq + unit_docs * (c.sig_doc + c.band_doc + HASH_ROW_BYTES)),
+        WORKER_BASE_MB + (3 * c.per_unit + c.token_bytes / c.m) / MiB,
     )
 
 
@@ -346,16 +357,16 @@ def _audit(c: _Cut) -> StagePlan:
     )
 
 
-def _tokenize(c: _Cut) -> StagePlan:
-    m = c.m
+def _select(c: _Cut) -> StagePlan:
+    """Per unit: its token index and its removals in, the index of what dedup kept out."""
+    m, removed = c.m, c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
     return StagePlan(
-        "tokenize",
+        "select",
         m,
-        # PUTs: the token file, its quarantine list (special_token_text), its index
-        {"get": m * (gets(c.docs_pq) + 2), "put": m * (puts(c.token_bytes / m) + 2), "head": m},
-        m * c.docs_pq,
-        c.token_bytes * 1.02,
-        WORKER_BASE_MB + (3 * c.per_unit + c.token_bytes / m) / MiB,
+        {"get": m * (gets(c.index_bytes / m) + 1), "put": m * puts(c.index_bytes / m), "head": m},
+        c.index_bytes + removed,
+        c.index_bytes * (1 - REMOVED_PER_DOC),
+        WORKER_BASE_MB + 3 * c.index_bytes / m / MiB,
     )
 
 

@@ -15,8 +15,9 @@ shared by the runs that read the unit the same way:
         document, exact duplicates included; then the index. A bucket of consecutive partitions
         is one contiguous range: near_band_group reads each row once.
 
-A unit read without them (near dedup off then, or the files deleted by retention) gets them
-from its documents (unit_sigs) or its signatures when near dedup first needs them.
+A done unit without its signatures (near dedup off when it was read, or the file deleted by
+retention) is read again by the read stage (read_dedup_tasks._outputs_present); a missing band
+object is made again from the signatures when near dedup first needs it.
 """
 
 from __future__ import annotations
@@ -134,13 +135,13 @@ def write_band_object(loc: Location, sig_rows: pa.Table, cfg: Config) -> int:
     return sections.write_sectioned(loc, table, parts, 2 * n)
 
 
-def unit_sigs(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> pa.Table:
-    """The unit's signature rows: the read task's file, or (near dedup off when it ran, or the
-    file deleted by retention) signed from its documents and written back for the next reader."""
+def unit_sigs(layout: RunLayout, unit: str, cfg: Config) -> pa.Table:
+    """The unit's signature rows, as its read task wrote them (a done unit without them is read
+    again: read_dedup_tasks._outputs_present)."""
     signed = layout.read_sigs(unit, signature_key(cfg))
-    if signed.exists():
-        return signed.read_parquet()
-    rank, src = cfg.source_rank(origin)
-    rows = signature_rows(layout.read_docs(unit).read_parquet(), unit, cfg, src.name, rank)
-    signed.write_parquet(rows)
-    return rows
+    if not signed.exists():
+        raise FileNotFoundError(
+            f"{signed.uri}: the unit's signatures are missing (deleted since the read stage?);"
+            " rerun the same command: the read stage signs the unit again"
+        )
+    return signed.read_parquet()

@@ -119,8 +119,8 @@ def _unit_bands(
     loc = layout.read_bands(unit, band_key(cfg))
     try:
         size = loc.size()
-    except FileNotFoundError:  # read without it: from the signatures (or the documents)
-        size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
+    except FileNotFoundError:  # deleted since the read: from the signatures
+        size = write_band_object(loc, unit_sigs(layout, unit, cfg), cfg)
     piece, offsets = sections.read_bucket(
         sections.SectionedObject(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
     )
@@ -272,7 +272,7 @@ def near_fetch(
     units = wanted["unit"].to_numpy()
     found = []
     for u in np.unique(units).tolist():
-        rows = unit_sigs(layout, unit_ids[u], cfg, origins[u])
+        rows = unit_sigs(layout, unit_ids[u], cfg)
         mine = keys[units == u]
         rows = rows.filter(pa.array(np.isin(rows["key"].to_numpy(), mine)))
         if rows.num_rows != len(mine):

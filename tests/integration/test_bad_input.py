@@ -216,7 +216,8 @@ def read_unit_here(tmp_path: Path, root: Location, pieces: list[dict]):
         output_uri=str(tmp_path / "out"),
     )
     layout = RunLayout.for_config(cfg, "test")
-    summary = read_unit(layout, root, "u", pieces, cfg)
+    with open(cfg.tokenize.tokenizer, "rb") as f:
+        summary = read_unit(layout, root, "u", pieces, cfg, f.read())
     docs = layout.read_docs("u").read_parquet().to_pylist()
     return summary, docs, layout.read_quarantine("u").read_parquet().to_pylist()
 

@@ -51,7 +51,7 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(tmp_path, capsys):
     assert figures["workers"] == [1] and figures["speedup"] == 1.0
     assert figures["pinned"]["1"] is not None and len(figures["pinned"]["1"]) == 1
     rates = figures["stage_mb_s_per_core"]["1"]
-    assert {"read+hash", "tokenize", "pack", "total"} <= set(rates)
+    assert {"read+hash", "select", "pack", "total"} <= set(rates)
     assert all(v > 0 for v in rates.values())
     assert figures["worker_env"]["PIPELINE_TASK_THREADS"] == "1"
     assert set(figures["per_core"]["1"]) >= {"pipeline_mb_s_per_core", "read_hash_mb_s_per_core"}

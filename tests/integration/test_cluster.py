@@ -274,7 +274,7 @@ def test_three_nodes_sharing_only_s3_give_the_single_node_bytes(
         )
         result = run_pipeline(cfg, show_progress=False)
         assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
-        ran_on = nodes_per_task_name(expect={"read_unit", "tokenize_unit_task", "pack_shard"})
+        ran_on = nodes_per_task_name(expect={"read_unit_task", "select_unit", "pack_shard"})
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from support import REPO, SAMPLE_CONFIG
+from support import REPO, SAMPLE_CONFIG, run_documents
 
 from pipeline.config import load_config
 from pipeline.core.layout import RunLayout
@@ -34,21 +34,14 @@ def removals(layout: RunLayout, rule: str) -> list[dict]:
     return [r for r in layout.removed.read_parquet().to_pylist() if r["rule"] == rule]
 
 
-def survivors_of_exact(layout: RunLayout) -> list[dict]:
+def survivors_of_exact(cfg, layout: RunLayout) -> list[dict]:
     gone = {(r["source"], r["row"]) for r in removals(layout, "exact")}
-    docs = []
-    for unit in sorted(set(layout.units.read_parquet()["unit_id"].to_pylist())):
-        docs += [
-            d
-            for d in layout.read_docs(unit).read_parquet().to_pylist()
-            if (d["source"], d["row"]) not in gone
-        ]
-    return docs
+    return [d for d in run_documents(cfg, layout) if (d["source"], d["row"]) not in gone]
 
 
 def test_distributed_equals_single_process_reference(sample):
     cfg, result, layout = sample
-    docs = survivors_of_exact(layout)
+    docs = survivors_of_exact(cfg, layout)
     composite = [f"{d['doc_id']}\x00{d['source']}\x00{d['row']:020d}" for d in docs]
     params = minhash.MinHashParams(
         num_perm=cfg.dedup.near.num_perm,
@@ -80,7 +73,7 @@ def test_planted_close_copies_are_removed(sample):
 
 def test_each_removed_document_resembles_a_kept_one(sample):
     cfg, _, layout = sample
-    docs = {(d["source"], d["row"]): d for d in survivors_of_exact(layout)}
+    docs = {(d["source"], d["row"]): d for d in survivors_of_exact(cfg, layout)}
     near = removals(layout, "near")
     removed = {(r["source"], r["row"]) for r in near}
     params = minhash.MinHashParams(num_perm=cfg.dedup.near.num_perm, seed=cfg.dedup.near.seed)

@@ -59,7 +59,7 @@ def test_unigram_eos_from_text_is_quarantined_and_the_version_verifies(ray_local
     # another pack of the same token files: the quarantine is reused with them
     again = run_pipeline(config(tmp_path, inp, *sets, "pack.shard_bytes=2KiB"), False)
     assert again.manifest["counts"]["quarantined_by_reason"] == {"special_token_text": 2}
-    assert next(s for s in again.stages if s.name == "tokenize").reused == 1
+    assert next(s for s in again.stages if s.name == "read+hash").reused == 1
     verify_version(again.version)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command, run_documents
 from tokenizers import Tokenizer
 
 from pipeline.config import ConfigError, load_config
@@ -44,6 +44,7 @@ def sample_run(ray_local, tmp_path_factory):
     cfg = sample_config(tmp)
     result = run_pipeline(cfg, show_progress=False)
     result.layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+    result.cfg = cfg
     return result
 
 
@@ -61,14 +62,10 @@ def test_token_stream_decodes_to_kept_documents(sample_run):
     dataset = layout.dataset
     removed_loc = dataset / manifest["lineage"]["removed"]
     removed = {(r["source"], r["row"]) for r in removed_loc.read_parquet().to_pylist()}
-    units = {
-        u["unit_id"] for u in (dataset / manifest["lineage"]["units"]).read_parquet().to_pylist()
-    }
     kept = Counter()
-    for unit in units:
-        for d in layout.read_docs(unit).read_parquet().to_pylist():
-            if (d["source"], d["row"]) not in removed:
-                kept[d["text"]] += 1
+    for d in run_documents(sample_run.cfg, layout):  # the inputs read again: no text is kept
+        if (d["source"], d["row"]) not in removed:
+            kept[d["text"]] += 1
     tokenizer = Tokenizer.from_file(str(REPO / "configs" / "tokenizer.json"))
     eos = manifest["tokenizer"]["eos_id"]
     decoded = Counter()

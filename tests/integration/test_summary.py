@@ -19,7 +19,7 @@ from pipeline.formats.manifest import ManifestError, data_path_line, parse_blend
 
 pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
 
-STAGES = ["list", "read+hash", "quarantine", "exact", "near", "audit", "tokenize", "pack"]
+STAGES = ["list", "read+hash", "quarantine", "exact", "near", "audit", "select", "pack"]
 
 
 def _run(out: Path) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@ pytest puts tests/ on sys.path (pyproject.toml), so a test imports `from support
 fixtures stay in tests/conftest.py."""
 
 from support.data import jsonl, jsonl_records, s3_config, setter, unigram
+from support.documents import run_documents, unit_documents
 from support.paths import (
     REPO,
     SAMPLE,
@@ -24,6 +25,8 @@ __all__ = [
     "jsonl_records",
     "own_ray_env",
     "run_command",
+    "run_documents",
+    "unit_documents",
     "s3_config",
     "setter",
 ]

@@ -205,8 +205,9 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
             schema=pack.TOKEN_INDEX_SCHEMA,
         )
         tokens = np.concatenate([np.full(n, i, np.uint16) for i, n in enumerate(lengths)] or [[]])
-        layout.tokens_bin(f"u{u}", "").write_bytes(tokens.astype(np.uint16).tobytes())
-        layout.tokens_index(f"u{u}", "").write_parquet(index)
+        layout.tokens_bin(f"u{u}").write_bytes(tokens.astype(np.uint16).tobytes())
+        offsets = pa.array(np.cumsum(lengths) - lengths, pa.int64())
+        layout.tokens_index(f"u{u}", "").write_parquet(index.append_column("offset", offsets))
         units.append((f"u{u}", "", index, tokens.astype(np.uint16)))
     plan = pack.PackPlan(shards, 2, 1)
     folder = layout.pack_exchange(plan.name)

@@ -95,7 +95,7 @@ def test_dry_run_requests_grow_linearly_with_fixed_partition_size_settings():
         _, stages = dry_run.dry_run(corpus, unit_bytes=256 * MiB, dedup=DedupConfig(partitions=64))
         return sum(next(s for s in stages if s.name == stage).requests.values())
 
-    for stage in ("read+hash", "tokenize", "pack"):
+    for stage in ("read+hash", "select", "pack"):
         assert requests(10**13, stage) <= 1.1 * 10 * requests(10**12, stage)
 
 
