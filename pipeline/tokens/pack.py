@@ -8,11 +8,17 @@ Shards: with T token bytes in all, S = ceil(T / shard_bytes) shards cut the 64-b
 S equal ranges; shard k holds the documents whose key falls in range k. Keys are uniform hashes, so
 shards come out close to T / S bytes (<= the target on average) and no document is ever split.
 
-Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet): the .bin holds the unit's kept
-documents' tokens (EOS appended) concatenated in shuffle order; the .parquet has one row per
+Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet), written by the read task while
+it holds the unit's documents (run/tokenize_tasks.tokenize_docs): the .bin holds every document's
+tokens (EOS appended), before dedup, concatenated in shuffle order; the .parquet has one row per
 document in the same order: doc_id, source, row, key uint64, length int64 (tokens). Documents the
 tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
 tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
+After dedup, tokens/<unit>-<removed>.parquet (run/tokenize_tasks.select_unit) holds the rows of
+the documents dedup kept, same columns plus offset int64 (the document's first token in the .bin):
+pack reads a key range of it and one token range of the .bin covering those documents, and cuts
+out the removed documents between them (what dedup removes costs their share of that read,
+never a rewrite of the token file).
 
 Exchange (two passes, so that no request shrinks as the corpus grows). Reading one range of every
 unit for every shard costs M x S requests of T / (M x S) bytes: quadratic in the corpus, with

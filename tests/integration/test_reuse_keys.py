@@ -32,13 +32,13 @@ PINNED = {
     "input.uri": set(),  # where, not what
     "input.include": {"run"},  # selection: same units keep their outputs
     "tokenize.tokenizer": set(),  # a copy with the same content: by content, not by path
-    "tokenize.eos": {"tokens", "run"},
+    "tokenize.eos": {"read", "tokens", "run"},  # the read task tokenizes
     "tokenize.batch_docs": set(),  # each document is encoded on its own: not even a new run
     "tokenize.engine": set(),  # same ids whatever the engine (issue 11)
     "tokenize.verify_bytes": set(),  # how much is re-checked, never which ids
-    "dedup.exact": {"run"},  # dedup decisions reach token files through <removed>
+    "dedup.exact": {"run"},  # dedup decisions reach pack through <removed> (select)
     "dedup.partitions": {"read", "tokens", "run"},  # hash rows are sectioned by partition
-    "pack.seed": {"tokens", "run"},
+    "pack.seed": {"read", "tokens", "run"},
     "pack.shard_bytes": {"run"},
     "split.valid_fraction": {"run"},  # drawn at pack time from the token files
     # columns of the read outputs and of the index, never of a token file (issue 23)
@@ -49,7 +49,9 @@ PINNED = {
 
 def expected(key: str) -> set[str]:
     """The intermediates a change of `key` recomputes, from its declaration: the read outputs
-    reach the token files through the read key, which the token key hashes."""
+    reach the token files through the read key, which the token key hashes; and the read task
+    tokenizes (the documents the tokenizer quarantines are never hashed), so the read key hashes
+    the tokens keys."""
     while key not in DECLARED:  # a section declared as a whole (storage, retention, ...)
         key = key.rpartition(".")[0]
     decl = DECLARED[key]
@@ -58,6 +60,8 @@ def expected(key: str) -> set[str]:
     stages = set(decl["changes_bytes_of"])
     if "read" in stages and not decl.get("columns_only"):  # columns never reach a token file
         stages.add("tokens")
+    if "tokens" in stages:
+        stages.add("read")
     return {"run" if s == "output" else s for s in stages}
 
 
