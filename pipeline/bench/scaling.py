@@ -7,8 +7,8 @@ For each worker count W a fresh local Ray is started with num_cpus=W (one task p
 environment every Ray task of the pipeline gets (run/ray_env.py WORKER_ENV): library thread
 pools at one thread, and PIPELINE_TASK_THREADS=1, so a read task (which tokenizes) encodes with
 one engine thread and runs its reference check inline, as a cluster task with num_cpus=1 does.
-The driver and the Ray it starts are also pinned to W cores (sched_setaffinity; --no-pin to skip), so a
-"per core" figure is one core's work whatever threads a stage starts. Each run writes a fresh
+The driver and the Ray it starts are also pinned to W cores (sched_setaffinity; --no-pin to
+skip), so a "per core" figure is one core's work whatever threads a stage starts. Each run writes a fresh
 output and is timed from the driver (`run_pipeline`; Ray startup and worker imports excluded by
 a warm-up). Baseline: the first worker count in the same invocation.
 
