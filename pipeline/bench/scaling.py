@@ -8,9 +8,9 @@ environment every Ray task of the pipeline gets (run/ray_env.py WORKER_ENV): lib
 pools at one thread, and PIPELINE_TASK_THREADS=1, so a read task (which tokenizes) encodes with
 one engine thread and runs its reference check inline, as a cluster task with num_cpus=1 does.
 The driver and the Ray it starts are also pinned to W cores (sched_setaffinity; --no-pin to
-skip), so a "per core" figure is one core's work whatever threads a stage starts. Each run writes a fresh
-output and is timed from the driver (`run_pipeline`; Ray startup and worker imports excluded by
-a warm-up). Baseline: the first worker count in the same invocation.
+skip), so a "per core" figure is one core's work whatever threads a stage starts. Each run
+writes a fresh output and is timed from the driver (`run_pipeline`; Ray startup and worker
+imports excluded by a warm-up). Baseline: the first worker count in the same invocation.
 
 Prints per-stage seconds, per-stage MB/s of input per core (input bytes / (stage seconds x W)),
 tokens/s per core of read+hash (the read task tokenizes every document) and whole-pipeline MB/s
