@@ -79,8 +79,8 @@ from pipeline.run.near_signing import (
     band_key,
     record_keys,
     sigs_of,
+    unit_band_object,
     unit_sigs,
-    write_band_object,
 )
 from pipeline.run.results import (
     BandGroupResult,
@@ -114,13 +114,13 @@ def _unit_bands(
     """The unit's band rows of the band partitions in `span` and its keys of the key partitions
     in `span`, each with its partition, without its exact duplicates: one range of its band
     object (after its index; the whole object in one GET when `whole`), written by its read
-    task (else made here from its signatures or documents)."""
+    task (else made here from its documents)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
     try:
         size = loc.size()
-    except FileNotFoundError:  # read without it: from the signatures (or the documents)
-        size = write_band_object(loc, unit_sigs(layout, unit, cfg, origin), cfg)
+    except FileNotFoundError:  # read without it: from the documents
+        size = unit_band_object(layout, unit, cfg, origin)
     piece, offsets = sections.read_bucket(
         sections.SectionedObject(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
     )
