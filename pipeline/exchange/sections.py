@@ -23,12 +23,16 @@ Instead, two passes, cut by exchange/plan.py:
   rows of that part writer by writer (dedup: one IPC stream; pack's two fields: tokens/pack.py).
   Its offsets go in a marker, g<group>-k<bucket>.json, written last (resume);
 - pass 2, each part's reader: one range GET per group (`read_part`).
+- one pass instead, while a writer's piece of a part is at least request_bytes / 2 on average
+  (plan.direct: W·N <= 2·D / request_bytes): no pass-1 object; the driver GETs each writer's
+  index and each reader GETs its section of every writer's object (`writer_ranges`).
 
 Requests, W writers, N parts, D bytes moved (K, G fixed by sizes, not by D):
   writers: W PUTs (one object each; multipart parts above the s3fs block);
   pass 1: W·K range GETs (+ W·K index GETs when K > 1) + G·K objects (+ G·K markers) PUT,
           G·K HEADs (done markers);
-  pass 2: G·N range GETs per time the part is read.
+  pass 2: G·N range GETs per time the part is read;
+  one pass: W index GETs, W·N range GETs per time the part is read (<= 2·D / request_bytes).
 All linear in D at fixed unit and part sizes while D / (G·K) <= the task cap; mean GET sizes
 D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
 Row order within a part is the writers' order, then each writer's row order: the same as
@@ -139,6 +143,22 @@ def part_ranges(folder: Location, plan: ExchangePlan, regrouped: list) -> dict[i
             a, b = r.offsets[j], r.offsets[j + 1]
             if b > a:
                 ranges[part].append((folder / r.object, a, b))
+    return ranges
+
+
+def writer_ranges(writers: list[SectionedObject], n: int) -> dict[int, list[Range]]:
+    """part -> the non-empty section of each writer's own object, in writer order: a one-pass
+    exchange (plan.direct), whose readers GET the writers' objects; one GET of each index here.
+    The rows and their order are those pass 1 would have regrouped."""
+    ranges: dict[int, list[Range]] = {p: [] for p in range(n)}
+    for w in writers:
+        if w.size <= index_bytes(n):  # an index and no rows
+            continue
+        offsets = index_of(w.loc.read_bytes(w.size - index_bytes(n), w.size), n)
+        for p in range(n):
+            a, b = int(offsets[p]), int(offsets[p + 1])
+            if b > a:
+                ranges[p].append((w.loc, a, b))
     return ranges
 
 
