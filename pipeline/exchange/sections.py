@@ -51,7 +51,6 @@ import pyarrow as pa
 from pipeline.core.storage import Location
 from pipeline.exchange.plan import ExchangePlan
 
-
 # A dedup row section's buffers are zstd-compressed (Arrow IPC's own buffer compression, which
 # `decode` undoes): a near band section holds each document's key once per band of it there (at
 # 4 partitions 16 -> 9 B a row), ids and sources repeat; random hashes and signatures stay as big.
