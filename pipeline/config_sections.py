@@ -245,7 +245,7 @@ class DedupConfig(StrictModel):
         json_schema_extra=OUTPUT,
     )
     # One task per hash partition, ceil(bytes / partition_bytes) of them, so a partition task's
-    # memory (hash rows, about 1 KiB of signature per document) stays bounded whatever the corpus.
+    # memory (hash rows, 256 B of signature per candidate document) stays bounded at any size.
     partitions: int | None = Field(
         default=None,
         ge=1,

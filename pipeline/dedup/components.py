@@ -32,6 +32,7 @@ from pipeline.dedup.minhash import (
     candidate_pairs,
     estimated_jaccard,
     fmix64,
+    narrowed,
     signatures,
     unique_edges,
     verified_edges,
@@ -248,7 +249,7 @@ def keep_rule(
         keepers: list[int] = []  # kept members of this component, other than the longest
         for row in group.tolist():
             if keepers:
-                to_kept = np.mean(sigs[keepers] == sigs[row], axis=1)
+                to_kept = np.asarray(estimated_jaccard(sigs[keepers], sigs[row]))
                 hit = np.flatnonzero(to_kept >= threshold)
                 if len(hit):
                     removed.append(row)
@@ -280,6 +281,7 @@ def near_duplicate_removals(
     sigs = signatures(texts, params)
     keys = node_keys(doc_ids)
     pairs = candidate_pairs(band_hashes(sigs, params), keys)
+    sigs = narrowed(sigs)  # compared as near dedup stores them (band hashes: full values)
     edges, _ = verified_edges(pairs, keys, sigs, params.threshold)
     nodes, labels = connected_components(edges, num_partitions)
     order = np.argsort(keys)

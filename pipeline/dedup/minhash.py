@@ -33,6 +33,16 @@ estimate's standard deviation at s = 0.85 is 0.022 (0.032 with 128), so P(estima
 
 With verification, P(candidate and estimate >= 0.8 | s) at s = 0.85 / 0.90 is 0.987 / 1.000 for
 32 x 8, against 0.919 / 0.999 (14 x 8), 0.913 / 0.997 (20 x 13), 0.946 / 0.999 (21 x 12).
+
+Stored signatures are b-bit MinHash (Li & König): band hashes are made from the full 32-bit
+values, then only the low STORED_BITS = 8 bits of each value are kept (`narrowed`: 256 B a
+document instead of 1 KiB, in the signature files and every exchange they cross). Two values
+that differ then still match with probability 2^-b, so the match fraction m estimates
+J + (1 - J)·2^-b and `estimated_jaccard` inverts it: J = (m - 2^-b) / (1 - 2^-b). Its standard
+deviation at s = 0.85 is 0.0224 with 8 bits (0.0223 with 32), so the table above holds; `bench
+dedup-quality` (5,000 docs): precision 1.0, recall 1.0, 0 orphans, 0 false removals at 8, 16 and
+32 bits (1,307, 1,305 and 1,304 removed); on a 68 MB make_corpus run 550 near removals at 8 bits
+against 548 at 16 and 32, the pairs that changed at exact Jaccard 0.808 to 0.811.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ import xxhash
 from pipeline.dedup import minhash_kernel
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
+STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
 SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: Horner steps stay invertible
 _FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
@@ -314,9 +325,23 @@ def band_hashes(sigs: np.ndarray, params: MinHashParams = DEFAULT_PARAMS) -> np.
     return fmix64(acc)
 
 
+def narrowed(sigs: np.ndarray, bits: int = STORED_BITS) -> np.ndarray:
+    """The low `bits` (8 or 16) of each signature value: what near dedup stores and compares
+    (b-bit MinHash; see the module docstring). Band hashes come from the full values first."""
+    return (np.asarray(sigs) & np.uint32((1 << bits) - 1)).astype(f"<u{bits // 8}")
+
+
 def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray | float:
-    """Fraction of equal signature values; row-wise for 2-D inputs (pairs of signatures)."""
-    return np.mean(np.asarray(sig_a) == np.asarray(sig_b), axis=-1)
+    """Estimated Jaccard of two signatures; row-wise for 2-D inputs (pairs of signatures).
+    Full 32-bit values: the fraction m of equal values. Narrowed ones (uint16, uint8: `narrowed`)
+    also match by chance, at 2^-b: the estimate is (m - 2^-b) / (1 - 2^-b) (Li & König's b-bit
+    MinHash, its large-set approximation), at least 0."""
+    a, b = np.asarray(sig_a), np.asarray(sig_b)
+    m = np.mean(a == b, axis=-1)
+    if a.dtype.itemsize >= 4:
+        return m
+    chance = 2.0 ** -(8 * a.dtype.itemsize)
+    return np.maximum((m - chance) / (1 - chance), 0.0)
 
 
 def unique_edges(edges: np.ndarray) -> np.ndarray:

@@ -58,6 +58,16 @@ def exchange_plan(
     return ExchangePlan(parts, buckets, groups)
 
 
+def direct(parts: int, writers: int, total_bytes: int, request_bytes: int, reads: int = 1) -> bool:
+    """Whether a dedup exchange runs in one pass: each part's reader GETs its section of every
+    writer's object itself (exchange/sections.writer_ranges), no pass-1 object is written. Pack's
+    one_pass rule (tokens/pack.py): while a writer's piece of a part, total / (W·N), is at least
+    request_bytes / 2, the W·N GETs (per read of a part) are <= 2·total / request_bytes, still
+    linear in the bytes, and the rows cross storage once instead of three times (written,
+    regrouped, read)."""
+    return writers > 0 and 2 * int(total_bytes) >= reads * writers * parts * request_bytes
+
+
 def capped_cut(
     buckets: int,
     groups: int,

@@ -61,7 +61,8 @@ def _merged_rows(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield chunks[0]
     elif chunks:
         tables = [sections.decode(c) for c in chunks]
-        yield sections.encode(pa.concat_tables(tables, promote_options="default"))
+        rows = pa.concat_tables(tables, promote_options="default")
+        yield sections.encode(rows, compression=sections.ROWS_COMPRESSION)
 
 
 def _offsets(sizes: list[list[int]]) -> dict:
@@ -104,7 +105,11 @@ def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
     if not inside.any():
         return []
     pieces = sections.split_rows(rows.filter(pa.array(inside)), parts[inside])
-    return [(sections.encode(pieces[p]),) if p in pieces else None for p in span]
+    encode = sections.encode
+    return [
+        (encode(pieces[p], compression=sections.ROWS_COMPRESSION),) if p in pieces else None
+        for p in span
+    ]
 
 
 def grouped(

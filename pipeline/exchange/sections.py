@@ -7,7 +7,8 @@ shrinking to nothing (10 TB: 40k units x 10k partitions = 4e8 requests of ~500 B
 Instead, two passes, cut by exchange/plan.py:
 
 - each dedup writer writes ONE object: its rows of partition 0, then partition 1, ... (a
-  section per partition, each an Arrow IPC stream, empty partitions 0 bytes), then its index:
+  section per partition, each an Arrow IPC stream with zstd-compressed buffers, `encode`, empty
+  partitions 0 bytes), then its index:
   the N + 1 section offsets as little-endian int64 (8·(N + 1) bytes, last). Its result carries
   only the object's size (`SectionedObject`), so the driver holds O(W) numbers per exchange,
   not W·N offsets (at 10 TB, 37k units x 9k partitions: 3e8). Nothing else is written: an
@@ -23,12 +24,16 @@ Instead, two passes, cut by exchange/plan.py:
   rows of that part writer by writer (dedup: one IPC stream; pack's two fields: tokens/pack.py).
   Its offsets go in a marker, g<group>-k<bucket>.json, written last (resume);
 - pass 2, each part's reader: one range GET per group (`read_part`).
+- one pass instead, while a writer's piece of a part is at least request_bytes / 2 on average
+  (plan.direct: W·N <= 2·D / request_bytes): no pass-1 object; the driver GETs each writer's
+  index and each reader GETs its section of every writer's object (`writer_ranges`).
 
 Requests, W writers, N parts, D bytes moved (K, G fixed by sizes, not by D):
   writers: W PUTs (one object each; multipart parts above the s3fs block);
   pass 1: W·K range GETs (+ W·K index GETs when K > 1) + G·K objects (+ G·K markers) PUT,
           G·K HEADs (done markers);
-  pass 2: G·N range GETs per time the part is read.
+  pass 2: G·N range GETs per time the part is read;
+  one pass: W index GETs, W·N range GETs per time the part is read (<= 2·D / request_bytes).
 All linear in D at fixed unit and part sizes while D / (G·K) <= the task cap; mean GET sizes
 D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
 Row order within a part is the writers' order, then each writer's row order: the same as
@@ -46,16 +51,25 @@ import pyarrow as pa
 from pipeline.core.storage import Location
 from pipeline.exchange.plan import ExchangePlan
 
+# A dedup row section's buffers are zstd-compressed (Arrow IPC's own buffer compression, which
+# `decode` undoes): a near band section holds each document's key once per band of it there (at
+# 4 partitions 16 -> 9 B a row), ids and sources repeat; random hashes and signatures stay as big.
+ROWS_COMPRESSION = "zstd"
 
-def encode(table: pa.Table, schema: pa.Schema | None = None) -> bytes:
-    """One section: the rows as an Arrow IPC stream; no rows, no bytes. With a `schema`, always
-    a stream of that schema, rows or not (pack's index rows: a reader needs no other)."""
+
+def encode(
+    table: pa.Table, schema: pa.Schema | None = None, compression: str | None = None
+) -> bytes:
+    """One section: the rows as an Arrow IPC stream (buffers compressed by `compression`); no
+    rows, no bytes. With a `schema`, always a stream of that schema, rows or not (pack's index
+    rows: a reader needs no other)."""
     if schema is None:
         if table.num_rows == 0:
             return b""
         schema = table.schema
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, schema) as writer:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue()
 
@@ -89,7 +103,7 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
     offsets = [0]
     with loc.atomic_writer() as out:
         for p in range(n):
-            data = encode(pieces[p]) if p in pieces else b""
+            data = encode(pieces[p], compression=ROWS_COMPRESSION) if p in pieces else b""
             out.write(data)
             offsets.append(offsets[-1] + len(data))
         out.write(np.asarray(offsets, dtype="<i8").tobytes())
@@ -139,6 +153,22 @@ def part_ranges(folder: Location, plan: ExchangePlan, regrouped: list) -> dict[i
             a, b = r.offsets[j], r.offsets[j + 1]
             if b > a:
                 ranges[part].append((folder / r.object, a, b))
+    return ranges
+
+
+def writer_ranges(writers: list[SectionedObject], n: int) -> dict[int, list[Range]]:
+    """part -> the non-empty section of each writer's own object, in writer order: a one-pass
+    exchange (plan.direct), whose readers GET the writers' objects; one GET of each index here.
+    The rows and their order are those pass 1 would have regrouped."""
+    ranges: dict[int, list[Range]] = {p: [] for p in range(n)}
+    for w in writers:
+        if w.size <= index_bytes(n):  # an index and no rows
+            continue
+        offsets = index_of(w.loc.read_bytes(w.size - index_bytes(n), w.size), n)
+        for p in range(n):
+            a, b = int(offsets[p]), int(offsets[p + 1])
+            if b > a:
+                ranges[p].append((w.loc, a, b))
     return ranges
 
 

@@ -34,7 +34,8 @@ import pyarrow as pa
 from pydantic import ByteSize
 
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
-from pipeline.exchange.plan import exchange_plan
+from pipeline.dedup.minhash import STORED_BITS
+from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import INDEX_ROW_BYTES, pack_plan
@@ -49,8 +50,8 @@ S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this siz
 DOC_ROW_BYTES = 40  # a unit's documents file (ids, row; no text), Parquet, per document
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
-BAND_ROW_BYTES = 16  # one band hash + key
-DIR_ROW_BYTES = 12  # near dedup's directory row: key, unit index
+BAND_HASH_BYTES = 8  # a band row: its band hash, then its key (zstd: `band_row_bytes`)
+DIR_ROW_BYTES = 10  # near dedup's directory row: key, unit index (zstd: the unit repeats)
 REQUEST_ROW_BYTES = 20  # a candidate's signature request: key, label, unit index
 # assumed per document (web-like corpora): documents with a candidate pair after banding
 # (whose signatures near_fetch moves; make_corpus, dup-heavy by design, has 0.45), removals
@@ -153,12 +154,24 @@ class _Cut:
         return self.docs * INDEX_ROW_BYTES
 
     @property
-    def band_doc(self) -> int:  # one document's band rows and key row in its band object
-        return BAND_ROW_BYTES * (self.bands + 1)
+    def band_rows(self) -> float:  # one document's band rows, as sections hold them
+        return band_row_bytes(self.bands, self.p)
+
+    @property
+    def band_doc(self) -> float:  # one document's band rows and key row in its band object
+        return self.band_rows + 8
 
     @property
     def hash_bytes(self) -> int:
         return self.docs * HASH_ROW_BYTES
+
+
+def band_row_bytes(bands: int, partitions: int) -> float:
+    """One document's band rows in zstd-compressed sections (exchange/sections.py): a random
+    8-byte hash each, and its key once per partition its bands fall in (a key repeated in the
+    rows that follow costs ~1/4 byte: 9.1 B a row at 4 partitions measured, 16 uncompressed)."""
+    hit = partitions * (1 - (1 - 1 / partitions) ** bands)  # partitions its bands fall in
+    return BAND_HASH_BYTES * bands + 8 * hit + (bands - hit) / 4
 
 
 def dry_run(
@@ -201,7 +214,7 @@ def dry_run(
         plan.one_pass,
         token_bytes,
         shard_bytes,
-        num_perm * 4 + 60,
+        num_perm * STORED_BITS // 8 + 60,
         bands,
         int(dedup_request_bytes or dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
@@ -260,9 +273,13 @@ class _Exchange:
     puts: int
     heads: int
     peak_mb: float
+    copies: int = 2  # the rows are written twice (writer, pass 1) and read twice (pass 1, reader)
+    groups: int = 1  # ranges each part's reader GETs
 
 
 def _exchange(c: _Cut, writers: int, parts: int, size: float, reads: int = 1) -> _Exchange:
+    if direct(parts, writers, int(size), c.request_bytes, reads):  # one pass: no pass 1
+        return _Exchange(0, writers + reads * writers * parts, 0, 0, 0, 1, writers)
     plan = exchange_plan(parts, writers, int(size), c.request_bytes, c.task_bytes, reads)
     gk = plan.groups * plan.buckets
     return _Exchange(
@@ -271,6 +288,8 @@ def _exchange(c: _Cut, writers: int, parts: int, size: float, reads: int = 1) ->
         gk * (puts(size / gk) + 1),
         gk,
         WORKER_BASE_MB + 3 * size / (parts * plan.groups) / MiB,
+        2,
+        plan.groups,
     )
 
 
@@ -293,15 +312,16 @@ def _exact(c: _Cut) -> StagePlan:
     unit bucket, and merge_exact writing exact/removed.parquet bucket by bucket."""
     p, nb = c.p, _removed_buckets(c)
     removed = c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    hashes = _exchange(c, c.m, p, c.hash_bytes)
     stage = StagePlan(
         "exact",
         p + 1,
         {"get": 0, "put": p + puts(removed), "head": 0},
-        2 * c.hash_bytes,
-        c.hash_bytes,
+        hashes.copies * c.hash_bytes,  # the read pass wrote them once
+        (hashes.copies - 1) * c.hash_bytes,
         WORKER_BASE_MB + 3 * max(c.hash_bytes / p, removed / nb) / MiB,
     )
-    return _plus(stage, _exchange(c, c.m, p, c.hash_bytes), _exchange(c, p, nb, removed))
+    return _plus(stage, hashes, _exchange(c, p, nb, removed))
 
 
 def _near(c: _Cut) -> StagePlan:
@@ -310,16 +330,23 @@ def _near(c: _Cut) -> StagePlan:
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
     (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
     unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
-    removals' exchange (run/neardup.py)."""
+    removals' exchange (run/neardup.py); each of those three in one pass where plan.direct says.
+    Signatures are 8-bit (minhash.STORED_BITS), band rows zstd-compressed (band_row_bytes)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
     band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
-    bands, directory = docs * c.bands * BAND_ROW_BYTES, docs * DIR_ROW_BYTES
+    bands, directory = docs * c.band_rows, docs * DIR_ROW_BYTES
     plan = exchange_plan(p, m, int(bands), c.request_bytes, c.task_bytes)
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
-    regrouped = requests + cands + removed  # written twice, read twice (exchange/sections.py)
+    exchanges = [
+        (_exchange(c, p, nb, requests), requests),
+        (_exchange(c, nb, p, cands), cands),
+        (_exchange(c, p, nb, removed), removed),
+    ]
+    # written twice, read twice; in one pass (plan.direct) once each (exchange/sections.py)
+    regrouped = sum(x.copies * size for x, size in exchanges)
     per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
     stage = StagePlan(
         "near",
@@ -329,16 +356,11 @@ def _near(c: _Cut) -> StagePlan:
             "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
             "head": m * k + gk * 2 + m,
         },
-        band_objects + bands + directory + sigs + 2 * regrouped,
-        bands + directory + 2 * regrouped,
+        band_objects + bands + directory + sigs + regrouped,
+        bands + directory + regrouped,
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
-    return _plus(
-        stage,
-        _exchange(c, p, nb, requests),
-        _exchange(c, nb, p, cands),
-        _exchange(c, p, nb, removed),
-    )
+    return _plus(stage, *(x for x, _ in exchanges))
 
 
 def _audit(c: _Cut) -> StagePlan:
@@ -346,7 +368,7 @@ def _audit(c: _Cut) -> StagePlan:
     the exact and the near removals' exchanges."""
     nb = _removed_buckets(c)
     removed = c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
-    groups = exchange_plan(nb, c.p, int(removed), c.request_bytes, c.task_bytes).groups
+    groups = _exchange(c, c.p, nb, removed).groups
     return StagePlan(
         "audit",
         1,

@@ -18,13 +18,14 @@ from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import components
-from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.exchange.sections import (
     Range,
     SectionedObject,
     part_ranges,
     unit_bounds,
     unit_bucket,
+    writer_ranges,
 )
 from pipeline.run.read_stage import Reads, Units
 from pipeline.run.results import AuditResult
@@ -51,15 +52,12 @@ def exchange(
 ) -> dict[int, list[Range]]:
     """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
     writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
-    writer group)."""
-    plan = exchange_plan(
-        n,
-        len(writers),
-        sum(w.size for w in writers),
-        int(dedup.exchange_request_bytes),
-        int(dedup.exchange_task_bytes),
-        reads,
-    )
+    writer group). Where the writers' pieces are large enough (plan.direct) there is no pass 1:
+    the ranges are the writers' own sections."""
+    total, request = sum(w.size for w in writers), int(dedup.exchange_request_bytes)
+    if direct(n, len(writers), total, request, reads):
+        return writer_ranges(writers, n)
+    plan = exchange_plan(n, len(writers), total, request, int(dedup.exchange_task_bytes), reads)
     folder, groups = folder / plan.name, plan.unit_groups(writers)
     task = waves.task("regroup")
     regrouped = waves.run(

@@ -5,19 +5,22 @@ shared by the runs that read the unit the same way:
 
     <unit>.sig-<signature_key>.parquet  one row per document, sorted by (source, row): key
         (int64 node key: xxh3-64 of (source, row), with named sources (origin, source, row)),
-        doc_id, source, row, unit_id, length (chars), sig (uint32 x num_perm little-endian, as
-        one fixed-size binary), origin, origin_rank (the named input and its position in
+        doc_id, source, row, unit_id, length (chars), sig (the low minhash.STORED_BITS of each
+        of the num_perm values, little-endian, as one fixed-size binary: b-bit MinHash, compared
+        by minhash.estimated_jaccard), origin, origin_rank (the named input and its position in
         `inputs`: dedup/exact.py). Read by near_fetch only, once, for units with a candidate.
     <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of 2P sections
         (P = dedup.partitions): section 2p holds the rows (band_hash uint64, key int64) of band
-        partition p (band_hash mod P; `bands` rows per document, minhash.band_hashes), section
+        partition p (band_hash mod P; `bands` rows per document, minhash.band_hashes of the
+        full 32-bit values, before narrowing: the candidates are those of 32-bit MinHash), section
         2p + 1 the keys (band_hash null) of key partition p (components.node_partition); every
         document, exact duplicates included; then the index. A bucket of consecutive partitions
         is one contiguous range: near_band_group reads each row once.
 
-A done unit without its signatures (near dedup off when it was read, or the file deleted by
-retention) is read again by the read stage (read_dedup_tasks._outputs_present); a missing band
-object is made again from the signatures when near dedup first needs it.
+A done unit without either file (near dedup off when it was read, or the file deleted by
+retention) is read again by the read stage (read_dedup_tasks._outputs_present): no text is kept
+to sign again, and the band hashes need the full values, which the signature file no longer
+holds.
 """
 
 from __future__ import annotations
@@ -55,37 +58,56 @@ def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
 
 
 def sig_column(sigs: np.ndarray) -> pa.Array:
-    width = sigs.shape[1] * 4
-    flat = np.ascontiguousarray(sigs, dtype="<u4").view(np.uint8).reshape(-1)
+    """Signatures (uint32, or narrowed: uint16, uint8) as one fixed-size binary per row."""
+    sigs = np.asarray(sigs)
+    width = sigs.shape[1] * sigs.dtype.itemsize
+    flat = np.ascontiguousarray(sigs, dtype=sigs.dtype.newbyteorder("<")).view(np.uint8)
     return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), len(sigs), [None, pa.py_buffer(flat)]
+        pa.binary(width), len(sigs), [None, pa.py_buffer(flat.reshape(-1))]
     )
 
 
 def sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
+    """The signatures of a sig column, as the unsigned ints its width holds per value."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    dtype = f"<u{arr.type.byte_width // num_perm}"
     if len(arr) == 0:
-        return np.empty((0, num_perm), dtype=np.uint32)
-    data = np.frombuffer(arr.buffers()[1], dtype="<u4")
+        return np.empty((0, num_perm), dtype=dtype)
+    data = np.frombuffer(arr.buffers()[1], dtype=dtype)
     return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
 
 
 def signature_key(cfg: Config) -> str:
-    """What decides a document's signature (not bands or threshold: those act later)."""
+    """What decides a document's stored signature (not bands or threshold: those act later)."""
     near = cfg.dedup.near
-    return xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
+    what = f"{near.ngram}:{near.num_perm}:{near.seed}"
+    if minhash.STORED_BITS < 32:  # the 32-bit files' key stays theirs
+        what += f":b{minhash.STORED_BITS}"
+    return xxhash.xxh3_64_hexdigest(what.encode())[:12]
 
 
 def band_key(cfg: Config) -> str:
-    """What decides a document's band hashes: its signature and the bands x rows cut."""
+    """What decides a document's band hashes: its (full) signature and the bands x rows cut."""
     near = cfg.dedup.near
-    return xxhash.xxh3_64_hexdigest(f"{signature_key(cfg)}:{near.bands}:{near.rows}".encode())[:12]
+    full = xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
+    return xxhash.xxh3_64_hexdigest(f"{full}:{near.bands}:{near.rows}".encode())[:12]
 
 
-def signature_rows(
+def write_unit_files(
+    layout: RunLayout, unit: str, docs: pa.Table, cfg: Config, origin: str = "", rank: int = 0
+) -> None:
+    """The read task's two files of a unit (the module docstring), from its documents."""
+    rows, full = signed_rows(docs, unit, cfg, origin, rank)
+    layout.read_sigs(unit, signature_key(cfg)).write_parquet(rows)
+    write_band_object(layout.read_bands(unit, band_key(cfg)), rows["key"].to_numpy(), full, cfg)
+
+
+def signed_rows(
     docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
-) -> pa.Table:
-    """One row per document, sorted by (source, row): key, ids, length and MinHash signature.
+) -> tuple[pa.Table, np.ndarray]:
+    """One row per document, sorted by (source, row): key, ids, length and MinHash signature
+    (narrowed: minhash.narrowed); and the full 32-bit signatures they were narrowed from (band
+    hashes are made from those).
 
     The read task calls this while it holds the unit's documents, so near dedup never reads
     the documents again (layout.read_sigs)."""
@@ -98,7 +120,7 @@ def signature_rows(
         sources = [f"{origin}\x00{s}" for s in sources]
     keys = record_keys(sources, docs["row"].to_pylist())
     n = docs.num_rows
-    return pa.table(
+    rows = pa.table(
         {
             "key": pa.array(keys, pa.int64()),
             "doc_id": docs["doc_id"],
@@ -106,21 +128,21 @@ def signature_rows(
             "row": docs["row"],
             "unit_id": pa.array([unit] * docs.num_rows, pa.string()),
             "length": pc.utf8_length(docs["text"]).cast(pa.int64()),
-            "sig": sig_column(sigs),
+            "sig": sig_column(minhash.narrowed(sigs)),
             "origin": pa.array([origin] * n, pa.string()),
             "origin_rank": pa.array([rank] * n, pa.int32()),
         }
     )
+    return rows, sigs
 
 
-def write_band_object(loc: Location, sig_rows: pa.Table, cfg: Config) -> int:
+def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Config) -> int:
     """The read task's band object of a unit (exchange/sections.py, 2P sections): section 2p
     holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
     null, key) of key partition p; every document, exact duplicates included. A bucket of
     partitions is one contiguous range of it, so near_band_group reads each row once."""
     params, n = params_of(cfg), cfg.dedup.partitions
-    keys = sig_rows["key"].to_numpy()
-    bands = minhash.band_hashes(sigs_of(sig_rows["sig"], params.num_perm), params).reshape(-1)
+    bands = minhash.band_hashes(sigs, params).reshape(-1)  # full 32-bit `sigs`, not narrowed
     table = pa.table(
         {
             "band_hash": pa.concat_arrays(

@@ -1,9 +1,9 @@
 """Near-duplicate removal as Ray task bodies: storage in, pure core (minhash, components), out.
 
 No step holds all documents: every step is one task per unit or per partition, and data moves
-between steps as sectioned Arrow IPC objects, one section per hash partition
-(exchange/sections.py), or, for the component rounds, as small int64 edge arrays in Ray's object
-store. A document is a node keyed by xxh3-64 of
+between steps as sectioned Arrow IPC objects, one section per hash partition, their buffers
+zstd-compressed (exchange/sections.py), or, for the component rounds, as small int64 edge arrays
+in Ray's object store. A document is a node keyed by xxh3-64 of
 (source, row) — with named sources (origin, source, row) — unique per record even where two
 records share an id. The keep rule puts the first-listed source first (components.keep_rule).
 
@@ -11,7 +11,9 @@ Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition
 components.node_partition; B = len(unit_bounds) unit buckets). Every step writes ONE object per
 task, sectioned by the partition its rows go to (exchange/sections.py); the driver regroups each
 set of objects (run/dedup_stage.py, whose task is exchange/regroup.py) and a reader GETs one
-range per writer group:
+range per writer group; or, while each writer's piece of a partition is at least half a request
+(exchange/plan.direct), nothing is regrouped and a reader GETs its section of every writer's
+object (the rows cross storage once, not three times; the same rows in the same order):
 
     xchg/bands/<plan>/g<g>-k<k>.bin  by band partition p (of bucket k): band_hash uint64,
                          key int64 of unit group g's documents (exact dups dropped)
@@ -21,7 +23,8 @@ range per writer group:
     req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
                          unit: the candidate documents of key partition q
     cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
-                         (the sig-file columns, run/near_signing.py) plus their candidate label
+                         (the sig-file columns, run/near_signing.py: 8-bit signatures) plus
+                         their candidate label
     removed/l<l>.bin     by unit bucket: the near removals of label partition l
                          (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
 
@@ -30,10 +33,12 @@ partition bucket) of the band exchange's plan, reads its bucket's range of each 
 band objects and writes pass 1's objects itself (exchange/regroup.grouped, with their JSON markers),
 so no per-unit object is written and regrouped.
 
-The read task signs a unit's documents while it holds them and writes their band hashes next
-to the signatures (run/near_signing.py: both formats). Banding reads only the band objects; a
-signature is read once, by near_fetch, and only from units that hold a candidate: candidate pairs
-and component members get it there, and no signature crosses an exchange except a candidate's.
+The read task signs a unit's documents while it holds them and writes their band hashes (from the
+full 32-bit values) next to the signatures, which it stores as the low 8 bits of each value
+(b-bit MinHash, minhash.narrowed: 256 B a document, not 1 KiB; run/near_signing.py: both
+formats). Banding reads only the band objects; a signature is read once, by near_fetch, and only
+from units that hold a candidate: candidate pairs and component members get it there, and no
+signature crosses an exchange except a candidate's.
 
 Candidate edges (16 bytes each) never touch storage: near_buckets returns them routed by key
 partition to Ray's object store, the star rounds label their components, and near_members routes
@@ -53,7 +58,8 @@ GET P·K, B·K and P·K ranges (twice that with the writers' index reads when K 
 objects; every reader GETs one range per group: near_buckets G, near_members G, near_fetch G
 (+ one GET per unit with a candidate: its signature file), near_keep G; the audit G per unit
 bucket. In all about 3M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
-linear in the corpus.
+linear in the corpus. One of the last three exchanges in one pass (W writers, N parts) PUTs
+nothing and GETs W indexes and W·N ranges instead, W·N <= 2·its bytes / request_bytes: linear.
 
 Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
 star edges) -> components.star_step rounds over the candidate edges -> near_members (per key
@@ -80,7 +86,6 @@ from pipeline.run.near_signing import (
     record_keys,
     sigs_of,
     unit_sigs,
-    write_band_object,
 )
 from pipeline.run.results import (
     BandGroupResult,
@@ -99,7 +104,7 @@ def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
 
 # -- per unit group ---------------------------------------------------------------------------
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
-    """Node keys of the unit's exact duplicates (the rule of signature_rows)."""
+    """Node keys of the unit's exact duplicates (the rule of near_signing.signed_rows)."""
     with layout.exact_removed_all.open_read() as f:
         gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
     sources = gone["source"].to_pylist()
@@ -114,13 +119,16 @@ def _unit_bands(
     """The unit's band rows of the band partitions in `span` and its keys of the key partitions
     in `span`, each with its partition, without its exact duplicates: one range of its band
     object (after its index; the whole object in one GET when `whole`), written by its read
-    task (else made here from its signatures or documents)."""
+    task (else made here from its documents)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
     try:
         size = loc.size()
-    except FileNotFoundError:  # deleted since the read: from the signatures
-        size = write_band_object(loc, unit_sigs(layout, unit, cfg), cfg)
+    except FileNotFoundError:  # deleted since the read stage, which makes it again
+        raise FileNotFoundError(
+            f"{loc.uri}: the unit's band object is missing (deleted since the read stage?);"
+            " rerun the same command: the read stage signs the unit again"
+        ) from None
     piece, offsets = sections.read_bucket(
         sections.SectionedObject(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
     )

@@ -141,10 +141,8 @@ def read_unit(
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
         from pipeline.run import near_signing as near
 
-        sigs = near.signature_rows(docs, unit_id, cfg, src.name, rank)
-        layout.read_sigs(unit_id, near.signature_key(cfg)).write_parquet(sigs)
-        # what banding reads instead of the signatures: sectioned by partition
-        near.write_band_object(layout.read_bands(unit_id, near.band_key(cfg)), sigs, cfg)
+        # the signatures, and what banding reads instead of them: sectioned by partition
+        near.write_unit_files(layout, unit_id, docs, cfg, src.name, rank)
     hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
     # one object, sectioned by hash partition: 1 PUT, not one per partition (exchange/sections.py)
@@ -174,14 +172,18 @@ def read_unit(
 
 def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config) -> bool:
     """Whether a done unit's outputs are all there: its token file (the token key may be new,
-    e.g. after inputs[].keep_fields changed) and, with near dedup on, its signatures (a run
-    without near dedup, or retention, may have left none). Otherwise the unit is read again."""
+    e.g. after inputs[].keep_fields changed) and, with near dedup on, its signatures and band
+    object (a run without near dedup, or retention, may have left none). Otherwise the unit is
+    read again."""
     if not layout.tokens_all(unit_id).exists():
         return False
     if cfg.dedup.near.enabled:
         from pipeline.run import near_signing as near
 
-        return layout.read_sigs(unit_id, near.signature_key(cfg)).exists()
+        return (
+            layout.read_sigs(unit_id, near.signature_key(cfg)).exists()
+            and layout.read_bands(unit_id, near.band_key(cfg)).exists()
+        )
     return True
 
 

@@ -38,7 +38,9 @@ def test_rerun_of_a_committed_run_writes_nothing(ray_local, tmp_path):
     assert files_under(tmp_path) == before
 
 
-@pytest.mark.parametrize("marker", ["missing", "cut short", "signatures deleted"])
+@pytest.mark.parametrize(
+    "marker", ["missing", "cut short", "signatures deleted", "band object deleted"]
+)
 def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path, marker):
     cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path))
     first = run_pipeline(cfg, show_progress=False)
@@ -50,6 +52,8 @@ def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path, marker
         layout.read_done(units[0]).remove()
     elif marker == "signatures deleted":  # e.g. by retention: no text is kept to sign again
         layout.read_sigs(units[0], near_signing.signature_key(cfg)).remove()
+    elif marker == "band object deleted":
+        layout.read_bands(units[0], near_signing.band_key(cfg)).remove()
     else:
         layout.read_done(units[0]).write_bytes(b'{"unit": "')
     Path(layout.read_docs(units[0]).path + ".tmp-deadbeef").write_bytes(b"partial")

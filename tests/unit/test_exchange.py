@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.core.storage import IO, Location
 from pipeline.exchange import sections
-from pipeline.exchange.plan import exchange_plan
+from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.exchange.regroup import regroup
 
 SCHEMA = pa.schema([("key", pa.int64()), ("writer", pa.int64())])
@@ -57,6 +57,34 @@ def test_each_partition_gets_the_rows_of_per_partition_files_in_writer_order(
     # a rerun reuses every regrouped object (its marker)
     again = regroup(root / "x" / plan.name, plan, 0, 0, plan.unit_groups(writers)[0])
     assert again.reused
+
+
+def test_one_pass_reads_the_writers_sections_same_rows_same_order_and_only_when_pieces_are_big(
+    tmp_path,
+):
+    root, n = Location.from_uri(str(tmp_path)), 7
+    writers, _ = _writers(root, 5, n, 300)
+    total = sum(w.size for w in writers)
+    per_piece = total / (5 * n)
+    assert direct(n, 5, total, int(2 * per_piece)) and not direct(n, 5, total, int(3 * per_piece))
+    _, regrouped = _exchange(root, writers, n, 10**9)
+    before = IO.snapshot()
+    ranges = sections.writer_ranges(writers, n)
+    assert IO.delta(IO.snapshot(), before)["get_requests"] == len(writers)  # one index each
+    for p in range(n):
+        assert all(loc in {w.loc for w in writers} for loc, _, _ in ranges[p])
+        assert len(ranges[p]) <= len(writers)
+        assert sections.read_part(ranges[p], SCHEMA).equals(
+            sections.read_part(regrouped[p], SCHEMA)
+        )
+
+
+def test_sections_are_zstd_compressed_arrow_streams():
+    keys = np.repeat(np.arange(1000, dtype=np.int64) * 7919, 8)  # a key per run of 8 rows
+    table = pa.table({"key": keys, "writer": np.zeros(len(keys), np.int64)}, schema=SCHEMA)
+    data = sections.encode(table, compression=sections.ROWS_COMPRESSION)
+    assert len(data) < len(sections.encode(table)) / 4
+    assert sections.decode(data).equals(table)
 
 
 def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data(tmp_path):

@@ -14,6 +14,7 @@ from pipeline.dedup.minhash import (
     candidate_pairs,
     estimated_jaccard,
     exact_jaccard,
+    narrowed,
     permutation_coefficients,
     shingle_set,
     signatures,
@@ -143,6 +144,31 @@ def test_near_duplicates_score_high_and_unrelated_low():
     assert (est_near >= params.threshold).all()
     assert np.abs(est_near - exact_near).max() < 0.08
     assert estimated_jaccard(sigs[0], sigs[1]) < 0.05
+
+
+def test_narrowed_signatures_correct_for_chance_matches():
+    rng = random.Random(7)
+    params = MinHashParams()
+    base = [random_text(rng, 600) for _ in range(20)]
+    near = [edit_words(t, 0.02, rng) for t in base]
+    full = signatures(base + near, params)
+    exact = np.array(
+        [exact_jaccard(shingle_set(a), shingle_set(b)) for a, b in zip(base, near, strict=True)]
+    )
+    for bits in (8, 16):
+        sigs = narrowed(full, bits)
+        assert sigs.dtype.itemsize * 8 == bits
+        assert (sigs == (full % 2**bits)).all()
+        est = estimated_jaccard(sigs[:20], sigs[20:])
+        assert np.abs(est - exact).max() < 0.08
+        # unrelated documents: b-bit values match by chance 2^-b of the time (760 pairs here),
+        # which the estimate takes out
+        pairs = [(i, j) for i in range(40) for j in range(i + 1, 40) if j != i + 20]
+        a, b = (sigs[[p[k] for p in pairs]] for k in (0, 1))
+        raw = np.mean(a == b, axis=-1)
+        assert np.isclose(raw.mean(), 2.0**-bits, rtol=0.3, atol=1e-4)
+        assert abs(estimated_jaccard(a, b).mean()) < 0.01 and estimated_jaccard(a, b).min() >= 0
+        assert estimated_jaccard(sigs[0], sigs[0]) == 1.0
 
 
 def test_band_hashes_change_only_with_their_band():
