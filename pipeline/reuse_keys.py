@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from pipeline.tokens.framed import FORMAT as TOKEN_FORMAT
+
 if TYPE_CHECKING:
     from pipeline.config import Config
 
@@ -170,6 +172,8 @@ def stage_keys(config: Config) -> dict[str, str]:
             # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields)
             # never reach a token file, so changing them re-reads but does not re-tokenize
             data["read_key"] = digest(_keyed(config, "read", text_only=True))
+            # how a token file is stored (tokens/framed.py): a folder holds one format only
+            data["token_format"] = TOKEN_FORMAT
         keys[stage] = digest(data)
     return keys
 

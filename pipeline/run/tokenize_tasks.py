@@ -2,7 +2,7 @@
 
 Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
 out, each unit's output committed atomically and then marked done (resume). The token file's format
-is documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
+is documented in tokens/pack.py (its compression in tokens/framed.py); the engine choice and fallback in run/tokenize_stage.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pipeline.dedup import exact
 from pipeline.ingest.records import QUARANTINE_SCHEMA, SPECIAL_TOKEN_TEXT
 from pipeline.run.results import ProbeResult, TokenizeResult
 from pipeline.run.timer import TaskTimer
-from pipeline.tokens import pack
+from pipeline.tokens import framed, pack
 from pipeline.tokens.check import (
     EngineMismatch,
     SampleCheck,
@@ -149,14 +149,16 @@ def tokenize_unit(
     docs = exact.drop_removed(layout.read_docs(unit_id).read_parquet(), removed)
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    length, checked, special = _encode_tokens(
+    length, checked, special, frames = _encode_tokens(
         docs, layout.tokens_bin(unit_id, digest), cfg, tokenizer_json, engine
     )
     keep = np.ones(docs.num_rows, dtype=bool)
     keep[list(special)] = False
     bad_loc.write_parquet(_special_quarantine(docs, special))
-    # last: its presence marks the unit done
-    index_loc.write_parquet(_token_index(docs.filter(pa.array(keep)), length))
+    # last: its presence marks the unit done; it carries the .bin's frame table
+    index_loc.write_parquet(
+        framed.with_table(_token_index(docs.filter(pa.array(keep)), length), frames)
+    )
     return timer.result(
         TokenizeResult,
         unit=unit_id,
@@ -196,14 +198,14 @@ def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:
 
 def _encode_tokens(
     docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
-) -> tuple[np.ndarray, int, dict[int, str]]:
-    """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
-    tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
-    compared before the token file is committed (EngineMismatch). With special tokens' text as
-    text, a document whose ids hold the EOS/BOS id is left out of the file (and, unless the
-    engine is tokenizers, confirmed by tokenizers first). Returns the token count of each
-    document written, how many documents were checked, and the documents left out: row ->
-    what was found where."""
+) -> tuple[np.ndarray, int, dict[int, str], framed.FrameTable]:
+    """The documents' tokens, in their order, into `out_loc` (framed: tokens/framed.py) with
+    `engine`; unless the engine is tokenizers, a sample is re-encoded with tokenizers meanwhile,
+    on a thread of its own, and compared before the token file is committed (EngineMismatch).
+    With special tokens' text as text, a document whose ids hold the EOS/BOS id is left out of
+    the file (and, unless the engine is tokenizers, confirmed by tokenizers first). Returns the token count of each
+    document written, how many documents were checked, the documents left out (row -> what was
+    found where) and the file's frame table."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
@@ -239,12 +241,13 @@ def _encode_tokens(
                 at += 1
             yield Batch(texts.slice(i, step).to_pylist(), check)
 
-    framed = tokenize_batches(
+    encoded = tokenize_batches(
         encoder, batches(), info.eos_id, bos_id, dtype, sample, forbid_in_text=special_as_text
     )
     with out_loc.atomic_writer() as out:
-        for n, batch in enumerate(framed):
-            out.write(batch.tokens.view(np.uint8))  # the array's own buffer: no copy to bytes
+        writer = framed.FramedWriter(out)
+        for n, batch in enumerate(encoded):
+            writer.write(batch.tokens.view(np.uint8))  # the array's own buffer: no copy to bytes
             lengths.append(batch.lengths)
             special.update({n * step + row: ids for row, ids in batch.special.items()})
         # inside the writer: a mismatch discards the token file
@@ -260,6 +263,7 @@ def _encode_tokens(
                 docs["doc_id"].take(taken).to_pylist(),
                 [special[r] for r in rows],
             )
+        frames = writer.close()
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
     names = {info.eos_id: tok.eos, **({bos_id: tok.bos} if bos_id is not None else {})}
     found = {}
@@ -269,7 +273,7 @@ def _encode_tokens(
             f"the tokenizer made {names[int(ids[pos])]!r} (id {int(ids[pos])}) from the"
             f" document's text, at token {pos}"
         )
-    return length, len(checked), found
+    return length, len(checked), found, frames
 
 
 def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
