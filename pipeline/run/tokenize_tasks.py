@@ -2,7 +2,8 @@
 
 Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
 out, each unit's output committed atomically and then marked done (resume). The token file's format
-is documented in tokens/pack.py (its compression in tokens/framed.py); the engine choice and fallback in run/tokenize_stage.py.
+is documented in tokens/pack.py (its compression in tokens/framed.py); the engine choice and
+fallback in run/tokenize_stage.py.
 """
 
 from __future__ import annotations
@@ -203,9 +204,9 @@ def _encode_tokens(
     `engine`; unless the engine is tokenizers, a sample is re-encoded with tokenizers meanwhile,
     on a thread of its own, and compared before the token file is committed (EngineMismatch).
     With special tokens' text as text, a document whose ids hold the EOS/BOS id is left out of
-    the file (and, unless the engine is tokenizers, confirmed by tokenizers first). Returns the token count of each
-    document written, how many documents were checked, the documents left out (row -> what was
-    found where) and the file's frame table."""
+    the file (and, unless the engine is tokenizers, confirmed by tokenizers first). Returns the
+    token count of each document written, how many documents were checked, the documents left
+    out (row -> what was found where) and the file's frame table."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
