@@ -21,7 +21,8 @@ A section is always read whole, and its index rows say how many raw bytes it hol
 FRAME_BYTES: on corpus64's token files (10 units, 44 MB of uint16 ids), zstd level 1 stores
 (stored / raw, mean compressed frame = the mean bytes a range reads past its ends): 64 KiB frames
 0.379 / 25 KB, 128 KiB 0.371 / 48 KB, 256 KiB 0.361 / 92 KB, 1 MiB 0.367 / 352 KB, 4 MiB
-0.366 / 950 KB (zstd picks its level-1 parameters for inputs up to 256 KiB: no loss to larger frames).
+0.366 / 950 KB (zstd picks its level-1 parameters for inputs up to 256 KiB: no loss to larger
+frames).
 Token ranges read are >= exchange_request_bytes / 2 of raw tokens (8 MiB by default, ~3 MB
 stored): with 256 KiB frames a range reads ~3% more than itself on average (two frames at
 most). Compress ~250 MB/s, decompress ~750 MB/s of raw tokens per core. The shipped sample's
