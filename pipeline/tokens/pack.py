@@ -56,12 +56,13 @@ also needs S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. U
 pack runs in one pass; at production sizes the two passes run. The shards are the same bytes
 either way.
 
-Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
-shard of the bucket in order, a section of two fields = the tokens of the group's documents in
-that shard (unit by unit, each in shuffle order; one zstd frame, tokens/framed.py, none when
-empty) followed by an Arrow IPC stream of their index rows (the token index schema, same order;
-a stream even with no rows). The .json lists each section as [offset, token_bytes, index_bytes]
-(run/pack_tasks.TOKEN_SECTIONS), token_bytes as stored (compressed).
+Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last; <plan> names
+the cut and the sections' format, PackPlan.name): for each shard of the bucket in order, a section
+of two fields = the tokens of the group's documents in that shard (unit by unit, each in shuffle
+order; one zstd frame, tokens/framed.py, none when empty) followed by an Arrow IPC stream of their
+index rows (the token index schema, same order; a stream even with no rows). The .json lists each
+section as [offset, token_bytes, index_bytes] (run/pack_tasks.TOKEN_SECTIONS), token_bytes as
+stored (compressed).
 
 Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
 source, row, length, in shard order), the record of which split and source a document went to.
@@ -77,6 +78,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.exchange.plan import ExchangePlan, capped_cut
+from pipeline.tokens import framed
 
 TOKEN_INDEX_SCHEMA = pa.schema(
     [
@@ -170,7 +172,9 @@ class PackPlan(ExchangePlan):
 
     @property
     def name(self) -> str:
-        cut = super().name
+        # the token sections' format too (tokens/framed.py): the run id does not change with it,
+        # and a rerun must never reuse exchange objects of another format
+        cut = f"{super().name}-z{framed.FORMAT}"
         if self.removal:
             cut += f"-r{self.removal[:16]}"
         return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"
