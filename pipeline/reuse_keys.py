@@ -163,7 +163,8 @@ def stage_keys(config: Config) -> dict[str, str]:
 
     A stage's key hashes the config keys declared as changing its bytes. What a unit holds is in
     its id, what dedup removed in `<removed>` (core/layout.py); the token key also hashes the read
-    key (token files are made from the read outputs) and the tokenizer by content.
+    key (token files are made from the read outputs), the tokenizer by content and the format the
+    token files are stored in (tokens/framed.FORMAT).
     """
     keys: dict[str, str] = {}
     for stage in ("read", "tokens"):
