@@ -52,8 +52,9 @@ DOCS_PARQUET_RATIO = 0.36  # zstd Parquet of the documents / their text
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
 # stored / raw bytes of the token files and pack's exchange token sections (zstd frames,
 # tokens/framed.py). A plan cannot know a corpus's ratio: this is the shipped sample's
-# (configs/sample.yaml: 0.531, i.e. 1.88x), rounded up; the least compressible corpus at hand
-# (corpus64's 16 MiB units: 0.361), so the plan errs on more bytes, not fewer
+# (configs/sample.yaml: 0.531, i.e. 1.88x), the least compressible corpus at hand (corpus64 in
+# 16 MiB units: 0.361; corpus1g, make_corpus, in 64 MiB units: 0.389), rounded up: the plan errs
+# on more bytes, not fewer
 TOKEN_STORED_RATIO = 0.56
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_ROW_BYTES = 16  # one band hash + key

@@ -94,8 +94,8 @@ def _unit_rows(
 ) -> tuple[bytes, pa.Table] | None:
     """One unit's documents with keys in [lo, hi): their token bytes and index rows (one index
     GET, one GET of the token file's frames that hold the range: tokens/framed.py), or None
-    when it has none there. When the plan names a split,
-    only that split's rows (tokens/split.py); never its excluded documents (a takedown)."""
+    when it has none there. When the plan names a split, only that split's rows
+    (tokens/split.py); never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
