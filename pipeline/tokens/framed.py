@@ -70,7 +70,8 @@ class FrameTable:
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The frames [f0, f1) holding raw bytes [start, end) (0 <= start < end <= raw)."""
         if not 0 <= start < end <= self.raw_bytes:
-            raise ValueError(f"raw range [{start}, {end}) outside 0..{self.raw_bytes}")
+            # an index that does not describe this file
+            raise CorruptTokens(f"raw range [{start}, {end}) outside 0..{self.raw_bytes}")
         return start // self.frame_bytes, math.ceil(end / self.frame_bytes)
 
     def metadata(self) -> dict[bytes, bytes]:

@@ -55,6 +55,8 @@ def test_range_reads_at_and_around_frame_edges_get_only_their_frames(tmp_path):
     assert table.span(63, 129) == (0, 3)
     assert table.span(999, 1000) == (15, 16)
     assert framed.read_range(loc, table, 5, 5) == b""
+    with pytest.raises(framed.CorruptTokens, match="outside"):  # an index of another file
+        framed.read_range(loc, table, 990, 1002)
 
 
 def test_empty_file_has_no_frames(tmp_path):
