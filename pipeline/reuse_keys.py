@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from pipeline.tokens.framed import FORMAT as TOKEN_FORMAT
+
 if TYPE_CHECKING:
     from pipeline.config import Config
 
@@ -165,9 +167,12 @@ def stage_keys(config: Config) -> dict[str, str]:
 
     A stage's key hashes the config keys declared as changing its bytes. What a unit holds is in
     its id, what dedup removed in `<removed>` (core/layout.py); the token key also hashes the read
-    key (token files are made from the read outputs) and the tokenizer by content.
+    key (token files are made from the read outputs), the tokenizer by content and the format the
+    token files are stored in (tokens/framed.FORMAT).
     """
     tokens = _keyed(config, "tokens")
+    # how a token file is stored (tokens/framed.py): a folder holds one format only
+    tokens["token_format"] = TOKEN_FORMAT
     # the read outputs hold no document the tokenizer quarantines: they depend on the tokens keys
     read = {**_keyed(config, "read"), "tokens": digest(tokens)}
     # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields) never

@@ -49,11 +49,6 @@ class Codec:
     result: type[TaskResult]
 
 
-def joined(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """A field whose sections simply follow each other (pack's tokens): streamed as read."""
-    yield from chunks
-
-
 def _merged_rows(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """One partition's rows, the writers' IPC streams in order, as one IPC stream."""
     chunks = list(chunks)

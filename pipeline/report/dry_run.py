@@ -10,17 +10,18 @@ pipeline config --defaults`), so a plan describes the run the same settings woul
 `--unit-bytes` / `--shard-bytes` override either. Two inputs are the plan's own assumptions:
 documents of 4,000 bytes (DOC_BYTES, `--docs` overrides) in files of 1 GiB (`--file-bytes`).
 
-The cut comes from the pipeline's own functions: a synthetic listing of files of
-`--file-bytes` goes through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and
-near partitions), `pack.pack_plan` (shards, buckets, groups) and `exchange.plan.exchange_plan` (the
-groups and buckets of every dedup exchange). Request counts are each stage's formula (written in
-its format docstring: tokens/pack.py, exchange/sections.py, run/neardup.py) over those counts;
-sizes use the ratios below, measured on the sample and make_corpus runs (candidate edges,
-component members and removals per document are assumptions, named below). Core-hours come from
-per-core rates (MB of input per second per core, per stage): by default those `bench scaling`
-measured with one worker on a 37.5 MB real corpus (DEFAULT_RATES); `--rates` takes that
-benchmark's JSON line instead. Dollars price the requests with the cost report's price table
-(STANDARD); compute is left in core-hours.
+The cut comes from the pipeline's own functions: a synthetic listing of files of `--file-bytes` goes
+through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and near partitions),
+`pack.pack_plan` (shards, buckets, groups) and `exchange.plan.exchange_plan` (the groups and buckets
+of every dedup exchange). Request counts are each stage's formula (written in its format docstring:
+tokens/pack.py, exchange/sections.py, run/neardup.py) over those counts; sizes use the ratios below,
+measured on the sample and make_corpus runs (candidate edges, component members and removals per
+document are assumptions, named below; the compression of the token intermediates,
+TOKEN_STORED_RATIO, is the shipped sample's, since a corpus's own is not known before it is
+tokenized). Core-hours come from per-core rates (MB of input per second per core, per stage): by
+default those `bench scaling` measured with one worker on a 37.5 MB real corpus (DEFAULT_RATES);
+`--rates` takes that benchmark's JSON line instead. Dollars price the requests with the cost
+report's price table (STANDARD); compute is left in core-hours.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pipeline.dedup.minhash import STORED_BITS
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
+from pipeline.tokens.framed import FRAME_BYTES
 from pipeline.tokens.pack import INDEX_ROW_BYTES, pack_plan
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
@@ -49,6 +51,12 @@ FILE_BYTES = 2**30  # assumed input file size when --file-bytes is not given
 S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size
 DOC_ROW_BYTES = 40  # a unit's documents file (ids, row; no text), Parquet, per document
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
+# stored / raw bytes of the token files and pack's exchange token sections (zstd frames,
+# tokens/framed.py). A plan cannot know a corpus's ratio: this is the shipped sample's
+# (configs/sample.yaml: 0.531, i.e. 1.88x), the least compressible corpus at hand (corpus64 in
+# 16 MiB units: 0.361; corpus1g, make_corpus, in 64 MiB units: 0.389), rounded up: the plan errs
+# on more bytes, not fewer
+TOKEN_STORED_RATIO = 0.56
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 BAND_HASH_BYTES = 8  # a band row: its band hash, then its key (zstd: `band_row_bytes`)
 DIR_ROW_BYTES = 10  # near dedup's directory row: key, unit index (zstd: the unit repeats)
@@ -238,7 +246,7 @@ def _read(c: _Cut) -> StagePlan:
     """The pieces in; the token file (every document, before dedup), its index and quarantine
     list, the documents file (no text), quarantine, one sectioned hash object, signatures and
     their band hashes, a marker out."""
-    unit_docs = c.docs / c.m
+    unit_docs, stored = c.docs / c.m, c.token_bytes * TOKEN_STORED_RATIO
     return StagePlan(
         "read+hash",
         c.m,
@@ -246,7 +254,7 @@ def _read(c: _Cut) -> StagePlan:
             "get": c.pieces * gets(c.per_unit / max(1, c.pieces / c.m)),
             "put": c.m
             * (
-                puts(c.token_bytes / c.m)
+                puts(stored / c.m)
                 + puts(c.index_bytes / c.m)
                 + puts(c.docs_pq)
                 + puts(unit_docs * c.sig_doc)
@@ -257,7 +265,7 @@ def _read(c: _Cut) -> StagePlan:
             "head": 2 * c.m,
         },
         c.corpus_bytes,
-        c.token_bytes
+        stored
         + c.index_bytes
         + c.m * (c.docs_pq + unit_docs * (c.sig_doc + c.band_doc + HASH_ROW_BYTES)),
         WORKER_BASE_MB + (3 * c.per_unit + c.token_bytes / c.m) / MiB,
@@ -392,27 +400,38 @@ def _select(c: _Cut) -> StagePlan:
     )
 
 
+def _token_ranges(gets: int, stored: float, units: int) -> float:
+    """Bytes `gets` range GETs of equal token pieces of `stored` bytes in all read from framed
+    token files (tokens/framed.py): each piece and the compressed frame it reads past its ends
+    (on average one frame in all), never more than its unit's file."""
+    frame = FRAME_BYTES * TOKEN_STORED_RATIO
+    return gets * min(stored / gets + frame, stored / units)
+
+
 def _pack(c: _Cut) -> StagePlan:
     """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
     no read back, a HEAD per .bin and .idx); or, one pass, S shard tasks reading each unit's
-    index and token range."""
-    g, k, s, t = c.g, c.k, c.s, c.token_bytes
+    index and token range. Token files and exchange sections are stored compressed
+    (TOKEN_STORED_RATIO), shards are not; the requests are the same either way (a range is
+    one GET of the frames that hold it)."""
+    g, k, s, t, m = c.g, c.k, c.s, c.token_bytes, c.m
+    stored = t * TOKEN_STORED_RATIO
     shards_out = s * (puts(c.shard_bytes) + 1)
     rss = WORKER_BASE_MB + 4 * c.shard_bytes / MiB
     if c.one_pass:
         index_reads = s * c.docs * INDEX_ROW_BYTES
-        gets = {"get": 2 * c.m * s, "put": shards_out, "head": 2 * s}
-        return StagePlan("pack", s, gets, t + index_reads, t, rss)
+        gets = {"get": 2 * m * s, "put": shards_out, "head": 2 * s}
+        return StagePlan("pack", s, gets, _token_ranges(m * s, stored, m) + index_reads, t, rss)
     return StagePlan(
         "pack",
         g * k + s,
         {
-            "get": 2 * c.m * k + g * s,
-            "put": g * k * (puts(t / (g * k)) + 1) + shards_out,
+            "get": 2 * m * k + g * s,
+            "put": g * k * (puts(stored / (g * k)) + 1) + shards_out,
             "head": g * k + 2 * s,
         },
-        2 * t,
-        2 * t,
+        _token_ranges(m * k, stored, m) + stored,  # pass 1's unit ranges, pass 2's sections
+        stored + t,  # the exchange objects, the shards
         rss,
     )
 

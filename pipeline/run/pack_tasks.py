@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.exchange.regroup import Codec, Section, grouped, joined
+from pipeline.exchange.regroup import Codec, Section, grouped
 from pipeline.exchange.sections import concat, decode, encode
 from pipeline.formats.megatron import ShardWriter
 from pipeline.formats.verify import WrittenBoundaries, check_written
 from pipeline.run.results import ExchangeResult, PackResult
 from pipeline.run.timer import TaskTimer
-from pipeline.tokens import pack
+from pipeline.tokens import framed, pack
 from pipeline.tokens.split import split_mask
 
 
@@ -61,8 +61,9 @@ def _sections(sizes: list[list[int]]) -> dict:
     return {"sections": [[at, *s] for at, s in zip(starts, sizes, strict=False)]}
 
 
-# pack's exchange object (tokens/pack.py): per shard the tokens, then their index rows
-TOKEN_SECTIONS = Codec((joined, _merged_index), _sections, ExchangeResult)
+# pack's exchange object (tokens/pack.py): per shard the tokens (one zstd frame:
+# tokens/framed.py), then their index rows
+TOKEN_SECTIONS = Codec((framed.compress_section, _merged_index), _sections, ExchangeResult)
 
 
 def _unit_piece(
@@ -92,9 +93,10 @@ def _unit_rows(
     layout, unit, removed, lo, hi, itemsize, plan: pack.PackPlan
 ) -> tuple[bytes, pa.Table] | None:
     """One unit's kept documents with keys in [lo, hi): their token bytes and index rows (one
-    index GET, one token-range GET over them: the documents dedup removed between them are cut
-    out here), or None when it has none there. When the plan names a split, only that split's
-    rows (tokens/split.py); never its excluded documents (a takedown)."""
+    index GET, one GET of the token file's frames that hold a range over them:
+    tokens/framed.py; the documents dedup removed between them are cut out here), or None when
+    it has none there. When the plan names a split, only that split's rows (tokens/split.py);
+    never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
     i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
     if i0 == i1:
@@ -102,7 +104,9 @@ def _unit_rows(
     piece = index.slice(i0, i1 - i0)
     at, lengths = piece["offset"].to_numpy(), piece["length"].to_numpy()
     first, end = int(at[0]), int(at[-1] + lengths[-1])
-    raw = layout.tokens_bin(unit).read_bytes(first * itemsize, end * itemsize)
+    raw = framed.read_range(
+        layout.tokens_bin(unit), framed.table_of(index), first * itemsize, end * itemsize
+    )
     piece = piece.drop_columns(["offset"])
     keep = np.ones(piece.num_rows, dtype=bool)
     if plan.split:
@@ -140,7 +144,9 @@ def pack_shard(
             continue
         loc = layout.pack_exchange(plan.name) / name
         raw = loc.read_bytes(at, at + token_bytes + index_bytes)
-        parts.add(memoryview(raw)[:token_bytes], decode(raw[token_bytes:]))
+        index = decode(raw[token_bytes:])
+        size = int(pc.sum(index["length"]).as_py() or 0) * dtype.itemsize
+        parts.add(framed.decompress_section(memoryview(raw)[:token_bytes], size), index)
     return _write_shard(layout, version, plan, shard, parts, tokenizer, timer)
 
 

@@ -3,7 +3,8 @@ the read task, which holds them), and the index of what dedup kept of it.
 
 Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
 out, each unit's output committed atomically, its index last (resume). The token file's format
-is documented in tokens/pack.py; the engine choice and fallback in run/tokenize_stage.py.
+is documented in tokens/pack.py (its compression in tokens/framed.py); the engine choice and
+fallback in run/tokenize_stage.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pipeline.dedup import exact
 from pipeline.ingest.records import QUARANTINE_SCHEMA, SPECIAL_TOKEN_TEXT
 from pipeline.run.results import ProbeResult, TokenizeResult
 from pipeline.run.timer import TaskTimer
-from pipeline.tokens import pack
+from pipeline.tokens import framed, pack
 from pipeline.tokens.check import (
     SampleCheck,
     compare_engines,
@@ -111,14 +112,17 @@ def tokenize_docs(
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     docs = docs.select(["doc_id", "source", "row", "text"])
     docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
-    length, checked, special = _encode_tokens(
+    length, checked, special, frames = _encode_tokens(
         docs, layout.tokens_bin(unit_id), cfg, tokenizer_json, engine
     )
     keep = np.ones(docs.num_rows, dtype=bool)
     keep[list(special)] = False
     bad = _special_quarantine(docs, special)
     bad_loc.write_parquet(bad)
-    index_loc.write_parquet(_token_index(docs.filter(pa.array(keep)), length))  # last: complete
+    # last: its presence marks the token file complete; it carries the .bin's frame table
+    index_loc.write_parquet(
+        framed.with_table(_token_index(docs.filter(pa.array(keep)), length), frames)
+    )
     return TokenFile(int(keep.sum()), int(length.sum()), bad, engine, checked)
 
 
@@ -139,9 +143,10 @@ def select_unit(layout: RunLayout, unit_id: str) -> TokenizeResult:
         index = layout.tokens_all(unit_id).read_parquet()
         lengths = index["length"].to_numpy()
         offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
-        index = index.append_column("offset", pa.array(offsets, pa.int64()))
-        kept = exact.drop_removed(index, removed).sort_by(pack.SORT_KEYS)
-        kept_loc.write_parquet(kept)
+        with_offsets = index.append_column("offset", pa.array(offsets, pa.int64()))
+        kept = exact.drop_removed(with_offsets, removed).sort_by(pack.SORT_KEYS)
+        # the .bin's frame table goes with the rows that locate documents in it
+        kept_loc.write_parquet(framed.with_table(kept, framed.table_of(index)))
     return timer.result(
         TokenizeResult,
         unit=unit_id,
@@ -179,14 +184,14 @@ def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:
 
 def _encode_tokens(
     docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
-) -> tuple[np.ndarray, int, dict[int, str]]:
-    """The documents' tokens, in their order, into `out_loc` with `engine`; unless the engine is
-    tokenizers, a sample is re-encoded with tokenizers meanwhile, on a thread of its own, and
-    compared before the token file is committed (EngineMismatch). With special tokens' text as
-    text, a document whose ids hold the EOS/BOS id is left out of the file (and, unless the
-    engine is tokenizers, confirmed by tokenizers first). Returns the token count of each
-    document written, how many documents were checked, and the documents left out: row ->
-    what was found where."""
+) -> tuple[np.ndarray, int, dict[int, str], framed.FrameTable]:
+    """The documents' tokens, in their order, into `out_loc` (framed: tokens/framed.py) with
+    `engine`; unless the engine is tokenizers, a sample is re-encoded with tokenizers meanwhile,
+    on a thread of its own, and compared before the token file is committed (EngineMismatch).
+    With special tokens' text as text, a document whose ids hold the EOS/BOS id is left out of
+    the file (and, unless the engine is tokenizers, confirmed by tokenizers first). Returns the
+    token count of each document written, how many documents were checked, the documents left
+    out (row -> what was found where) and the file's frame table."""
     tok = cfg.tokenize
     special_as_text = tok.special_tokens_in_text == "text"
     reference = cached_encoder("tokenizers", tokenizer_json, special_as_text)
@@ -222,12 +227,13 @@ def _encode_tokens(
                 at += 1
             yield Batch(texts.slice(i, step).to_pylist(), check)
 
-    framed = tokenize_batches(
+    encoded = tokenize_batches(
         encoder, batches(), info.eos_id, bos_id, dtype, sample, forbid_in_text=special_as_text
     )
     with out_loc.atomic_writer() as out:
-        for n, batch in enumerate(framed):
-            out.write(batch.tokens.view(np.uint8))  # the array's own buffer: no copy to bytes
+        writer = framed.FramedWriter(out)
+        for n, batch in enumerate(encoded):
+            writer.write(batch.tokens.view(np.uint8))  # the array's own buffer: no copy to bytes
             lengths.append(batch.lengths)
             special.update({n * step + row: ids for row, ids in batch.special.items()})
         # inside the writer: a mismatch discards the token file
@@ -243,6 +249,7 @@ def _encode_tokens(
                 docs["doc_id"].take(taken).to_pylist(),
                 [special[r] for r in rows],
             )
+        frames = writer.close()
     length = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
     names = {info.eos_id: tok.eos, **({bos_id: tok.bos} if bos_id is not None else {})}
     found = {}
@@ -252,7 +259,7 @@ def _encode_tokens(
             f"the tokenizer made {names[int(ids[pos])]!r} (id {int(ids[pos])}) from the"
             f" document's text, at token {pos}"
         )
-    return length, len(checked), found
+    return length, len(checked), found, frames
 
 
 def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:

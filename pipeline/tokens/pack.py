@@ -10,8 +10,10 @@ shards come out close to T / S bytes (<= the target on average) and no document 
 
 Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet), written by the read task while
 it holds the unit's documents (run/tokenize_tasks.tokenize_docs): the .bin holds every document's
-tokens (EOS appended), before dedup, concatenated in shuffle order; the .parquet has one row per
-document in the same order: doc_id, source, row, key uint64, length int64 (tokens). Documents the
+tokens (EOS appended), before dedup, concatenated in shuffle order, stored as zstd frames
+(tokens/framed.py: a range is read by one GET of the frames that hold it); the .parquet has one
+row per document in the same order: doc_id, source, row, key uint64, length int64 (tokens), and
+the .bin's frame table in its schema metadata. Documents the
 tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
 tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
 After dedup, tokens/<unit>-<removed>.parquet (run/tokenize_tasks.select_unit) holds the rows of
@@ -36,12 +38,16 @@ is its cut with the shards as parts; pass 1 is exchange/regroup.py):
 Requests, M units, S shards (K, G fixed by unit, shard and request sizes, not by T):
   pass 1: 2·M·K GETs (index + token range) + G·K exchange objects (1 + ceil(size / part) PUTs);
   pass 2: G·S GETs + 2·S shard PUTs (+ the verify GETs of each written shard).
-Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes,
->= request_bytes whenever units and shards are at least that big. Local disk per pass-1 task:
-T / (G·K), capped at `pack.exchange_task_bytes` (64 GiB; at production sizes K and G stop
-growing near 16 x 12, so the cap is reached past ~13 TB of tokens): past it K and G grow together
-(exchange/plan.capped_cut) and requests grow as sqrt(M·S·T / task_bytes) instead of linearly, so
-that no task's disk and time grow without bound. Shard bytes are the same as a one-pass pack (the
+Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes
+of tokens, >= request_bytes whenever units and shards are at least that big. (T and every size
+here are raw token bytes, what the shards hold; the token files and exchange sections store them
+compressed, r ~ 0.37-0.55 of that, so a GET moves r·T / (M·K) bytes plus, for a token file's
+range, the compressed frames it reads past its ends: one frame on average, tokens/framed.py.)
+Local disk per pass-1 task: T / (G·K) (spilled raw), capped at `pack.exchange_task_bytes`
+(64 GiB; at production sizes K and G stop growing near 16 x 12, so the cap is reached past ~13 TB
+of tokens): past it K and G grow together (exchange/plan.capped_cut) and requests grow as
+sqrt(M·S·T / task_bytes) instead of linearly, so that no task's disk and time grow without
+bound. Shard bytes are the same as a one-pass pack (the
 merge sorts by the same keys), whatever the cut.
 
 One pass where the units are few: reading one range of every unit for every shard is only
@@ -56,11 +62,13 @@ also needs S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. U
 pack runs in one pass; at production sizes the two passes run. The shards are the same bytes
 either way.
 
-Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last): for each
-shard of the bucket in order, a section of two fields = the tokens of the group's documents in
-that shard (unit by unit, each in shuffle order) followed by an Arrow IPC stream of their index
-rows (the token index schema, same order; a stream even with no rows). The .json lists each
-section as [offset, token_bytes, index_bytes] (run/pack_tasks.TOKEN_SECTIONS).
+Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last; <plan> names
+the cut and the sections' format, PackPlan.name): for each shard of the bucket in order, a section
+of two fields = the tokens of the group's documents in that shard (unit by unit, each in shuffle
+order; one zstd frame, tokens/framed.py, none when empty) followed by an Arrow IPC stream of their
+index rows (the token index schema, same order; a stream even with no rows). The .json lists each
+section as [offset, token_bytes, index_bytes] (run/pack_tasks.TOKEN_SECTIONS), token_bytes as
+stored (compressed).
 
 Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
 source, row, length, in shard order), the record of which split and source a document went to.
@@ -76,6 +84,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.exchange.plan import ExchangePlan, capped_cut
+from pipeline.tokens import framed
 
 TOKEN_INDEX_SCHEMA = pa.schema(
     [
@@ -169,7 +178,9 @@ class PackPlan(ExchangePlan):
 
     @property
     def name(self) -> str:
-        cut = super().name
+        # the token sections' format too (tokens/framed.py): the run id does not change with it,
+        # and a rerun must never reuse exchange objects of another format
+        cut = f"{super().name}-z{framed.FORMAT}"
         if self.removal:
             cut += f"-r{self.removal[:16]}"
         return cut if self.prefix == "shard" and not self.split else f"{self.prefix}-{cut}"

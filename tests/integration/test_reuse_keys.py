@@ -171,6 +171,17 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
     assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(walked)
 
 
+def test_the_token_files_format_changes_the_token_key_only(tmp_path, monkeypatch):
+    """tokens/framed.py: a folder of token files holds one format, so a run never reads a file
+    written in another; the read outputs and the run (its shards) stay."""
+    cfg = load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "out"))
+    before = (cfg.stage_keys(), cfg.output_hash())
+    monkeypatch.setattr(reuse_keys, "TOKEN_FORMAT", reuse_keys.TOKEN_FORMAT + 1)
+    after = (cfg.stage_keys(), cfg.output_hash())
+    assert after[0]["tokens"] != before[0]["tokens"]
+    assert (after[0]["read"], after[1]) == (before[0]["read"], before[1])
+
+
 @pytest.mark.parametrize(
     "key,value,stages",
     [

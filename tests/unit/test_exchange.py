@@ -213,7 +213,7 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
 
     from pipeline.core.layout import RunLayout
     from pipeline.run.pack_tasks import exchange_bucket
-    from pipeline.tokens import pack
+    from pipeline.tokens import framed, pack
 
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
     rng, shards, units = np.random.default_rng(3), 6, []
@@ -233,9 +233,13 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
             schema=pack.TOKEN_INDEX_SCHEMA,
         )
         tokens = np.concatenate([np.full(n, i, np.uint16) for i, n in enumerate(lengths)] or [[]])
-        layout.tokens_bin(f"u{u}").write_bytes(tokens.astype(np.uint16).tobytes())
+        with layout.tokens_bin(f"u{u}").atomic_writer() as out:
+            writer = framed.FramedWriter(out, 64)  # small frames: pieces cross their edges
+            writer.write(tokens.astype(np.uint16).tobytes())
+            frames = writer.close()
         offsets = pa.array(np.cumsum(lengths) - lengths, pa.int64())
-        layout.tokens_index(f"u{u}", "").write_parquet(index.append_column("offset", offsets))
+        kept = index.append_column("offset", offsets)
+        layout.tokens_index(f"u{u}", "").write_parquet(framed.with_table(kept, frames))
         units.append((f"u{u}", "", index, tokens.astype(np.uint16)))
     plan = pack.PackPlan(shards, 2, 1)
     folder = layout.pack_exchange(plan.name)
@@ -255,7 +259,8 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
                 for i in np.flatnonzero(inside):
                     want_tokens.append(tokens[starts[i] : starts[i + 1]])
                 want_rows.append(index.filter(pa.array(inside)))
-            got = np.frombuffer(data[at : at + n_tok], np.uint16)
+            raw = framed.decompress_section(data[at : at + n_tok], 2 * sum(map(len, want_tokens)))
+            got = np.frombuffer(raw, np.uint16)
             assert np.array_equal(got, np.concatenate(want_tokens or [np.empty(0, np.uint16)]))
             rows = sections.decode(data[at + n_tok : at + n_tok + n_idx])  # a stream, rows or not
             assert rows.equals(pa.concat_tables(want_rows))
