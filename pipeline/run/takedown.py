@@ -182,19 +182,19 @@ def _token_files(
     for unit in sorted(rows):  # a unit's rows are consecutive, units in this order
         first[unit], at = at, at + rows[unit]
     out: dict[str, list[tuple[str, str]]] = {}
-    for unit in sorted(origin):  # the digest tokenize named the unit's token files with
+    for unit in sorted(origin):  # the digest select named the unit's kept index with
         mine = removed.slice(first.get(unit, 0), rows.get(unit, 0))
         out.setdefault(origin[unit], []).append((unit, removals_digest(mine)))
     try:
         there = set(layout.tokens.ls_names())
     except FileNotFoundError:
         there = set()
-    missing = [
-        f"{u}-{d}{ext}"
+    missing = [  # the unit's token file, and the index of what the run's dedup kept of it
+        name
         for pairs in out.values()
         for u, d in pairs
-        for ext in (".bin", ".parquet")
-        if f"{u}-{d}{ext}" not in there
+        for name in (f"{u}.bin", f"{u}-{d}.parquet")
+        if name not in there
     ]
     if missing:
         raise TakedownError(
