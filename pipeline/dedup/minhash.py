@@ -9,7 +9,7 @@ null) has no shingles and gets the empty-set signature (every value 2^32 - 1, as
 two such documents compare as identical (Jaccard 1 by convention), so filter them out earlier if
 that is not wanted.
 
-Hashing (vectorised; the only Python call per item is one xxh3 per *distinct* word of a batch):
+Hashing (vectorised, or compiled where numba is: minhash_kernel.py, text_kernel.py):
     word    w = xxh3_64(word utf-8, seed)
     shingle s = low 32 bits of fmix64(w_0·M^(k-1) + w_1·M^(k-2) + ... + w_(k-1))  mod 2^64
     value   v_j = (a_j·s + b_j) mod 2^32,  a_j odd            (j = 0 .. num_perm-1)
@@ -38,7 +38,6 @@ With verification, P(candidate and estimate >= 0.8 | s) at s = 0.85 / 0.90 is 0.
 from __future__ import annotations
 
 import string
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.dedup import minhash_kernel
+from pipeline.dedup import minhash_kernel, text_kernel
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
@@ -109,15 +108,6 @@ def _as_string_array(texts: list[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
     return texts.fill_null("")
 
 
-def _nfc(texts: pa.Array) -> pa.Array:
-    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's)."""
-    non_ascii = pc.invert(pc.string_is_ascii(texts))
-    if not pc.any(non_ascii).as_py():
-        return texts
-    normalized = [unicodedata.normalize("NFC", t) for t in texts.filter(non_ascii).to_pylist()]
-    return pc.replace_with_mask(texts, non_ascii, pa.array(normalized, texts.type))
-
-
 def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
     """Every whitespace-separated token of the batch with its punctuation trimmed (empty where it
     was punctuation only), flat, and the document of each. `ascii_only`: every text is ASCII, so
@@ -128,7 +118,7 @@ def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.nda
         tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
         words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
     else:
-        tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
+        tokens = pc.utf8_split_whitespace(pc.utf8_lower(text_kernel.nfc(texts)))
         words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
     return words, pc.list_parent_indices(tokens).to_numpy()
 
@@ -154,23 +144,29 @@ def _hashed_words(
 ) -> tuple[np.ndarray, np.ndarray]:
     """xxh3_64 of every word of the batch, flat, and the number of words of each document.
 
-    Each distinct token of the batch is hashed once (dictionary-encoded as binary: the same
-    groups as strings, and Arrow's binary hash table is ~2.5x faster); tokens left empty by the
-    trim are dropped from the hashes, not from the strings (no string copy)."""
-    if compiled and ascii_only:  # split, lowered and trimmed in one compiled pass
-        words, counts = minhash_kernel.ascii_words(texts, ASCII_SPACES, string.punctuation)
-        keep = None
-    else:
-        words, parents = _tokens(texts, ascii_only)
-        keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
-        counts = np.bincount(parents[keep], minlength=len(texts))
+    `compiled` (minhash_kernel.available()): the words are found and hashed in compiled loops
+    (text_kernel, equal to the xxhash package), which also keeps Arrow's utf8_split_whitespace
+    out: (pyarrow 26) on the last string of an array it sometimes does not split at a trailing
+    whitespace character, so a signature could depend on what followed the array in memory.
+    Otherwise each distinct token of the batch is
+    hashed once by xxhash (dictionary-encoded as binary: the same groups as strings, and Arrow's
+    binary hash table is ~2.5x faster). Tokens left empty by the trim are dropped from the
+    hashes, not from the strings (no string copy)."""
+    if compiled and ascii_only:  # split, lowered, trimmed and hashed in one compiled pass
+        return text_kernel.ascii_word_hashes(texts, ASCII_SPACES, string.punctuation, seed)
+    if compiled:  # split, trimmed and hashed in one compiled pass
+        lowered = pc.utf8_lower(text_kernel.nfc(texts))
+        return text_kernel.utf8_word_hashes(lowered, PUNCTUATION, seed)
+    words, parents = _tokens(texts, ascii_only)
+    keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
+    counts = np.bincount(parents[keep], minlength=len(texts))
     encoded = pc.dictionary_encode(words.cast(pa.binary()))
     distinct = encoded.dictionary.to_pylist()
     hashes = np.fromiter(
         (xxhash.xxh3_64_intdigest(w, seed=seed) for w in distinct), np.uint64, len(distinct)
     )
     indices = encoded.indices.to_numpy(zero_copy_only=False)
-    return hashes[indices if keep is None else indices[keep]], counts
+    return hashes[indices[keep]], counts
 
 
 def _exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
