@@ -20,6 +20,7 @@ without numba (or where it fails to compile), and callers use their Python paths
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -342,6 +343,7 @@ SPACE, PUNCT = 1, 2
 _CLASSES_SIZE = 0x3001
 
 
+@functools.lru_cache(maxsize=8)
 def char_classes(punctuation: str = "") -> np.ndarray:
     """SPACE (str.isspace) | PUNCT (in `punctuation`) flags of the code points below
     _CLASSES_SIZE; every code point past the table is neither."""
@@ -350,6 +352,7 @@ def char_classes(punctuation: str = "") -> np.ndarray:
     if any(ord(c) >= _CLASSES_SIZE for c in punctuation):
         raise ValueError("punctuation past the class table")
     table[[ord(c) for c in punctuation]] |= PUNCT
+    table.flags.writeable = False  # cached: shared by every caller
     return table
 
 
@@ -422,17 +425,22 @@ def _collapse_spaces(data, offsets, classes, out, out_offsets):
         i, stop = offsets[doc], offsets[doc + 1]
         gap = False
         while i < stop:
-            flags, n = _char_at(data, i, classes)
+            c = data[i]
+            if c < 0x80:  # most text: one byte, no decoding
+                flags, n = classes[c], 1
+            else:
+                flags, n = _char_at(data, i, classes)
             if flags & SPACE:
                 gap = True
-            else:
-                if gap and end > out_offsets[doc]:
-                    out[end] = 32
-                    end += 1
-                gap = False
-                for k in range(n):
-                    out[end + k] = data[i + k]
-                end += n
+                i += n
+                continue
+            if gap and end > out_offsets[doc]:
+                out[end] = 32
+                end += 1
+            gap = False
+            for k in range(n):
+                out[end + k] = data[i + k]
+            end += n
             i += n
         out_offsets[doc + 1] = end
 
