@@ -72,7 +72,7 @@ def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> 
     source is `origin`, listed `rank`-th in the config (its dedup priority)."""
     texts = docs.column("text")
     if text_kernel.available():  # the same hashes, normalised in a compiled loop
-        hashes = text_kernel.content_hashes(texts.combine_chunks())
+        hashes = text_kernel.content_hashes(texts)
     else:
         hashes = [content_hash(t) for t in texts.to_pylist()]
     return pa.table(

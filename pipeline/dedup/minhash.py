@@ -108,6 +108,14 @@ def _as_string_array(texts: list[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
     return texts.fill_null("")
 
 
+def _string_chunks(texts: list[str] | pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    """The texts as string arrays without nulls, a ChunkedArray's chunks as they are: combining
+    them would copy a unit's whole text (its size again in memory) for nothing."""
+    if isinstance(texts, pa.ChunkedArray):
+        return [c if c.null_count == 0 else c.fill_null("") for c in texts.chunks]
+    return [_as_string_array(texts)]
+
+
 def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
     """Every whitespace-separated token of the batch with its punctuation trimmed (empty where it
     was punctuation only), flat, and the document of each. `ascii_only`: every text is ASCII, so
@@ -239,18 +247,6 @@ def _min_permuted(
         out[docs] = np.minimum(out[docs], np.minimum.reduceat(block, starts, axis=1).T)
 
 
-def _batch_bounds(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
-    """Consecutive document ranges of about batch_bytes of text (one document at least)."""
-    ends = np.cumsum(pc.binary_length(texts).to_numpy(zero_copy_only=False))
-    bounds, start = [], 0
-    while start < len(texts):
-        base = ends[start - 1] if start else 0
-        stop = max(int(np.searchsorted(ends, base + batch_bytes, side="right")), start + 1)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
 def signatures(
     texts: list[str] | pa.Array | pa.ChunkedArray,
     params: MinHashParams = DEFAULT_PARAMS,
@@ -268,10 +264,34 @@ def signatures(
     numpy; both give the same values.
     """
     fused = compiled and minhash_kernel.available()
-    texts = _as_string_array(texts)
-    out = np.full((len(texts), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
+    chunks = _string_chunks(texts)
+    out = np.full((sum(map(len, chunks)), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
     coefficients = permutation_coefficients(params)
-    for start, stop in _batch_bounds(texts, batch_bytes):
+    first = 0
+    for chunk in chunks:
+        _sign_chunk(
+            chunk,
+            params,
+            coefficients,
+            out[first : first + len(chunk)],
+            fused,
+            batch_bytes,
+            chunk_shingles,
+        )
+        first += len(chunk)
+    return out
+
+
+def _sign_chunk(
+    texts: pa.Array,
+    params: MinHashParams,
+    coefficients: tuple[np.ndarray, np.ndarray],
+    out: np.ndarray,
+    fused: bool,
+    batch_bytes: int,
+    chunk_shingles: int,
+) -> None:
+    for start, stop in text_kernel.batch_bounds(texts, batch_bytes):
         batch = texts.slice(start, stop - start)
         # ASCII documents and the others go through different (equivalent) kernels; a row's
         # signature depends on its document only, so each group is signed on its own
@@ -291,7 +311,6 @@ def signatures(
                 _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
             if not whole:
                 out[start + rows] = block
-    return out
 
 
 def band_hashes(sigs: np.ndarray, params: MinHashParams = DEFAULT_PARAMS) -> np.ndarray:

@@ -473,17 +473,33 @@ def utf8_word_hashes(
     return hashes[:n], counts
 
 
-def content_hashes(texts: pa.Array) -> list[bytes]:
-    """core/text.content_hash of every document (a string array without nulls): NFC, space
-    runs collapsed, ends stripped, xxh3-128."""
-    if not len(texts):
-        return []
-    data, offsets = _string_buffers(nfc(texts))
-    out = np.empty(max(int(offsets[-1] - offsets[0]) if len(offsets) else 0, 1), np.uint8)
-    bounds = np.empty(len(offsets), np.int64)
-    _collapse_spaces(data, offsets, _SPACES, out, bounds)
-    view, starts, ends = memoryview(out), bounds[:-1].tolist(), bounds[1:].tolist()
-    return [xxhash.xxh3_128_digest(view[a:b]) for a, b in zip(starts, ends, strict=True)]
+def batch_bounds(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive document ranges of about batch_bytes of text (one document at least)."""
+    ends = np.cumsum(pc.binary_length(texts).to_numpy(zero_copy_only=False))
+    bounds, start = [], 0
+    while start < len(texts):
+        base = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, base + batch_bytes, side="right")), start + 1)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def content_hashes(texts: pa.Array | pa.ChunkedArray, batch_bytes: int = 4 << 20) -> list[bytes]:
+    """core/text.content_hash of every document (strings, no nulls): NFC, space runs collapsed,
+    ends stripped, xxh3-128. Done about `batch_bytes` of text at a time, so the copies it makes
+    (NFC, the normalised bytes) are a batch's, never the unit's."""
+    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    hashes: list[bytes] = []
+    for chunk in chunks:
+        for start, stop in batch_bounds(chunk, batch_bytes):
+            data, offsets = _string_buffers(nfc(chunk.slice(start, stop - start)))
+            out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
+            bounds = np.empty(len(offsets), np.int64)
+            _collapse_spaces(data, offsets, _SPACES, out, bounds)
+            view, starts, ends = memoryview(out), bounds[:-1].tolist(), bounds[1:].tolist()
+            hashes += [xxhash.xxh3_128_digest(view[a:b]) for a, b in zip(starts, ends, strict=True)]
+    return hashes
 
 
 _usable: bool | None = None
