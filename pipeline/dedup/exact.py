@@ -36,7 +36,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.text import content_hash
-from pipeline.dedup import text_kernel
 
 HASH_SCHEMA = pa.schema(
     [
@@ -70,6 +69,8 @@ REMOVED_SCHEMA = pa.schema(
 def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> pa.Table:
     """Content hashes of a batch of documents (doc_id, source, row, text) of one unit, whose
     source is `origin`, listed `rank`-th in the config (its dedup priority)."""
+    from pipeline.dedup import text_kernel  # here: importing numba costs ~1 s, only workers pay
+
     texts = docs.column("text")
     if text_kernel.available():  # the same hashes, normalised in a compiled loop
         hashes = text_kernel.content_hashes(texts)

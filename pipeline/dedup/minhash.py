@@ -156,10 +156,9 @@ def _hashed_words(
     (text_kernel, equal to the xxhash package), which also keeps Arrow's utf8_split_whitespace
     out: (pyarrow 26) on the last string of an array it sometimes does not split at a trailing
     whitespace character, so a signature could depend on what followed the array in memory.
-    Otherwise each distinct token of the batch is
-    hashed once by xxhash (dictionary-encoded as binary: the same groups as strings, and Arrow's
-    binary hash table is ~2.5x faster). Tokens left empty by the trim are dropped from the
-    hashes, not from the strings (no string copy)."""
+    Otherwise each distinct token of the batch is hashed once by xxhash (dictionary-encoded as
+    binary: the same groups as strings, and Arrow's binary hash table is ~2.5x faster). Tokens
+    left empty by the trim are dropped from the hashes, not from the strings (no string copy)."""
     if compiled and ascii_only:  # split, lowered, trimmed and hashed in one compiled pass
         return text_kernel.ascii_word_hashes(texts, ASCII_SPACES, string.punctuation, seed)
     if compiled:  # split, trimmed and hashed in one compiled pass
