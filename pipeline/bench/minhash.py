@@ -3,10 +3,11 @@
     python -m pipeline.bench.minhash --input PATH_OR_DIR [--limit-mb N] [--repeat 3]
 
 Input: a .jsonl/.jsonl.gz/.jsonl.zst/.ndjson/.parquet/.txt file, or a folder of them (field "text").
-Pipeline: minhash.signatures (Arrow tokenising, one xxh3 per distinct word, numpy shingles and
-permutations). Baseline: datasketch 2.0 MinHash.bulk with hashfunc = xxhash 32-bit and the same
-num_perm, fed the same word 5-grams built in Python (NFC, lower-case, whitespace split, punctuation
-trimmed: the rule dedup/minhash.py documents). Runs alternate, the best of each is kept. Both
+Pipeline: minhash.signatures (words found and hashed in compiled loops, dedup/text_kernel.py;
+shingles and permutations in dedup/minhash_kernel.py; numpy and xxhash where numba is absent).
+Baseline: datasketch 2.0 MinHash.bulk with hashfunc = xxhash 32-bit and the same num_perm, fed
+the same word 5-grams built in Python (NFC, lower-case, whitespace split, punctuation trimmed:
+the rule dedup/minhash.py documents). Runs alternate, the best of each is kept. Both
 estimate Jaccard on pairs of a document and a copy with 2 % of its words edited; their mean
 absolute error against the exact Jaccard is printed as a check that the fast path computes the
 right thing.

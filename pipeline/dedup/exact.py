@@ -69,7 +69,13 @@ REMOVED_SCHEMA = pa.schema(
 def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> pa.Table:
     """Content hashes of a batch of documents (doc_id, source, row, text) of one unit, whose
     source is `origin`, listed `rank`-th in the config (its dedup priority)."""
-    hashes = [content_hash(t) for t in docs.column("text").to_pylist()]
+    from pipeline.dedup import text_kernel  # here: importing numba costs ~1 s, only workers pay
+
+    texts = docs.column("text")
+    if text_kernel.available():  # the same hashes, normalised in a compiled loop
+        hashes = text_kernel.content_hashes(texts)
+    else:
+        hashes = [content_hash(t) for t in texts.to_pylist()]
     return pa.table(
         {
             "hash": pa.array(hashes, pa.binary(16)),

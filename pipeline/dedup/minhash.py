@@ -9,7 +9,7 @@ null) has no shingles and gets the empty-set signature (every value 2^32 - 1, as
 two such documents compare as identical (Jaccard 1 by convention), so filter them out earlier if
 that is not wanted.
 
-Hashing (vectorised; the only Python call per item is one xxh3 per *distinct* word of a batch):
+Hashing (vectorised, or compiled where numba is: minhash_kernel.py, text_kernel.py):
     word    w = xxh3_64(word utf-8, seed)
     shingle s = low 32 bits of fmix64(w_0·M^(k-1) + w_1·M^(k-2) + ... + w_(k-1))  mod 2^64
     value   v_j = (a_j·s + b_j) mod 2^32,  a_j odd            (j = 0 .. num_perm-1)
@@ -48,7 +48,6 @@ against 548 at 16 and 32, the pairs that changed at exact Jaccard 0.808 to 0.811
 from __future__ import annotations
 
 import string
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.dedup import minhash_kernel
+from pipeline.dedup import minhash_kernel, text_kernel
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
@@ -120,13 +119,12 @@ def _as_string_array(texts: list[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
     return texts.fill_null("")
 
 
-def _nfc(texts: pa.Array) -> pa.Array:
-    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's)."""
-    non_ascii = pc.invert(pc.string_is_ascii(texts))
-    if not pc.any(non_ascii).as_py():
-        return texts
-    normalized = [unicodedata.normalize("NFC", t) for t in texts.filter(non_ascii).to_pylist()]
-    return pc.replace_with_mask(texts, non_ascii, pa.array(normalized, texts.type))
+def _string_chunks(texts: list[str] | pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    """The texts as string arrays without nulls, a ChunkedArray's chunks as they are: combining
+    them would copy a unit's whole text (its size again in memory) for nothing."""
+    if isinstance(texts, pa.ChunkedArray):
+        return [c if c.null_count == 0 else c.fill_null("") for c in texts.chunks]
+    return [_as_string_array(texts)]
 
 
 def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
@@ -139,7 +137,7 @@ def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.nda
         tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
         words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
     else:
-        tokens = pc.utf8_split_whitespace(pc.utf8_lower(_nfc(texts)))
+        tokens = pc.utf8_split_whitespace(pc.utf8_lower(text_kernel.nfc(texts)))
         words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
     return words, pc.list_parent_indices(tokens).to_numpy()
 
@@ -165,23 +163,28 @@ def _hashed_words(
 ) -> tuple[np.ndarray, np.ndarray]:
     """xxh3_64 of every word of the batch, flat, and the number of words of each document.
 
-    Each distinct token of the batch is hashed once (dictionary-encoded as binary: the same
-    groups as strings, and Arrow's binary hash table is ~2.5x faster); tokens left empty by the
-    trim are dropped from the hashes, not from the strings (no string copy)."""
-    if compiled and ascii_only:  # split, lowered and trimmed in one compiled pass
-        words, counts = minhash_kernel.ascii_words(texts, ASCII_SPACES, string.punctuation)
-        keep = None
-    else:
-        words, parents = _tokens(texts, ascii_only)
-        keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
-        counts = np.bincount(parents[keep], minlength=len(texts))
+    `compiled` (minhash_kernel.available()): the words are found and hashed in compiled loops
+    (text_kernel, equal to the xxhash package), which also keeps Arrow's utf8_split_whitespace
+    out: (pyarrow 26) on the last string of an array it sometimes does not split at a trailing
+    whitespace character, so a signature could depend on what followed the array in memory.
+    Otherwise each distinct token of the batch is hashed once by xxhash (dictionary-encoded as
+    binary: the same groups as strings, and Arrow's binary hash table is ~2.5x faster). Tokens
+    left empty by the trim are dropped from the hashes, not from the strings (no string copy)."""
+    if compiled and ascii_only:  # split, lowered, trimmed and hashed in one compiled pass
+        return text_kernel.ascii_word_hashes(texts, ASCII_SPACES, string.punctuation, seed)
+    if compiled:  # split, trimmed and hashed in one compiled pass
+        lowered = pc.utf8_lower(text_kernel.nfc(texts))
+        return text_kernel.utf8_word_hashes(lowered, PUNCTUATION, seed)
+    words, parents = _tokens(texts, ascii_only)
+    keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
+    counts = np.bincount(parents[keep], minlength=len(texts))
     encoded = pc.dictionary_encode(words.cast(pa.binary()))
     distinct = encoded.dictionary.to_pylist()
     hashes = np.fromiter(
         (xxhash.xxh3_64_intdigest(w, seed=seed) for w in distinct), np.uint64, len(distinct)
     )
     indices = encoded.indices.to_numpy(zero_copy_only=False)
-    return hashes[indices if keep is None else indices[keep]], counts
+    return hashes[indices[keep]], counts
 
 
 def _exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
@@ -254,18 +257,6 @@ def _min_permuted(
         out[docs] = np.minimum(out[docs], np.minimum.reduceat(block, starts, axis=1).T)
 
 
-def _batch_bounds(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
-    """Consecutive document ranges of about batch_bytes of text (one document at least)."""
-    ends = np.cumsum(pc.binary_length(texts).to_numpy(zero_copy_only=False))
-    bounds, start = [], 0
-    while start < len(texts):
-        base = ends[start - 1] if start else 0
-        stop = max(int(np.searchsorted(ends, base + batch_bytes, side="right")), start + 1)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
 def signatures(
     texts: list[str] | pa.Array | pa.ChunkedArray,
     params: MinHashParams = DEFAULT_PARAMS,
@@ -283,10 +274,34 @@ def signatures(
     numpy; both give the same values.
     """
     fused = compiled and minhash_kernel.available()
-    texts = _as_string_array(texts)
-    out = np.full((len(texts), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
+    chunks = _string_chunks(texts)
+    out = np.full((sum(map(len, chunks)), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
     coefficients = permutation_coefficients(params)
-    for start, stop in _batch_bounds(texts, batch_bytes):
+    first = 0
+    for chunk in chunks:
+        _sign_chunk(
+            chunk,
+            params,
+            coefficients,
+            out[first : first + len(chunk)],
+            fused,
+            batch_bytes,
+            chunk_shingles,
+        )
+        first += len(chunk)
+    return out
+
+
+def _sign_chunk(
+    texts: pa.Array,
+    params: MinHashParams,
+    coefficients: tuple[np.ndarray, np.ndarray],
+    out: np.ndarray,
+    fused: bool,
+    batch_bytes: int,
+    chunk_shingles: int,
+) -> None:
+    for start, stop in text_kernel.batch_bounds(texts, batch_bytes):
         batch = texts.slice(start, stop - start)
         # ASCII documents and the others go through different (equivalent) kernels; a row's
         # signature depends on its document only, so each group is signed on its own
@@ -306,7 +321,6 @@ def signatures(
                 _min_permuted(shingles, shingle_counts, coefficients, block, chunk_shingles)
             if not whole:
                 out[start + rows] = block
-    return out
 
 
 def band_hashes(sigs: np.ndarray, params: MinHashParams = DEFAULT_PARAMS) -> np.ndarray:

@@ -117,6 +117,11 @@ def test_results_independent_of_batching_and_input_type():
     tiny = signatures(pa.array(texts), SMALL, batch_bytes=100, chunk_shingles=7)
     chunked = signatures(pa.chunked_array([texts[:25], texts[25:]]), SMALL, chunk_shingles=64)
     assert (whole == tiny).all() and (whole == chunked).all()
+    # chunk by chunk (no copy of the whole), an empty chunk and a null among them
+    pieces = pa.chunked_array([texts[:7], [], [None, *texts[8:30]], texts[30:]], pa.string())
+    with_null = signatures(pieces, SMALL, batch_bytes=500)
+    assert (with_null[np.arange(60) != 7] == whole[np.arange(60) != 7]).all()
+    assert (with_null[7] == signatures([""], SMALL)[0]).all()
     assert (signatures(texts[10:20], SMALL) == whole[10:20]).all()
 
 

@@ -1,0 +1,114 @@
+"""dedup/text_kernel.py's compiled loops against the reference implementations: the xxhash
+package for XXH3-64, Python's str methods for words and normalisation (core/text.py)."""
+
+import random
+import string
+import sys
+import unicodedata
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+import xxhash
+
+from pipeline.core.text import content_hash
+from pipeline.dedup import text_kernel
+from pipeline.dedup.minhash import ASCII_SPACES, PUNCTUATION
+
+SEEDS = (0, 42, 2**64 - 1, 0x9E3779B97F4A7C15)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compiled():
+    assert text_kernel.available()  # numba is a dependency: the compiled loops are what runs
+
+
+def test_xxh3_64_equals_xxhash_for_every_length_and_seed():
+    """Every length to 2,100 bytes covers each branch (0, 1-3, 4-8, 9-16, 17-128, 129-240, and
+    past 240 the 1,024-byte blocks, the partial block and the last stripe), read at an
+    unaligned offset too."""
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, 2200, dtype=np.uint8)
+    acc = np.empty(8, np.uint64)
+    for seed in SEEDS:
+        secret = text_kernel.long_secret(seed)
+        for n in range(2101):
+            for at in (0, 5):
+                got = text_kernel.xxh3_64(data, at, n, np.uint64(seed), secret, acc)
+                want = xxhash.xxh3_64_intdigest(data[at : at + n].tobytes(), seed=seed)
+                assert int(got) == want, (seed, n, at)
+
+
+def words_of(text: str, punctuation: str) -> list[bytes]:
+    words = [w.strip(punctuation) for w in text.split()]
+    return [w.encode() for w in words if w]
+
+
+def hashes_of(texts: list[str], punctuation: str, seed: int) -> tuple[list[int], list[int]]:
+    per_text = [words_of(t, punctuation) for t in texts]
+    flat = [xxhash.xxh3_64_intdigest(w, seed=seed) for words in per_text for w in words]
+    return flat, [len(words) for words in per_text]
+
+
+def edge_texts(rng: random.Random, alphabet: list[str]) -> list[str]:
+    """Empty and blank texts, 1-character words, punctuation-only tokens, words of 16, 17, 240,
+    241, 1,024 and 3,000 bytes, and random runs of `alphabet`."""
+    texts = ["", " ", "a", "a b c", "!!! ... ,", "x" * 16, "y" * 17, "z" * 240, "Q" * 241]
+    texts += ["(" + "w" * 1024 + ")", " ".join("v" * k for k in range(1, 60)), "L" * 3000]
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 120))) for _ in range(3000)
+    ]
+    return texts
+
+
+def test_ascii_word_hashes_follow_the_word_rule():
+    rng = random.Random(1)
+    alphabet = [chr(c) for c in range(128)] + ["Word", "abc", "...", "LONG" * 70]
+    texts = edge_texts(rng, alphabet)
+    for seed in (0, 42):
+        got, counts = text_kernel.ascii_word_hashes(
+            pa.array(texts), ASCII_SPACES, string.punctuation, seed
+        )
+        want, want_counts = hashes_of([t.lower() for t in texts], string.punctuation, seed)
+        assert got.tolist() == want and counts.tolist() == want_counts
+
+
+def test_utf8_word_hashes_follow_the_word_rule_on_any_text():
+    """Every whitespace character str.split knows, the Unicode punctuation minhash trims, 2-, 3-
+    and 4-byte characters; input as minhash gives it (lowered NFC), also as a slice."""
+    rng = random.Random(2)
+    spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+    alphabet = spaces + list(PUNCTUATION) + list("abcXYZé日本\U0001f600\u0301ßİ") + ["mot" * 90]
+    texts = edge_texts(rng, alphabet) + ["é" * 200, "\U0001f600" * 70, "“”", "«a»\u3000"]
+    lowered = pc.utf8_lower(text_kernel.nfc(pa.array(texts)))
+    for array in (lowered, lowered.slice(3, 500)):
+        got, counts = text_kernel.utf8_word_hashes(array, PUNCTUATION, 42)
+        want, want_counts = hashes_of(array.to_pylist(), PUNCTUATION, 42)
+        assert got.tolist() == want and counts.tolist() == want_counts
+
+
+def test_content_hashes_equal_content_hash():
+    rng = random.Random(3)
+    spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+    alphabet = spaces + list("ab.é\u0301\u1e9b\u0323Å日\U0001f600") + ["word"]
+    texts = edge_texts(rng, alphabet) + ["  ", "\u3000a\u2028\u2029b\x85", "e\u0301 e\u0301"]
+    array = pa.array(texts)
+    chunked = pa.chunked_array([array.slice(0, 900), array.slice(0, 0), array.slice(900)])
+    for part in (array, array.slice(5, 700), array.slice(0, 0), chunked):
+        want = [content_hash(t) for t in part.to_pylist()]
+        assert text_kernel.content_hashes(part, batch_bytes=3000) == want
+
+
+def test_the_class_table_holds_every_whitespace_character():
+    every = (chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c < 0xE000)
+    assert max(ord(c) for c in every if c.isspace()) < text_kernel._CLASSES_SIZE
+    with pytest.raises(ValueError):
+        text_kernel.char_classes("\U0001f600")
+
+
+def test_nfc_changes_only_what_python_changes():
+    texts = ["abc", "e\u0301", "Å", "\u1e9b\u0323", ""]
+    assert text_kernel.nfc(pa.array(texts)).to_pylist() == [
+        unicodedata.normalize("NFC", t) for t in texts
+    ]
