@@ -130,14 +130,30 @@ def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> No
     except ValueError as e:
         out.problem(offset, MALFORMED_JSON, f"{e}{JSON_LINES_HINT}")
         return
+    # a \u escape can name a lone surrogate, which no UTF-8 text holds: only then look for one
+    escaped = "\\u" in decoded
     if isinstance(record, list):  # a JSON array of records on one line
         for i, element in enumerate(record):
-            _add_record(out, element, offset + i, fields)
+            _add_record(out, element, offset + i, fields, escaped)
         return
-    _add_record(out, record, offset, fields)
+    _add_record(out, record, offset, fields, escaped)
 
 
-def _add_record(out: Batches, record: Any, offset: int, fields: Fields) -> None:
+def _lone_surrogate(values: tuple) -> str | None:
+    """The first string among `values` that UTF-8 cannot encode (a lone surrogate from a JSON
+    backslash-u escape), described; None when every one can."""
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return f"a \\u escape names a lone surrogate ({e.reason} at character {e.start})"
+    return None
+
+
+def _add_record(
+    out: Batches, record: Any, offset: int, fields: Fields, escaped: bool = False
+) -> None:
     if not isinstance(record, dict):
         out.problem(offset, MALFORMED_JSON, f"a JSON {type(record).__name__}, not an object")
         return
@@ -149,6 +165,10 @@ def _add_record(out: Batches, record: Any, offset: int, fields: Fields) -> None:
         kept = kept_fields([record.get(name) for name in out.keep], out.keep)
     except Rejected as r:
         out.problem(offset, r.reason, r.detail)
+        return
+    bad = _lone_surrogate((text, raw_id, *kept)) if escaped else None
+    if bad is not None:
+        out.problem(offset, INVALID_UTF8, bad)
         return
     out.doc(raw_id, offset, text, kept)
 

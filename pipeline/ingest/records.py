@@ -19,7 +19,8 @@ Reasons (exact strings):
 
 =====================  =======================================================================
 malformed_json         a JSONL line is not valid JSON, or not a JSON object
-invalid_utf8           a JSONL line or a text file is not valid UTF-8
+invalid_utf8           a JSONL line or a text file is not valid UTF-8, or a JSON string's
+                       escape names a lone surrogate (no UTF-8 text holds one)
 empty_text             the text is empty or whitespace only
 missing_text           the text field is absent or null
 non_string_text        the text is not a string (a Parquet text column of another type: row -1)

@@ -112,6 +112,24 @@ def test_jsonl_records_and_record_level_reasons(tmp_path: Path) -> None:
     assert (docs, bad) == crafted_expected("c.jsonl")
 
 
+def test_a_lone_surrogate_escape_is_quarantined_not_a_crash(tmp_path: Path) -> None:
+    """json.loads turns "\\ud800" into a str that no UTF-8 text can hold: before, the unit's
+    Arrow table could not be built and the whole read task failed."""
+    lines = [
+        b'{"id": "a", "text": "fine \\u00e9t\\u00e9"}\n',  # escapes of real characters: kept
+        b'{"id": "b", "text": "half a pair \\ud800 here"}\n',
+        b'{"id": "\\udfff", "text": "the id is the lone half"}\n',
+        b'{"id": "c", "text": "a pair \\ud83d\\ude00 is one character"}\n',
+    ]
+    docs, bad = read_files(tmp_path, {"s.jsonl": b"".join(lines)})
+    at = offsets(lines)
+    assert [(d[0], d[3]) for d in docs] == [
+        ("a", "fine \u00e9t\u00e9"),
+        ("c", "a pair \U0001f600 is one character"),
+    ]
+    assert [(b[1], b[2]) for b in bad] == [(at[1], "invalid_utf8"), (at[2], "invalid_utf8")]
+
+
 @pytest.mark.parametrize(
     "name, compress", [("c.jsonl.gz", gzip.compress), ("c.ndjson.zst", zstandard.compress)]
 )
