@@ -19,7 +19,7 @@ measured on the sample and make_corpus runs (candidate edges, component members 
 document are assumptions, named below; the compression of the token intermediates,
 TOKEN_STORED_RATIO, is the shipped sample's, since a corpus's own is not known before it is
 tokenized). Core-hours come from per-core rates (MB of input per second per core, per stage): by
-default those `bench scaling` measured with one worker on a 37.5 MB real corpus (DEFAULT_RATES);
+default those `bench scaling --mb 512` measured with one worker on one core (DEFAULT_RATES);
 `--rates` takes that benchmark's JSON line instead. Dollars price the requests with the cost
 report's price table (STANDARD); compute is left in core-hours.
 """
@@ -68,19 +68,18 @@ CANDIDATE_DOCS_PER_DOC = 0.3
 REMOVED_PER_DOC = 0.1
 REMOVED_ROW_BYTES = 150
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
-# MB/s of input per core per stage: `bench scaling`, W=1, on a 37.5 MB make_corpus corpus with
-# fastokens and signatures in the read pass (3.65 MB/s per core in all; rerun it and pass --rates).
-# The read task now tokenizes too: its rate is that run's read+hash and tokenize rates combined
-# (1 / (1/11.2 + 1/17.8)); select moves only index rows.
+# MB/s of input per core per stage: `bench scaling --mb 512`, W=1 (one pinned core, one engine
+# thread), on its 549 MB make_corpus corpus with fastokens; the read task tokenizes, signs and
+# hashes (14.0 MB/s per core in all; rerun it and pass --rates)
 DEFAULT_RATES = {
-    "list": 1975.0,
-    "read+hash": 6.9,
-    "quarantine": 560.0,
-    "exact": 74.0,
-    "near": 10.9,
-    "audit": 1443.0,
-    "select": 1000.0,
-    "pack": 98.8,
+    "list": 9069.7,
+    "read+hash": 21.7,
+    "quarantine": 7248.7,
+    "exact": 681.2,
+    "near": 147.0,
+    "audit": 2889.1,
+    "select": 811.7,
+    "pack": 83.0,
 }
 
 
