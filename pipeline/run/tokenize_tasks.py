@@ -110,10 +110,13 @@ def tokenize_docs(
     if index_loc.exists():  # a rewrite: the unit's token file is not complete until it lands
         index_loc.remove()
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
-    docs = docs.select(["doc_id", "source", "row", "text"])
-    docs = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(pack.SORT_KEYS)
+    meta = docs.select(["doc_id", "source", "row"])
+    meta = meta.append_column("key", pa.array(keys, pa.uint64()))
+    order = pc.sort_indices(meta, sort_keys=pack.SORT_KEYS)
+    texts = InOrder(docs["text"], order)  # the text is not copied whole in shuffle order
+    docs = meta.take(order)
     length, checked, special, frames = _encode_tokens(
-        docs, layout.tokens_bin(unit_id), cfg, tokenizer_json, engine
+        docs, texts, layout.tokens_bin(unit_id), cfg, tokenizer_json, engine
     )
     keep = np.ones(docs.num_rows, dtype=bool)
     keep[list(special)] = False
@@ -182,10 +185,35 @@ def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:
     )
 
 
+@dataclass(frozen=True)
+class InOrder:
+    """A unit's text column read in shuffle order a batch at a time: a sorted copy of the whole
+    column would hold the unit's text twice while the read task also holds it."""
+
+    column: pa.ChunkedArray
+    order: pa.Array  # row of the column at each position of the order
+
+    def slice(self, start: int, n: int) -> pa.Array:
+        return self.column.take(self.order.slice(start, n))
+
+    def take(self, positions: pa.Array) -> pa.Array:
+        return self.column.take(self.order.take(positions))
+
+    def sizes(self) -> np.ndarray:
+        """Each text's UTF-8 bytes, in the order."""
+        return pc.binary_length(self.column).take(self.order).to_numpy(zero_copy_only=False)
+
+
 def _encode_tokens(
-    docs: pa.Table, out_loc: Location, cfg: Config, tokenizer_json: bytes, engine: str
+    docs: pa.Table,
+    texts: InOrder,
+    out_loc: Location,
+    cfg: Config,
+    tokenizer_json: bytes,
+    engine: str,
 ) -> tuple[np.ndarray, int, dict[int, str], framed.FrameTable]:
-    """The documents' tokens, in their order, into `out_loc` (framed: tokens/framed.py) with
+    """The documents' tokens (`docs`: their ids and keys, `texts`: their text, both in the same
+    order), in their order, into `out_loc` (framed: tokens/framed.py) with
     `engine`; unless the engine is tokenizers, a sample is re-encoded with tokenizers meanwhile,
     on a thread of its own, and compared before the token file is committed (EngineMismatch).
     With special tokens' text as text, a document whose ids hold the EOS/BOS id is left out of
@@ -202,7 +230,7 @@ def _encode_tokens(
     checked = np.empty(0, np.int64)
     sample = None
     if engine != "tokenizers":  # the reference need not check itself
-        sizes = pc.binary_length(docs["text"]).to_numpy(zero_copy_only=False)
+        sizes = texts.sizes()
         checked = sample_rows(
             docs["key"].to_numpy(), tok.verify_fraction, sizes, int(tok.verify_bytes)
         )
@@ -211,11 +239,11 @@ def _encode_tokens(
         sample = SampleCheck(  # starts re-encoding now, alongside the engine
             reference,
             encoder.name,
-            docs["text"].take(rows).to_pylist(),
+            texts.take(rows).to_pylist(),
             docs["doc_id"].take(rows).to_pylist(),
         )
     lengths = []
-    texts, step = docs["text"], tok.batch_docs
+    step = tok.batch_docs
     special: dict[int, np.ndarray] = {}
 
     def batches():
@@ -245,7 +273,7 @@ def _encode_tokens(
             confirm_with_reference(
                 reference,
                 encoder.name,
-                docs["text"].take(taken).to_pylist(),
+                texts.take(taken).to_pylist(),
                 docs["doc_id"].take(taken).to_pylist(),
                 [special[r] for r in rows],
             )
