@@ -144,7 +144,7 @@ EXACT_HASHES = PathRule(f"{_UNIT}.hashes.bin", "exact_hashes")
 EXACT_HASH_PARTS = PathRule(f"{_UNIT}.p{{part:d}}.parquet", "exact_hashes")  # before layout 3
 READ_SIGS = PathRule(f"{_UNIT}.sig-{{signature_key}}.parquet", "near_dedup")
 READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/near_signing.py
-# recomputed from the documents when missing, so not worth keeping; done markers stay
+# a done unit without them is read again (read_dedup_tasks._outputs_present); markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
 UNIT_FILES = PathRule(f"{WORK_DIR}/units/{{read_key}}/**", "work_state")

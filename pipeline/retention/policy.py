@@ -20,7 +20,8 @@ Data classes (where each lives is declared with its path in core/layout.PATHS):
 
 Default policy: keep everything, except the bulky intermediates (read_docs, exact_hashes,
 near_dedup, token_parts: deleted 14 days after their folder was last written, and never while a
-run is writing; a later run recomputes what it needs) and version folders left by a commit that
+run is writing; a later run reads the units it needs again: the read task makes a unit's
+signatures, band object and token file together) and version folders left by a commit that
 never finished (deleted 7 days after their last write, and only once a newer version is
 committed). Raw inputs are deleted only if `retention.rules.raw` names a delete rule explicitly.
 Whatever the rules say, the newest committed version, every version kept by the rules and the
