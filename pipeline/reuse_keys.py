@@ -171,10 +171,11 @@ def stage_keys(config: Config) -> dict[str, str]:
     token files are stored in (tokens/framed.FORMAT).
     """
     tokens = _keyed(config, "tokens")
+    # the read outputs hold no document the tokenizer quarantines: they depend on the tokens keys
+    # (not on how a token file is stored)
+    read = {**_keyed(config, "read"), "tokens": digest(tokens)}
     # how a token file is stored (tokens/framed.py): a folder holds one format only
     tokens["token_format"] = TOKEN_FORMAT
-    # the read outputs hold no document the tokenizer quarantines: they depend on the tokens keys
-    read = {**_keyed(config, "read"), "tokens": digest(tokens)}
     # the read outputs' text, ids and rows: columns_only keys (inputs[].keep_fields) never
     # reach a token file, so changing them re-reads (the read task finds the token file made)
     tokens["read_key"] = digest(_keyed(config, "read", text_only=True))

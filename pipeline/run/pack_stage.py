@@ -23,6 +23,7 @@ from pipeline.run.results import PackResult, RunError
 from pipeline.run.tokenize_stage import Tokenized
 from pipeline.run.waves import Waves
 from pipeline.tokens.encode import load_tokenizer, token_id
+from pipeline.tokens.framed import CorruptTokens
 from pipeline.tokens.pack import PackPlan, pack_plan, shard_sections
 
 # (source, split, its plan, its unit groups) of each pack of a run, in manifest order
@@ -64,18 +65,22 @@ def run_packs(
     error: type[RunError] = RunError,
 ) -> Parts:
     """Both passes of every pack into `version` (a run's, or a takedown's: run/takedown.py), as
-    one stage "pack"; `error` (a RunError) when a shard fails what `verify` checks."""
+    one stage "pack"; `error` (a RunError) when a shard fails what `verify` checks or a token
+    file does not decompress to what its table says (tokens/framed.py)."""
     exchange_task = waves.task("exchange_bucket")
     two_pass = [(plan, groups) for _, _, plan, groups in packs if not plan.one_pass]
-    exchanged = waves.run(
-        "pack",
-        [
-            exchange_task.remote(layout, plan, g, k, groups[g], tokenizer["dtype"])
-            for plan, groups in two_pass
-            for g in range(plan.groups)
-            for k in range(plan.buckets)
-        ],
-    )
+    try:
+        exchanged = waves.run(
+            "pack",
+            [
+                exchange_task.remote(layout, plan, g, k, groups[g], tokenizer["dtype"])
+                for plan, groups in two_pass
+                for g in range(plan.groups)
+                for k in range(plan.buckets)
+            ],
+        )
+    except CorruptTokens as e:  # raised by a pass-1 task (Ray re-raises it as a subclass)
+        raise error(f"a token file is corrupt: {_first_line(e)}; nothing was committed") from None
     futures, owners, at = [], [], 0
     shard_task, direct_task = waves.task("pack_shard"), waves.task("pack_shard_direct")
     for source, split, plan, groups in packs:
@@ -95,6 +100,8 @@ def run_packs(
         packed = waves.run("pack", futures, merge=True)
     except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
         raise error(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
+    except CorruptTokens as e:  # a one-pass shard task reads the token files itself
+        raise error(f"a token file is corrupt: {_first_line(e)}; nothing was committed") from None
     parts: Parts = []
     for (source, split), result in zip(owners, packed, strict=True):
         if not parts or parts[-1][:2] != (source, split):

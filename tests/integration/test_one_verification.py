@@ -22,6 +22,7 @@ from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
+from pipeline.tokens import framed
 
 
 def corpus(folder: Path, texts: list[str]) -> Path:
@@ -64,9 +65,10 @@ def test_unigram_eos_from_text_is_quarantined_and_the_version_verifies(ray_local
 
 
 def test_a_shard_verify_would_reject_is_never_committed(ray_local, tmp_path):
-    """A token file whose tokens hold a stray EOS (here: edited on disk, as a wrong engine or a
-    corrupt store would leave it) reaches pack; before, the run committed it and only `verify`
-    failed. Now the run stops with verify's own message and commits nothing."""
+    """A token file whose tokens hold a stray EOS (here: edited on disk and stored again as
+    valid frames, as a wrong engine would leave it) reaches pack; before, the run committed it
+    and only `verify` failed. Now the run stops with verify's own message and commits nothing.
+    A byte flipped in the stored frames (a corrupt store) is caught by their checksums."""
     inp = REPO / "sample"
     first = run_pipeline(config(tmp_path, inp), False)
     eos = first.manifest["tokenizer"]["eos_id"]
@@ -76,11 +78,32 @@ def test_a_shard_verify_would_reject_is_never_committed(ray_local, tmp_path):
     # unit of only quarantined records has an empty one)
     token_file = max(sorted(tokens_dir.glob("*.bin")), key=lambda p: p.stat().st_size)
     index = pq.read_table(token_file.with_suffix(".parquet"))
-    data = np.fromfile(token_file, dtype)
+    table = framed.table_of(index)
+    loc = Location.from_uri(str(token_file))
+    data = np.frombuffer(framed.read_range(loc, table, 0, table.raw_bytes), dtype).copy()
     data[int(index["length"][0].as_py()) // 2] = eos  # inside the first document
-    data.tofile(token_file)
+    # stored again as valid frames, and every index of the file given the new frame table
+    with loc.atomic_writer() as out:
+        writer = framed.FramedWriter(out)
+        writer.write(data.view(np.uint8))
+        frames = writer.close()
+    for path in tokens_dir.glob(f"{token_file.stem}*.parquet"):
+        if "quarantine" not in path.name:
+            pq.write_table(framed.with_table(pq.read_table(path), frames), path)
     with pytest.raises(RunError, match=r"a shard fails verify: .*EOS id \d+ inside document"):
         run_pipeline(config(tmp_path, inp, "pack.shard_bytes=700KiB"), False)
+    _nothing_committed_since(tmp_path, first)
+
+    # a flipped byte in the stored frames: their checksum catches it before any shard
+    raw = bytearray(token_file.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    token_file.write_bytes(bytes(raw))
+    with pytest.raises(RunError, match=r"a token file is corrupt: .*nothing was committed"):
+        run_pipeline(config(tmp_path, inp, "pack.shard_bytes=600KiB"), False)
+    _nothing_committed_since(tmp_path, first)
+
+
+def _nothing_committed_since(tmp_path, first) -> None:
     names = committed_versions(Location.from_uri(str(tmp_path / "out" / "sample")))
     assert names == [first.version.name]  # the failed run committed nothing
     versions = [p for p in (tmp_path / "out" / "sample").iterdir() if p.name[0].isdigit()]

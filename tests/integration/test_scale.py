@@ -79,8 +79,8 @@ def _unit_ids(layout: RunLayout) -> list[str]:
 
 @pytest.mark.usefixtures("ray_local")
 def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp_path):
+    from pipeline.exchange.plan import ExchangePlan
     from pipeline.run import near_signing, neardup
-    from pipeline.tokens.pack import PackPlan
 
     # two unit groups and two band-partition buckets: each task reads its group's band files
     cfg, result, _ = _run(tmp_path, "sig", "dedup.exchange_request_bytes=4KiB")
@@ -88,7 +88,7 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
     units = _unit_ids(layout)
     [folder] = list(Path(layout.exchange("near", "bands").path).iterdir())
     s, k, g = (int(x[1:]) for x in folder.name.split("-"))
-    plan = PackPlan(s, k, g)
+    plan = ExchangePlan(s, k, g)
     assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
     groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
     objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
@@ -167,12 +167,14 @@ def test_one_pass_pack_gives_the_two_pass_shards_and_moves_the_tokens_once(tmp_p
     one = "pack.exchange_request_bytes=16KiB"
     one_cfg, one, one_shards = _run(tmp_path, "one", one, config=SOURCES_CONFIG)
     assert one_shards == two_shards and len(one.manifest["splits"]["valid"]) >= 1
-    moved = {}
+    moved, exchange_bytes = {}, 0
     for cfg, result in ((two_cfg, two), (one_cfg, one)):
         layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
         [packed] = [s for s in parse_stats(layout.stats.read_bytes()).stages if s.stage == "pack"]
         moved[result is one] = packed.io["bytes_read"] + packed.io["bytes_written"]
         exchanged = [p for p in Path(layout.run.path, "pack").iterdir() if p.name != "docs"]
         assert bool(exchanged) == (result is two), exchanged
-    tokens = one.manifest["counts"]["tokens"] * 2  # uint16
-    assert moved[False] - moved[True] >= 1.5 * tokens  # the exchange's write and read
+        exchange_bytes += sum(f.stat().st_size for p in exchanged for f in p.rglob("*.bin"))
+    # the exchange objects' write and read (their token sections are zstd frames, so smaller
+    # than the tokens: tokens/framed.py)
+    assert exchange_bytes > 0 and moved[False] - moved[True] >= 1.5 * exchange_bytes
