@@ -126,14 +126,10 @@ def near_dedup(
     asked = waves.run("near", [refs[0] for refs in members], merge=True)
     asking = [SectionedObject(layout.near_requests(r.part), r.size) for r in asked]
     requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
-    unit_ids, origins = waves.put(units.ids), waves.put([units.origin_of[u] for u in units.ids])
-    fetch = waves.task("near_fetch")
+    unit_ids, fetch = waves.put(units.ids), waves.task("near_fetch")
     fetched = waves.run(
         "near",
-        [
-            fetch.remote(layout, b, requests[b], unit_ids, origins, cfg)
-            for b in range(len(bounds))
-        ],
+        [fetch.remote(layout, b, requests[b], unit_ids, cfg) for b in range(len(bounds))],
         merge=True,
     )
     sent = [SectionedObject(layout.near_cands(r.part), r.size) for r in fetched]

@@ -77,10 +77,15 @@ def sigs_of(column: pa.ChunkedArray | pa.Array, num_perm: int) -> np.ndarray:
     return data[arr.offset * num_perm : (arr.offset + len(arr)) * num_perm].reshape(-1, num_perm)
 
 
+def _signing(cfg: Config) -> str:
+    """What decides a document's full 32-bit signature."""
+    near = cfg.dedup.near
+    return f"{near.ngram}:{near.num_perm}:{near.seed}"
+
+
 def signature_key(cfg: Config) -> str:
     """What decides a document's stored signature (not bands or threshold: those act later)."""
-    near = cfg.dedup.near
-    what = f"{near.ngram}:{near.num_perm}:{near.seed}"
+    what = _signing(cfg)
     if minhash.STORED_BITS < 32:  # the 32-bit files' key stays theirs
         what += f":b{minhash.STORED_BITS}"
     return xxhash.xxh3_64_hexdigest(what.encode())[:12]
@@ -89,7 +94,7 @@ def signature_key(cfg: Config) -> str:
 def band_key(cfg: Config) -> str:
     """What decides a document's band hashes: its (full) signature and the bands x rows cut."""
     near = cfg.dedup.near
-    full = xxhash.xxh3_64_hexdigest(f"{near.ngram}:{near.num_perm}:{near.seed}".encode())[:12]
+    full = xxhash.xxh3_64_hexdigest(_signing(cfg).encode())[:12]
     return xxhash.xxh3_64_hexdigest(f"{full}:{near.bands}:{near.rows}".encode())[:12]
 
 

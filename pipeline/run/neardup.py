@@ -268,7 +268,6 @@ def near_fetch(
     bucket: int,
     requests: Ranges,
     unit_ids: list[str],
-    origins: list[str | None],
     cfg: Config,
 ) -> FetchResult:
     """The signature rows of the candidates of this bucket's units, each unit's file read once

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +71,7 @@ def run_packs(
     file does not decompress to what its table says (tokens/framed.py)."""
     exchange_task = waves.task("exchange_bucket")
     two_pass = [(plan, groups) for _, _, plan, groups in packs if not plan.one_pass]
-    try:
+    with _stops_run(error):
         exchanged = waves.run(
             "pack",
             [
@@ -79,8 +81,6 @@ def run_packs(
                 for k in range(plan.buckets)
             ],
         )
-    except CorruptTokens as e:  # raised by a pass-1 task (Ray re-raises it as a subclass)
-        raise error(f"a token file is corrupt: {_first_line(e)}; nothing was committed") from None
     futures, owners, at = [], [], 0
     shard_task, direct_task = waves.task("pack_shard"), waves.task("pack_shard_direct")
     for source, split, plan, groups in packs:
@@ -96,12 +96,8 @@ def run_packs(
                       for k in range(plan.shards)]  # fmt: skip
         futures += shards
         owners += [(source, split)] * len(shards)
-    try:
+    with _stops_run(error):
         packed = waves.run("pack", futures, merge=True)
-    except VerifyError as e:  # raised by a pack_shard task (Ray re-raises it as a subclass)
-        raise error(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
-    except CorruptTokens as e:  # a one-pass shard task reads the token files itself
-        raise error(f"a token file is corrupt: {_first_line(e)}; nothing was committed") from None
     parts: Parts = []
     for (source, split), result in zip(owners, packed, strict=True):
         if not parts or parts[-1][:2] != (source, split):
@@ -150,6 +146,19 @@ def tokenizer_entry(cfg: Config, engine: dict[str, Any]) -> dict[str, Any]:
         "bos_id": token_id(tokenizer, tok.bos),
         **engine,
     }
+
+
+@contextmanager
+def _stops_run(error: type[RunError]) -> Iterator[None]:
+    """A pack task's VerifyError (a shard fails what `verify` checks) or CorruptTokens (a token
+    file or exchange section does not decompress to what it should: pass 1 and one-pass shard
+    tasks read token files) as `error`, one line; Ray re-raises either as a subclass."""
+    try:
+        yield
+    except VerifyError as e:
+        raise error(f"a shard fails verify: {_first_line(e)}; nothing was committed") from None
+    except CorruptTokens as e:
+        raise error(f"a token file is corrupt: {_first_line(e)}; nothing was committed") from None
 
 
 def _first_line(e: Exception) -> str:

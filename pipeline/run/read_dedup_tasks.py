@@ -45,9 +45,7 @@ DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
 def write_docs(loc: Location, docs: pa.Table) -> None:
     """A unit's documents file (core/layout.READ_DOCS): ids, rows and kept fields, no text (the
     read task tokenized it; the document index takes the kept fields from here)."""
-    if "text" in docs.column_names:
-        docs = docs.drop_columns(["text"])
-    loc.write_parquet(docs, **DOCS_PARQUET)
+    loc.write_parquet(docs.drop_columns(["text"]), **DOCS_PARQUET)
 
 
 # -- ingest ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ no text (it tokenizes while it reads), so a test that needs a unit's texts reads
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config import Config
@@ -11,11 +12,13 @@ from pipeline.core.storage import Location
 from pipeline.ingest.readers import read_piece
 
 
-def unit_documents(cfg: Config, layout: RunLayout, unit: str) -> list[dict]:
+def unit_documents(
+    cfg: Config, layout: RunLayout, unit: str, units: pa.Table | None = None
+) -> list[dict]:
     """The unit's documents as the read task kept them: doc_id (prefixed with the source's name
     where sources are named), source, row, text; records it quarantined (the tokenizer's too)
-    left out."""
-    units = layout.units.read_parquet()
+    left out. `units`: the run's units.parquet, when the caller has it already."""
+    units = layout.units.read_parquet() if units is None else units
     pieces = units.filter(pc.equal(units["unit_id"], unit)).to_pylist()
     bad = {(r["source"], r["row"]) for r in layout.read_quarantine(unit).read_parquet().to_pylist()}
     out = []
@@ -36,5 +39,6 @@ def unit_documents(cfg: Config, layout: RunLayout, unit: str) -> list[dict]:
 
 def run_documents(cfg: Config, layout: RunLayout) -> list[dict]:
     """Every unit's documents (unit_documents), units in sorted order."""
-    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
-    return [d for u in units for d in unit_documents(cfg, layout, u)]
+    units = layout.units.read_parquet()
+    ids = sorted(set(units["unit_id"].to_pylist()))
+    return [d for u in ids for d in unit_documents(cfg, layout, u, units)]
