@@ -331,3 +331,16 @@ def test_a_multi_line_json_array_is_quarantined_with_the_json_lines_hint(tmp_pat
     rows = bad.to_pylist()
     assert rows and {r["reason"] for r in rows} == {"malformed_json"}
     assert all("read as JSON Lines" in r["detail"] for r in rows)
+
+
+def test_integer_ids_past_64_bits_stay_exact(tmp_path: Path) -> None:
+    """The fast JSON parser rounds integers past 64 bits to floats; such a record is parsed
+    again by json.loads, so its id is the integer's exact digits."""
+    lines = [
+        b'{"id": 123456789012345678901234567890, "text": "a long id"}\n',
+        b'{"id": 18446744073709551615, "text": "the largest 64-bit id"}\n',
+        b'{"id": 7, "text": "x", "v": 1e400}\n',  # a value only json.loads reads (inf)
+    ]
+    docs, bad = read_files(tmp_path, {"s.jsonl": b"".join(lines)})
+    assert [d[0] for d in docs] == ["123456789012345678901234567890", "18446744073709551615", "7"]
+    assert bad == []
