@@ -13,8 +13,9 @@ writes a fresh output and is timed from the driver (`run_pipeline`; Ray startup 
 imports excluded by a warm-up). Baseline: the first worker count in the same invocation.
 
 Prints per-stage seconds, per-stage MB/s of input per core (input bytes / (stage seconds x W)),
-tokens/s per core of read+hash (the read task tokenizes every document) and whole-pipeline MB/s
-per core, and as the last line a JSON object with
+tokens/s per core of read+hash (the read task tokenizes every document), read+hash's MB/s per
+core without the seconds its tasks spent tokenizing (ReadResult.tokenize_seconds) and the
+tokenizer's alone, whole-pipeline MB/s per core, and as the last line a JSON object with
 `speedup` (wall, first to last worker count) and `stage_mb_s_per_core`.
 
 --mb N builds a make_corpus corpus of N MB (pipeline.tools.make_corpus, seed 0) once and reuses
@@ -141,6 +142,10 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         "pinned": sorted(cores) if cores is not None else None,
         "wall_s": wall,
         "stages": {name: s.seconds for name, s in stages.items()},
+        # task seconds the read tasks spent tokenizing (all workers together)
+        "tokenize_task_s": stages["read+hash"].part_seconds.get("tokenize", 0.0)
+        if "read+hash" in stages
+        else 0.0,
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
         "docs_out": result.manifest["counts"]["docs_out"],
@@ -155,6 +160,12 @@ def per_core(run: dict, input_bytes: int) -> dict[str, float]:
         figures["read_hash_mb_s_per_core"] = input_bytes / 1e6 / (stages["read+hash"] * w)
     if stages.get("read+hash"):  # the read task tokenizes every document it reads
         figures["tokens_s_per_core"] = run["tokens"] / (stages["read+hash"] * w)
+        # the read pass without its tokenizer: the stage's core-seconds less the tasks'
+        # tokenize seconds (what read+hash was before it tokenized)
+        untokenized = stages["read+hash"] * w - run.get("tokenize_task_s", 0.0)
+        if run.get("tokenize_task_s") and untokenized > 0:
+            figures["read_hash_untokenized_mb_s_per_core"] = input_bytes / 1e6 / untokenized
+            figures["tokenize_mb_s_per_core"] = input_bytes / 1e6 / run["tokenize_task_s"]
     return {k: round(v) if k.startswith("tokens") else round(v, 2) for k, v in figures.items()}
 
 

@@ -8,6 +8,7 @@ units (resume).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pyarrow as pa
@@ -130,7 +131,9 @@ def read_unit(
     if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
         prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
         docs = docs.set_column(0, "doc_id", prefixed)
+    tokenizing = time.perf_counter()
     tokens = tokenize_docs(layout, unit_id, docs, cfg, tokenizer_json, engine, rewrite)
+    tokenizing = time.perf_counter() - tokenizing
     if tokens.quarantine.num_rows:  # never hashed or signed: they can neither win nor lose
         docs = exact.drop_removed(docs, tokens.quarantine)
         bad = concat([bad, tokens.quarantine], QUARANTINE_SCHEMA)
@@ -162,6 +165,7 @@ def read_unit(
         tokens=tokens.tokens,
         engine=tokens.engine,
         checked=tokens.checked,
+        tokenize_seconds=tokenizing,
     )
     write_marker(done, result.marker())
     result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte

@@ -37,6 +37,9 @@ class StageReport:
     tasks: int = 0
     reused: int = 0
     peak_rss_mb: float = 0.0
+    # task seconds spent in named parts of the stage's work, summed over its tasks (e.g.
+    # read+hash's tokenize: benchmarks tell the read pass from the tokenizer with it)
+    part_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +79,11 @@ class TaskResult:
     def stage_bytes(self) -> int:
         """Bytes this task adds to its stage's report: what it read from storage."""
         return self.io.get("bytes_read", 0)
+
+    @property
+    def part_seconds(self) -> dict[str, float]:
+        """Seconds of named parts of this task's work (its stage report adds them up)."""
+        return {}
 
     def own_fields(self) -> dict[str, Any]:
         """The task's own fields (not the timing), in declaration order."""
@@ -119,10 +127,15 @@ class ReadResult(TaskResult):
     engine: str | None = None  # that made the token file (None: found made)
     checked: int = 0  # documents re-encoded with tokenizers to check the engine
     mismatch: str | None = None  # the engine disagreed with tokenizers: no done marker
+    tokenize_seconds: float = 0.0  # of `seconds`, tokenizing (and checking) the unit's text
 
     @property
     def stage_docs(self) -> int:
         return self.docs_in
+
+    @property
+    def part_seconds(self) -> dict[str, float]:
+        return {} if self.reused else {"tokenize": self.tokenize_seconds}
 
     def marker(self) -> dict[str, Any]:
         """The done.json keys: the own fields, then seconds, io and peak_rss_mb."""

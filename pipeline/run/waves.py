@@ -148,6 +148,9 @@ class Waves:
         report.seconds += time.perf_counter() - t0
         report.reused += sum(1 for r in results if r.reused)
         report.peak_rss_mb = max([report.peak_rss_mb] + [r.peak_rss_mb for r in results])
+        for r in results:
+            for part, seconds in r.part_seconds.items():
+                report.part_seconds[part] = report.part_seconds.get(part, 0.0) + seconds
         stats.update(
             tasks=report.tasks,
             reused=report.reused,

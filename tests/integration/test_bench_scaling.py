@@ -54,4 +54,9 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(tmp_path, capsys):
     assert {"read+hash", "select", "pack", "total"} <= set(rates)
     assert all(v > 0 for v in rates.values())
     assert figures["worker_env"]["PIPELINE_TASK_THREADS"] == "1"
-    assert set(figures["per_core"]["1"]) >= {"pipeline_mb_s_per_core", "read_hash_mb_s_per_core"}
+    assert set(figures["per_core"]["1"]) >= {
+        "pipeline_mb_s_per_core",
+        "read_hash_mb_s_per_core",
+        "read_hash_untokenized_mb_s_per_core",
+        "tokenize_mb_s_per_core",
+    }
