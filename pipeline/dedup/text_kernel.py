@@ -449,12 +449,24 @@ _SPACES = char_classes()
 
 
 def nfc(texts: pa.Array) -> pa.Array:
-    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's)."""
+    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's).
+    Most text is NFC already: only the documents NFC changes are written back, and when none
+    is, `texts` itself is returned (no copy of the batch)."""
     non_ascii = pc.invert(pc.string_is_ascii(texts))
     if not pc.any(non_ascii).as_py():
         return texts
-    normalized = [unicodedata.normalize("NFC", t) for t in texts.filter(non_ascii).to_pylist()]
-    return pc.replace_with_mask(texts, non_ascii, pa.array(normalized, texts.type))
+    rows = np.flatnonzero(non_ascii.to_numpy(zero_copy_only=False))
+    changed, normalized = [], []
+    for row, text in zip(rows.tolist(), texts.take(rows).to_pylist(), strict=True):
+        nfc_text = unicodedata.normalize("NFC", text)  # the same object when already NFC
+        if nfc_text is not text and nfc_text != text:
+            changed.append(row)
+            normalized.append(nfc_text)
+    if not changed:
+        return texts
+    mask = np.zeros(len(texts), bool)
+    mask[changed] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(normalized, texts.type))
 
 
 def utf8_word_hashes(

@@ -108,7 +108,18 @@ def test_the_class_table_holds_every_whitespace_character():
 
 
 def test_nfc_changes_only_what_python_changes():
-    texts = ["abc", "e\u0301", "Å", "\u1e9b\u0323", ""]
+    texts = ["abc", "e\u0301", "Å", "\u1e9b\u0323", "", "A\u030a", "café"]
     assert text_kernel.nfc(pa.array(texts)).to_pylist() == [
         unicodedata.normalize("NFC", t) for t in texts
     ]
+    # a slice (offsets not at 0) comes back right too
+    sliced = pa.array(texts).slice(1, 5)
+    assert text_kernel.nfc(sliced).to_pylist() == [
+        unicodedata.normalize("NFC", t) for t in texts[1:6]
+    ]
+
+
+def test_nfc_of_text_already_nfc_is_the_batch_itself():
+    """Non-ASCII text that is NFC already (most of it) is not copied."""
+    batch = pa.array(["café", "naïve", "plain", "Å"])
+    assert text_kernel.nfc(batch) is batch
