@@ -142,14 +142,19 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         "pinned": sorted(cores) if cores is not None else None,
         "wall_s": wall,
         "stages": {name: s.seconds for name, s in stages.items()},
-        # task seconds the read tasks spent tokenizing (all workers together)
-        "tokenize_task_s": stages["read+hash"].part_seconds.get("tokenize", 0.0)
-        if "read+hash" in stages
-        else 0.0,
+        # task seconds the read tasks spent tokenizing (all workers together; none from code
+        # older than the count, run with --code)
+        "tokenize_task_s": _tokenize_seconds(stages),
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
         "docs_out": result.manifest["counts"]["docs_out"],
     }
+
+
+def _tokenize_seconds(stages: dict) -> float:
+    """Task seconds read+hash spent tokenizing; 0 from code older than that count (--code)."""
+    parts = getattr(stages.get("read+hash"), "part_seconds", {})
+    return parts.get("tokenize", 0.0)
 
 
 def per_core(run: dict, input_bytes: int) -> dict[str, float]:

@@ -70,16 +70,16 @@ REMOVED_ROW_BYTES = 150
 WORKER_BASE_MB = 250  # a Ray worker with pyarrow, numpy and the tokenizer loaded
 # MB/s of input per core per stage: `bench scaling --mb 512`, W=1 (one pinned core, one engine
 # thread), on its 549 MB make_corpus corpus with fastokens; the read task tokenizes, signs and
-# hashes (14.0 MB/s per core in all; rerun it and pass --rates)
+# hashes (17.3 MB/s per core in all; rerun it and pass --rates)
 DEFAULT_RATES = {
-    "list": 9069.7,
-    "read+hash": 21.7,
-    "quarantine": 7248.7,
-    "exact": 681.2,
-    "near": 147.0,
-    "audit": 2889.1,
-    "select": 811.7,
-    "pack": 83.0,
+    "list": 35505.4,
+    "read+hash": 26.7,
+    "quarantine": 7835.0,
+    "exact": 851.4,
+    "near": 173.1,
+    "audit": 3592.9,
+    "select": 985.4,
+    "pack": 105.2,
 }
 
 
