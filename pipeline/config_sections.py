@@ -113,7 +113,8 @@ class SplitConfig(StrictModel):
         lt=1.0,
         description="share of documents held out as the validation split (by a hash of their"
         " id); 0: no validation shards",
-        json_schema_extra=OUTPUT,
+        # a token file holds each split in one block (tokens/pack.py): changing it re-reads
+        json_schema_extra=TOKENS,
     )
 
 

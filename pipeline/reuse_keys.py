@@ -42,8 +42,9 @@ STAGES: tuple[str, ...] = get_args(Stage)
 # Bumped when the code changes what an intermediate holds (2: quarantine rows carry `records`;
 # 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
 #    are one sectioned object (exchange/sections.py);
-# 4: the read task tokenizes: token files hold every document, a unit's documents file no text).
-LAYOUT_VERSION = 4
+# 4: the read task tokenizes: token files hold every document, a unit's documents file no text;
+# 5: a token file holds each split in one block, its index a `valid` column).
+LAYOUT_VERSION = 5
 _KEY = "changes_bytes_of"
 
 

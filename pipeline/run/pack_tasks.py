@@ -98,18 +98,20 @@ def _unit_rows(
     it has none there. When the plan names a split, only that split's rows (tokens/split.py);
     never its excluded documents (a takedown)."""
     index = layout.tokens_index(unit, removed).read_parquet()
-    i0, i1 = pack.rows_in_range(index["key"].to_numpy(), lo, hi)
+    blocked = "valid" in index.column_names  # each split one block (tokens/pack.py)
+    rows = pack.split_block(index, plan.split) if blocked else index
+    i0, i1 = pack.rows_in_range(rows["key"].to_numpy(), lo, hi)
     if i0 == i1:
         return None
-    piece = index.slice(i0, i1 - i0)
+    piece = rows.slice(i0, i1 - i0)
     at, lengths = piece["offset"].to_numpy(), piece["length"].to_numpy()
     first, end = int(at[0]), int(at[-1] + lengths[-1])
     raw = framed.read_range(
         layout.tokens_bin(unit), framed.table_of(index), first * itemsize, end * itemsize
     )
-    piece = piece.drop_columns(["offset"])
+    piece = piece.drop_columns(["offset", "valid"] if blocked else ["offset"])
     keep = np.ones(piece.num_rows, dtype=bool)
-    if plan.split:
+    if plan.split and not blocked:  # a token file from before the blocks: row by row
         keep &= split_mask(piece["doc_id"], plan.split, plan.valid_fraction)
     if plan.excluded:  # a takedown (PackPlan.without)
         value_set = pa.array(sorted(plan.excluded), pa.string())

@@ -42,6 +42,7 @@ from pipeline.tokens.encode import (
     tokenize_batches,
     tokenizer_info,
 )
+from pipeline.tokens.split import in_valid
 
 
 def tokenize_probe(cfg: Config, tokenizer_json: bytes) -> ProbeResult:
@@ -109,10 +110,13 @@ def tokenize_docs(
         )
     if index_loc.exists():  # a rewrite: the unit's token file is not complete until it lands
         index_loc.remove()
-    keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
+    ids = docs["doc_id"].to_pylist()
+    keys = [shuffle_key(d, cfg.pack.seed) for d in ids]
     meta = docs.select(["doc_id", "source", "row"])
     meta = meta.append_column("key", pa.array(keys, pa.uint64()))
-    order = pc.sort_indices(meta, sort_keys=pack.SORT_KEYS)
+    # each split one block of the file, so that its pack reads only its own (tokens/pack.py)
+    meta = meta.append_column("valid", pa.array(in_valid(ids, cfg.split.valid_fraction)))
+    order = pc.sort_indices(meta, sort_keys=pack.FILE_SORT_KEYS)
     texts = InOrder(docs["text"], order)  # the text is not copied whole in shuffle order
     docs = meta.take(order)
     length, checked, special, frames = _encode_tokens(
@@ -147,7 +151,9 @@ def select_unit(layout: RunLayout, unit_id: str) -> TokenizeResult:
         lengths = index["length"].to_numpy()
         offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
         with_offsets = index.append_column("offset", pa.array(offsets, pa.int64()))
-        kept = exact.drop_removed(with_offsets, removed).sort_by(pack.SORT_KEYS)
+        # in file order (a token file from before the `valid` column: shuffle order)
+        order = pack.FILE_SORT_KEYS if "valid" in index.column_names else pack.SORT_KEYS
+        kept = exact.drop_removed(with_offsets, removed).sort_by(order)
         # the .bin's frame table goes with the rows that locate documents in it
         kept_loc.write_parquet(framed.with_table(kept, framed.table_of(index)))
     return timer.result(
@@ -291,7 +297,8 @@ def _encode_tokens(
 
 
 def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
-    """The token file's index: each document's ids, shuffle key and token count, in order."""
+    """The token file's index: each document's ids, shuffle key, token count and split, in
+    file order."""
     return pa.table(
         {
             "doc_id": docs["doc_id"],
@@ -299,8 +306,9 @@ def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
             "row": docs["row"],
             "key": docs["key"],
             "length": pa.array(length, pa.int64()),
+            "valid": docs["valid"],
         },
-        schema=pack.TOKEN_INDEX_SCHEMA,
+        schema=pack.TOKEN_FILE_INDEX_SCHEMA,
     )
 
 

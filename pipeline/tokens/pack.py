@@ -10,10 +10,14 @@ shards come out close to T / S bytes (<= the target on average) and no document 
 
 Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet), written by the read task while
 it holds the unit's documents (run/tokenize_tasks.tokenize_docs): the .bin holds every document's
-tokens (EOS appended), before dedup, concatenated in shuffle order, stored as zstd frames
-(tokens/framed.py: a range is read by one GET of the frames that hold it); the .parquet has one
-row per document in the same order: doc_id, source, row, key uint64, length int64 (tokens), and
-the .bin's frame table in its schema metadata. Documents the
+tokens (EOS appended), before dedup, in file order: the training documents in shuffle order, then
+the validation split's in shuffle order (tokens/split.py; with no split every document is
+training), stored as zstd frames (tokens/framed.py: a range is read by one GET of the frames that
+hold it); the .parquet has one row per document in the same order: doc_id, source, row, key
+uint64, length int64 (tokens), valid bool, and the .bin's frame table in its schema metadata.
+Each split is one block of the file, so a split's pack reads only its own block (before, the
+validation pack read every token file a second time to find its ~1 %). A token file from
+before `valid` (layout 4) is read as one block, its split decided per row. Documents the
 tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
 tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
 After dedup, tokens/<unit>-<removed>.parquet (run/tokenize_tasks.select_unit) holds the rows of
@@ -82,6 +86,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.exchange.plan import ExchangePlan, capped_cut
 from pipeline.tokens import framed
@@ -101,6 +106,18 @@ SORT_KEYS = [
     ("source", "ascending"),
     ("row", "ascending"),
 ]
+# a token file's rows: its split's block, then the shuffle order within it
+FILE_SORT_KEYS = [("valid", "ascending"), *SORT_KEYS]
+TOKEN_FILE_INDEX_SCHEMA = TOKEN_INDEX_SCHEMA.append(pa.field("valid", pa.bool_()))
+
+
+def split_block(index: pa.Table, split: str) -> pa.Table:
+    """The rows of a token file's index (in file order) that belong to `split` ("train",
+    "valid"; "" for every row): one block, since the file holds each split in one piece."""
+    if not split:
+        return index
+    n_train = index.num_rows - int(pc.sum(index["valid"]).as_py() or 0)
+    return index.slice(0, n_train) if split == "train" else index.slice(n_train)
 _KEY_SPACE = 2**64
 # bytes of one document's row in a token index (.parquet), an upper estimate: id, source, row,
 # key, length, compressed (a make_corpus corpus in 1 MiB units: 39.8, file overheads included)

@@ -40,7 +40,8 @@ PINNED = {
     "dedup.partitions": {"read", "tokens", "run"},  # hash rows are sectioned by partition
     "pack.seed": {"read", "tokens", "run"},
     "pack.shard_bytes": {"run"},
-    "split.valid_fraction": {"run"},  # drawn at pack time from the token files
+    # a token file holds each split in one block (tokens/pack.py): it is in the token files
+    "split.valid_fraction": {"read", "tokens", "run"},
     # columns of the read outputs and of the index, never of a token file (issue 23)
     "input.keep_fields": {"read", "run"},
     "inputs.keep_fields": {"read", "run"},

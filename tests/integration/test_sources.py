@@ -6,22 +6,27 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_ray_env, run_command
 
 from pipeline.config import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
-from pipeline.core.storage import Location
+from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import comparable, parse_blend, resolve_version
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run.driver import run_pipeline
+from pipeline.run.pack_tasks import _unit_rows
 from pipeline.run.summary import format_summary
 from pipeline.stream.reader import StreamReader
+from pipeline.tokens import framed
+from pipeline.tokens.pack import pack_plan, split_block
 from pipeline.tokens.split import in_valid
 
 KINDS = ("bin", "idx")
@@ -264,6 +269,49 @@ def test_validation_split_is_disjoint_and_reads_back(sample_split):
     # a resume state names its split: the training stream refuses the validation stream's
     with pytest.raises(ValueError, match="split"):
         StreamReader(version, seq_len=1).load_state_dict(reader.state_dict())
+
+
+def test_each_split_is_one_block_of_a_token_file(sample_split):
+    """A token file holds the training documents, then the validation split's, each block in
+    shuffle order (tokens/pack.py): the validation pack reads only its block of each file, not
+    every token file a second time. The blocks are what the id hash says (tokens/split.py)."""
+    layout = sample_split.layout
+    units = pq.read_table(layout.units.path, columns=["unit_id"])["unit_id"].to_pylist()
+    blocks = 0
+    for unit in sorted(set(units)):
+        index = layout.tokens_all(unit).read_parquet()
+        valid = index["valid"].to_numpy(zero_copy_only=False)
+        assert (valid == in_valid(index["doc_id"], 0.05)).all()
+        assert not (np.diff(valid.astype(int)) < 0).any()  # train rows first, then valid
+        for split, flag in (("train", False), ("valid", True)):
+            block = split_block(index, split)
+            assert (block["valid"].to_numpy(zero_copy_only=False) == flag).all()
+            assert block.num_rows == int((valid == flag).sum())
+            keys = block["key"].to_numpy()
+            assert (keys[1:] >= keys[:-1]).all()  # shuffle order within the block
+        blocks += bool(valid.any())
+    assert blocks  # some unit holds validation documents
+    # the validation pack reads the frames of its block, not the whole file: the largest
+    # unit's key range [0, 2^64) through the pack's own read, once per split
+    unit = max(set(units), key=lambda u: layout.tokens_bin(u).size())
+    [kept] = Path(layout.tokens_bin(unit).path).parent.glob(f"{unit}-*.parquet")
+    removed = kept.stem.removeprefix(f"{unit}-")
+    index = layout.tokens_index(unit, removed).read_parquet()
+    table = framed.table_of(index)
+    first_valid = int(split_block(index, "valid")["offset"].to_numpy()[0]) * 2  # uint16 tokens
+    valid_from = table.offsets[first_valid // table.frame_bytes]
+    assert valid_from > 0  # the training block fills at least one frame: the check means something
+    before = IO.snapshot()
+    layout.tokens_index(unit, removed).read_parquet()  # what reading the index costs alone
+    index_read = IO.delta(IO.snapshot(), before)["bytes_read"]
+    read = {}
+    for split in ("train", "valid"):
+        plan = replace(pack_plan(10**6, 1, 2**20, 2**20), split=split, valid_fraction=0.05)
+        before = IO.snapshot()
+        assert _unit_rows(layout, unit, removed, 0, 2**64, 2, plan) is not None
+        read[split] = IO.delta(IO.snapshot(), before)["bytes_read"] - index_read
+    assert 0 < read["valid"] <= table.offsets[-1] - valid_from
+    assert 0 < read["train"] <= table.offsets[-1]
 
 
 def test_validation_split_same_with_1_and_4_workers(sample_split, tmp_path):
