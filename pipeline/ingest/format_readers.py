@@ -127,7 +127,7 @@ def _loads(line: bytes, names: tuple[str | None, ...]) -> Any:
     returns the same values, but for one thing: an integer past 64 bits comes back as a float.
     So a record whose fields in use (`names`: text, id, kept) hold a float, or a list or object
     that may hide one (a rejection's detail prints it), is parsed again by json.loads, which
-    keeps the integer exact (tests/unit/test_format_readers.py compares the two on such lines).
+    keeps the integer exact (tests/unit/test_json_lines.py compares the two on such lines).
     The records and the quarantine reasons are json.loads' as before."""
     try:
         value = orjson.loads(line)

@@ -151,9 +151,7 @@ def select_unit(layout: RunLayout, unit_id: str) -> TokenizeResult:
         lengths = index["length"].to_numpy()
         offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
         with_offsets = index.append_column("offset", pa.array(offsets, pa.int64()))
-        # in file order (a token file from before the `valid` column: shuffle order)
-        order = pack.FILE_SORT_KEYS if "valid" in index.column_names else pack.SORT_KEYS
-        kept = exact.drop_removed(with_offsets, removed).sort_by(order)
+        kept = exact.drop_removed(with_offsets, removed).sort_by("offset")  # in file order
         # the .bin's frame table goes with the rows that locate documents in it
         kept_loc.write_parquet(framed.with_table(kept, framed.table_of(index)))
     return timer.result(

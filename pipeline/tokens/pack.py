@@ -17,7 +17,8 @@ hold it); the .parquet has one row per document in the same order: doc_id, sourc
 uint64, length int64 (tokens), valid bool, and the .bin's frame table in its schema metadata.
 Each split is one block of the file, so a split's pack reads only its own block (before, the
 validation pack read every token file a second time to find its ~1 %). A token file from
-before `valid` (layout 4) is read as one block, its split decided per row. Documents the
+before `valid` (layout 4, a takedown of an older version) is read whole, its split decided row
+by row (tokens/split.py). Documents the
 tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
 tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
 After dedup, tokens/<unit>-<removed>.parquet (run/tokenize_tasks.select_unit) holds the rows of
@@ -109,15 +110,6 @@ SORT_KEYS = [
 # a token file's rows: its split's block, then the shuffle order within it
 FILE_SORT_KEYS = [("valid", "ascending"), *SORT_KEYS]
 TOKEN_FILE_INDEX_SCHEMA = TOKEN_INDEX_SCHEMA.append(pa.field("valid", pa.bool_()))
-
-
-def split_block(index: pa.Table, split: str) -> pa.Table:
-    """The rows of a token file's index (in file order) that belong to `split` ("train",
-    "valid"; "" for every row): one block, since the file holds each split in one piece."""
-    if not split:
-        return index
-    n_train = index.num_rows - int(pc.sum(index["valid"]).as_py() or 0)
-    return index.slice(0, n_train) if split == "train" else index.slice(n_train)
 _KEY_SPACE = 2**64
 # bytes of one document's row in a token index (.parquet), an upper estimate: id, source, row,
 # key, length, compressed (a make_corpus corpus in 1 MiB units: 39.8, file overheads included)
@@ -132,6 +124,15 @@ def key_range(shard: int, shards: int) -> tuple[int, int]:
     """Half-open key range [lo, hi) of one shard (hi may be 2**64)."""
     width = -(-_KEY_SPACE // shards)
     return shard * width, min((shard + 1) * width, _KEY_SPACE)
+
+
+def split_block(index: pa.Table, split: str) -> pa.Table:
+    """The rows of a token file's index (in file order) that belong to `split` ("train",
+    "valid"; "" for every row): one block, since the file holds each split in one piece."""
+    if not split:
+        return index
+    n_train = index.num_rows - int(pc.sum(index["valid"]).as_py() or 0)
+    return index.slice(0, n_train) if split == "train" else index.slice(n_train)
 
 
 def rows_in_range(sorted_keys: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
