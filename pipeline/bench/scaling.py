@@ -142,8 +142,7 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         "pinned": sorted(cores) if cores is not None else None,
         "wall_s": wall,
         "stages": {name: s.seconds for name, s in stages.items()},
-        # task seconds the read tasks spent tokenizing (all workers together; none from code
-        # older than the count, run with --code)
+        # task seconds the read tasks spent tokenizing (all workers together)
         "tokenize_task_s": _tokenize_seconds(stages),
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
