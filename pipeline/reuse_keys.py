@@ -28,14 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import types
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
 from pipeline.tokens.framed import FORMAT as TOKEN_FORMAT
-
-if TYPE_CHECKING:
-    from pipeline.config import Config
 
 Stage = Literal["read", "tokens", "output"]
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -144,18 +141,18 @@ def _value(config: BaseModel, path: tuple[str, ...]) -> Any:
     return node
 
 
-def stage_data(config: Config, stage: str, text_only: bool = False) -> dict[str, Any]:
+def stage_data(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, Any]:
     """The config as `stage` sees it: every key that changes its bytes, nothing else
     (text_only: without the keys that only add columns, e.g. inputs[].keep_fields)."""
     return config.model_dump(mode="json", exclude=_exclude(type(config), stage, text_only))
 
 
-def output_config(config: Config) -> dict[str, Any]:
+def output_config(config: BaseModel) -> dict[str, Any]:
     """Config.output_config: what decides the dataset's bytes (the manifest's `config`)."""
     return stage_data(config, "output")
 
 
-def output_hash(config: Config) -> str:
+def output_hash(config: BaseModel) -> str:
     """Config.output_hash: output_config with each by-content file's digest beside its key."""
     data = output_config(config)
     for path in _by_content(type(config), "output"):
@@ -163,7 +160,7 @@ def output_hash(config: Config) -> str:
     return digest(data)
 
 
-def stage_keys(config: Config) -> dict[str, str]:
+def stage_keys(config: BaseModel) -> dict[str, str]:
     """The key of each reused intermediate, from everything that decides its bytes.
 
     A stage's key hashes the config keys declared as changing its bytes. What a unit holds is in
@@ -183,7 +180,7 @@ def stage_keys(config: Config) -> dict[str, str]:
     return {"read": digest(read), "tokens": digest(tokens)}
 
 
-def _keyed(config: Config, stage: str, text_only: bool = False) -> dict[str, Any]:
+def _keyed(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, Any]:
     data = stage_data(config, stage, text_only)
     data["layout"] = LAYOUT_VERSION
     for path in _by_content(type(config), stage):

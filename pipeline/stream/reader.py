@@ -456,11 +456,3 @@ def _shuffle_group(
         )
     return max(1, size // window_bytes)
 
-
-def __getattr__(name: str) -> Any:
-    """`TorchIterableDataset` lives in torch_data.py (imported only if wanted: it needs torch)."""
-    if name == "TorchIterableDataset":
-        from pipeline.stream.torch_data import TorchIterableDataset
-
-        return TorchIterableDataset
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -41,10 +41,15 @@ from tokenizers import Tokenizer
 from pipeline.formats.megatron import token_dtype
 from pipeline.tokens import pieces
 
-if TYPE_CHECKING:
-    from pipeline.tokens.check import SampleCheck
-
 ENGINES = ("fastokens", "tokenizers")
+
+
+class IdsSink(Protocol):
+    """Takes the engine's ids of a batch's sampled documents (tokens.check.SampleCheck)."""
+
+    def collect(
+        self, check: list[tuple[int, int]], ids: np.ndarray, lengths: np.ndarray
+    ) -> None: ...
 
 
 class EngineUnavailable(Exception):
@@ -304,7 +309,7 @@ def tokenize_batches(
     eos_id: int,
     bos_id: int | None,
     dtype: np.dtype,
-    sample: SampleCheck | None = None,
+    sample: IdsSink | None = None,
     forbid_in_text: bool = True,
 ) -> Iterator[Framed]:
     """Frame each batch's documents, in order, two batches at a time.
