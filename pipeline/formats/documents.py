@@ -1,24 +1,9 @@
-"""The document index of a version: `<version>/documents.parquet`, written before the manifest.
+"""The document index of a version, `<version>/documents.parquet`: its schema, how it is built
+from the run's per-shard records, written (before the manifest), read and checked.
 
-One row per document of the version, in manifest shard order (training shards, then the
-validation shards; within a shard, the shard's own document order):
-
-    doc_id       string  the document's id (named sources: "<source>/<id>")
-    source       string  the named source it came from (a single `input`: named like the dataset)
-    split        string  "train" or "valid"
-    shard        string  the shard's path prefix (its .bin name without ".bin")
-    first_token  int64   offset, in tokens, of its first token within the shard's .bin
-    tokens       int64   its token count (EOS, and BOS when configured, included)
-    input_path   string  the input file it was read from (relative to its source's root)
-    input_row    int64   where in that file (ingest/records.py: JSONL byte offset, Parquet row)
-    <field> ...  string  one column per `inputs[].keep_fields` entry of any source, in config
-                         order: the record's value (a string as is, a number as its JSON text),
-                         null when the record has no such field or its source does not keep it
-
-The manifest's `documents` entry names the file with its size, xxh3-128 and row count; `verify`
-checks it against every shard's .idx (documents per shard, first_token = the .idx pointer /
-itemsize, tokens = the .idx length). It is built from the run's per-shard records
-(`_work/runs/<run>/pack/docs/<shard>.parquet`) and held in memory once while written.
+Contract: one row per document of the version, in manifest shard order; `verify` holds it to
+every shard's .idx (`index_problem`); `read_index` reads every format written so far as the
+current one (FORMAT). Format: docs/formats.md, "The document index".
 """
 
 from __future__ import annotations
@@ -32,6 +17,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from pipeline.core.storage import Location
+from pipeline.ingest.listing import detect_format
 
 INDEX_FILE = "documents.parquet"
 INDEX_SCHEMA = pa.schema(
@@ -43,9 +29,11 @@ INDEX_SCHEMA = pa.schema(
         ("first_token", pa.int64()),
         ("tokens", pa.int64()),
         ("input_path", pa.string()),
+        ("input_offset", pa.int64()),
         ("input_row", pa.int64()),
     ]
 )
+FORMAT = 2
 
 
 def shard_rows(shard_docs: pa.Table, source: str, split: str, shard: str) -> pa.Table:
@@ -63,13 +51,34 @@ def shard_rows(shard_docs: pa.Table, source: str, split: str, shard: str) -> pa.
             pa.array(first[:n], pa.int64()),
             pa.array(lengths, pa.int64()),
             shard_docs["source"],
-            shard_docs["row"],
+            *_offset_and_row(shard_docs["source"], shard_docs["row"]),
         ],
         schema=INDEX_SCHEMA,
     )
 
 
-FIELD_KEYS = ["source", "input_path", "input_row"]  # what locates a document's input record
+def _offset_and_row(paths: pa.ChunkedArray, rows: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+    """A reader's `row` (ingest/records.py) as the index's input_offset and input_row columns:
+    a Parquet file's rows are rows, every other format's are byte offsets."""
+    parquet = pa.array(
+        [(detect_format(p) or ("", ""))[0] == "parquet" for p in paths.to_pylist()], pa.bool_()
+    )
+    null = pa.nulls(len(parquet), pa.int64())
+    return pc.if_else(parquet, null, rows), pc.if_else(parquet, rows, null)
+
+
+# what locates a document's input record: its source, file and the reader's row (both columns)
+FIELD_KEYS = ["source", "input_path", "row"]
+
+
+def _record_key(index: pa.Table) -> pa.Table:
+    row = pc.coalesce(index["input_offset"], index["input_row"])
+    return index.append_column("row", row)
+
+
+def fields_of(index: pa.Table, names: list[str]) -> pa.Table:
+    """The kept fields `names` of an index, keyed as with_fields takes them."""
+    return _record_key(index).select([*FIELD_KEYS, *names])
 
 
 def with_fields(index: pa.Table, fields: pa.Table) -> pa.Table:
@@ -79,7 +88,8 @@ def with_fields(index: pa.Table, fields: pa.Table) -> pa.Table:
     extra = [c for c in fields.column_names if c not in FIELD_KEYS]
     if not extra:
         return index
-    numbered = index.append_column("_at", pa.array(range(index.num_rows), pa.int64()))
+    keyed = _record_key(index)
+    numbered = keyed.append_column("_at", pa.array(range(index.num_rows), pa.int64()))
     joined = numbered.join(fields, FIELD_KEYS, join_type="left outer", coalesce_keys=True)
     joined = joined.sort_by("_at").drop_columns(["_at"])
     return joined.select([*INDEX_SCHEMA.names, *extra])
@@ -102,7 +112,7 @@ def read_fields(layout, origin_of: dict[str, str], keep: dict[str, list[str]]) -
             columns=["source", "row", *(KEEP_PREFIX + n for n in mine)]
         )
         n = docs.num_rows
-        columns = [pa.array([origin] * n, pa.string()), docs["source"], docs["row"]]
+        columns = [pa.array([origin] * n, pa.string()), docs["source"], docs["row"]]  # FIELD_KEYS
         columns += [
             docs[KEEP_PREFIX + name] if name in mine else pa.nulls(n, pa.string())
             for name in names
@@ -120,6 +130,7 @@ def write_index(version: Location, tables: list[pa.Table]) -> dict:
     (version / INDEX_FILE).write_bytes(data)
     return {
         "file": INDEX_FILE,
+        "format": FORMAT,
         "bytes": len(data),
         "xxh3_128": xxhash.xxh3_128_hexdigest(data),
         "rows": table.num_rows,
@@ -133,7 +144,17 @@ def read_index(version: Location, entry: dict | None = None) -> pa.Table:
         len(data) != entry["bytes"] or xxhash.xxh3_128_hexdigest(data) != entry["xxh3_128"]
     ):
         raise ValueError(f"{INDEX_FILE} does not have the size and xxh3-128 the manifest says")
-    return pq.read_table(io.BytesIO(data))
+    return _as_current(pq.read_table(io.BytesIO(data)))
+
+
+def _as_current(index: pa.Table) -> pa.Table:
+    """A format 1 index (one `input_row` column for offsets and rows) as format 2."""
+    if "input_offset" in index.column_names or "input_row" not in index.column_names:
+        return index
+    at = index.column_names.index("input_row")
+    offset, row = _offset_and_row(index["input_path"], index["input_row"])
+    index = index.set_column(at, "input_row", row)
+    return index.add_column(at, "input_offset", offset)
 
 
 def index_problem(index: pa.Table, shard: str, pointers: np.ndarray, lengths: np.ndarray,

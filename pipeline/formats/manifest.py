@@ -47,9 +47,9 @@ folder without it does not exist for any command or reader here. Fields:
                         `--data-path` after making each prefix absolute (data_path_line(
                         version folder, blend["train"]) does it; the run's summary ends with
                         it), e.g. `OUT/sample/<version>/train-web-00000`.
-    documents           {file: "documents.parquet", bytes, xxh3_128, rows}: the document index
-                        (formats/documents.py), written before this manifest; absent in
-                        versions from before it
+    documents           {file: "documents.parquet", format, bytes, xxh3_128, rows}: the
+                        document index (formats/documents.py), written before this
+                        manifest; absent in versions from before it
     removal             only in a version written by `remove` (run/takedown.py): {parent
                         (the version it was re-packed from), documents (removed this time),
                         ids_sha256 (pipeline.tokens.pack.ids_digest of those ids), unknown_ids

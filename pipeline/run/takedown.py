@@ -313,5 +313,5 @@ def _document_index(layout, version, splits, parent_index: pa.Table) -> dict:
     """The new version's documents.parquet; columns beyond the index's own (kept input fields,
     formats/documents.py) come from the parent's index."""
     extra = [c for c in parent_index.column_names if c not in documents.INDEX_SCHEMA.names]
-    fields = parent_index.select([*documents.FIELD_KEYS, *extra]) if extra else None
+    fields = documents.fields_of(parent_index, extra) if extra else None
     return document_index(layout, version, splits, fields)

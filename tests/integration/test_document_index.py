@@ -63,7 +63,9 @@ def test_find_prints_where_a_document_is_and_exit_1_when_absent(version: Path) -
     row = pq.read_table(version / "documents.parquet").slice(7, 1).to_pylist()[0]
     found = _cli("find", str(version.parent), "--id", row["doc_id"])
     assert found.returncode == 0, found.stderr
-    for key in ("shard", "first_token", "tokens", "input_path", "input_row", "source"):
+    parquet = row["input_path"].endswith(".parquet")
+    assert (row["input_offset"] is None) == parquet and (row["input_row"] is None) != parquet
+    for key in ("shard", "first_token", "tokens", "input_path", "input_offset", "input_row"):
         assert f"{key:>12} {row[key]}" in found.stdout
     missing = _cli("find", str(version), "--id", "docs/no-such-document")
     assert missing.returncode == 1 and "not found" in missing.stderr
