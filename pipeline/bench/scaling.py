@@ -3,27 +3,12 @@
     python -m pipeline.bench.scaling (--input DIR | --mb N) [--workers 1,2] [--repeat 1]
         [--config FILE] [--set KEY=VALUE] [--code DIR] [--no-pin]
 
-For each worker count W a fresh local Ray is started with num_cpus=W (one task per CPU) and the
-environment every Ray task of the pipeline gets (run/ray_env.py WORKER_ENV): library thread
-pools at one thread, and PIPELINE_TASK_THREADS=1, so a read task (which tokenizes) encodes with
-one engine thread and runs its reference check inline, as a cluster task with num_cpus=1 does.
-The driver and the Ray it starts are also pinned to W cores (sched_setaffinity; --no-pin to
-skip), so a "per core" figure is one core's work whatever threads a stage starts. Each run
-writes a fresh output and is timed from the driver (`run_pipeline`; Ray startup and worker
-imports excluded by a warm-up). Baseline: the first worker count in the same invocation.
-
-Prints per-stage seconds, per-stage MB/s of input per core (input bytes / (stage seconds x W)),
-tokens/s per core of read+hash (the read task tokenizes every document), read+hash's MB/s per
-core without the seconds its tasks spent tokenizing (ReadResult.tokenize_seconds) and the
-tokenizer's alone, whole-pipeline MB/s per core, and as the last line a JSON object with
-`speedup` (wall, first to last worker count) and `stage_mb_s_per_core`.
-
---mb N builds a make_corpus corpus of N MB (pipeline.tools.make_corpus, seed 0) once and reuses
-it from --corpus-cache (default ~/.cache/pipeline/corpus, by size). The default config is the
-package's bench/data/scaling.yaml (the sample's settings and tokenizer); units are input / (16 x
-max workers) bytes, so that every worker count gets enough units to balance, and shards 32 MiB
-(override with --set). --code DIR runs the same benchmark against the pipeline code in DIR (e.g.
-a checkout of the code before a change): this file is run as a script with PYTHONPATH=DIR.
+Contract: each worker count runs on a fresh local Ray with num_cpus=W, the tasks' environment
+(run/ray_env.py WORKER_ENV: one thread per library pool and per task) and the driver pinned to
+W cores, timed from the driver with Ray start and imports excluded by a warm-up; the baseline
+is the first worker count of the same invocation. Prints per-stage seconds and MB/s per core,
+and as its last line a JSON object with `speedup` and `stage_mb_s_per_core`. What each figure
+means, the corpus cache and --code: docs/benchmarks.md, "bench scaling".
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
-"""Exact deduplication across the whole corpus (pure core).
+"""Exact deduplication across the whole corpus (pure core): content hashes, hash-partitioned
+rows, and the one copy each partition keeps.
 
-Each document's identity for exact dedup is xxh3-128 of its normalised text (text.normalize).
-Hash rows are partitioned by hash, so every copy of a text meets in the same partition whatever
-unit or file it came from; each partition then keeps exactly one copy per hash. The copy kept is
-the one of the source listed first in the config's `inputs` (smallest `origin_rank`), then the
-smallest (doc_id, source, row): a property of the documents and the config, never of task
-completion order.
-
-Hash row schema (units/<read_key>/<unit>.hashes.bin, one object per unit sectioned by hash
-partition: exchange/sections.py): hash binary(16), doc_id, source, row, unit_id,
-origin, origin_rank.
-Removal schema (shared with near dedup, see REMOVED_SCHEMA): doc_id, source, row, unit_id, rule,
-kept_id, kept_source, kept_row, similarity, origin, kept_origin. A partition's removals are one
-object sectioned by unit bucket (consecutive sorted unit ids, sections.unit_bounds), so
-merge_exact and the audit write their single file sorted by unit one bucket at a time, holding
-one bucket's removals.
-
-Requests (M units, P partitions = ceil(listed bytes / dedup.partition_bytes) unless set, B =
-min(P, M) unit buckets; each exchange's G groups x K buckets from exchange.plan.exchange_plan): the
-read tasks PUT M hash objects; the hash exchange GETs M·K ranges (+ M·K indexes when K > 1) and
-PUTs G·K objects; the P partition tasks GET G ranges each and PUT P removal objects; the
-removals' exchange GETs P·K' and PUTs G'·K'; merge_exact GETs G' per bucket (B·G') and PUTs 1
-file. Linear in the corpus (was M·P GETs and PUTs of a few hundred bytes each).
-
-Names: `source` is the document's file (path relative to its input root) and `row` its record
-there; `origin` is the named input (config `inputs[i].name`; a single `input` is one source named
-like the dataset) and `origin_rank` its position i in `inputs` (its dedup priority). In
-removed.parquet `origin` is the removed copy's source and `kept_origin` the kept copy's.
+Contract: every copy of a text meets in the same partition whatever unit or file it came from;
+the copy kept is a property of the documents and the config (first-listed source, then the
+smallest doc_id, source, row), never of task completion order. The rule: docs/dedup.md,
+"Exact"; the hash-row and removal schemas and the request counts: docs/formats.md,
+"Exact dedup: hash rows and removals".
 """
 
 from __future__ import annotations

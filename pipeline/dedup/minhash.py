@@ -1,48 +1,14 @@
 """MinHash signatures and LSH banding for near-duplicate detection (pure: no I/O, no Ray).
 
-Shingles. A document's words are the whitespace-separated tokens of ``lower(NFC(text))`` with
-leading and trailing punctuation stripped (``"end."`` -> ``"end"``, ``"don't"`` stays); tokens made
-only of punctuation are dropped, so re-punctuating a text barely moves its shingles. Shingles are
-runs of ``ngram`` consecutive words. A document with fewer than ``ngram`` words (but at least one)
-has exactly one shingle: all its words. A document without words (empty, blank, punctuation only,
-null) has no shingles and gets the empty-set signature (every value 2^32 - 1, as in datasketch):
-two such documents compare as identical (Jaccard 1 by convention), so filter them out earlier if
-that is not wanted.
+Shingles are word n-grams of lower(NFC(text)) with edge punctuation stripped; values are
+(a_j·s + b_j) mod 2^32 with odd a_j ("affine32"); 32 bands x 8 rows (256 permutations) propose
+candidates, and every candidate is verified by the Jaccard estimated from the full signature.
+Stored signatures keep the low STORED_BITS = 8 bits of each value (b-bit MinHash,
+`narrowed`), and `estimated_jaccard` corrects for chance matches.
 
-Hashing (vectorised, or compiled where numba is: minhash_kernel.py, text_kernel.py):
-    word    w = xxh3_64(word utf-8, seed)
-    shingle s = low 32 bits of fmix64(w_0·M^(k-1) + w_1·M^(k-2) + ... + w_(k-1))  mod 2^64
-    value   v_j = (a_j·s + b_j) mod 2^32,  a_j odd            (j = 0 .. num_perm-1)
-M is odd, fmix64 is MurmurHash3's 64-bit finaliser (a bijection), a_j and b_j come from xxh64 of
-the permutation index (stable across numpy versions). An odd a_j makes each permutation a bijection
-on 32-bit values: the scheme datasketch 2.0 calls "affine32". The signature is min_j over shingles.
-
-Choice of 32 bands x 8 rows (256 permutations) for a 0.8 Jaccard threshold. Banding only proposes
-candidates: P(candidate | s) = 1 - (1 - s^r)^b. Every candidate is then verified by the estimated
-Jaccard of the full signature (>= threshold), so a low band threshold costs only verification work,
-while a miss at s >= 0.85 is final. 256 permutations also make that verification sharp: the
-estimate's standard deviation at s = 0.85 is 0.022 (0.032 with 128), so P(estimate >= 0.8 | 0.85)
-= 0.99 (0.94 with 128).
-
-    bands x rows (perms)   0.50    0.60    0.70    0.75    0.80    0.85    0.90    0.95
-    14 x 8  (112) dtrove  0.0533  0.2111  0.5645  0.7716  0.9235  0.9884  0.9996  1.0000
-    20 x 13 (260) NeMo    0.0024  0.0258  0.1769  0.3818  0.6773  0.9240  0.9972  1.0000
-    21 x 12 (252)         0.0051  0.0447  0.2538  0.4913  0.7758  0.9601  0.9991  1.0000
-     9 x 13 (117)         0.0011  0.0117  0.0839  0.1946  0.3988  0.6864  0.9286  0.9985
-    32 x 8  (256) chosen  0.1177  0.4184  0.8504  0.9658  0.9972  1.0000  1.0000  1.0000
-
-With verification, P(candidate and estimate >= 0.8 | s) at s = 0.85 / 0.90 is 0.987 / 1.000 for
-32 x 8, against 0.919 / 0.999 (14 x 8), 0.913 / 0.997 (20 x 13), 0.946 / 0.999 (21 x 12).
-
-Stored signatures are b-bit MinHash (Li & König): band hashes are made from the full 32-bit
-values, then only the low STORED_BITS = 8 bits of each value are kept (`narrowed`: 256 B a
-document instead of 1 KiB, in the signature files and every exchange they cross). Two values
-that differ then still match with probability 2^-b, so the match fraction m estimates
-J + (1 - J)·2^-b and `estimated_jaccard` inverts it: J = (m - 2^-b) / (1 - 2^-b). Its standard
-deviation at s = 0.85 is 0.0224 with 8 bits (0.0223 with 32), so the table above holds; `bench
-dedup-quality` (5,000 docs): precision 1.0, recall 1.0, 0 orphans, 0 false removals at 8, 16 and
-32 bits (1,307, 1,305 and 1,304 removed); on a 68 MB make_corpus run 550 near removals at 8 bits
-against 548 at 16 and 32, the pairs that changed at exact Jaccard 0.808 to 0.811.
+Contract: a signature depends only on the text, the seed and the parameters (the same on every
+worker, numpy or compiled kernel); banding uses the full 32-bit values. The definitions, the
+parameter choice and its measured quality: docs/dedup.md, "Near: MinHash signatures".
 """
 
 from __future__ import annotations

@@ -1,43 +1,13 @@
 """Sectioned objects: how an exchange moves rows through storage, and their section codec.
 
-An exchange moves rows from W writers (units, or partition tasks) to N parts (partitions, or
-pack's shards). Written the direct way, one file per (writer, part), it costs W x N PUTs and
-W x N GETs of total / (W x N) bytes: quadratic once W and N both follow the corpus, with pieces
-shrinking to nothing (10 TB: 40k units x 10k partitions = 4e8 requests of ~500 B of hash rows).
-Instead, two passes, cut by exchange/plan.py:
+A writer writes ONE object per exchange, a section per part then the section offsets; pass 1
+(exchange/regroup.py) regroups writers into group objects by bucket of parts; a part's reader
+GETs one range per group (or, while pieces are large enough, one per writer: `writer_ranges`).
 
-- each dedup writer writes ONE object: its rows of partition 0, then partition 1, ... (a
-  section per partition, each an Arrow IPC stream with zstd-compressed buffers, `encode`, empty
-  partitions 0 bytes), then its index:
-  the N + 1 section offsets as little-endian int64 (8·(N + 1) bytes, last). Its result carries
-  only the object's size (`SectionedObject`), so the driver holds O(W) numbers per exchange,
-  not W·N offsets (at 10 TB, 37k units x 9k partitions: 3e8). Nothing else is written: an
-  object is whole or absent. (Pack's writers are the units' token files: tokens/pack.py.)
-- `exchange_plan` cuts the N parts into K buckets of consecutive parts and the W writers into
-  G groups, so that both passes move pieces of at least request_bytes where the sizes allow,
-  and neither K nor G grows with the corpus (until one pass-1 task would move more than its
-  cap: plan.capped_cut);
-- pass 1 (exchange/regroup.py), one task per (group, bucket): per writer of the group, one GET
-  of its index (none when K = 1: the whole object is one GET) and one range GET of its bucket's
-  sections (contiguous), spilled to local disk, then ONE object for the group,
-  g<group>-k<bucket>.bin, laid out the same way: a section per part of the bucket, the group's
-  rows of that part writer by writer (dedup: one IPC stream; pack's two fields: tokens/pack.py).
-  Its offsets go in a marker, g<group>-k<bucket>.json, written last (resume);
-- pass 2, each part's reader: one range GET per group (`read_part`).
-- one pass instead, while a writer's piece of a part is at least request_bytes / 2 on average
-  (plan.direct: W·N <= 2·D / request_bytes): no pass-1 object; the driver GETs each writer's
-  index and each reader GETs its section of every writer's object (`writer_ranges`).
-
-Requests, W writers, N parts, D bytes moved (K, G fixed by sizes, not by D):
-  writers: W PUTs (one object each; multipart parts above the s3fs block);
-  pass 1: W·K range GETs (+ W·K index GETs when K > 1) + G·K objects (+ G·K markers) PUT,
-          G·K HEADs (done markers);
-  pass 2: G·N range GETs per time the part is read;
-  one pass: W index GETs, W·N range GETs per time the part is read (<= 2·D / request_bytes).
-All linear in D at fixed unit and part sizes while D / (G·K) <= the task cap; mean GET sizes
-D / (W·K) and D / (G·N). Local disk per pass-1 task: D / (G·K).
-Row order within a part is the writers' order, then each writer's row order: the same as
-reading the writers' per-part files one after the other.
+Contract: an object is whole or absent (nothing else is written); the driver holds O(writers)
+numbers per exchange; every request count is linear in the bytes moved; a part's rows arrive
+in the writers' order, then each writer's row order, whichever path read them.
+Format, the cut and the request arithmetic: docs/formats.md, "Sectioned objects".
 """
 
 from __future__ import annotations

@@ -1,70 +1,16 @@
 """Near-duplicate removal as Ray task bodies: storage in, pure core (minhash, components), out.
 
-No step holds all documents: every step is one task per unit or per partition, and data moves
-between steps as sectioned Arrow IPC objects, one section per hash partition, their buffers
-zstd-compressed (exchange/sections.py), or, for the component rounds, as small int64 edge arrays
-in Ray's object store. A document is a node keyed by xxh3-64 of
-(source, row) — with named sources (origin, source, row) — unique per record even where two
-records share an id. The keep rule puts the first-listed source first (components.keep_rule).
-
-Files under `_work/runs/<run_id>/near/` (P = dedup.partitions; a key's partition is
-components.node_partition; B = len(unit_bounds) unit buckets). Every step writes ONE object per
-task, sectioned by the partition its rows go to (exchange/sections.py); the driver regroups each
-set of objects (run/dedup_stage.py, whose task is exchange/regroup.py) and a reader GETs one
-range per writer group; or, while each writer's piece of a partition is at least half a request
-(exchange/plan.direct), nothing is regrouped and a reader GETs its section of every writer's
-object (the rows cross storage once, not three times; the same rows in the same order):
-
-    xchg/bands/<plan>/g<g>-k<k>.bin  by band partition p (of bucket k): band_hash uint64,
-                         key int64 of unit group g's documents (exact dups dropped)
-    xchg/dir/<plan>/g<g>-k<k>.bin    by key partition q (of bucket k): key int64, unit int32
-                         (the unit's index among the run's sorted unit ids): where each
-                         document's signature lives
-    req/q<q>.bin         by unit bucket: key, label (smallest key of its candidate component),
-                         unit: the candidate documents of key partition q
-    cand/b<b>.bin        by label partition l: the signature rows of unit bucket b's candidates
-                         (the sig-file columns, run/near_signing.py: 8-bit signatures) plus
-                         their candidate label
-    removed/l<l>.bin     by unit bucket: the near removals of label partition l
-                         (exact.REMOVED_SCHEMA; the audit merges them bucket by bucket)
-
-The band and directory rows are written once: near_band_group, one task per (unit group, band
-partition bucket) of the band exchange's plan, reads its bucket's range of each of its units'
-band objects and writes pass 1's objects itself (exchange/regroup.grouped, with their JSON markers),
-so no per-unit object is written and regrouped.
-
-The read task signs a unit's documents while it holds them and writes their band hashes (from the
-full 32-bit values) next to the signatures, which it stores as the low 8 bits of each value
-(b-bit MinHash, minhash.narrowed: 256 B a document, not 1 KiB; run/near_signing.py: both
-formats). Banding reads only the band objects; a signature is read once, by near_fetch, and only
-from units that hold a candidate: candidate pairs and component members get it there, and no
-signature crosses an exchange except a candidate's.
-
-Candidate edges (16 bytes each) never touch storage: near_buckets returns them routed by key
-partition to Ray's object store, the star rounds label their components, and near_members routes
-each edge to its label's partition. Verification then needs no edge-by-edge signature attach: a
-candidate component holds both ends of its edges and every verified component inside it, so
-near_keep verifies, labels and applies the keep rule with all of them at hand. The decisions are
-those of verifying first (same candidate edges, same estimate, same threshold, same components).
-One candidate component is held by one task (like one verified component before): a corpus whose
-bands chain millions of documents into one component needs that much memory there.
-
-Requests (M units, P partitions, B unit buckets, each exchange cut into G groups x K buckets by
-exchange/plan.exchange_plan from its sizes, not from the corpus): near_band_group HEADs
-each band object and GETs its index and bucket range (one GET of the whole object when K = 1)
-and the unit's removals, per unit and bucket, and PUTs 2 objects (+ 2 markers) per task (G·K);
-near_members, near_fetch and near_keep each PUT one object per task, and those three exchanges
-GET P·K, B·K and P·K ranges (twice that with the writers' index reads when K > 1) and PUT G·K
-objects; every reader GETs one range per group: near_buckets G, near_members G, near_fetch G
-(+ one GET per unit with a candidate: its signature file), near_keep G; the audit G per unit
-bucket. In all about 3M·K + M + 3P·K + 4P·G GETs and 2G·K + 2P + B + 3G·K (+ markers) PUTs:
-linear in the corpus. One of the last three exchanges in one pass (W writers, N parts) PUTs
-nothing and GETs W indexes and W·N ranges instead, W·N <= 2·its bytes / request_bytes: linear.
-
 Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
 star edges) -> components.star_step rounds over the candidate edges -> near_members (per key
 partition: requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates'
 signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
+
+Contract: no step holds all documents (one task per unit, bucket or partition; one candidate
+component per task); a signature is read once, and only a candidate's crosses an exchange;
+candidate edges stay in Ray's object store; every request count is linear in the corpus; the
+decisions do not depend on worker or unit counts.
+The steps in prose: docs/dedup.md; the objects and request counts: docs/formats.md,
+"Near dedup: the exchange objects".
 """
 
 from __future__ import annotations

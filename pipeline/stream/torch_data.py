@@ -2,30 +2,12 @@
 
     dataset = TorchIterableDataset(uri, seq_len=2048, rank=r, world_size=W, boundaries=True)
     loader = StreamDataLoader(dataset, batch_size=8, num_workers=2)
-    loader.load_state_dict(ckpt["data"])          # optional: resume
-    for batch in loader:                          # one loop = the rest of the current epoch
-        ...
-        ckpt["data"] = loader.state_dict()
 
-Sharding: DataLoader worker i of rank r reads as sub-rank r * workers + i of world_size * workers
-(its own contiguous piece of the epoch, StreamReader's assignment), so workers and ranks never
-read a window twice.
-
-Batches: without boundaries an int64 tensor (B, L + 1); with them a dict: `tokens` (B, L + 1),
-`position_ids` (B, L) and `cu_seqlens` (int32) over the B x L inputs flattened, the varlen form
-(each window's document starts, offset by its place in the batch), plus `max_seqlen`.
-
-Resume: StreamDataLoader tags each window with the sub-rank that read it and how many that
-sub-rank has yielded, and counts from the batches it hands out (not the ones the workers have
-prefetched). Its state_dict() (JSON-able):
-    {"format": "pipeline.stream.loader/1", "rank", "world_size", "workers",
-     "states": [StreamReader state of each of this rank's sub-ranks]}
-load_state_dict() takes such a state:
-- same rank, world_size and workers: each worker continues exactly where its sub-rank stopped;
-- otherwise every sub-rank's count is taken as what the same worker of every rank consumed
-  (synchronous training), and the job's remaining windows are split over the new sub-ranks;
-  StreamDataLoader.merge_states(every rank's state) gives an exact job state for any change.
-It also takes a StreamReader state (a single reader's, or merged).
+Contract: DataLoader worker i of rank r reads as sub-rank r * workers + i of world_size *
+workers, so workers and ranks never read a window twice; the loader counts the windows of the
+batches it has handed out (not those prefetched), so its state_dict() resumes exactly with the
+same rank, world size and workers, and `merge_states` gives an exact job state for any change.
+Batches, the state's format and resume rules: docs/reading.md, "In a torch DataLoader".
 """
 
 from __future__ import annotations

@@ -1,33 +1,12 @@
-"""Framed token bytes: the token intermediates stored as zstd frames (token files, exchange
-sections), so that tokens cross storage as fewer bytes and a range still costs one GET of
-about its own size.
+"""Framed token bytes: the token intermediates (token files, pack's exchange sections) stored
+as zstd frames, so that tokens cross storage as fewer bytes and a range of raw tokens still
+costs one GET of about its own size.
 
-Token file (.bin, format FORMAT = 1): the unit's raw token bytes (tokens/pack.py: little-endian
-ids of the tokenizer's dtype, documents concatenated) cut into frames of FRAME_BYTES raw bytes
-(the last one shorter; none for an empty file: 0 bytes), each frame one independent zstd frame
-(level LEVEL, with its content size and a content checksum). Its frame table sits in the token
-index's (.parquet) schema metadata under META_KEY, as JSON: {"format": 1, "frame_bytes": F,
-"raw_bytes": N, "offsets": [0, end of frame 0, ..., file size]}. The index is written last, so
-a table is there exactly when its .bin is whole. Raw byte range [a, b) is in frames
-a // F .. ceil(b / F) - 1: one GET of offsets[a // F] .. offsets[ceil(b / F)], at most two
-frames more than the range itself. An index without the key is format 0: a raw .bin (token
-files written before this format, which a takedown of an older version re-packs; tokens/<key>
-folders of the two formats never mix: the token key hashes FORMAT, reuse_keys.stage_keys).
-
-Exchange token section (pack's pass 1 output, tokens/pack.py): the section's raw token bytes as
-ONE zstd frame (streamed, so without its content size; with a checksum); 0 bytes when empty.
-A section is always read whole, and its index rows say how many raw bytes it holds.
-
-FRAME_BYTES: on corpus64's token files (10 units, 44 MB of uint16 ids), zstd level 1 stores
-(stored / raw, mean compressed frame = the mean bytes a range reads past its ends): 64 KiB frames
-0.379 / 25 KB, 128 KiB 0.371 / 48 KB, 256 KiB 0.361 / 92 KB, 1 MiB 0.367 / 352 KB, 4 MiB
-0.366 / 950 KB (zstd picks its level-1 parameters for inputs up to 256 KiB: no loss to larger
-frames).
-Token ranges read are >= exchange_request_bytes / 2 of raw tokens (8 MiB by default, ~3 MB
-stored): with 256 KiB frames a range reads ~3% more than itself on average (two frames at
-most). Compress ~250 MB/s, decompress ~750 MB/s of raw tokens per core. The shipped sample's
-1 MiB units store 0.531 (1.88x). A frame's table entry is ~10 bytes of JSON: ~15 KB per 400 MB
-of tokens.
+Contract: `read_range` returns exactly the raw bytes asked for, from one GET that reads at most
+two frames more; a token file's frame table is in its index, written last, so a table exists
+only for a whole .bin; an index without a table is a raw .bin (format 0). Every frame carries a
+content checksum: a corrupt frame is CorruptTokens, never wrong tokens.
+Format and the frame size's measurements: docs/formats.md, "Token files and token sections".
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """Long documents encoded in pieces, with the ids of the whole (pure core).
 
-Why: `tokenizers` holds an Encoding of ~170 bytes per character (tokens, offsets, masks), so a
-15 MB document peaked at 2.7 GB in one encode call. Cut into pieces of at most `PIECE_CHARS`
-characters, each encoded on its own and the ids concatenated, it costs one piece's worth.
+`can_cut` decides from the tokenizer.json whether pieces give exactly the ids of the whole
+document (byte-level BPE with a safe split regex, no normalizer, no whitespace-touching added
+token matched in text); `cut_points` puts the cuts before a space or newline with an ASCII
+letter or digit on both sides, where those pre-tokenizers always split.
 
-When the pieces give exactly the ids of the whole (`can_cut`, checked on the tokenizer.json):
-- no normalizer; the model is BPE without dropout (it only ever sees one pre-token at a time);
-- the pre-tokenizer is ByteLevel with its GPT-2 regex, or a Split by one of `SAFE_PATTERNS`
-  (GPT-2, cl100k "GPT-4", o200k) then ByteLevel without a regex;
-- no added token that is matched in the text (every one when special tokens' text is text is
-  not, except non-special ones) contains whitespace or strips its neighbours' whitespace.
-
-Where the cut goes (`cut_points`): before a space or newline that has an ASCII letter or digit
-on both sides (`a b`, `7\\nx`). In each safe pattern every alternative that can match a letter or
-digit matches a run of letters/digits (an optional one-character prefix before it, a
-contraction after it starting with an apostrophe), never a space or newline after one: so a
-pre-token ends at the cut in the whole text, the patterns have no look-behind, so matching
-from the cut reads nothing before it, and the only look-ahead, `\\s+(?!\\S)`, belongs to
-whitespace runs that end before the letter. The pre-tokens of prefix + suffix are those of the
-whole, and BPE encodes pre-tokens independently. With ByteLevel's `add_prefix_space` (which
-prepends a space to a text not starting with one) only spaces are cut at.
-
-Anything else (SentencePiece/Unigram, normalizers, other regexes, a document without such a
-position such as a long CJK run or base64) is encoded whole: memory then grows with the
-document, bounded by `ingest.max_doc_bytes` (docs/tokenize.md). tests/unit/test_pieces.py
-compares the pieces' ids with the whole's on long real text for the shipped tokenizer and a
-100k BPE with the cl100k regex, with both engines.
+Contract: where `can_cut` is true the pieces' ids equal the whole document's (the argument:
+docs/tokenize.md, "Why the pieces give the ids of the whole"; tests/unit/test_pieces.py and
+`bench pieces` check it on long real text with both engines); anything else is encoded whole,
+its memory bounded by `ingest.max_doc_bytes`.
 """
 
 from __future__ import annotations
