@@ -1,63 +1,14 @@
 """What a reader yields: the documents and quarantine tables, their schemas and the reasons.
 
-`read_piece` (ingest/readers.py) yields ``(docs, quarantine)`` pairs of these two tables; the
+`read_piece` (ingest/readers.py) yields `(docs, quarantine)` pairs of these two tables; the
 format readers (ingest/format_readers.py) fill them through `Batches`, and every format judges a
 record's fields with the same `document_fields`.
 
-docs: ``doc_id`` string, ``source`` string (path relative to the input root), ``row`` int64,
-``text`` string. ``row`` locates the record: JSONL, the byte offset of the line's first byte in
-the decompressed stream (the same however the file is split into pieces); Parquet, the row index
-in the file; text, 0. ``doc_id`` is ``str(record[id_field])`` when that is a string or integer,
-else ``text.derived_id(source, row)`` when the field is absent or null.
-
-With ``keep_fields`` (inputs[].keep_fields), docs also has one string column ``keep.<field>``
-per field, in config order: the record's value (a string as is, a number as its JSON text), null
-when the record lacks the field or it is null (text files have no fields: null).
-
-quarantine: ``source``, ``row`` (-1 for a file-level problem), ``reason``, ``detail``.
-Reasons (exact strings):
-
-=====================  =======================================================================
-malformed_json         a JSONL line is not valid JSON, or not a JSON object
-invalid_utf8           a JSONL line or a text file is not valid UTF-8, or a JSON string's
-                       escape names a lone surrogate (no UTF-8 text holds one)
-empty_text             the text is empty or whitespace only
-missing_text           the text field is absent or null
-non_string_text        the text is not a string (a Parquet text column of another type: row -1)
-invalid_id             the id is present but not a non-empty string or an integer
-truncated_file         a gzip/zstd stream ends early; row = offset where the lost data begins
-                       (text: 0); the records before it are kept
-empty_file             the file has zero bytes (row -1)
-missing_text_column    a Parquet file has no text column (row -1)
-unreadable             the object is missing, forbidden or undecodable (row -1; detail = the
-                       error); a transient failure (reset, timeout) fails the unit instead
-too_large              the record is larger than ``ingest.max_doc_bytes`` (detail = its size in
-                       bytes): JSONL, the line; Parquet, the text value; text, the whole file
-                       (decompressed). It is never handed to the tokenizer
-changed_during_run     the object's size or ETag (locally: size or mtime) is not the one listed
-                       when the piece is read (row = the piece's first byte; detail = both). Its
-                       records read from that piece are dropped; a rerun lists the new object
-non_scalar_field       a field named in the source's ``keep_fields`` holds something other than a
-                       string or a number (an object, array, boolean, Parquet timestamp...;
-                       detail = the field and its type): the document is not kept, so that
-                       no index row silently lacks a value the record has
-special_token_text     found by tokenize, not the readers: with ``special_tokens_in_text: text``
-                       the tokenizer's model still made the EOS or BOS id from the document's
-                       text (a SentencePiece/Unigram vocabulary holding ``</s>`` as a piece;
-                       detail = the token and where). Listed by the tokenize task
-                       (run/tokenize_tasks.py), merged into the run's quarantine listing
-=====================  =======================================================================
-
-Whitespace-only JSONL lines are not records and are skipped. File-level findings of a Parquet
-file cut into several pieces are reported once, by the piece starting at byte 0.
-
-A file rejected whole counts as the records it held, so a bad file can never pass as one bad
-record: ``records`` is how many input records a quarantine row stands for (1 for a record; for a
-file-level row, the Parquet file's rows from its metadata, or the non-blank lines of a JSONL
-piece whose raw bytes are UTF-8 text, e.g. plain JSONL named ``.gz``). Where the records cannot
-be counted (a forbidden or undecodable object) the row counts 1 record and ``bytes`` holds the
-piece's size (0 otherwise): the run then fails when either the quarantined records or these
-bytes exceed ``ingest.max_error_rate`` of the records read or of the bytes listed.
+Contract: every input record is a document or a quarantine row with one of the reasons below
+(exact strings), and a file rejected whole counts as the records it held, so a bad file never
+passes as one bad record; `row` locates a record the same way however its file is cut into
+pieces. The schemas, `row`'s meaning per format, the reasons and how records are counted:
+docs/formats.md, "Documents and quarantine rows".
 """
 
 from __future__ import annotations

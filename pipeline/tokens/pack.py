@@ -1,82 +1,16 @@
 """Global seeded shuffle and packing into shards (pure core).
 
-Order: every kept document has a shuffle key = xxh3-64(doc_id, seed) (text.shuffle_key); the
-dataset is all documents sorted by (key, doc_id, source, row). That order depends only on the
-documents and the seed, never on how many workers ran or which unit a document came from.
+Every kept document has a shuffle key xxh3-64(doc_id, seed); the dataset is all documents
+sorted by (key, doc_id, source, row), and S = ceil(token bytes / shard_bytes) shards cut the
+64-bit key space into S equal ranges. The units' token files reach the shards through the
+two-pass exchange (exchange/: `PackPlan` is its cut with the shards as parts), or in one pass
+while the units are few (`one_pass`).
 
-Shards: with T token bytes in all, S = ceil(T / shard_bytes) shards cut the 64-bit key space into
-S equal ranges; shard k holds the documents whose key falls in range k. Keys are uniform hashes, so
-shards come out close to T / S bytes (<= the target on average) and no document is ever split.
-
-Token file of a unit (tokens/<unit>.bin + tokens/<unit>.parquet), written by the read task while
-it holds the unit's documents (run/tokenize_tasks.tokenize_docs): the .bin holds every document's
-tokens (EOS appended), before dedup, in file order: the training documents in shuffle order, then
-the validation split's in shuffle order (tokens/split.py; with no split every document is
-training), stored as zstd frames (tokens/framed.py: a range is read by one GET of the frames that
-hold it); the .parquet has one row per document in the same order: doc_id, source, row, key
-uint64, length int64 (tokens), valid bool, and the .bin's frame table in its schema metadata.
-Each split is one block of the file, so a split's pack reads only its own block (before, the
-validation pack read every token file a second time to find its ~1 %). A token file from
-before `valid` (layout 4, a takedown of an older version) is read whole, its split decided row
-by row (tokens/split.py). Documents the
-tokenizer made the EOS/BOS id from (special_token_text) are in neither: they are listed in
-tokens/<unit>.quarantine.parquet (ingest/records.py schema), written before the .parquet index.
-After dedup, tokens/<unit>-<removed>.parquet (run/tokenize_tasks.select_unit) holds the rows of
-the documents dedup kept, same columns plus offset int64 (the document's first token in the .bin):
-pack reads a key range of it and one token range of the .bin covering those documents, and cuts
-out the removed documents between them (what dedup removes costs their share of that read,
-never a rewrite of the token file).
-
-Exchange (two passes, so that no request shrinks as the corpus grows). Reading one range of every
-unit for every shard costs M x S requests of T / (M x S) bytes: quadratic in the corpus, with
-requests shrinking toward nothing. Instead, the exchange dedup uses too (exchange/: `PackPlan`
-is its cut with the shards as parts; pass 1 is exchange/regroup.py):
-- the S shards are cut into K buckets of consecutive shards (a bucket is one key range), with
-  K = clamp(T / M / request_bytes, 1, S), so a unit's part of a bucket is >= request_bytes;
-- the M units are cut into G groups of consecutive units, G = clamp(shard_bytes / request_bytes,
-  1, M), so a group's part of a shard is >= request_bytes;
-- pass 1, one task per (group, bucket): reads each of its units' index and the unit's bucket range
-  of tokens (one GET each; spilled to local disk, so memory holds one piece), and writes one
-  exchange object laid out shard by shard (format below);
-- pass 2, one task per shard: reads one contiguous section from each of the G exchange objects
-  of its bucket, merges by the sort keys and writes the shard.
-Requests, M units, S shards (K, G fixed by unit, shard and request sizes, not by T):
-  pass 1: 2·M·K GETs (index + token range) + G·K exchange objects (1 + ceil(size / part) PUTs);
-  pass 2: G·S GETs + 2·S shard PUTs (+ the verify GETs of each written shard).
-Both grow as T at fixed unit and shard sizes; token GETs average T / (M·K) and T / (G·S) bytes
-of tokens, >= request_bytes whenever units and shards are at least that big. (T and every size
-here are raw token bytes, what the shards hold; the token files and exchange sections store them
-compressed, r ~ 0.37-0.55 of that, so a GET moves r·T / (M·K) bytes plus, for a token file's
-range, the compressed frames it reads past its ends: one frame on average, tokens/framed.py.)
-Local disk per pass-1 task: T / (G·K) (spilled raw), capped at `pack.exchange_task_bytes`
-(64 GiB; at production sizes K and G stop growing near 16 x 12, so the cap is reached past ~13 TB
-of tokens): past it K and G grow together (exchange/plan.capped_cut) and requests grow as
-sqrt(M·S·T / task_bytes) instead of linearly, so that no task's disk and time grow without
-bound. Shard bytes are the same as a one-pass pack (the
-merge sorts by the same keys), whatever the cut.
-
-One pass where the units are few: reading one range of every unit for every shard is only
-quadratic when both grow with the corpus. While each unit's part of a shard, T / (M·S), is at
-least request_bytes / 2 (as large as pass 2's own pieces T / (G·S) get: a shard is more than half
-full), the plan says `one_pass`: each shard task reads, per unit, its index and the shard's token
-range straight from the token file (2·M·S GETs <= 4·T / request_bytes, still linear in T; no
-exchange object), so the tokens cross storage once on their way to the shards instead of three
-times. Reading a unit's index once per shard must not cost more than the copy it saves: one_pass
-also needs S x (index bytes, estimated at INDEX_ROW_BYTES a document) <= 2·T. Up to about
-2·shard_bytes / request_bytes units (32 at the defaults: ~2 GB of input in 64 MiB units) the
-pack runs in one pass; at production sizes the two passes run. The shards are the same bytes
-either way.
-
-Exchange object (runs/<run>/pack/<plan>/g<group>-k<bucket>.bin, + .json written last; <plan> names
-the cut and the sections' format, PackPlan.name): for each shard of the bucket in order, a section
-of two fields = the tokens of the group's documents in that shard (unit by unit, each in shuffle
-order; one zstd frame, tokens/framed.py, none when empty) followed by an Arrow IPC stream of their
-index rows (the token index schema, same order; a stream even with no rows). The .json lists each
-section as [offset, token_bytes, index_bytes] (run/pack_tasks.TOKEN_SECTIONS), token_bytes as
-stored (compressed).
-
-Pass 2 also records each shard's documents (runs/<run>/pack/docs/<shard>.parquet: doc_id,
-source, row, length, in shard order), the record of which split and source a document went to.
+Contract: the order and every shard's bytes depend only on the documents and the seed, never on
+how many workers ran, which unit a document came from, or which path (one pass, two passes, any
+cut) carried it; no document is split; every request count is linear in the tokens up to the
+pass-1 task cap (`pack.exchange_task_bytes`). The token file, the exchange object and the shard
+records, and the request arithmetic: docs/formats.md, "Pack: token files, the exchange, shards".
 """
 
 from __future__ import annotations
