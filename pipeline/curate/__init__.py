@@ -1,0 +1,1 @@
+"""Curation in the read pass: filters and transforms over a unit's documents (pure cores)."""

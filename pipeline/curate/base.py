@@ -1,0 +1,115 @@
+"""What a curation step is: a filter (keep or remove each document, and why) or a transform
+(rewrite each document's text, counting what it replaced), over a batch of texts.
+
+Contract: a step sees only the texts (and, where it asks for them, the batch's other columns)
+and its parameters, so its decisions depend on nothing but the document and the config: the
+same whatever the workers, units or batch sizes. A filter's reason names the measure, its value
+and the bound it crossed (`dup_line_frac=0.41 > 0.30`), so the audit and `find` can say why.
+Steps register by name (`register`); the chain and its config are in curate/chain.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import pyarrow as pa
+
+from pipeline.core.model import StrictModel
+
+
+@dataclass
+class Verdicts:
+    """A filter's decision per document: None keeps it, a string is why it is removed;
+    `fields`: values the filter adds to each document (kept fields, e.g. the language)."""
+
+    why: list[str | None]
+    fields: dict[str, list[str | None]] = field(default_factory=dict)
+
+    @property
+    def removed(self) -> int:
+        return sum(w is not None for w in self.why)
+
+
+@dataclass
+class Rewrites:
+    """A transform's output: the new texts, how many documents changed, spans replaced by kind."""
+
+    texts: list[str]
+    changed: int = 0
+    spans: Counter = field(default_factory=Counter)
+
+
+class Step(ABC):
+    """A named step with its parameter model (published defaults) and the kept fields it adds
+    to each document it sees (FIELDS)."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]  # "filter" or "transform"
+    Params: ClassVar[type[StrictModel]]
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, params: StrictModel) -> None:
+        self.params = params
+
+    def files(self) -> list[str]:
+        """Files whose content decides this step's output (word lists, models): the reuse
+        key hashes them."""
+        return []
+
+
+class Filter(Step):
+    kind = "filter"
+
+    @abstractmethod
+    def judge(self, text: str) -> str | None:
+        """None to keep the document, else why it is removed."""
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        return Verdicts([self.judge(t) for t in batch["text"].to_pylist()])
+
+
+class Transform(Step):
+    kind = "transform"
+
+    @abstractmethod
+    def rewrite(self, text: str, spans: Counter) -> str:
+        """The new text; adds what it replaced to `spans` (kind -> count)."""
+
+    def __call__(self, batch: pa.Table) -> Rewrites:
+        spans: Counter = Counter()
+        texts = batch["text"].to_pylist()
+        out = [self.rewrite(t, spans) for t in texts]
+        changed = sum(a != b for a, b in zip(texts, out, strict=True))
+        return Rewrites(out, changed, spans)
+
+
+REGISTRY: dict[str, type[Step]] = {}
+
+
+def register(cls: type[Step]) -> type[Step]:
+    if cls.name in REGISTRY:
+        raise ValueError(f"curation step {cls.name!r} registered twice")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def above(measure: str, value: float, bound: float) -> str | None:
+    """The reason when `value` exceeds `bound`, else None."""
+    return f"{measure}={value:.3g} > {bound:.3g}" if value > bound else None
+
+
+def below(measure: str, value: float, bound: float) -> str | None:
+    """The reason when `value` is under `bound`, else None."""
+    return f"{measure}={value:.3g} < {bound:.3g}" if value < bound else None
+
+
+def first(*reasons: str | None) -> str | None:
+    return next((r for r in reasons if r is not None), None)
+
+
+def fraction(part: float, whole: float) -> float:
+    return part / whole if whole else 0.0
+

@@ -1,0 +1,121 @@
+"""C4's rules (Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified
+Text-to-Text Transformer", section 2.2): a line cleaner and a document filter.
+
+`c4_lines` (transform) keeps only the lines that end in terminal punctuation, hold at least
+three words, and mention neither "javascript" nor a cookie or policy notice; it counts the lines
+it drops by rule. `c4` (filter) removes a document with "lorem ipsum", a curly bracket, a word
+of the bad-word list (a file: one word or phrase a line, matched lower-case on word
+boundaries), or fewer than five sentences (runs ending in . ! or ? followed by whitespace or the
+end). Run `c4_lines` before `c4` for the paper's pipeline: the sentences are then counted in the
+cleaned page. Contract: as curate/base.py; the bad-word file's content is in the reuse key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from pydantic import Field
+
+from pipeline.core.model import StrictModel
+from pipeline.curate import text as t
+from pipeline.curate.base import Filter, Transform, below, register
+
+TERMINAL = (".", "!", "?", '"', "”")
+POLICY = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
+
+
+class LinesParams(StrictModel):
+    min_words_per_line: int = Field(3, ge=0)
+    terminal_punctuation: tuple[str, ...] = TERMINAL
+    drop_javascript: bool = True
+    policy_phrases: tuple[str, ...] = POLICY
+
+
+@register
+class C4Lines(Transform):
+    """C4's line cleaning: what is left of a page is its lines of running text."""
+
+    name = "c4_lines"
+    Params = LinesParams
+
+    def rewrite(self, text: str, spans: Counter) -> str:
+        p: LinesParams = self.params
+        kept = []
+        for line in text.split("\n"):
+            if not line.strip():  # no running text: dropped, not counted
+                continue
+            rule = self._drops(line.strip(), p)
+            if rule is None:
+                kept.append(line)
+            else:
+                spans[rule] += 1
+        return "\n".join(kept)
+
+    @staticmethod
+    def _drops(line: str, p: LinesParams) -> str | None:
+        lower = line.lower()
+        if not line.endswith(p.terminal_punctuation):
+            return "no_terminal_punctuation"
+        if len(t.words(line)) < p.min_words_per_line:
+            return "short_line"
+        if p.drop_javascript and "javascript" in lower:
+            return "javascript"
+        if any(phrase in lower for phrase in p.policy_phrases):
+            return "policy"
+        return None
+
+
+class C4Params(StrictModel):
+    min_sentences: int = Field(5, ge=0)
+    drop_lorem_ipsum: bool = True
+    drop_curly_bracket: bool = True
+    bad_words_file: str | None = None
+
+
+@register
+class C4(Filter):
+    """C4's page rules: placeholder text, code, bad words, too few sentences."""
+
+    name = "c4"
+    Params = C4Params
+
+    def __init__(self, params: C4Params) -> None:
+        super().__init__(params)
+        self._bad = _word_list(params.bad_words_file) if params.bad_words_file else None
+
+    def files(self) -> list[str]:
+        return [self.params.bad_words_file] if self.params.bad_words_file else []
+
+    def judge(self, text: str) -> str | None:
+        p: C4Params = self.params
+        lower = text.lower()
+        if p.drop_lorem_ipsum and "lorem ipsum" in lower:
+            return "lorem_ipsum"
+        if p.drop_curly_bracket and "{" in text:
+            return "curly_bracket"
+        if self._bad is not None:
+            found = self._bad.search(lower)
+            if found:
+                return f"bad_word={found.group(0)!r}"
+        return below("sentences", len(_SENTENCE_END.findall(text)), p.min_sentences)
+
+
+def _word_list(path: str) -> re.Pattern[str] | None:
+    """One alternation of the file's words and phrases (lower-cased, on word boundaries)."""
+    entries = [
+        line.strip().lower() for line in Path(path).read_text(encoding="utf-8").splitlines()
+    ]
+    entries = sorted({e for e in entries if e}, key=len, reverse=True)
+    if not entries:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, entries)) + r")(?!\w)")

@@ -1,0 +1,119 @@
+"""Benchmark decontamination: drop a document that shares a word n-gram (13 by default, GPT-3's
+choice: Brown et al. 2020, "Language Models are Few-Shot Learners", appendix C) with any text of
+the given benchmark files.
+
+Words are curate/text.bare words (punctuation stripped, lower-cased), so punctuation and case do
+not hide an overlap. A benchmark text shorter than n words, but of at least `min_words` (8,
+GPT-3's smallest n), counts whole: a document holding all its words in a row overlaps it;
+shorter texts (one-word answers) are ignored, or every document would match. Benchmark files
+are JSON Lines (every string value of each record is a text; `fields` picks some), Parquet
+(every string column, or `fields`) or plain text (one text a file), local or on S3 (the run's
+storage settings), optionally gzip/zstd compressed; they are read once per worker process, as
+sets of 64-bit n-gram hashes.
+Contract: as curate/base.py; the benchmark files' content is in the reuse key.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+import zstandard
+from pydantic import Field
+
+from pipeline.core.model import StrictModel
+from pipeline.curate import text as t
+from pipeline.curate.base import Filter, register
+
+
+class DecontaminateParams(StrictModel):
+    benchmarks: tuple[str, ...] = Field(min_length=1)
+    n: int = Field(13, ge=1)
+    min_words: int = Field(8, ge=1)
+    fields: tuple[str, ...] = ()
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in (t.bare(x) for x in t.words(text)) if w]
+
+
+def ngram_hashes(words: list[str], n: int) -> Iterator[tuple[int, int]]:
+    """(position, hash) of each n-gram of the words."""
+    for i in range(len(words) - n + 1):
+        yield i, xxhash.xxh3_64_intdigest(" ".join(words[i : i + n]).encode())
+
+
+def benchmark_texts(name: str, data: bytes, fields: tuple[str, ...]) -> Iterator[str]:
+    lower = name.lower()
+    if lower.endswith(".gz"):
+        data, lower = gzip.decompress(data), lower[:-3]
+    elif lower.endswith(".zst"):
+        data, lower = zstandard.ZstdDecompressor().decompressobj().decompress(data), lower[:-4]
+    if lower.endswith(".parquet"):
+        table = pq.read_table(io.BytesIO(data))
+        for column in fields or table.column_names:
+            if pa.types.is_string(table.schema.field(column).type) or pa.types.is_large_string(
+                table.schema.field(column).type
+            ):
+                yield from (v for v in table[column].to_pylist() if v)
+    elif lower.endswith((".jsonl", ".json", ".ndjson")):
+        for line in data.decode("utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                for key, value in record.items():
+                    if isinstance(value, str) and (not fields or key in fields):
+                        yield value
+    else:
+        yield data.decode("utf-8")
+
+
+@functools.lru_cache(maxsize=4)
+def _ngrams(contents: tuple[tuple[str, bytes], ...], p: DecontaminateParams):
+    """n -> hashes: the n-grams of every long text, and each short text whole (under its own
+    length)."""
+    found: dict[int, set[int]] = {p.n: set()}
+    for name, data in contents:
+        for text in benchmark_texts(name, data, p.fields):
+            words = _words(text)
+            if len(words) >= p.n:
+                found[p.n].update(h for _, h in ngram_hashes(words, p.n))
+            elif len(words) >= p.min_words:
+                found.setdefault(len(words), set()).update(
+                    h for _, h in ngram_hashes(words, len(words))
+                )
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+@register
+class Decontaminate(Filter):
+    name = "decontaminate"
+    Params = DecontaminateParams
+
+    def __init__(self, params: DecontaminateParams, read=None) -> None:
+        """`read(uri) -> bytes` reads a benchmark file (the run's storage layer)."""
+        super().__init__(params)
+        read = read or _read_local
+        contents = tuple((uri, read(uri)) for uri in params.benchmarks)
+        self._grams = _ngrams(contents, params)
+
+    def files(self) -> list[str]:
+        return list(self.params.benchmarks)
+
+    def judge(self, text: str) -> str | None:
+        words = _words(text)
+        for n, grams in sorted(self._grams.items(), reverse=True):
+            for i, h in ngram_hashes(words, n):
+                if h in grams:
+                    return f"benchmark_{n}gram at word {i}"
+        return None
+
+
+def _read_local(uri: str) -> bytes:
+    with open(uri.removeprefix("file://"), "rb") as f:
+        return f.read()
