@@ -14,7 +14,7 @@ from pipeline.curate import chain
 from pipeline.curate.base import REGISTRY
 from pipeline.curate.user import CurationError
 
-WORDS = ["the", "cat", "sat", "with", "the", "dog", "and", "that", "was", "good", "to", "see"]  # 12 words, mean 3.0
+WORDS = ["the", "cat", "sat", "with", "the", "dog", "and", "that", "was", "good", "to", "see"]  # mean length 3
 
 
 def step(name: str, **params):
