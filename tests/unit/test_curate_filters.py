@@ -14,7 +14,8 @@ from pipeline.curate import chain
 from pipeline.curate.base import REGISTRY
 from pipeline.curate.user import CurationError
 
-WORDS = ["the", "cat", "sat", "with", "the", "dog", "and", "that", "was", "good", "to", "see"]  # mean length 3
+# mean word length 3
+WORDS = ["the", "cat", "sat", "with", "the", "dog", "and", "that", "was", "good", "to", "see"]
 
 
 def step(name: str, **params):
