@@ -337,6 +337,7 @@ BENCHES = {
     "listing": "pipeline.bench.listing",
     "doc-memory": "pipeline.bench.doc_memory",
     "pieces": "pipeline.bench.pieces",
+    "curate": "pipeline.bench.curate",
 }
 
 

@@ -1,0 +1,185 @@
+"""Benchmark: the curation steps' speed (MB/s of text per core, each step alone and the whole
+chain) and their decisions against an independent implementation of the same published
+definition, on a real-text corpus.
+
+    python -m pipeline.bench.curate (--input PATH | --mb N) [--limit-mb N] [--repeat 3]
+
+The chain is FineWeb's order (configs/curate-web.yaml): language, Gopher repetition, Gopher
+quality, C4, FineWeb quality, PII. Each step is timed over every document (not only the ones
+the steps before it keep), on one thread, best of --repeat. The reference implementations
+below share no code with pipeline/curate: they restate each paper's rule the plain way
+(regex splits, Counter, per-position loops) and are compared document by document: the
+agreement is the share of documents both keep or both remove. Last line: a JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.bench.minhash import load_texts
+from pipeline.curate import chain
+
+CHAIN = [
+    {"language": {"languages": ["en"], "min_score": 0.65}},
+    {"gopher_repetition": {}},
+    {"gopher_quality": {}},
+    {"c4": {}},
+    {"fineweb_quality": {}},
+    {"pii": {}},
+]
+
+
+# -- independent restatements of the published rules ----------------------------------------
+def ref_lines(text: str) -> list[str]:
+    return [x.strip() for x in re.split(r"\n", text) if x.strip() != ""]
+
+
+def ref_dup(items: list[str]) -> tuple[int, int]:
+    counts = Counter(items)
+    n = sum(c - 1 for c in counts.values())
+    chars = sum((c - 1) * len(k) for k, c in counts.items())
+    return n, chars
+
+
+def ref_gopher_quality(text: str) -> bool:
+    words = re.findall(r"\S+", text)
+    n = len(words)
+    if not 50 <= n <= 100_000:
+        return False
+    if not 3 <= sum(len(w) for w in words) / n <= 10:
+        return False
+    if text.count("#") > 0.1 * n or (text.count("...") + text.count("…")) > 0.1 * n:
+        return False
+    lines = ref_lines(text)
+    if lines and sum(1 for x in lines if x[0] in "•-*‣◦▪●") > 0.9 * len(lines):
+        return False
+    if lines and sum(1 for x in lines if x.endswith("...") or x.endswith("…")) > 0.3 * len(lines):
+        return False
+    if sum(1 for w in words if re.search(r"[^\W\d_]", w)) < 0.8 * n:
+        return False
+    stop = {"the", "be", "to", "of", "and", "that", "have", "with"}
+    punct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~…«»“”‘’"
+    return sum(1 for w in words if w.strip(punct).lower() in stop) >= 2
+
+
+def ref_gopher_repetition(text: str) -> bool:
+    lines = ref_lines(text)
+    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    for items, max_n, max_c in ((lines, 0.3, 0.2), (paras, 0.3, 0.2)):
+        n, chars = ref_dup(items)
+        total = sum(len(x) for x in items)
+        if items and n / len(items) > max_n or total and chars / total > max_c:
+            return False
+    words = text.split()
+    total = sum(len(w) for w in words)
+    if not total:
+        return True
+    for k, bound in ((2, 0.2), (3, 0.18), (4, 0.16)):
+        grams = Counter(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
+        if grams:
+            gram, count = grams.most_common(1)[0]
+            if count > 1 and count * sum(len(w) for w in gram) / total > bound:
+                return False
+    for k, bound in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10), strict=True):
+        grams = Counter(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
+        marked = [False] * len(words)
+        for i in range(len(words) - k + 1):
+            if grams[tuple(words[i : i + k])] > 1:
+                for j in range(i, i + k):
+                    marked[j] = True
+        if sum(len(w) for w, m in zip(words, marked, strict=True) if m) / total > bound:
+            return False
+    return True
+
+
+def ref_c4(text: str) -> bool:
+    low = text.lower()
+    if "lorem ipsum" in low or "{" in text:
+        return False
+    return len(re.findall(r"[.!?]+(\s|$)", text)) >= 5
+
+
+def ref_fineweb(text: str) -> bool:
+    lines = ref_lines(text)
+    if not lines:
+        return False
+    if sum(1 for x in lines if x[-1] in ".'\"!?”’") / len(lines) < 0.12:
+        return False
+    _, chars = ref_dup(lines)
+    if chars / sum(len(x) for x in lines) > 0.1:
+        return False
+    if sum(1 for x in lines if len(x) <= 30) / len(lines) > 0.67:
+        return False
+    words = len(text.split())
+    return not (words and text.count("\n") / words > 0.3)
+
+
+REFERENCES = {
+    "gopher_quality": ref_gopher_quality,
+    "gopher_repetition": ref_gopher_repetition,
+    "c4": ref_c4,
+    "fineweb_quality": ref_fineweb,
+}
+
+
+def _timed(fn, repeat: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")
+    parser.add_argument("--mb", type=float, help="make a make_corpus corpus of this size")
+    parser.add_argument("--limit-mb", type=float, default=None)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    path = args.input
+    if path is None:
+        from pipeline.bench.scaling import CORPUS_CACHE, cached_corpus
+
+        path = cached_corpus(args.mb or 16, CORPUS_CACHE)
+    texts = load_texts(path, args.limit_mb)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    batch = pa.table({"doc_id": [str(i) for i in range(len(texts))], "source": ["x"] * len(texts),
+                      "row": list(range(len(texts))), "text": texts})  # fmt: skip
+    steps = chain.build(chain.parse(CHAIN))
+    rows, figures = [], {"docs": len(texts), "mb": round(mb, 2), "steps": {}}
+    print(f"{len(texts)} documents, {mb:.1f} MB, best of {args.repeat}")
+    print(f"{'step':<20}{'MB/s':>9}{'removed':>9}{'changed':>9}{'agreement':>11}")
+    for step in steps:
+        seconds, result = _timed(lambda s=step: s(batch), args.repeat)
+        why = getattr(result, "why", None)
+        removed = sum(w is not None for w in why) if why is not None else 0
+        changed = getattr(result, "changed", 0)
+        agree = None
+        if step.name in REFERENCES:
+            ref = [REFERENCES[step.name](t) for t in texts]
+            agree = sum((w is None) == r for w, r in zip(why, ref, strict=True)) / len(texts)
+        figures["steps"][step.name] = {"mb_s": round(mb / seconds, 2), "removed": removed,
+                                       "changed": changed, "agreement": agree}  # fmt: skip
+        rows.append(step.name)
+        shown = "-" if agree is None else f"{agree:.4f}"
+        print(f"{step.name:<20}{mb / seconds:9.2f}{removed:9d}{changed:9d}{shown:>11}")
+    seconds, outcome = _timed(lambda: chain.apply(steps, batch), args.repeat)
+    figures["chain"] = {"mb_s": round(mb / seconds, 2), "kept": outcome.kept.num_rows,
+                        "removed_by_rule": dict(outcome.removed_by_rule)}  # fmt: skip
+    print(f"{'chain (in order)':<20}{mb / seconds:9.2f}  kept {outcome.kept.num_rows},"
+          f" removed {dict(outcome.removed_by_rule)}")
+    print(json.dumps(figures))
+    return figures
+
+
+if __name__ == "__main__":
+    main()
