@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline import exit_codes, reuse_keys
 from pipeline.config_sections import (
@@ -90,6 +90,14 @@ class Config(StrictModel):
     tokenize: TokenizeConfig = Field(description="the tokenizer and how documents are encoded")
     pack: PackConfig = Field(default=PackConfig(), description="Megatron shards")
     split: SplitConfig = Field(default=SplitConfig(), description="the validation split")
+    curate: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the curation chain of every source without its own `curate`, run in the"
+        " read pass: filters and transforms in order, each {step: parameters}"
+        " (docs/curate.md; `python -m pipeline curate-preview` tries it); empty: none",
+        examples=[[{"language": {"languages": ["en"]}}, {"gopher_quality": {}}, {"pii": {}}]],
+        json_schema_extra=READ,
+    )
     retention: RetentionConfig = Field(  # see retention/policy.py
         default=RetentionConfig(),
         description="what `retain` keeps, moves to colder storage or deletes",
@@ -100,6 +108,13 @@ class Config(StrictModel):
         description="the price table of `report` and `plan`",
         json_schema_extra=NO_BYTES,
     )
+
+    @field_validator("curate")
+    @classmethod
+    def _curate_chain(cls, steps: list) -> list:
+        from pipeline.curate.chain import parse
+
+        return [{n: p} for n, p in parse(steps, "chain")]
 
     @model_validator(mode="after")
     def _one_input_form(self) -> Config:
@@ -129,6 +144,19 @@ class Config(StrictModel):
         if self.inputs is not None:
             return list(self.inputs)
         return [SourceConfig(name=_source_name(self.name), **self.input.model_dump())]
+
+    def chain_of(self, src: InputConfig) -> list[dict[str, Any]]:
+        """A source's curation chain: its own `curate`, else the config's."""
+        return self.curate if src.curate is None else src.curate
+
+    def content_files(self, stage: str) -> list[str]:
+        """Files beyond the declared by-content keys whose content decides `stage`'s bytes:
+        the curation steps' word lists, models, benchmarks and modules (reuse_keys.py)."""
+        if stage not in ("read", "output"):
+            return []
+        from pipeline.curate.chain import files_of
+
+        return sorted({f for src in self.sources for f in files_of(self.chain_of(src))})
 
     def source_rank(self, name: str | None) -> tuple[int, SourceConfig]:
         """(rank, source) of the source called `name` (None: the first)."""
@@ -197,10 +225,26 @@ def _resolve_paths(raw: dict, base: Path) -> None:
         if isinstance(sub, dict) and isinstance(sub.get(key), str):
             sub[key] = _resolve_local(sub[key], base)
     sources = raw.get("inputs")
+    chains = [raw.get("curate"), (raw.get("input") or {}).get("curate")]
     if isinstance(sources, list):
         for sub in sources:
             if isinstance(sub, dict) and isinstance(sub.get("uri"), str):
                 sub["uri"] = _resolve_local(sub["uri"], base)
+            chains.append(sub.get("curate") if isinstance(sub, dict) else None)
+    for chain in chains:
+        _resolve_step_files(chain, base)
+
+
+def _resolve_step_files(chain: Any, base: Path) -> None:
+    """A curation step's file parameters (`*_file`, `benchmarks`) from the config's folder."""
+    for step in chain if isinstance(chain, list) else []:
+        for params in step.values() if isinstance(step, dict) else []:
+            for key, value in params.items() if isinstance(params, dict) else []:
+                if key.endswith("_file") and isinstance(value, str):
+                    params[key] = _resolve_local(value, base)
+                elif key == "benchmarks" and isinstance(value, list):
+                    params[key] = [_resolve_local(v, base) if isinstance(v, str) else v
+                                   for v in value]  # fmt: skip
 
 
 def _apply_override(raw: dict, dotted: str, value: Any, source: str) -> None:

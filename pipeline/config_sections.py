@@ -8,7 +8,7 @@ load_config); the retention and prices sections live with their own code
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ByteSize, Field, field_validator
 
@@ -63,6 +63,21 @@ class InputConfig(StrictModel):
         examples=[["url"]],
         json_schema_extra=changes("read", "output", columns_only=True),
     )
+
+    curate: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="this source's curation chain, run in the read pass (docs/curate.md): a"
+        " list of {step: parameters}; null: the config's `curate`",
+        examples=[[{"language": {"languages": ["en"]}}, {"gopher_quality": {}}]],
+        json_schema_extra=READ,
+    )
+
+    @field_validator("curate")
+    @classmethod
+    def _curate_chain(cls, steps: list | None) -> list | None:
+        from pipeline.curate.chain import parse
+
+        return None if steps is None else [{n: p} for n, p in parse(steps, "chain")]
 
     @field_validator("keep_fields")
     @classmethod

@@ -157,6 +157,7 @@ def output_hash(config: BaseModel) -> str:
     data = output_config(config)
     for path in _by_content(type(config), "output"):
         data[path[0]][f"{path[-1]}_sha256"] = file_digest(_value(config, path))
+    data.update(_content_files(config, "output"))
     return digest(data)
 
 
@@ -185,7 +186,17 @@ def _keyed(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, 
     data["layout"] = LAYOUT_VERSION
     for path in _by_content(type(config), stage):
         data[f"{path[-1]}_sha256"] = file_digest(_value(config, path))
+    data.update(_content_files(config, stage))
     return data
+
+
+def _content_files(config: BaseModel, stage: str) -> dict[str, Any]:
+    """The digests of the files a config names inside a key's value (`content_files`: e.g.
+    a curation step's word list or module); a remote file counts by its URI."""
+    files = getattr(config, "content_files", lambda _stage: [])(stage)
+    if not files:
+        return {}
+    return {"content_sha256": {f: f if "://" in f else file_digest(f) for f in files}}
 
 
 def digest(data: Any) -> str:

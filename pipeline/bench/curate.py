@@ -138,13 +138,21 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
     return best, out
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline bench curate", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")
-    parser.add_argument("--mb", type=float, help="make a make_corpus corpus of this size")
-    parser.add_argument("--limit-mb", type=float, default=None)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--mb", type=float, help="without --input: a make_corpus corpus of this many MB (cached)"
+    )
+    parser.add_argument("--limit-mb", type=float, default=None, help="read at most this much")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
     path = args.input
     if path is None:
         from pipeline.bench.scaling import CORPUS_CACHE, cached_corpus

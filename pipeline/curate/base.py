@@ -54,10 +54,14 @@ class Step(ABC):
     def __init__(self, params: StrictModel) -> None:
         self.params = params
 
-    def files(self) -> list[str]:
-        """Files whose content decides this step's output (word lists, models): the reuse
-        key hashes them."""
+    @classmethod
+    def files_for(cls, params: StrictModel) -> list[str]:
+        """Files whose content decides this step's output (word lists, models, benchmarks,
+        code): the read key hashes them."""
         return []
+
+    def files(self) -> list[str]:
+        return self.files_for(self.params)
 
 
 class Filter(Step):

@@ -43,8 +43,9 @@ class BlockList(Filter):
         self._domains = {d.lower().lstrip(".") for d in _entries(params.domains_file)}
         self._patterns = [re.compile(p) for p in _entries(params.patterns_file)]
 
-    def files(self) -> list[str]:
-        return [f for f in (self.params.domains_file, self.params.patterns_file) if f]
+    @classmethod
+    def files_for(cls, params: BlockListParams) -> list[str]:
+        return [f for f in (params.domains_file, params.patterns_file) if f]
 
     def judge(self, value: str | None) -> str | None:
         if not value:

@@ -93,8 +93,9 @@ class C4(Filter):
         super().__init__(params)
         self._bad = _word_list(params.bad_words_file) if params.bad_words_file else None
 
-    def files(self) -> list[str]:
-        return [self.params.bad_words_file] if self.params.bad_words_file else []
+    @classmethod
+    def files_for(cls, params: C4Params) -> list[str]:
+        return [params.bad_words_file] if params.bad_words_file else []
 
     def judge(self, text: str) -> str | None:
         p: C4Params = self.params

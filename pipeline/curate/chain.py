@@ -91,6 +91,14 @@ def _takes(cls: type[Step]) -> tuple[str, ...]:
     return cls.__init__.__code__.co_varnames[2 : cls.__init__.__code__.co_argcount]
 
 
+def files_of(raw: list[dict[str, Any]]) -> list[str]:
+    """The files whose content decides a chain's decisions (Step.files_for)."""
+    return [
+        f for name, params in parse(raw) for f in REGISTRY[name].files_for(
+            REGISTRY[name].Params(**params))
+    ]  # fmt: skip
+
+
 def fields(steps: list[Step]) -> list[str]:
     """The kept fields the chain adds to each document, in step order."""
     return [f for step in steps for f in step.FIELDS]

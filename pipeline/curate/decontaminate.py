@@ -102,8 +102,9 @@ class Decontaminate(Filter):
         contents = tuple((uri, read(uri)) for uri in params.benchmarks)
         self._grams = _ngrams(contents, params)
 
-    def files(self) -> list[str]:
-        return list(self.params.benchmarks)
+    @classmethod
+    def files_for(cls, params: DecontaminateParams) -> list[str]:
+        return list(params.benchmarks)
 
     def judge(self, text: str) -> str | None:
         words = _words(text)

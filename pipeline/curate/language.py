@@ -52,7 +52,8 @@ class Language(Filter):
     Params = LanguageParams
     FIELDS = ("language", "language_score")
 
-    def files(self) -> list[str]:
+    @classmethod
+    def files_for(cls, params: LanguageParams) -> list[str]:
         return [model_path()]
 
     def judge(self, text: str) -> str | None:

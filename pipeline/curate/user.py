@@ -11,7 +11,8 @@ Contract: as curate/base.py.
 from __future__ import annotations
 
 import importlib
-import inspect
+import importlib.util
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Literal
@@ -54,9 +55,18 @@ class UserStep(Step):
         self._fn = load(params.callable)
         self.kind = params.kind
 
-    def files(self) -> list[str]:
-        path = inspect.getsourcefile(self._fn)
-        return [path] if path else []
+    @classmethod
+    def files_for(cls, params: UserParams) -> list[str]:
+        """The callable's module file, found without importing it (the driver need not be
+        able to run it)."""
+        module = params.callable.partition(":")[0]
+        try:
+            spec = importlib.util.find_spec(module) if module else None
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+            raise CurationError(f"python step {params.callable!r}: no module file for {module!r}")
+        return [spec.origin]
 
     def __call__(self, batch: pa.Table) -> Verdicts | Rewrites:
         spec = self.params.callable
