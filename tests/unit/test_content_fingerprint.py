@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from pipeline.core.storage import Location
+from pipeline.ingest.listing import list_inputs
 from pipeline.ingest.local_listing import HEAD_TAIL_BYTES, head_tail_xxh3
 from pipeline.retention.decide import StoredObject
 from pipeline.retention.plan import ReadAs
@@ -80,3 +82,20 @@ def test_an_s3_object_is_compared_by_size_and_etag_alone():
     assert ReadAs(10, "e1", None).matches(s3)
     assert ReadAs(10, "e0", None).change(s3) == "changed since read: ETag e0 -> e1"
     assert ReadAs(10, None, None).matches(s3)  # a record without ETag: by path and size
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's /proc/self/io")
+def test_the_local_listing_reads_two_64_kib_ends_of_a_large_file(tmp_path):
+    (tmp_path / "large.jsonl").write_bytes(b'{"text": "x"}\n' * (1 << 19))  # 7 MiB
+
+    def bytes_read() -> int:
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+    before = bytes_read()
+    inputs, _ = list_inputs(Location.from_uri(str(tmp_path)), ["**"], [])
+    read = bytes_read() - before
+    assert inputs["head_tail_xxh3"].to_pylist() == [
+        head_tail_xxh3(str(tmp_path / "large.jsonl"), 7 << 20)
+    ]
+    assert 2 * HEAD_TAIL_BYTES <= read < 4 * HEAD_TAIL_BYTES, read
