@@ -1,7 +1,8 @@
 """Raw retention compares a local file's content where it can: a same-size rewrite given back its
 old mtime (`cp -p`, `rsync -t`) is kept when it changed the first or last 64 KiB, and a change
 only between them is not seen (docs/retention.md says so). A record from a listing without the
-hash (an older run) keeps the file."""
+hash (an older run) keeps the file. The run's record is the run's own listing (list_units, as
+the read stage writes it), so no pipeline run is needed to prove it."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import support
 from support import SAMPLE_CONFIG
 
 from pipeline.config import load_config
+from pipeline.core.layout import RunLayout
+from pipeline.core.storage import Location
 from pipeline.ingest.local_listing import HEAD_TAIL_BYTES
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.plan import format_plan, plan_retention
-from pipeline.run.driver import run_pipeline
+from pipeline.run.read_dedup_tasks import list_units
 
 jsonl = partial(support.jsonl, words="text number", repeat=20)
 SMALL = {n: jsonl(n, n=40) for n in ("untouched", "restored")}  # each under 128 KiB
@@ -39,7 +42,7 @@ def raw_deletes(plan) -> set[str]:
     return {d.obj.key for d in plan.actions if d.obj.root == "raw" and d.action == "delete"}
 
 
-def test_rewrite_with_restored_mtime_is_kept(ray_local, tmp_path):
+def test_rewrite_with_restored_mtime_is_kept(tmp_path):
     data = tmp_path / "in"
     data.mkdir()
     for name, blob in {**SMALL, **LARGE}.items():
@@ -51,18 +54,17 @@ def test_rewrite_with_restored_mtime_is_kept(ray_local, tmp_path):
         output_uri=str(tmp_path / "out"),
         overrides=["retention.rules.raw.delete_after_days=0"],
     )
-    run_pipeline(cfg, show_progress=False)
+    inputs = RunLayout.for_config(cfg, "run-1").inputs  # what a run records before reading
+    inputs.write_parquet(list_units(Location.from_uri(str(data)), cfg).inputs)
     rewrite_keeping_mtime(data / "restored.jsonl", 0)
     rewrite_keeping_mtime(data / "middle.jsonl", HEAD_TAIL_BYTES + 1)
     assert (data / "middle.jsonl").read_bytes().index(b"NUMBER") < 2 * HEAD_TAIL_BYTES
-    tail_at = len(LARGE["tail"]) - HEAD_TAIL_BYTES // 2
-    rewrite_keeping_mtime(data / "tail.jsonl", tail_at)
+    rewrite_keeping_mtime(data / "tail.jsonl", len(LARGE["tail"]) - HEAD_TAIL_BYTES // 2)
     later = time.time() + DAY
 
     # a listing without the hash (a run before it was recorded): nothing is deleted
-    [inputs] = (tmp_path / "out" / "sample" / "_work" / "runs").glob("*/inputs.parquet")
     recorded = inputs.read_bytes()
-    pq.write_table(pq.read_table(inputs).drop_columns(["head_tail_xxh3"]), inputs)
+    pq.write_table(inputs.read_parquet().drop_columns(["head_tail_xxh3"]), inputs.path)
     old = plan_retention(cfg, now=later)
     assert raw_deletes(old) == set()
     assert old.raw_roots[0].changed["untouched.jsonl"] == (
@@ -76,6 +78,7 @@ def test_rewrite_with_restored_mtime_is_kept(ray_local, tmp_path):
     assert sorted(changed) == ["restored.jsonl", "tail.jsonl"]
     content = "changed since read: first or last 64 KiB"
     assert all(why.startswith(content) for why in changed.values())
-    assert "raw:restored.jsonl: changed since read: first or last 64 KiB" in format_plan(plan)
+    printed = format_plan(plan)
+    assert "raw:restored.jsonl: changed since read: first or last 64 KiB" in printed
     apply_plan(plan, cfg)
     assert sorted(p.name for p in data.iterdir()) == ["restored.jsonl", "tail.jsonl"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 import pytest
 
 from pipeline.core.storage import Location
-from pipeline.ingest.listing import list_inputs
+from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units, list_inputs
 from pipeline.ingest.local_listing import HEAD_TAIL_BYTES, head_tail_xxh3
 from pipeline.retention.decide import StoredObject
 from pipeline.retention.plan import ReadAs
@@ -99,3 +100,15 @@ def test_the_local_listing_reads_two_64_kib_ends_of_a_large_file(tmp_path):
         head_tail_xxh3(str(tmp_path / "large.jsonl"), 7 << 20)
     ]
     assert 2 * HEAD_TAIL_BYTES <= read < 4 * HEAD_TAIL_BYTES, read
+
+
+def test_a_local_units_id_follows_its_fingerprint():
+    """A run reads a rewritten file again rather than reuse the reading of its old content under
+    a record that names the new one."""
+
+    def unit_ids(head_tail):
+        row = {"path": "a.jsonl", "size": 10, "etag": None, "mtime": 100.0, "format": "jsonl",
+               "compression": "none", "head_tail_xxh3": head_tail}  # fmt: skip
+        return cut_units(pa.Table.from_pylist([row], schema=INPUTS_SCHEMA), 1 << 20)["unit_id"]
+
+    assert unit_ids("aa" * 16) == unit_ids("aa" * 16) != unit_ids("bb" * 16)
