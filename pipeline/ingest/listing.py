@@ -1,8 +1,9 @@
 """Ingest planning: list the input from metadata alone, then cut it into byte-balanced work units.
 
-Listing never opens an object: on S3 it is one LIST request per 1,000 keys, so planning a run
+Listing never opens an object on S3: it is one LIST request per 1,000 keys, so planning a run
 over millions of objects costs seconds, and the per-object first-byte latency is paid only by the
-readers (pipeline/ingest/format_readers.py), inside units big enough to hide it.
+readers (pipeline/ingest/format_readers.py), inside units big enough to hide it. A local file is
+opened once, for two reads of at most 64 KiB (its ``head_tail_xxh3``: a local file has no ETag).
 
 On-disk formats
 ===============
@@ -18,6 +19,10 @@ etag             string    S3 ETag without quotes; null where the store has none
 mtime            float64   modification time, seconds since the epoch (local); null on S3
 format           string    'jsonl' | 'parquet' | 'text'
 compression      string    'none' | 'gzip' | 'zstd'
+head_tail_xxh3   string    local files: xxh3_128 hex of the first and last 64 KiB (the whole file
+                           up to 128 KiB; ingest/local_listing.py); null on S3 (the ETag says it)
+                           and where the file could not be read. Absent from listings written
+                           before it was recorded: retention then never deletes the local file
 ===============  ========  =====================================================================
 
 The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
@@ -44,8 +49,9 @@ matches only top-level files; write ``**/*.jsonl`` for any depth. ``**`` matches
 
 ===============  ========  =====================================================================
 unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, and the
-                           ETag, or the mtime where there is no ETag): re-listing unchanged input
-                           gives the same ids; a changed object changes its unit's id
+                           ETag, or where there is none the mtime and head_tail_xxh3): re-listing
+                           unchanged input gives the same ids; a changed object changes its
+                           unit's id, so a run reads it again instead of reusing the old reading
 path             string    as in inputs.parquet
 start, end       int64     the piece's byte range in the file, [start, end); whole file [0, size)
 size             int64     size of the whole file (not of the piece)
@@ -87,7 +93,7 @@ from fsspec.utils import glob_translate
 
 from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
 from pipeline.core.storage import Location
-from pipeline.ingest.local_listing import walk_local
+from pipeline.ingest.local_listing import head_tail_xxh3, walk_local
 
 INPUTS_SCHEMA = pa.schema(
     [
@@ -97,6 +103,7 @@ INPUTS_SCHEMA = pa.schema(
         ("mtime", pa.float64()),
         ("format", pa.string()),
         ("compression", pa.string()),
+        ("head_tail_xxh3", pa.string()),
     ]
 )
 SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
@@ -166,7 +173,8 @@ def skip_reason(
 def list_inputs(
     root: Location, include: list[str], exclude: list[str], own_output: str | None = None
 ) -> tuple[pa.Table, pa.Table]:
-    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads).
+    """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads on
+    S3; locally the head and tail of each accepted file).
 
     `own_output`: the run's output dataset folder relative to `root`, when it lies inside it."""
     include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
@@ -191,6 +199,9 @@ def list_inputs(
         )
     accepted, skipped = _without_datasets(accepted, skipped, own_output)
     accepted.sort(key=lambda r: r["path"])
+    if _is_local_folder(root):
+        for row in accepted:
+            row["head_tail_xxh3"] = head_tail_xxh3(f"{root.path}/{row['path']}", row["size"])
     skipped.sort(key=lambda r: r["path"])
     return (
         pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
@@ -198,10 +209,14 @@ def list_inputs(
     )
 
 
+def _is_local_folder(root: Location) -> bool:
+    return root.is_local and os.path.isdir(root.path)
+
+
 def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]:
     """(relative path, info, skip reason or None) of every file under root. A local folder
     is walked with the symlink and file-name policy of ingest/local_listing.py."""
-    if root.is_local and os.path.isdir(root.path):
+    if _is_local_folder(root):
         for e in walk_local(root.path):
             yield e.rel, {"size": e.size, "mtime": e.mtime}, e.reason
         return
@@ -267,10 +282,14 @@ def inside(root: Location, other: Location) -> str | None:
 
 
 def _version_tag(file: dict[str, Any]) -> str | None:
-    """What says an object changed: its ETag, or its mtime where the store has no ETag."""
+    """What says an object changed: its ETag, or its mtime and head_tail_xxh3 where the store
+    has no ETag."""
     if file.get("etag"):
         return file["etag"]
-    return None if file.get("mtime") is None else repr(file["mtime"])
+    if file.get("mtime") is None:
+        return None
+    fingerprint = file.get("head_tail_xxh3")
+    return repr(file["mtime"]) + ("" if fingerprint is None else f":{fingerprint}")
 
 
 def _etag(info: dict[str, Any]) -> str | None:

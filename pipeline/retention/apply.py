@@ -5,9 +5,9 @@
 
 Applying takes the dataset's lease (core/lease.py) when it touches `_work/` (if a run holds it,
 those actions are skipped and logged), re-lists, and acts only on objects still as planned (same
-size, mtime and ETag); an object already gone or already in the target class is skipped silently,
-so applying a plan twice, or planning again after applying, changes nothing and writes no second
-audit log.
+size, mtime and ETag; a local raw file also the same head_tail_xxh3); an object already gone or
+already in the target class is skipped silently, so applying a plan twice, or planning again
+after applying, changes nothing and writes no second audit log.
 
 Storage classes. On S3 a transition is a copy of the object onto itself with a new StorageClass
 (one COPY; S3 gives it a new LastModified). Local files have no storage class: the class the
@@ -38,7 +38,7 @@ from pipeline.retention.decide import (
     deletion_order,
     is_raw_root,
 )
-from pipeline.retention.plan import Plan, list_objects, load_ledger
+from pipeline.retention.plan import Plan, list_objects, load_ledger, with_head_tail
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
     from pipeline.config import Config
@@ -99,7 +99,14 @@ def _still_as_planned(
             d.action == "transition" and now_obj.storage_class == d.target_class
         ):
             continue  # already done
-        if (now_obj.size, now_obj.mtime, now_obj.etag) != (d.obj.size, d.obj.mtime, d.obj.etag):
+        if d.obj.head_tail_xxh3 is not None:  # a local raw file: a same-size rewrite, too
+            now_obj = with_head_tail(_root(plan, d), now_obj)
+        if (now_obj.size, now_obj.mtime, now_obj.etag, now_obj.head_tail_xxh3) != (
+            d.obj.size,
+            d.obj.mtime,
+            d.obj.etag,
+            d.obj.head_tail_xxh3,
+        ):
             audit.append(_entry(d, "skipped: changed since the plan was made"))
             continue
         todo.append(d)

@@ -76,6 +76,8 @@ class StoredObject:
     born: float | None = None  # first written; survives S3 copy-in-place via the ledger
     class_since: float | None = None  # entered its storage class
     etag: str | None = None  # S3 ETag without quotes; None locally
+    # a local raw file some run read: its head_tail_xxh3 (ingest/local_listing.py) when planned
+    head_tail_xxh3: str | None = None
 
     @property
     def first_written(self) -> float:

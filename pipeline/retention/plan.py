@@ -7,9 +7,11 @@ Ages come from listing metadata (mtime / LastModified), never from reading objec
 class ledger (retention/apply.py writes it) supplies the classes and ages of local files and of
 transitioned S3 objects. Every source's distinct root is a raw root (`RawRoot`), and only the files
 some run of this dataset listed and read from it are planned (`read_by_origin`), and only as they
-were read: same path, size and ETag (local files: mtime), as the run's inputs.parquet lists them.
-A file changed since (appended to, rewritten, deleted and re-created) is kept and shown in the
-plan with the change (`RawRoot.changed`). The decisions themselves are retention/decide.py's;
+were read: same path, size and ETag (local files: mtime and head_tail_xxh3, the hash of their
+first and last 64 KiB, read again here), as the run's inputs.parquet lists them. A file changed
+since (appended to, rewritten, deleted and re-created), or a local file listed without that hash
+(a listing older than the column), is kept and shown in the plan with why (`RawRoot.changed`).
+The decisions themselves are retention/decide.py's;
 retention/apply.py carries a plan out.
 """
 
@@ -28,6 +30,7 @@ from pipeline.core.layout import MANIFEST, WORK_DIR
 from pipeline.core.storage import Location
 from pipeline.core.units import human_bytes
 from pipeline.formats.manifest import ManifestError, load_manifest
+from pipeline.ingest.local_listing import head_tail_xxh3
 from pipeline.retention.decide import (
     LEDGER_KEY,
     Decision,
@@ -55,7 +58,8 @@ class RawRoot:
     # hidden, skipped, another source's or dataset's): never planned; a lifecycle rule on this
     # root's prefix would reach them
     foreign: list[str] = field(default_factory=list)
-    # of those, the ones a run read but which changed since: key -> "changed since read: ..."
+    # of those, the ones a run read but which changed since, or cannot be compared with what
+    # was read: key -> "changed since read: ..." | "not comparable: ..."
     changed: dict[str, str] = field(default_factory=dict)
 
 
@@ -66,21 +70,35 @@ class ReadAs:
     size: int | None
     etag: str | None  # S3
     mtime: float | None  # local files (no ETag)
+    head_tail_xxh3: str | None = None  # local files; None in listings older than the column
 
     def matches(self, o: StoredObject) -> bool:
-        """The object is the one that was read (a record without size or version: by path)."""
-        if self.size is not None and self.size != o.size:
-            return False
-        if self.etag:
-            return self.etag == o.etag
-        return self.mtime is None or self.mtime == o.mtime
+        """The object is the one that was read."""
+        return self.change(o) is None
 
-    def change(self, o: StoredObject) -> str:
+    def change(self, o: StoredObject) -> str | None:
+        """Why `o` is not verifiably the object that was read; None when it is. An S3 object
+        (S3 lists every object with an ETag): size and ETag, by path and size for a record
+        without ETag. A local file: size, mtime and head_tail_xxh3; a record without that hash
+        never matches (the safe side: a same-size rewrite given back its mtime passes the rest)."""
         if self.size is not None and self.size != o.size:
             return f"changed since read: size {self.size:,} -> {o.size:,}"
-        if self.etag:
+        if self.etag and self.etag != o.etag:
             return f"changed since read: ETag {self.etag} -> {o.etag}"
-        return f"changed since read: mtime {_stamp(self.mtime)} -> {_stamp(o.mtime)}"
+        if self.etag or o.etag is not None:
+            return None
+        if self.mtime is not None and self.mtime != o.mtime:
+            return f"changed since read: mtime {_stamp(self.mtime)} -> {_stamp(o.mtime)}"
+        if self.head_tail_xxh3 is None:
+            return "not comparable: listed without head_tail_xxh3 (a run before it was recorded)"
+        if o.head_tail_xxh3 is None:
+            return "not comparable: cannot be read to hash its first and last 64 KiB"
+        if self.head_tail_xxh3 != o.head_tail_xxh3:
+            return (
+                "changed since read: first or last 64 KiB (head_tail_xxh3"
+                f" {self.head_tail_xxh3[:12]}… -> {o.head_tail_xxh3[:12]}…)"
+            )
+        return None
 
 
 def _stamp(t: float | None) -> str:
@@ -250,6 +268,8 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
                 read[path] += copies
         mine = list_objects(root.location, root.name, ledger)
         mine = [o for o in mine if not o.uri.startswith(inside)]
+        if root.location.is_local:  # what a local file holds now, where a run read its path
+            mine = [with_head_tail(root.location, o) if o.key in read else o for o in mine]
         listed.append(mine)
         for o in mine:
             if o.key not in read or o.uri in planned:
@@ -258,13 +278,18 @@ def plan_retention(cfg: Config, now: float | None = None) -> Plan:
                 planned.add(o.uri)
                 objects.append(o)
             else:  # the newest run's listing of it says what changed
-                root.changed[o.key] = read[o.key][-1].change(o)
+                root.changed[o.key] = read[o.key][-1].change(o) or ""
     for root, mine in zip(roots, listed, strict=True):
         root.foreign = sorted(o.key for o in mine if o.uri not in planned)
     decisions = decide(
         objects, cfg.retention.rules, now, cfg.retention.grace_days, _lineage(dataset, objects)
     )
     return Plan(dataset, roots, now, cfg.retention.grace_days, decisions)
+
+
+def with_head_tail(root: Location, o: StoredObject) -> StoredObject:
+    """`o` with the head_tail_xxh3 of the local file it is now."""
+    return replace(o, head_tail_xxh3=head_tail_xxh3((root / o.key).path, o.size))
 
 
 def raw_roots(cfg: Config) -> list[RawRoot]:
@@ -289,9 +314,9 @@ def read_by_origin(
     roots: dict[str, str] | None = None,
 ) -> dict[str | None, dict[str, list[ReadAs]]]:
     """Input paths (relative to their source's uri) some run of this dataset listed and read,
-    per source, each with how the runs listed it (size, ETag, mtime; oldest input manifest
-    first): the union of the runs' input manifests by their `origin` column. Rows of a
-    manifest without the column (older runs: one source) count as `default`'s. Given `roots`
+    per source, each with how the runs listed it (size, ETag, mtime, head_tail_xxh3; oldest
+    input manifest first): the union of the runs' input manifests by their `origin` column. Rows
+    of a manifest without the column (older runs: one source) count as `default`'s. Given `roots`
     (source name -> its uri now), a row whose `root` column names another uri is dropped: the
     run read that path under a folder the config no longer points at."""
     read: dict[str | None, dict[str, list[ReadAs]]] = defaultdict(lambda: defaultdict(list))
@@ -314,12 +339,12 @@ def read_by_origin(
                 continue
             columns = {
                 name: table[name].to_pylist() if name in table.column_names else [None] * len(paths)
-                for name in ("root", "size", "etag", "mtime")
+                for name in ("root", "size", "etag", "mtime", "head_tail_xxh3")
             }
             rows = zip(origins, paths, *columns.values(), strict=True)
-            for origin, path, root, size, etag, mtime in rows:
+            for origin, path, root, size, etag, mtime, head_tail in rows:
                 if _listed_under_current_root(origin, root, roots):
-                    read[origin][path].append(ReadAs(size, etag, mtime))
+                    read[origin][path].append(ReadAs(size, etag, mtime, head_tail))
     return {origin: dict(paths) for origin, paths in read.items()}
 
 
@@ -401,11 +426,15 @@ def format_plan(plan: Plan, verbose: bool = False, applied: bool = False) -> str
 
 
 def _changed_lines(plan: Plan, verbose: bool, shown: int = 10) -> list[str]:
-    """Raw files a run read that changed since: kept, whatever the raw rule says."""
+    """Raw files a run read that changed since, or cannot be compared with what was read:
+    kept, whatever the raw rule says."""
     changed = [(f"{r.name}:{k}", why) for r in plan.raw_roots for k, why in r.changed.items()]
     if not changed:
         return []
-    lines = [f"kept {len(changed)} raw files a run read that changed since (not what was read):"]
+    lines = [
+        f"kept {len(changed)} raw files a run read that changed since, or that cannot be"
+        " compared with what was read:"
+    ]
     limit = len(changed) if verbose else shown
     lines += [f"  {key}: {why}" for key, why in changed[:limit]]
     if len(changed) > limit:

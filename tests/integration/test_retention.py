@@ -20,6 +20,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import FORMAT, commit_manifest, committed_versions, load_manifest
+from pipeline.ingest.listing import list_inputs
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle, rule_prefix
@@ -88,12 +89,14 @@ def manifest(version: str, run: str) -> dict:
 class Dataset:
     """A small dataset in the layout; ages by mtime locally, by the plan's clock on S3."""
 
-    def __init__(self, root: Location, now: float) -> None:
-        self.root, self.now = root, now
+    def __init__(self, root: Location, now: float, raw: Location | None = None) -> None:
+        self.root, self.now, self.raw = root, now, raw
 
     def put(self, key: str, size: int, days: float) -> None:
         loc = self.root / key
-        if key.endswith("/inputs.parquet"):  # what the run read: the raw rule's scope
+        if key.endswith("/inputs.parquet") and self.raw is not None:  # the raw rule's scope
+            loc.write_parquet(list_inputs(self.raw, ["**"], [])[0])  # what a run records
+        elif key.endswith("/inputs.parquet"):  # by path alone (S3: ETag not recorded)
             loc.write_parquet(pa.table({"path": ["a.jsonl", "sub/a.jsonl"]}))
         else:
             loc.write_bytes(b"x" * size)
@@ -115,10 +118,10 @@ class Dataset:
                 os.utime((self.root / version / "manifest.json").path, (t, t))
 
 
-def standard_dataset(root: Location, now: float) -> Dataset:
+def standard_dataset(root: Location, now: float, raw: Location | None = None) -> Dataset:
     """Work files of a run 30 days ago. V1, V2, V4 committed (40, 20, 10 days old); V3
     uncommitted, 9 days, older than the newest commit; V5: a commit in progress."""
-    ds = Dataset(root, now)
+    ds = Dataset(root, now, raw)
     ds.work(30)
     for v, days in ((V[0], 40), (V[1], 20), (V[3], 10)):
         ds.version(v, days)
@@ -151,7 +154,7 @@ def local(tmp_path: Path):
     os.utime(raw / "sub" / "a.jsonl", (old, old))
     root = Location.from_uri(str(tmp_path / "out")) / NAME
     now = time.time()
-    standard_dataset(root, now)
+    standard_dataset(root, now, Location.from_uri(str(raw)))
     return raw, tmp_path / "out", root
 
 

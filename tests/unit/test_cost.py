@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from support import REPO
 
@@ -15,6 +14,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import FORMAT, commit_manifest
+from pipeline.ingest.listing import list_inputs
 from pipeline.report import cost
 from pipeline.report.build import build_report, write_report
 from pipeline.report.html import format_html
@@ -150,7 +150,8 @@ def dataset(tmp_path: Path) -> tuple[Config, Location]:
     root = Location.from_uri(str(tmp_path / "out")) / "ds"
     (root / "_work/runs/r/stats.json").write_bytes(json.dumps(STATS).encode())
     # the run's input manifest: the raw files this dataset read (retention's raw scope)
-    (root / "_work/runs/r/inputs.parquet").write_parquet(pa.table({"path": ["a.jsonl"]}))
+    listed, _ = list_inputs(Location.from_uri(str(tmp_path / "raw")), ["**"], [])
+    (root / "_work/runs/r/inputs.parquet").write_parquet(listed)
     (root / "_work/tokens/t/u.bin").write_bytes(b"t" * 6000)
     (root / f"{V2}/shard-00000.bin").write_bytes(b"s" * 40_000_000)
     (root / f"{V2}/shard-00000.idx").write_bytes(b"i" * 100)
