@@ -432,6 +432,39 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
 
 
+def cmd_curate_preview(args: argparse.Namespace) -> int:
+    from pipeline.run.curate_preview import preview_lines
+
+    cfg = _load(args)
+    _check_storage(cfg, *(s.uri for s in cfg.sources))
+    print("\n".join(preview_lines(cfg, args.sample)))
+    return 0
+
+
+def _curate_preview_parser(sub: argparse._SubParsersAction) -> None:
+    preview = sub.add_parser(
+        "curate-preview",
+        help="what each curation step would remove, on a sample of each source",
+        description="Run each source's curation chain (docs/curate.md) on its first documents"
+        " and print, per step, how many it removes or changes, with examples. Writes nothing.",
+    )
+    _add_config_args(preview)
+    preview.add_argument(
+        "--sample", type=_positive_int, default=1000, help="documents read per source"
+    )
+    preview.set_defaults(func=cmd_curate_preview)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
 def _verify_parser(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check a committed version against its manifest")
     verify.add_argument("uri", help="a version folder, or a dataset folder (newest version)")
@@ -664,6 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
         _blend_parser,
         _config_parser,
         _remove_parser,
+        _curate_preview_parser,
     ):
         add(sub)
     parser.description = f"{__doc__}\n\ncommands: {', '.join(sub.choices)}"

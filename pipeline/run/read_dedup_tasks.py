@@ -127,10 +127,7 @@ def read_unit(
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
-    docs, bad = _read_pieces(input_root, pieces, cfg, src)
-    if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
-        prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
-        docs = docs.set_column(0, "doc_id", prefixed)
+    docs, bad = read_pieces(input_root, pieces, cfg, src)
     tokenizing = time.perf_counter()
     tokens = tokenize_docs(layout, unit_id, docs, cfg, tokenizer_json, engine, rewrite)
     tokenizing = time.perf_counter() - tokenizing
@@ -189,11 +186,12 @@ def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config) -> bool:
     return True
 
 
-def _read_pieces(
+def read_pieces(
     input_root: Location, pieces: list[dict], cfg: Config, src
 ) -> tuple[pa.Table, pa.Table]:
-    """A unit's documents and quarantine rows; a piece whose object changed since the listing
-    keeps none of its documents and is quarantined whole."""
+    """A unit's documents (ids as the run names them: "<source>/<id>" with named sources) and
+    quarantine rows; a piece whose object changed since the listing keeps none of its documents
+    and is quarantined whole."""
     doc_parts, bad_parts = [], []
     for piece in pieces:
         piece_docs, piece_bad = [], []
@@ -213,9 +211,11 @@ def _read_pieces(
             piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
         doc_parts += piece_docs
         bad_parts += piece_bad
-    return concat(doc_parts, docs_schema(tuple(src.keep_fields))), concat(
-        bad_parts, QUARANTINE_SCHEMA
-    )
+    docs = concat(doc_parts, docs_schema(tuple(src.keep_fields)))
+    if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
+        prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
+        docs = docs.set_column(0, "doc_id", prefixed)
+    return docs, concat(bad_parts, QUARANTINE_SCHEMA)
 
 
 # -- exact dedup -----------------------------------------------------------------------------
