@@ -328,8 +328,6 @@ class TokenizerEntry(_Entry):
         if vocab == 0:
             raise ValueError("vocab_size must be a positive integer")
         bound = vocab if self.max_id is None else self.max_id + 1
-        if bound < vocab:  # distinct ids from 0: the largest is at least entries - 1
-            raise ValueError(f"max_id {self.max_id} is below vocab_size {vocab} - 1")
         what = f"ids 0 .. {bound - 1}" if self.max_id is not None else f"a {vocab}-token vocabulary"
         expected = np.dtype(token_dtype(bound)).name
         if self.dtype != expected:

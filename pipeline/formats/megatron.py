@@ -31,8 +31,8 @@ Megatron's multimodal variant appends int8 sequence_modes; it is not written or 
 dtype codes: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16.
 Tokens are uint16 (code 8) when every id the tokenizer can emit is below 65,500, else int32
 (code 4): Megatron's own ``best_fitting_dtype`` rule, applied to the largest id + 1 rather than
-to the number of vocabulary entries, since a tokenizer's added tokens may sit far above its
-vocabulary (ids 0..999 and a BOS at 70,000 need int32). Ids are cast to the dtype in one place,
+to the number of vocabulary entries, since a tokenizer's ids need not be contiguous (8,195
+entries that reach id 70,000 need int32). Ids are cast to the dtype in one place,
 ``tokens/encode.py`` ``frame``, which refuses an id the dtype cannot hold (``check_ids_fit``)
 instead of wrapping it.
 

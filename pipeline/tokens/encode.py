@@ -12,9 +12,9 @@ Both encode the text of special and added tokens inside a document as ordinary t
 `special_as_text` is set (fastokens `split_special_tokens=True`, tokenizers
 `encode_special_tokens = True`), so the EOS id appears only where `frame` appends it. `frame` adds
 the optional BOS and the EOS around every document and converts to the on-disk dtype in numpy.
-That dtype follows from the largest id the tokenizer can emit (`max_token_id`: its vocabulary and
-its added tokens, whose ids may lie far above the vocabulary), and `frame` refuses an id it
-cannot hold (TokenIdOutOfRange) rather than store it wrapped as another id.
+That dtype follows from the largest id the tokenizer can emit (`max_token_id`, over its vocabulary
+and added tokens, whose ids need not be contiguous), and `frame` refuses an id it cannot hold
+(TokenIdOutOfRange) rather than store it wrapped as another id.
 
 That stops the added-token match, not the model: a SentencePiece/Unigram vocabulary holds `</s>`
 and `<s>` as pieces too, and its model picks them for the literal text (`x</s>y` -> `▁ x </s> y`).
@@ -105,10 +105,9 @@ def tokenizer_info(
 
 def max_token_id(tokenizer: Tokenizer) -> int:
     """The largest id `tokenizer` can emit: over its model's vocabulary and its added tokens.
-    Not the entry count: added tokens may be given any id (a BOS at 70,000 over 1,000 entries)."""
-    ids = list(tokenizer.get_vocab(with_added_tokens=True).values())
-    ids += list(tokenizer.get_added_tokens_decoder())
-    return max(ids, default=0)
+    Not the entry count: a vocabulary's ids need not be contiguous (8,195 entries may reach id
+    70,000)."""
+    return max(tokenizer.get_vocab(with_added_tokens=True).values(), default=0)
 
 
 _MAX_IDS: dict[str, int] = {}  # fingerprint -> max_token_id: a worker's tasks share tokenizers
