@@ -11,7 +11,10 @@ folder without it does not exist for any command or reader here. Fields:
     created_at          ISO-8601 UTC time of the commit
     config              the output-determining config (input selection, dedup, tokenize, pack)
     config_hash         hash of `config` plus the tokenizer file's digest
-    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size, eos, eos_id, dtype;
+    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size (entries), max_id
+                        (the largest id it can emit; absent in older versions, read as
+                        vocab_size - 1), eos, eos_id, dtype (formats/megatron.py token_dtype
+                        of max_id + 1);
                         since special-token handling: special_tokens_in_text ("text": special
                         and added tokens' text was encoded as text, so EOS ids occur only at
                         document ends, checked by verify; "special"), bos and bos_id (null when
@@ -309,25 +312,30 @@ class Counts(_Entry):
 
 
 class TokenizerEntry(_Entry):
-    """vocab_size a positive integer and dtype the one the pipeline writes for it
-    (formats/megatron.py): a reader trusting a wider dtype would read two token ids as one."""
+    """vocab_size a positive integer and dtype the one the pipeline writes for the largest id
+    (max_id; vocab_size - 1 where a version predates it; formats/megatron.py): a reader
+    trusting a wider dtype would read two token ids as one. EOS and BOS ids within range."""
 
     vocab_size: Count
+    max_id: Count | None = None
     dtype: Any = None
     eos_id: Count | None = None
+    bos_id: Count | None = None
 
     @model_validator(mode="after")
-    def _dtype_of_vocab(self) -> TokenizerEntry:
+    def _dtype_of_ids(self) -> TokenizerEntry:
         vocab = self.vocab_size
         if vocab == 0:
             raise ValueError("vocab_size must be a positive integer")
-        expected = np.dtype(token_dtype(vocab)).name
+        bound = vocab if self.max_id is None else self.max_id + 1
+        what = f"ids 0 .. {bound - 1}" if self.max_id is not None else f"a {vocab}-token vocabulary"
+        expected = np.dtype(token_dtype(bound)).name
         if self.dtype != expected:
-            raise ValueError(
-                f"dtype {self.dtype!r} is not {expected!r}, the dtype of a {vocab}-token vocabulary"
-            )
-        if self.eos_id is not None and self.eos_id >= vocab:
-            raise ValueError(f"eos_id {self.eos_id!r} is not an id below {vocab}")
+            raise ValueError(f"dtype {self.dtype!r} is not {expected!r}, the dtype of {what}")
+        for key in ("eos_id", "bos_id"):
+            value = getattr(self, key)
+            if value is not None and value >= bound:
+                raise ValueError(f"{key} {value!r} is not an id below {bound}")
         return self
 
 

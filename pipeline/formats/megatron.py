@@ -29,8 +29,12 @@ Pointers are the exclusive cumulative sum of ``lengths * itemsize``, starting at
 Megatron's multimodal variant appends int8 sequence_modes; it is not written or read here.
 
 dtype codes: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16.
-Tokens are uint16 (code 8) when vocab_size < 65,500, else int32 (code 4) — Megatron's own
-``best_fitting_dtype`` rule; the margin below 65,536 leaves room for added special tokens.
+Tokens are uint16 (code 8) when every id the tokenizer can emit is below 65,500, else int32
+(code 4): Megatron's own ``best_fitting_dtype`` rule, applied to the largest id + 1 rather than
+to the number of vocabulary entries, since a tokenizer's ids need not be contiguous (8,195
+entries that reach id 70,000 need int32). Ids are cast to the dtype in one place,
+``tokens/encode.py`` ``frame``, which refuses an id the dtype cannot hold (``check_ids_fit``)
+instead of wrapping it.
 
 We write one sequence per document, so document_indices is simply 0..n. Megatron writes
 ``.idx`` after ``.bin`` but not atomically; atomicity here comes from the manifest written last.
@@ -79,11 +83,31 @@ class IndexFormatError(ShardFormatError):
     """An .idx buffer is not a valid MMIDIDX version-1 index."""
 
 
-def token_dtype(vocab_size: int) -> np.dtype:
-    """Token dtype for a vocabulary: little-endian uint16 below 65,500 ids, else int32."""
-    if vocab_size <= 0:
-        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
-    return DTYPE_CODES[8] if vocab_size < 65500 else DTYPE_CODES[4]
+def token_dtype(id_bound: int) -> np.dtype:
+    """Token dtype for ids 0 .. id_bound - 1 (id_bound: the tokenizer's largest id + 1):
+    little-endian uint16 when id_bound < 65,500, else int32."""
+    if id_bound <= 0:
+        raise ValueError(f"id_bound must be positive, got {id_bound}")
+    return DTYPE_CODES[8] if id_bound < 65500 else DTYPE_CODES[4]
+
+
+class TokenIdOutOfRange(ValueError):
+    """A token id that the shard's dtype cannot hold: writing it would wrap it to another id."""
+
+
+def check_ids_fit(tokens: np.ndarray, dtype: np.dtype | type | str) -> None:
+    """TokenIdOutOfRange (naming the id and the dtype) when any of `tokens` (any integer dtype)
+    falls outside `dtype`'s range; one min and one max over the array."""
+    if not tokens.size:
+        return
+    info = np.iinfo(np.dtype(dtype))
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < info.min or high > info.max:
+        bad = high if high > info.max else low
+        raise TokenIdOutOfRange(
+            f"token id {bad} does not fit the shard dtype {np.dtype(dtype).name}"
+            f" ({info.min} .. {info.max}); it would be stored as another id"
+        )
 
 
 def dtype_code(dtype: np.dtype | type | str) -> int:

@@ -326,8 +326,8 @@ def check_document_boundaries(
 ) -> None:
     """For versions written with special_tokens_in_text "text" (earlier versions lack the field and
     are not checked): every document ends with the EOS id and no other EOS id occurs, and with a
-    BOS every document starts with it. A reader that splits on EOS (Megatron's EOD masking) then
-    sees exactly the documents the manifest counts."""
+    BOS every document starts with it and no other BOS id occurs. A reader that splits on EOS
+    (Megatron's EOD masking) or on BOS then sees exactly the documents the manifest counts."""
     if tokenizer.get("special_tokens_in_text") != "text":
         return
     problem = boundary_problem(
@@ -368,4 +368,16 @@ def boundary_problem(
             f"EOS id {eos_id} inside document {first + doc} (token {stray - int(starts[doc])}):"
             " a reader splitting on EOS would see two documents"
         )
+    if bos_id is not None and bos_id != eos_id:  # bos == eos: counted as EOS above
+        bos_at = np.flatnonzero(tokens == bos_id)
+        if len(bos_at) != len(lengths):  # one per document, at its start (checked above)
+            at_start = np.zeros(len(tokens), dtype=bool)
+            at_start[starts] = True
+            stray = int(bos_at[~at_start[bos_at]][0])
+            doc = int(np.searchsorted(ends, stray, side="right"))
+            return (
+                f"BOS id {bos_id} inside document {first + doc} (token"
+                f" {stray - int(starts[doc])}): the config puts BOS only at document starts,"
+                " a reader splitting on BOS would see two documents"
+            )
     return None

@@ -9,6 +9,8 @@ config models' own defaults (ingest.unit_bytes 64 MiB, pack.shard_bytes 256 MiB,
 pipeline config --defaults`), so a plan describes the run the same settings would do.
 `--unit-bytes` / `--shard-bytes` override either. Two inputs are the plan's own assumptions:
 documents of 4,000 bytes (DOC_BYTES, `--docs` overrides) in files of 1 GiB (`--file-bytes`).
+Tokens take the size of the dtype the config's tokenizer gets (its largest id: 2 B below 65,500,
+else 4; 2 without a config or where its tokenizer file cannot be read), as the plan prints.
 
 The cut comes from the pipeline's own functions: a synthetic listing of files of `--file-bytes` goes
 through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and near partitions),
@@ -51,6 +53,7 @@ FILE_BYTES = 2**30  # assumed input file size when --file-bytes is not given
 S3FS_BLOCK = 50 * MiB  # s3fs reads and multipart parts go in blocks of this size
 DOC_ROW_BYTES = 40  # a unit's documents file (ids, row; no text), Parquet, per document
 TOKEN_BYTES_RATIO = 0.77  # uint16 token bytes / text bytes (8k byte-level BPE, 3.3 B/token)
+TOKEN_BYTES = 2  # bytes per token without a config's tokenizer: uint16 (formats/megatron.py)
 # stored / raw bytes of the token files and pack's exchange token sections (zstd frames,
 # tokens/framed.py). A plan cannot know a corpus's ratio: this is the shipped sample's
 # (configs/sample.yaml: 0.531, i.e. 1.88x), the least compressible corpus at hand (corpus64 in
@@ -196,16 +199,18 @@ def dry_run(
     bands: int = NearDedupConfig().bands,
     rates: dict[str, float] | None = None,
     prices: PricesConfig | None = None,
+    token_bytes_per_id: int = TOKEN_BYTES,
 ) -> tuple[dict, list[StagePlan]]:
     """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out). Each
-    default is the config models' default for the same key (see the module docstring)."""
+    default is the config models' default for the same key (see the module docstring);
+    `token_bytes_per_id` is the shards' token dtype's size (4 for int32 ids)."""
     dedup, rates = dedup or DedupConfig(), {**DEFAULT_RATES, **(rates or {})}
     prices = prices or PricesConfig()
     docs = docs or max(1, corpus_bytes // DOC_BYTES)
     listing = synthetic_listing(corpus_bytes, file_bytes)
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
-    token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO)
+    token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO * token_bytes_per_id / 2)
     plan = pack_plan(
         token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes, docs=docs
     )
@@ -233,6 +238,7 @@ def dry_run(
         "shard_bytes": shard_bytes,
         "file_bytes": file_bytes,
         "partition_bytes": None if dedup.partitions else int(dedup.partition_bytes),
+        "token_bytes_per_id": token_bytes_per_id,
     }
     list_stage = StagePlan("list", 1, {"list": math.ceil(listing.num_rows / 1000)}, 0, 0)
     st = [list_stage] + [stage(c) for stage in (_read, _exact, _near, _audit, _select, _pack)]
@@ -482,7 +488,24 @@ def plan_for_config(cfg: Config | None, corpus_bytes: int, **kw) -> tuple[dict, 
         kw.setdefault("num_perm", cfg.dedup.near.num_perm)
         kw.setdefault("bands", cfg.dedup.near.bands)
         kw.setdefault("prices", cfg.prices)
+        kw.setdefault("token_bytes_per_id", tokenizer_bytes_per_id(cfg.tokenize.tokenizer))
     return dry_run(corpus_bytes, **kw)
+
+
+def tokenizer_bytes_per_id(path: str) -> int:
+    """The size of the token dtype a run with the tokenizer at `path` writes (from its largest
+    id, tokens/encode.py); TOKEN_BYTES when the file cannot be read here (a plan may be made
+    away from the data: `plan --config` does not require the config's paths)."""
+    from tokenizers import Tokenizer
+
+    from pipeline.formats.megatron import token_dtype
+    from pipeline.tokens.encode import max_token_id
+
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except Exception:  # noqa: BLE001 - missing or unreadable: the plan says what it assumed
+        return TOKEN_BYTES
+    return token_dtype(max_token_id(tokenizer) + 1).itemsize
 
 
 def si(n: float) -> str:
@@ -510,7 +533,8 @@ def dry_run_lines(cut: dict, stages: list[StagePlan]) -> list[str]:
         f" and {cut['corpus_bytes'] // max(1, cut['docs']):,} B per document (--docs)",
         f"corpus {si(cut['corpus_bytes'])}B in {cut['files']:,} files, {cut['docs']:,} docs:"
         f" {cut['units']:,} units, {cut['partitions']:,} dedup partitions, {cut['shards']:,}"
-        f" shards ({si(cut['token_bytes'])}B of tokens; {_pack_cut(cut)})",
+        f" shards ({si(cut['token_bytes'])}B of tokens at"
+        f" {cut.get('token_bytes_per_id', TOKEN_BYTES)} B each; {_pack_cut(cut)})",
         f"{'stage':<10}{'tasks':>9}{'GET':>9}{'PUT':>9}{'HEAD':>8}{'LIST':>6}{'mean GET':>10}"
         f"{'read':>8}{'written':>8}{'MB/task':>9}{'core-h':>9}{'$ req':>9}{'moved':>7}",
     ]

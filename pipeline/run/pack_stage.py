@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.storage import Location
@@ -53,7 +55,7 @@ def pack_stage(
     each unit's source."""
     tok_entry = tokenizer_entry(cfg, tokenized.engine)
     version_id = new_version_id(layout.run_id)
-    packs = _plan_packs(cfg, origin_of, tokenized, 2 if tok_entry["dtype"] == "uint16" else 4)
+    packs = _plan_packs(cfg, origin_of, tokenized, np.dtype(tok_entry["dtype"]).itemsize)
     parts = run_packs(waves, layout, layout.version(version_id), packs, tok_entry)
     return Packed(version_id, tok_entry, parts)
 

@@ -22,6 +22,7 @@ from pipeline.core.storage import Location
 from pipeline.dedup import exact
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
+from pipeline.formats.megatron import TokenIdOutOfRange
 from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
@@ -97,11 +98,13 @@ def read_unit_task(
     rewrite: bool = False,
 ) -> ReadResult:
     """read_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
-    this worker) fails the unit with `mismatch` set instead of an exception, so the driver sees
-    every unit's outcome and can rerun the wave with tokenizers. No done marker was written."""
+    this worker, or emits an id outside the tokenizer's range, which tokenizers cannot) fails
+    the unit with `mismatch` set instead of an exception, so the driver sees every unit's
+    outcome and can rerun the wave with tokenizers; the same failure with tokenizers stops the
+    run with that line. No done marker was written."""
     try:
         return read_unit(layout, input_root, unit_id, pieces, cfg, tokenizer_json, engine, rewrite)
-    except (EngineMismatch, EngineUnavailable) as e:
+    except (EngineMismatch, EngineUnavailable, TokenIdOutOfRange) as e:
         return ReadResult(unit=unit_id, docs_in=0, docs=0, text_bytes=0, hash_size=0,
                           quarantined={}, mismatch=f"unit {unit_id}: {e}")  # fmt: skip
 

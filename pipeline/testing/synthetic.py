@@ -121,6 +121,7 @@ def write_version(
         "tokenizer": {
             "fingerprint": "synthetic",
             "vocab_size": vocab_size,
+            "max_id": vocab_size - 1,
             "eos": "<eos>",
             "eos_id": vocab_size - 1,
             "dtype": np.dtype(token_dtype(vocab_size)).name,

@@ -12,6 +12,9 @@ Both encode the text of special and added tokens inside a document as ordinary t
 `special_as_text` is set (fastokens `split_special_tokens=True`, tokenizers
 `encode_special_tokens = True`), so the EOS id appears only where `frame` appends it. `frame` adds
 the optional BOS and the EOS around every document and converts to the on-disk dtype in numpy.
+That dtype follows from the largest id the tokenizer can emit (`max_token_id`, over its vocabulary
+and added tokens, whose ids need not be contiguous), and `frame` refuses an id it cannot hold
+(TokenIdOutOfRange) rather than store it wrapped as another id.
 
 That stops the added-token match, not the model: a SentencePiece/Unigram vocabulary holds `</s>`
 and `<s>` as pieces too, and its model picks them for the literal text (`x</s>y` -> `▁ x </s> y`).
@@ -38,7 +41,7 @@ from typing import Protocol
 import numpy as np
 from tokenizers import Tokenizer
 
-from pipeline.formats.megatron import token_dtype
+from pipeline.formats.megatron import check_ids_fit, token_dtype
 from pipeline.tokens import pieces
 
 ENGINES = ("fastokens", "tokenizers")
@@ -59,7 +62,8 @@ class EngineUnavailable(Exception):
 @dataclass(frozen=True)
 class TokenizerInfo:
     fingerprint: str  # sha256 of tokenizer.json
-    vocab_size: int
+    vocab_size: int  # entries, added tokens included
+    max_id: int  # the largest id it can emit: the dtype holds 0 .. max_id
     eos: str
     eos_id: int
     dtype: str  # numpy dtype name of the tokens on disk
@@ -68,6 +72,7 @@ class TokenizerInfo:
         return {
             "fingerprint": self.fingerprint,
             "vocab_size": self.vocab_size,
+            "max_id": self.max_id,
             "eos": self.eos,
             "eos_id": self.eos_id,
             "dtype": self.dtype,
@@ -90,15 +95,33 @@ def tokenizer_info(
 ) -> tuple[Tokenizer, TokenizerInfo]:
     """The facts recorded about a tokenizer (parsed from `raw`) and its EOS."""
     eos_id = special_id(tokenizer, eos, name)
-    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+    fingerprint = hashlib.sha256(raw).hexdigest()
+    top = _max_id(fingerprint, tokenizer)
     info = TokenizerInfo(
-        fingerprint=hashlib.sha256(raw).hexdigest(),
-        vocab_size=vocab,
+        fingerprint=fingerprint,
+        vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+        max_id=top,
         eos=eos,
         eos_id=eos_id,
-        dtype=np.dtype(token_dtype(vocab)).name,
+        dtype=np.dtype(token_dtype(top + 1)).name,
     )
     return tokenizer, info
+
+
+def max_token_id(tokenizer: Tokenizer) -> int:
+    """The largest id `tokenizer` can emit: over its model's vocabulary and its added tokens.
+    Not the entry count: a vocabulary's ids need not be contiguous (8,195 entries may reach id
+    70,000)."""
+    return max(tokenizer.get_vocab(with_added_tokens=True).values(), default=0)
+
+
+_MAX_IDS: dict[str, int] = {}  # fingerprint -> max_token_id: a worker's tasks share tokenizers
+
+
+def _max_id(fingerprint: str, tokenizer: Tokenizer) -> int:
+    if fingerprint not in _MAX_IDS:
+        _MAX_IDS[fingerprint] = max_token_id(tokenizer)
+    return _MAX_IDS[fingerprint]
 
 
 def token_id(tokenizer: Tokenizer, token: str | None, name: str = "tokenizer.json") -> int | None:
@@ -260,7 +283,12 @@ def cached_encoder(engine: str, raw: bytes, special_as_text: bool = True) -> Enc
 def frame(
     ids: np.ndarray, lengths: np.ndarray, eos_id: int, bos_id: int | None, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Documents as stored: [BOS] ids EOS each, concatenated in `dtype`; their int64 lengths."""
+    """Documents as stored: [BOS] ids EOS each, concatenated in `dtype`; their int64 lengths.
+    TokenIdOutOfRange when an id (EOS and BOS included) does not fit `dtype`: numpy's cast would
+    store it wrapped, as another id."""
+    specials = np.array([eos_id] + ([] if bos_id is None else [bos_id]), np.int64)
+    check_ids_fit(specials, dtype)
+    check_ids_fit(ids, dtype)
     extra = 1 if bos_id is None else 2
     out_lengths = lengths.astype(np.int64) + extra
     ends = np.cumsum(out_lengths)

@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 import ray
 import xxhash
-from support import REPO, SAMPLE_CONFIG
+from support import (
+    REPO,
+    SAMPLE_CONFIG,
+    SPARSE_BOS,
+    SPARSE_EOS,
+    SPARSE_IDS,
+    SPARSE_WORD,
+    sparse_tokenizer,
+)
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
 
@@ -385,6 +393,45 @@ def test_bos_prepended_and_recorded(ray_fault, tmp_path, extra_tokenizer):
     assert len(docs) == 12
     assert all(d[0] == bos_id and d[-1] == entry["eos_id"] for d in docs)
     verify_version(result.version)
+
+
+def test_sparse_ids_are_stored_as_they_are(ray_fault, tmp_path):
+    """8,192 entries, and EOS 65,537, a word 66,000 and BOS 70,000: the shards are int32
+    (Megatron code 4) and hold every id exactly (uint16 would store 65,537 as 1). A BOS planted
+    mid-document with agreeing checksums fails verify."""
+    tok = sparse_tokenizer(tmp_path)
+    rng = random.Random(11)
+    texts = [f"{words(rng, 8)} {SPARSE_WORD} {words(rng, 4)}" for _ in range(6)]
+    corpus = write_corpus(tmp_path / "in", texts)
+    sets = [f"tokenize.tokenizer={tok}", f"tokenize.eos={SPARSE_EOS}",
+            f"tokenize.bos={SPARSE_BOS}", "dedup.near.enabled=false"]  # fmt: skip
+    result = run_pipeline(config(tmp_path, "sparse", corpus, *sets), False)
+    entry = result.manifest["tokenizer"]
+    assert (entry["dtype"], entry["max_id"]) == ("int32", SPARSE_IDS[SPARSE_BOS])
+    assert (entry["eos_id"], entry["bos_id"]) == (SPARSE_IDS[SPARSE_EOS], SPARSE_IDS[SPARSE_BOS])
+    for s in result.manifest["shards"]:
+        assert (result.version / s["idx"]).read_bytes()[17] == 4  # dtype code: int32
+    reference = Tokenizer.from_file(str(tok))
+    reference.encode_special_tokens = True
+    expected = sorted(
+        [SPARSE_IDS[SPARSE_BOS], *reference.encode(t, add_special_tokens=False).ids,
+         SPARSE_IDS[SPARSE_EOS]]
+        for t in texts
+    )  # fmt: skip
+    assert all(SPARSE_IDS[SPARSE_WORD] in d for d in expected)  # the premise: mid-document
+    assert sorted(d.tolist() for d in documents(result)) == expected
+    verify_version(result.version)
+
+    version, manifest = result.version, result.manifest
+    shard = manifest["shards"][0]
+    bin_path = Path(version.uri) / shard["bin"]
+    tokens = np.fromfile(bin_path, dtype=entry["dtype"])
+    tokens[3] = SPARSE_IDS[SPARSE_BOS]
+    bin_path.write_bytes(tokens.tobytes())
+    shard["bin_xxh3_128"] = xxhash.xxh3_128_hexdigest(tokens.tobytes())
+    (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(VerifyError, match="BOS id 70000 inside document 0 \\(token 3\\)"):
+        verify_version(version)
 
 
 def test_eos_from_engine_is_quarantined_only_on_tokenizers_word(ray_fault, tmp_path):

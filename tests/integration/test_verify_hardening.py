@@ -157,7 +157,7 @@ def test_reader_refuses_a_dtype_the_index_does_not_state(committed, tmp_path):
     other.mkdir()
 
     def big_vocab(m):
-        m["tokenizer"].update(vocab_size=70_000, dtype="int32")
+        m["tokenizer"].update(vocab_size=70_000, max_id=69_999, dtype="int32")
 
     lying = edited(committed, other, big_vocab)
     with pytest.raises(ManifestError, match="index header states uint16"):

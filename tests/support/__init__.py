@@ -2,7 +2,18 @@
 pytest puts tests/ on sys.path (pyproject.toml), so a test imports `from support import ...`;
 fixtures stay in tests/conftest.py."""
 
-from support.data import jsonl, jsonl_records, s3_config, setter, unigram
+from support.data import (
+    SPARSE_BOS,
+    SPARSE_EOS,
+    SPARSE_IDS,
+    SPARSE_WORD,
+    jsonl,
+    jsonl_records,
+    s3_config,
+    setter,
+    sparse_tokenizer,
+    unigram,
+)
 from support.documents import run_documents, unit_documents
 from support.paths import (
     REPO,
@@ -29,4 +40,9 @@ __all__ = [
     "unit_documents",
     "s3_config",
     "setter",
+    "sparse_tokenizer",
+    "SPARSE_BOS",
+    "SPARSE_EOS",
+    "SPARSE_IDS",
+    "SPARSE_WORD",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from tokenizers import SentencePieceUnigramTokenizer
 
 from pipeline.config import Config, load_config
-from support.paths import SAMPLE_CONFIG
+from support.paths import SAMPLE_CONFIG, TOKENIZER
 
 
 def jsonl_records(records: Iterable[dict[str, Any]]) -> bytes:
@@ -62,4 +62,26 @@ def unigram(folder: Path) -> Path:
     )
     path = folder / "unigram.json"
     tok.save(str(path))
+    return path
+
+
+# Ids of `sparse_tokenizer`'s added tokens: far above its 8,192 entries, past uint16's range
+SPARSE_EOS, SPARSE_BOS, SPARSE_WORD = "<|big_eos|>", "<|big_bos|>", "zqxbigword"
+SPARSE_IDS = {SPARSE_EOS: 65_537, SPARSE_WORD: 66_000, SPARSE_BOS: 70_000}
+
+
+def sparse_tokenizer(folder: Path) -> Path:
+    """The shipped tokenizer (8,192 entries) plus three tokens at ids past 65,535 (SPARSE_IDS):
+    an EOS and a BOS (special) and a word (not special, so text makes it mid-document). 8,195
+    entries, yet ids that uint16 would wrap (65,537 -> 1). Each is a model vocabulary entry too:
+    tokenizers renumbers an added token that is not (from the vocabulary's size up)."""
+    spec = json.loads(Path(TOKENIZER).read_text())
+    for content, tid in SPARSE_IDS.items():
+        spec["model"]["vocab"][content] = tid
+        spec["added_tokens"].append(
+            {"id": tid, "content": content, "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False, "special": content != SPARSE_WORD}
+        )  # fmt: skip
+    path = folder / "sparse.json"
+    path.write_text(json.dumps(spec))
     return path

@@ -48,6 +48,17 @@ def test_a_valid_manifest_passes():
     check_structure(old)
 
 
+def test_the_dtype_follows_max_id_where_the_manifest_records_it():
+    """A tokenizer of 300 entries whose ids reach 70,000 stores int32; a version
+    from before max_id is read by its vocab_size."""
+    sparse = {"vocab_size": 300, "max_id": 70_000, "dtype": "int32", "eos_id": 65_537,
+              "bos_id": 70_000}  # fmt: skip
+    check_structure(edited(("tokenizer",), sparse))
+    check_structure(edited(("tokenizer", "max_id"), 999))
+    with pytest.raises(ManifestError, match="dtype 'int32' is not 'uint16'"):
+        check_structure(edited(("tokenizer",), {**sparse, "max_id": None}))
+
+
 @pytest.mark.parametrize(
     "manifest, message",
     [
@@ -57,6 +68,9 @@ def test_a_valid_manifest_passes():
         (edited(("tokenizer",), delete=True), "tokenizer is missing"),
         (edited(("tokenizer", "dtype"), "int32"), "tokenizer: dtype 'int32' is not 'uint16'"),
         (edited(("tokenizer", "eos_id"), 1000), "eos_id 1000 is not an id below 1000"),
+        (edited(("tokenizer", "max_id"), 70_000), "dtype 'uint16' is not 'int32', the dtype of"
+         " ids 0 .. 70000"),
+        (edited(("tokenizer", "bos_id"), 1000), "bos_id 1000 is not an id below 1000"),
         (edited(("shards",), {}), "shards must be a list"),
         (edited(("shards", 0), "x"), "shards.0 is not an object"),
         (edited(("shards", 0, "bin"), "../x.bin"), "shards.0.bin: '../x.bin' is not a file name"),
