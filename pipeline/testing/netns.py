@@ -45,7 +45,8 @@ def check_tools() -> None:
     """NamespaceError unless this process can make namespaces: root, `ip` and `unshare`."""
     if os.geteuid() != 0:
         raise NamespaceError(
-            f"network namespaces need root (this runs as uid {os.geteuid()}): run as root, as CI does"
+            f"network namespaces need root (this runs as uid {os.geteuid()}): run as root, as"
+            " CI does"
         )
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
         if shutil.which(tool) is None:
@@ -111,12 +112,25 @@ class Bridge:
         _ip("-n", node.name, "link", "set", "lo", "up")
         return node
 
-    def spawn(self, node: Node, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    def spawn(
+        self, node: Node, argv: list[str], env: dict[str, str], log: Path
+    ) -> subprocess.Popen:
         """Start `argv` in `node`'s namespace with private /tmp and /dev/shm; output to `log`."""
         with open(log, "wb") as out:
             return subprocess.Popen(
-                ["ip", "netns", "exec", node.name, "unshare", "-m", "sh", "-c", _PRIVATE_MOUNTS,
-                 "sh", *argv],
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    node.name,
+                    "unshare",
+                    "-m",
+                    "sh",
+                    "-c",
+                    _PRIVATE_MOUNTS,
+                    "sh",
+                    *argv,
+                ],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

