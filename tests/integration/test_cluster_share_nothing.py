@@ -71,7 +71,7 @@ def head_node(bridge: Bridge, log: Path) -> tuple[Node, str]:
         f"--dashboard-port={DASHBOARD_PORT}",
     )  # fmt: skip
     url = f"http://{head.ip}:{DASHBOARD_PORT}"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the head exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
@@ -80,7 +80,7 @@ def head_node(bridge: Bridge, log: Path) -> tuple[Node, str]:
                 return head, url
         except (urllib.error.URLError, OSError):
             time.sleep(0.5)
-    raise TimeoutError(f"the head's dashboard did not answer within 180 s:\n{log.read_text()}")
+    raise TimeoutError(f"the head's dashboard did not answer within 300 s:\n{log.read_text()}")
 
 
 def worker_node(bridge: Bridge, head: Node, log: Path) -> Node:
@@ -88,7 +88,7 @@ def worker_node(bridge: Bridge, head: Node, log: Path) -> Node:
     return ray_node(bridge, log, f"--address={head.ip}:{GCS_PORT}", "--num-cpus=1")[0]
 
 
-def wait_for_nodes(url: str, ips: set[str], logs: list[Path], timeout: float = 180) -> None:
+def wait_for_nodes(url: str, ips: set[str], logs: list[Path], timeout: float = 300) -> None:
     """Until the head lists every node of `ips` alive (TimeoutError with the nodes' logs)."""
     from ray.util.state import list_nodes
     from ray.util.state.exception import RayStateApiException
