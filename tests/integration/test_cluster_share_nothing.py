@@ -1,13 +1,13 @@
 """Share-nothing nodes: a job submitted as docs/cluster.md says to a head and two worker nodes
 that share no network, temp dir or shared memory (pipeline/testing/netns.py), only S3.
 
-The head runs on the host side of a test bridge with no CPUs (so every task runs on a worker
-node); each worker node is a network namespace on the bridge with private tmpfs mounts on /tmp
-(Ray's temp dir, the job's working dir) and /dev/shm (its object store); SeaweedFS listens on
-the bridge address. One worker node is SIGKILLed (every process of its namespace) while it runs a
-read+hash task; the job must still succeed, with the bytes of a one-node run of the same input
-and config. Needs root, `ip` and `unshare` (CI has them: .ci/run): without them it fails, naming
-what is missing. Takes ~1-2 minutes.
+Each node is a network namespace on a test bridge with private tmpfs mounts on /tmp (Ray's temp
+dir, the job's working dir) and /dev/shm (its object store); SeaweedFS listens on the host's
+bridge address. The head has no CPU, so every task runs on a worker node. The reference is the
+same job on one worker node; then a second worker joins, the job is submitted again, and one
+worker node is SIGKILLed (every process of its namespace) while it runs a read+hash task: the
+job must still succeed, with the reference's shards byte for byte. Needs root, `ip` and `unshare`
+(CI has them: .ci/run): without them it fails, naming what is missing.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ SLOW_START = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout
 KILL_DURING = "ray::read_unit_task"  # the process title of a Ray worker running read+hash
 ONE_NODE, CLUSTER = "s3://datasets-bucket/one-node/", "s3://datasets-bucket/tokenized/"
 GCS_PORT, DASHBOARD_PORT = 6379, 8265  # Ray's defaults: each node has a network of its own
+# Ports of each node's agents, given (not picked at start): the raylet then does not wait for
+# the agents to report theirs, which it gives up after 15 s on a loaded machine.
+AGENT_PORTS = [
+    "--dashboard-agent-listen-port=52365",
+    "--dashboard-agent-grpc-port=52366",
+    "--runtime-env-agent-port=52367",
+    "--metrics-export-port=52368",
+]
 
 
 def ray_node(bridge: Bridge, log: Path, *args: str) -> tuple[Node, subprocess.Popen]:
@@ -58,7 +66,8 @@ def ray_node(bridge: Bridge, log: Path, *args: str) -> tuple[Node, subprocess.Po
     env = {**ray_env("/tmp"), **FAST_DEATH, **SLOW_START, "HOME": "/tmp"}
     argv = [
         str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={node.ip}",
-        "--temp-dir=/tmp/ray", "--disable-usage-stats", "--object-store-memory=200000000", *args,
+        "--temp-dir=/tmp/ray", "--disable-usage-stats", "--object-store-memory=200000000",
+        *AGENT_PORTS, *args,
     ]  # fmt: skip
     return node, bridge.spawn(node, argv, env, log)
 
