@@ -17,8 +17,6 @@ import hashlib
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -49,8 +47,7 @@ SLOW_START = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout
 KILL_DURING = "ray::read_unit_task"  # the process title of a Ray worker running read+hash
 ONE_NODE, CLUSTER = "s3://datasets-bucket/one-node/", "s3://datasets-bucket/tokenized/"
 GCS_PORT, DASHBOARD_PORT = 6379, 8265  # Ray's defaults: each node has a network of its own
-# Ports of each node's agents, given (not picked at start): the raylet then does not wait for
-# the agents to report theirs, which it gives up after 15 s on a loaded machine.
+# each node's agent ports, fixed like the GCS's (no other process shares a node's network)
 AGENT_PORTS = [
     "--dashboard-agent-listen-port=52365",
     "--dashboard-agent-grpc-port=52366",
@@ -59,60 +56,66 @@ AGENT_PORTS = [
 ]
 
 
-def ray_node(bridge: Bridge, log: Path, *args: str) -> tuple[Node, subprocess.Popen]:
-    """`ray start --block ARGS` in a new namespace on the bridge, Ray's temp dir and HOME on the
-    node's private /tmp."""
-    node = bridge.node()
+def ray_node(bridge: Bridge, url: str, log: Path, *args: str, node: Node | None = None) -> Node:
+    """`ray start --block ARGS` in a namespace on the bridge (a new one unless `node`), Ray's temp
+    dir and HOME on the node's private /tmp; returns once the head at `url` lists it alive.
+
+    A raylet gives up after 15 s when the node's agents have not reported their ports (Ray's
+    fixed limit; on a loaded machine the agents take longer): then the node's processes are
+    killed and it is started again, up to three times."""
+    node = node or bridge.node()
     env = {**ray_env("/tmp"), **FAST_DEATH, **SLOW_START, "HOME": "/tmp"}
     argv = [
         str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={node.ip}",
         "--temp-dir=/tmp/ray", "--disable-usage-stats", "--object-store-memory=200000000",
         *AGENT_PORTS, *args,
     ]  # fmt: skip
-    return node, bridge.spawn(node, argv, env, log)
+    for attempt in range(1, 4):
+        attempt_log = log.with_name(f"{log.stem}-{attempt}.log")
+        bridge.spawn(node, argv, env, attempt_log)
+        if _alive_or_raylet_died(bridge, node, url, timeout=300):
+            return node
+        print(f"{node.ip}: the raylet died while starting (attempt {attempt}); starting again")
+        bridge.kill(node)
+    raise RuntimeError(f"node {node.ip} did not start in 3 attempts:\n{attempt_log.read_text()}")
+
+
+def _alive_or_raylet_died(bridge: Bridge, node: Node, url: str, timeout: float) -> bool:
+    """True once the head lists `node` alive; False if its raylet came and went first."""
+    from ray.util.state import list_nodes
+    from ray.util.state.exception import RayStateApiException
+
+    deadline, seen = time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        raylet = any("raylet/raylet" in cmd for cmd in bridge.pids(node).values())
+        if seen and not raylet:
+            return False
+        seen |= raylet
+        with contextlib.suppress(RayStateApiException):  # still starting, or busy: ask again
+            if any(
+                n.node_ip == node.ip and n.state == "ALIVE"
+                for n in list_nodes(address=url, timeout=10)
+            ):
+                return True
+        time.sleep(0.5)
+    raise TimeoutError(f"node {node.ip} did not join within {timeout} s")
 
 
 def head_node(bridge: Bridge, log: Path) -> tuple[Node, str]:
     """The head, with no CPU (every task runs on a worker node); (node, dashboard URL)."""
-    head, proc = ray_node(
-        bridge, log, "--head", "--num-cpus=0", f"--port={GCS_PORT}",
-        "--include-dashboard=true", "--dashboard-host=0.0.0.0",
-        f"--dashboard-port={DASHBOARD_PORT}",
-    )  # fmt: skip
+    head = bridge.node()
     url = f"http://{head.ip}:{DASHBOARD_PORT}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the head exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/version", timeout=5):
-                return head, url
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.5)
-    raise TimeoutError(f"the head's dashboard did not answer within 300 s:\n{log.read_text()}")
+    ray_node(
+        bridge, url, log, "--head", "--num-cpus=0", f"--port={GCS_PORT}",
+        "--include-dashboard=true", "--dashboard-host=0.0.0.0",
+        f"--dashboard-port={DASHBOARD_PORT}", node=head,
+    )  # fmt: skip
+    return head, url
 
 
-def worker_node(bridge: Bridge, head: Node, log: Path) -> Node:
+def worker_node(bridge: Bridge, head: Node, url: str, log: Path) -> Node:
     """A worker node with one CPU, joined to the head."""
-    return ray_node(bridge, log, f"--address={head.ip}:{GCS_PORT}", "--num-cpus=1")[0]
-
-
-def wait_for_nodes(url: str, ips: set[str], logs: list[Path], timeout: float = 300) -> None:
-    """Until the head lists every node of `ips` alive (TimeoutError with the nodes' logs)."""
-    from ray.util.state import list_nodes
-    from ray.util.state.exception import RayStateApiException
-
-    deadline, alive = time.monotonic() + timeout, set()
-    while time.monotonic() < deadline:
-        with contextlib.suppress(RayStateApiException):  # still starting, or busy: ask again
-            alive = {n.node_ip for n in list_nodes(address=url, timeout=10) if n.state == "ALIVE"}
-        if ips <= alive:
-            return
-        time.sleep(0.5)
-    tails = "\n".join(f"{p.name}:\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
-    raise TimeoutError(
-        f"nodes {sorted(ips)} did not join within {timeout} s (alive: {alive})\n{tails}"
-    )
+    return ray_node(bridge, url, log, f"--address={head.ip}:{GCS_PORT}", "--num-cpus=1")
 
 
 def kill_when_running(bridge: Bridge, nodes: list[Node], title: str, job: subprocess.Popen):
@@ -188,16 +191,13 @@ def test_share_nothing_nodes_give_the_one_node_bytes_with_a_node_killed_mid_read
         sets = [*SETS, f"storage.endpoint_url={endpoint}"]
         head, url = head_node(bridge, tmp_path / "head.log")
         env = ray_env(ray_tmpdir)  # submit.py's, on the host
-        wait_for_nodes(url, {head.ip}, [tmp_path / "head.log"])  # its dashboard answers sooner
         # Reference: the same job with one worker node, output to a dataset of its own.
-        first = worker_node(bridge, head, tmp_path / "worker1.log")
-        wait_for_nodes(url, {first.ip}, [tmp_path / "worker1.log"])
+        first = worker_node(bridge, head, url, tmp_path / "worker1.log")
         log = tmp_path / "one.log"
         one_log = finished(submit(url, env, sets, log, "--output", ONE_NODE), log)
         assert "succeeded" in one_log, one_log[-6000:]
 
-        second = worker_node(bridge, head, tmp_path / "worker2.log")
-        wait_for_nodes(url, {first.ip, second.ip}, [tmp_path / "worker2.log"])
+        second = worker_node(bridge, head, url, tmp_path / "worker2.log")
         log = tmp_path / "job.log"
         job = submit(url, env, sets, log)
         try:
@@ -211,7 +211,7 @@ def test_share_nothing_nodes_give_the_one_node_bytes_with_a_node_killed_mid_read
             f" (namespace {killed.name}), which ran {KILL_DURING} as pid {task_pid};"
             f" pids killed: {pids}"
         )
-        workers = "".join((tmp_path / f"worker{i}.log").read_text()[-2000:] for i in (1, 2))
+        workers = "".join(p.read_text()[-2000:] for p in sorted(tmp_path.glob("worker*.log")))
         assert job.returncode == 0, job_log[-6000:] + workers
         assert "succeeded" in job_log
         survivor = second if killed is first else first
