@@ -44,7 +44,7 @@ class StageStats(BaseModel):
     io: dict[str, NonNegativeInt] = Field(default_factory=dict)
     driver_io: dict[str, NonNegativeInt] = Field(default_factory=dict)
     peak_rss_mb: NonNegativeFloat = 0.0
-    nodes: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    nodes: dict[str, NonNegativeInt] | None = None
     bytes_moved_per_input_byte: NonNegativeFloat = 0.0
     reads_class: str | None = None
 

@@ -28,4 +28,4 @@ def test_outside_ray_a_task_names_no_node():
 
 def test_stats_without_nodes_still_read():
     (stage,) = parse_stats(json.dumps([{"stage": "pack", "tasks": 2}])).stages
-    assert stage.nodes == {}
+    assert stage.nodes is None
