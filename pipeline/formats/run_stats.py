@@ -12,6 +12,7 @@ rejects is a `StatsError` naming the field, never a KeyError deep in the report.
                         "copy_requests": int, "delete_requests": int, "other_requests": int},
                  "driver_io": {...}   (the part of io the run's driver did itself),
                  "peak_rss_mb": float, "bytes_moved_per_input_byte": float,
+                 "nodes": {<node IP>: int}   (tasks that ran on each Ray node; optional),
                  "reads_class": str   (optional: the data class the stage reads)}]}
 
 A run's last stage is "commit" (the driver's own I/O for the document index, checks and lease).
@@ -43,6 +44,7 @@ class StageStats(BaseModel):
     io: dict[str, NonNegativeInt] = Field(default_factory=dict)
     driver_io: dict[str, NonNegativeInt] = Field(default_factory=dict)
     peak_rss_mb: NonNegativeFloat = 0.0
+    nodes: dict[str, NonNegativeInt] | None = None
     bytes_moved_per_input_byte: NonNegativeFloat = 0.0
     reads_class: str | None = None
 

@@ -37,6 +37,7 @@ class StageReport:
     tasks: int = 0
     reused: int = 0
     peak_rss_mb: float = 0.0
+    nodes: dict[str, int] = field(default_factory=dict)  # tasks per node IP (TaskResult.node)
     # task seconds spent in named parts of the stage's work, summed over its tasks (e.g.
     # read+hash's tokenize: benchmarks tell the read pass from the tokenizer with it)
     part_seconds: dict[str, float] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class TaskResult:
     io: dict[str, int] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
     reused: bool = False
+    node: str = ""  # IP address of the Ray node the task ran on ("" outside Ray)
 
     @property
     def stage_docs(self) -> int:

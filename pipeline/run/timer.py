@@ -1,10 +1,13 @@
-"""What each task reports about itself: wall time, storage I/O and its own peak memory."""
+"""What each task reports about itself: wall time, storage I/O, its own peak memory and the node
+it ran on."""
 
 from __future__ import annotations
 
 import resource
 import time
 from typing import TypeVar
+
+import ray
 
 from pipeline.core.storage import IO
 from pipeline.run.results import TaskResult
@@ -27,12 +30,19 @@ class TaskTimer:
             seconds=time.perf_counter() - self.start,
             io=self.io_delta(),
             peak_rss_mb=peak_rss_mb(),
+            node=node_ip(),
         )
 
 
     def io_delta(self) -> dict[str, int]:
         """The task's storage I/O so far."""
         return IO.delta(IO.snapshot(), self.io)
+
+
+def node_ip() -> str:
+    """The IP address of the Ray node this process belongs to; "" when Ray is not running here
+    (a task called inline by a test)."""
+    return ray.util.get_node_ip_address() if ray.is_initialized() else ""
 
 
 def reset_peak_rss() -> None:

@@ -148,6 +148,7 @@ class Waves:
         report.seconds += time.perf_counter() - t0
         report.reused += sum(1 for r in results if r.reused)
         report.peak_rss_mb = max([report.peak_rss_mb] + [r.peak_rss_mb for r in results])
+        report.nodes = dict(Counter(report.nodes) + Counter(r.node for r in results if r.node))
         for r in results:
             for part, seconds in r.part_seconds.items():
                 report.part_seconds[part] = report.part_seconds.get(part, 0.0) + seconds
@@ -157,6 +158,7 @@ class Waves:
             seconds=report.seconds,
             io=dict(Counter(stats["io"]) + io),
             peak_rss_mb=report.peak_rss_mb,
+            nodes=report.nodes,
         )
         return results
 

