@@ -126,6 +126,7 @@ def synthetic_listing(corpus_bytes: int, file_bytes: int) -> pa.Table:
             "mtime": [0.0] * n,
             "format": ["jsonl"] * n,
             "compression": ["none"] * n,
+            "head_tail_xxh3": [None] * n,  # an S3 listing reads no content
         },
         schema=INPUTS_SCHEMA,
     )
