@@ -15,10 +15,13 @@ smaller version's shorter pieces (mixture.piece_tokens) can cost up to two block
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from pipeline.formats.megatron import block_digests
+from pipeline.stream.plan import ReadPlan
 from pipeline.stream.windows import ByteRange
 
 
@@ -75,3 +78,24 @@ def first_bad_block(data: bytes, start: int, block: int, expected: Sequence[str]
         if digest != expected[first + i]:
             return first + i
     return None
+
+
+def request_blocks(shards: list[dict]) -> int | None:
+    """The block size every request must be a whole number of (the lcm of the shards' block
+    sizes), or None for a version without block checksums (format 1)."""
+    if not shards or any(s.get("bin_blocks_xxh3_64") is None for s in shards):
+        return None
+    return math.lcm(*(int(s["bin_block_bytes"]) for s in shards))
+
+
+def whole_blocks(plan: ReadPlan, block: int) -> ReadPlan:
+    """The plan with requests of whole blocks (rounded down, at least one), depth capped so the
+    buffer still holds them: a checked block is never fetched twice by adjacent requests."""
+    if 4 * block > plan.max_buffer_bytes:
+        raise ValueError(
+            f"verify_checksums reads whole blocks of {block} bytes: max_buffer_bytes"
+            f" {plan.max_buffer_bytes} must hold at least four ({4 * block})"
+        )
+    size = max(block, plan.request_bytes // block * block)
+    depth = max(1, min(plan.inflight, plan.max_buffer_bytes // size - 1))
+    return dataclasses.replace(plan, request_bytes=size, inflight=depth)

@@ -44,8 +44,6 @@ many windows this rank yielded.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -63,7 +61,13 @@ from pipeline.formats.manifest import (
 )
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
-from pipeline.stream.blocks import BlockRange, block_ranges, first_bad_block
+from pipeline.stream.blocks import (
+    BlockRange,
+    block_ranges,
+    first_bad_block,
+    request_blocks,
+    whole_blocks,
+)
 from pipeline.stream.boundaries import Window, eos_id, with_boundaries
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
 from pipeline.stream.mixture import epoch_segments, layout_version
@@ -170,9 +174,9 @@ class StreamReader:
             request_bytes,
             inflight,
         )
-        self._block_bytes = _block_bytes(shards) if verify_checksums else None
+        self._block_bytes = request_blocks(shards) if verify_checksums else None
         if self._block_bytes is not None:
-            self.plan = _whole_blocks(self.plan, self._block_bytes)
+            self.plan = whole_blocks(self.plan, self._block_bytes)
         self._idx_checked: set[str] = set()  # .idx files checked (block mode: once per shard)
         self.shuffle_group = _shuffle_group(
             shuffle_windows, shuffle_buffer_bytes, max_buffer_bytes, self.plan, window_bytes
@@ -456,27 +460,6 @@ def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) 
             f"{where}: the index header states {header_dtype} tokens in {seq_count} documents,"
             f" the manifest {dtype} in {shard['documents']}: refusing to misread the shards"
         )
-
-
-def _block_bytes(shards: list[dict]) -> int | None:
-    """The block size every request must be a whole number of (the lcm of the shards' block
-    sizes), or None for a version without block checksums (format 1)."""
-    if not shards or any(s.get("bin_blocks_xxh3_64") is None for s in shards):
-        return None
-    return math.lcm(*(int(s["bin_block_bytes"]) for s in shards))
-
-
-def _whole_blocks(plan: ReadPlan, block: int) -> ReadPlan:
-    """The plan with requests of whole blocks (rounded down, at least one), depth capped so the
-    buffer still holds them: a checked block is never fetched twice by adjacent requests."""
-    if 4 * block > plan.max_buffer_bytes:
-        raise ValueError(
-            f"verify_checksums reads whole blocks of {block} bytes: max_buffer_bytes"
-            f" {plan.max_buffer_bytes} must hold at least four ({4 * block})"
-        )
-    size = max(block, plan.request_bytes // block * block)
-    depth = max(1, min(plan.inflight, plan.max_buffer_bytes // size - 1))
-    return dataclasses.replace(plan, request_bytes=size, inflight=depth)
 
 
 def _cut(pending: deque[_Piece], w0: int, w1: int) -> np.ndarray:

@@ -8,9 +8,11 @@ import copy
 import pytest
 from support import setter
 
+from pipeline.config_sections import SourceConfig
 from pipeline.formats.manifest import (
     FORMAT,
     FORMAT_V1,
+    MAX_WEIGHT,
     ManifestError,
     WeightError,
     check_structure,
@@ -137,3 +139,9 @@ def test_a_weight_that_is_not_a_number_in_range_is_refused(weight):
 @pytest.mark.parametrize("weight", [1e-9, 1, 2.5, 1e6])
 def test_a_weight_in_range_passes(weight):
     check_structure(edited(("sources", "web", "weight"), weight))
+
+
+def test_the_largest_weight_is_the_configs():
+    """A weight the config accepts is one every reader of the manifest accepts."""
+    bounds = SourceConfig.model_fields["weight"].metadata
+    assert any(getattr(b, "le", None) == MAX_WEIGHT for b in bounds)
