@@ -43,7 +43,8 @@ is written (``block_digests`` recomputes them), so a reader that fetches a stret
 check the blocks it covers without reading the whole shard. 8 MiB: a weighted mixture's pieces
 (stream/mixture.py MIX_TOKENS, 4 Mi tokens = 8 MiB of uint16, 16 MiB of int32) start on a block
 boundary, the reader's default request (43 MiB at 50 ms and 100 MB/s, stream/plan.py) is cut to
-whole blocks (40 MiB), and a 1 GiB shard needs 128 digests (about 2.4 KB of manifest).
+whole blocks (40 MiB), and a 1 GiB shard needs 128 digests (about 6 KB of the indented
+manifest.json: 48 bytes a block).
 """
 
 from __future__ import annotations
