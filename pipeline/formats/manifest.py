@@ -6,7 +6,8 @@ boundaries and checksums of the bytes as written; on S3 the store checked each P
 in one atomic write (local: temp file + rename; S3: one PUT of the complete object). A version
 folder without it does not exist for any command or reader here. Fields:
 
-    format              "pipeline.dataset/1"
+    format              "pipeline.dataset/2" (block checksums in every shard entry); versions
+                        of "pipeline.dataset/1" (no block checksums) are read as they are
     name, version       dataset name; version id (UTC timestamp + run id, sorts by time)
     created_at          ISO-8601 UTC time of the commit
     config              the output-determining config (input selection, dedup, tokenize, pack)
@@ -15,7 +16,9 @@ folder without it does not exist for any command or reader here. Fields:
                         (the largest id it can emit; absent in older versions, read as
                         vocab_size - 1), eos, eos_id, dtype (formats/megatron.py token_dtype
                         of max_id + 1);
-                        since special-token handling: special_tokens_in_text ("text": special
+                        since special-token handling (required in format 2, and wherever
+                        bos_id, engine or config.tokenize name it): special_tokens_in_text
+                        ("text": special
                         and added tokens' text was encoded as text, so EOS ids occur only at
                         document ends, checked by verify; "special"), bos and bos_id (null when
                         none), engine (fastokens | tokenizers: the bytes are the same either
@@ -28,9 +31,12 @@ folder without it does not exist for any command or reader here. Fields:
                         (with its xxh3-128), units, removed (the dedup audit), quarantine,
                         skipped (listed files not read), stats (per-stage I/O)
     shards              [{bin, idx, bin_bytes, idx_bytes, tokens, documents,
-                          bin_xxh3_128, idx_xxh3_128, source, split}] in shard order: the
-                        TRAINING shards (a version written before sources and splits has no
-                        `source`/`split` keys and no fields below; all its shards are training)
+                          bin_xxh3_128, idx_xxh3_128, source, split, bin_block_bytes,
+                          bin_blocks_xxh3_64}] in shard order: the TRAINING shards (a version
+                        written before sources and splits has no `source`/`split` keys and no
+                        fields below; all its shards are training). bin_blocks_xxh3_64: the
+                        xxh3-64 hex of each bin_block_bytes block of the .bin (the last one
+                        shorter; formats/megatron.py "Block checksums"), format 2 only
     splits              {"train": [the .bin names of the training shards, whose entries are
                         `shards`], "valid": [shard entries of the validation set]}: every kept
                         document is in exactly one split (tokens/split.py);
@@ -41,7 +47,9 @@ folder without it does not exist for any command or reader here. Fields:
                         entry per source of the config (a single `input` is one source named
                         like the dataset); in = out + removed + quarantined holds for each, and
                         the entries add up to `counts` (verify checks both). A shard entry's
-                        `source` names the source it holds: shards are per source.
+                        `source` names the source it holds: shards are per source. `weight`: a
+                        number (not a bool or a string), finite, > 0 and <= MAX_WEIGHT (1e6,
+                        the config's bound); else WeightError (a ValueError) on every read
     blend               {"train": Megatron data_path, "valid": the same for the validation
                         shards}: "w1 prefix1 w2 prefix2 ..." with one pair per shard, the shard's
                         path prefix (its .bin without the extension) relative to the version
@@ -73,6 +81,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -84,7 +93,10 @@ from pipeline.core.layout import MANIFEST, is_version_name
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import token_dtype
 
-FORMAT = "pipeline.dataset/1"
+FORMAT = "pipeline.dataset/2"
+FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard checksums only)
+FORMATS = (FORMAT_V1, FORMAT)
+MAX_WEIGHT = 1e6  # a source's largest weight (config_sections.SourceConfig.weight's bound too)
 TAKEDOWN_KEY = "removed_takedown"  # only in versions written by `remove` (run/takedown.py)
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
@@ -97,12 +109,33 @@ SHARD_KEYS = (
     "bin_xxh3_128",
     "idx_xxh3_128",
 )
-SHARD_OPTIONAL_KEYS = ("source", "split")
+SHARD_OPTIONAL_KEYS = ("source", "split", "bin_block_bytes", "bin_blocks_xxh3_64")
 VARYING_KEYS = ("version", "created_at", "run", "lineage")
 
 
 class ManifestError(Exception):
     """A version is not a committed, well-formed dataset."""
+
+
+class WeightError(ManifestError, ValueError):
+    """A source's weight is not a finite number in (0, MAX_WEIGHT]."""
+
+
+def check_weights(manifest: dict[str, Any], where: str = "manifest") -> dict[str, float]:
+    """Each source's weight (1.0 where a source has none): a number, not a bool or a string,
+    finite, > 0 and <= MAX_WEIGHT. A weight outside that range would make the reader drop the
+    source (<= 0) or build an epoch it cannot hold (huge), so it is refused, naming the field."""
+    sources = manifest.get("sources") or {}
+    weights = {}
+    for name, entry in sources.items():
+        value = entry.get("weight", 1.0) if isinstance(entry, dict) else None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (ok and math.isfinite(value) and 0 < value <= MAX_WEIGHT):
+            raise WeightError(
+                f"{where}: sources.{name}.weight: {value!r} is not a number in (0, {MAX_WEIGHT:g}]"
+            )
+        weights[name] = float(value)
+    return weights
 
 
 def documents_accounted(counts: dict[str, int]) -> int:
@@ -148,7 +181,7 @@ def build_manifest(
         extra["blend"] = blend
     return {
         **extra,
-        "format": FORMAT,
+        "format": FORMAT,  # every shard entry carries block checksums (ShardWriter)
         "name": cfg.name,
         "version": version_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -240,12 +273,14 @@ def check_structure(manifest: Any, where: str = "manifest") -> None:
     """Every field a command or reader relies on, with its type (the Manifest model): a
     malformed or hand-edited manifest is a ManifestError naming the field, never a TypeError or
     KeyError later."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ManifestError(f"{where}: format is not {FORMAT}")
+    if not isinstance(manifest, dict) or manifest.get("format") not in FORMATS:
+        raise ManifestError(f"{where}: format is not one of {', '.join(FORMATS)}")
     try:
         Manifest.model_validate(manifest)
     except ValidationError as e:
         raise ManifestError(f"{where}: {_first_problem(e)}") from None
+    check_weights(manifest, where)
+    check_special_tokens(manifest, where)
 
 
 def _first_problem(err: ValidationError) -> str:
@@ -287,10 +322,18 @@ def _hex128(value: Any) -> Any:
     return value
 
 
+def _hex64(value: Any) -> Any:
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise ValueError(f"{value!r} is not an xxh3-64 hex digest")
+    return value
+
+
 _HEX128 = re.compile(r"[0-9a-f]{32}")
+_HEX64 = re.compile(r"[0-9a-f]{16}")
 Count = Annotated[int, BeforeValidator(_count)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
 Hex128 = Annotated[str, BeforeValidator(_hex128)]
+Hex64 = Annotated[str, BeforeValidator(_hex64)]
 
 
 class _Entry(BaseModel):
@@ -352,6 +395,27 @@ class ShardEntry(_Entry):
     idx_xxh3_128: Hex128
     source: str | None = None
     split: str | None = None
+    bin_block_bytes: Count | None = None
+    bin_blocks_xxh3_64: list[Hex64] | None = None
+
+    @model_validator(mode="after")
+    def _blocks_cover_the_bin(self) -> ShardEntry:
+        """Block checksums: both fields or neither, one digest per block of the .bin."""
+        size, sums = self.bin_block_bytes, self.bin_blocks_xxh3_64
+        if size is None and sums is None:
+            return self
+        if size is None or sums is None or size == 0:
+            raise ValueError("bin_block_bytes (> 0) and bin_blocks_xxh3_64 go together")
+        if len(sums) != -(-self.bin_bytes // size):
+            raise ValueError(
+                f"bin_blocks_xxh3_64 has {len(sums)} digests, {self.bin_bytes} bytes in blocks"
+                f" of {size} need {-(-self.bin_bytes // size)}"
+            )
+        return self
+
+    @property
+    def has_blocks(self) -> bool:
+        return self.bin_blocks_xxh3_64 is not None
 
 
 class Splits(BaseModel):
@@ -365,7 +429,7 @@ class Manifest(_Entry):
     """The fields of manifest.json every command and reader relies on (see this module's
     docstring for all of them), validated on read (load_manifest) and before a commit."""
 
-    format: Literal["pipeline.dataset/1"]
+    format: Literal["pipeline.dataset/1", "pipeline.dataset/2"]
     counts: Counts
     tokenizer: TokenizerEntry
     shards: list[ShardEntry]
@@ -387,7 +451,42 @@ class Manifest(_Entry):
                 seen[name] = i
         if self.splits is not None and self.splits.train != [s.bin for s in self.shards]:
             raise ValueError("splits.train does not name the shards list")
+        if self.format == FORMAT:
+            for i, shard in enumerate(every):
+                if not shard.has_blocks:
+                    raise ValueError(f"shard {i} ({shard.bin}) has no bin_blocks_xxh3_64")
         return self
+
+
+def check_special_tokens(manifest: dict[str, Any], where: str = "manifest") -> None:
+    """The fields the EOS/BOS document checks rely on (formats/verify.py), where the manifest's
+    version has them: tokenizer.special_tokens_in_text ("text" or "special") in format 2, and in
+    a format-1 manifest written since special-token handling (its tokenizer names bos_id or
+    engine, or its config names tokenize.special_tokens_in_text); with "text", eos_id. A deleted
+    or misspelled field must not switch the checks off."""
+    tok = manifest["tokenizer"]
+    config = manifest.get("config")
+    tokenize = config.get("tokenize") if isinstance(config, dict) else None
+    configured = tokenize.get("special_tokens_in_text") if isinstance(tokenize, dict) else None
+    needed = (
+        manifest["format"] == FORMAT
+        or "bos_id" in tok
+        or "engine" in tok
+        or configured is not None
+    )
+    value = tok.get("special_tokens_in_text")
+    if value is None and not needed:
+        return  # a version from before special-token handling: nothing to check
+    if value not in ("text", "special"):
+        problem = "is missing" if value is None else f"{value!r} is not 'text' or 'special'"
+        raise ManifestError(f"{where}: tokenizer.special_tokens_in_text {problem}")
+    if configured is not None and configured != value:
+        raise ManifestError(
+            f"{where}: tokenizer.special_tokens_in_text {value!r} is not"
+            f" config.tokenize.special_tokens_in_text {configured!r}"
+        )
+    if value == "text" and tok.get("eos_id") is None:
+        raise ManifestError(f"{where}: tokenizer.eos_id is missing (the EOS checks need it)")
 
 
 def committed_versions(dataset: Location) -> list[str]:

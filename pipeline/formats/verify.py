@@ -20,7 +20,7 @@ from pipeline.formats.manifest import (
     split_shards,
     table_digest,
 )
-from pipeline.formats.megatron import IndexInfo, ShardFormatError, decode_index
+from pipeline.formats.megatron import IndexInfo, ShardFormatError, block_digests, decode_index
 
 
 class VerifyError(Exception):
@@ -284,7 +284,23 @@ def verify_shard(
     )
     info = _check_index(idx_buf, shard, dtype, where)
     data = _read_checked(version / shard["bin"], shard["bin_bytes"], shard["bin_xxh3_128"], where)
+    check_blocks(shard, data, where)
     return info, np.frombuffer(data, dtype=dtype)
+
+
+def check_blocks(shard: dict, data: bytes, where: str) -> None:
+    """The .bin's block checksums (format 2, formats/megatron.py "Block checksums"), which the
+    reader trusts for a stretch of a shard: each must be the digest of its block."""
+    expected = shard.get("bin_blocks_xxh3_64")
+    if expected is None:
+        return  # format 1: whole-shard checksums only
+    actual = block_digests(data, shard["bin_block_bytes"])
+    bad = next((i for i, (a, e) in enumerate(zip(actual, expected, strict=True)) if a != e), None)
+    if bad is not None:
+        raise VerifyError(
+            f"{where}: {shard['bin']} block {bad} (bytes {bad * shard['bin_block_bytes']}-)"
+            f" xxh3-64 {actual[bad]} != manifest {expected[bad]}"
+        )
 
 
 def _check_index(idx_buf: bytes, shard: dict, dtype: np.dtype, where: str) -> IndexInfo:

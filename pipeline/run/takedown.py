@@ -35,6 +35,7 @@ from pipeline.core.storage import Location
 from pipeline.exit_codes import CONFIG_ERROR
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
+    FORMAT,
     TAKEDOWN_KEY,
     blend_line,
     commit_manifest,
@@ -274,6 +275,7 @@ def _manifest(parent, layout, version_id, parts, gone, digest, unknown, started)
     dataset = layout.dataset
     out = {
         **parent,
+        "format": FORMAT,  # the re-packed shards carry block checksums (ShardWriter)
         "version": version_id,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
         "counts": counts,

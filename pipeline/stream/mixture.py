@@ -20,19 +20,32 @@ Spread: two copies of a stretch of a source of weight w are at least E/(2w) stre
 (E the epoch's tokens). Its copies are a fraction 1/w of the merged timeline apart, E/w stream
 tokens give or take the pieces of the other sources that straddle the two points (at most one
 piece of each); pieces are at most E / (2 x max weight x sources), so these add < E/(2w).
+
+Weights are checked before anything is built (formats/manifest.check_weights: a number in
+(0, MAX_WEIGHT = 1e6], else WeightError, a ValueError), and an epoch of more than MAX_SEGMENTS
+segments is refused (MixtureTooLarge, a ValueError): a large weight times a source's pieces
+would otherwise take the reader's memory (10 M segments hold about 2 GB; at 4 Mi-token pieces
+that is 40 T tokens of stream per epoch).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
 import xxhash
 
+from pipeline.formats.manifest import check_weights
 from pipeline.stream.windows import shard_order
 
 MIX_TOKENS = 1 << 22  # the largest piece of a shard a weighted mixture interleaves
 LAYOUT_SHARDS, LAYOUT_SPREAD = 1, 2
+MAX_SEGMENTS = 10_000_000  # the most segments one epoch may hold (see above)
+
+
+class MixtureTooLarge(ValueError):
+    """The weights ask for more segments per epoch than the reader builds (MAX_SEGMENTS)."""
 
 
 class Segment(NamedTuple):
@@ -46,8 +59,7 @@ class Segment(NamedTuple):
 
 def mixture_weights(manifest: dict[str, Any], split: str) -> dict[str, float] | None:
     """The sources' weights when the split is read as a weighted mixture, else None."""
-    sources = manifest.get("sources") or {}
-    weights = {name: float(e.get("weight", 1.0)) for name, e in sources.items()}
+    weights = check_weights(manifest)
     if split != "train" or all(w == 1.0 for w in weights.values()):
         return None
     return weights
@@ -74,6 +86,7 @@ def epoch_segments(
         whole = [Segment(s, 0, int(s["tokens"]), s.get("source")) for s in shards]
         return [whole[int(k)] for k in shard_order(len(whole), seed, epoch)]
     size = piece_tokens(shards, weights)
+    _check_segment_count(shards, weights, size)
     names = list(manifest.get("sources") or {})
     by_source: dict[str | None, list[Segment]] = {}
     for shard in shards:
@@ -88,6 +101,20 @@ def epoch_segments(
             timed.append((start, rank, i, seg))
     timed.sort(key=lambda t: t[:3])
     return [t[3] for t in timed]
+
+
+def _check_segment_count(shards: list[dict], weights: dict[str, float], size: int) -> None:
+    """At most MAX_SEGMENTS segments: each piece of a source of weight w is taken ceil(w) times
+    at most."""
+    segments = sum(
+        math.ceil(weights.get(s.get("source"), 1.0)) * -(-int(s["tokens"]) // size)
+        for s in shards
+    )
+    if segments > MAX_SEGMENTS:
+        raise MixtureTooLarge(
+            f"the weights {weights} make an epoch of {segments:,} segments, more than the"
+            f" reader builds ({MAX_SEGMENTS:,}): lower the largest weight"
+        )
 
 
 def _timeline(

@@ -16,10 +16,13 @@ the next loop starts the next epoch.
 How: the rank's windows become range requests of `plan.request_bytes` (default from latency x
 bandwidth, the 10 % rule) fetched by `plan.inflight` threads (Little's law), never buffering more
 than `max_buffer_bytes` (`plan.read_plan`, `reader_fetch.RangeFetcher`). A failed fetch raises
-FetchError naming the object in the consumer. With `verify_checksums`, every shard touched is read
-whole and its .idx and .bin are checked against the manifest's xxh3-128 (VerifyError); a .bin
-mismatch is found at the end of that shard, so windows from it may already have been yielded:
-treat the error as fatal for the job.
+FetchError naming the object in the consumer. With `verify_checksums`, on a version with block
+checksums (manifest format 2) every range is read in whole blocks (blocks.py) and each block is
+checked before a token of it is yielded; each shard's .idx is read once and checked against its
+xxh3-128 (VerifyError naming the shard and the block). On a format-1 version (no block checksums)
+only segments that are whole shards can be checked: each is read whole and checked against the
+.bin's xxh3-128 at its end, so windows from it may already have been yielded (treat the error as
+fatal for the job); a weighted mixture's pieces of a format-1 version are not checked.
 
 Splits, mixtures, order (reference: docs/reading.md): `split="train"` (the default) reads the
 training shards, `split="valid"` the validation shards. The epoch is a list of segments in stream
@@ -58,6 +61,13 @@ from pipeline.formats.manifest import (
 )
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
+from pipeline.stream.blocks import (
+    BlockRange,
+    block_ranges,
+    first_bad_block,
+    request_blocks,
+    whole_blocks,
+)
 from pipeline.stream.boundaries import Window, eos_id, with_boundaries
 from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
 from pipeline.stream.mixture import epoch_segments, layout_version
@@ -164,6 +174,10 @@ class StreamReader:
             request_bytes,
             inflight,
         )
+        self._block_bytes = request_blocks(shards) if verify_checksums else None
+        if self._block_bytes is not None:
+            self.plan = whole_blocks(self.plan, self._block_bytes)
+        self._idx_checked: set[str] = set()  # .idx files checked (block mode: once per shard)
         self.shuffle_group = _shuffle_group(
             shuffle_windows, shuffle_buffer_bytes, max_buffer_bytes, self.plan, window_bytes
         )
@@ -228,8 +242,17 @@ class StreamReader:
             self._shard_tokens,
             self.dtype.itemsize,
             self.plan.request_bytes,
-            whole_shards=self.verify_checksums,
+            whole_shards=self.verify_checksums and self._block_bytes is None,
         )
+        if self._block_bytes is not None:
+            ranges = block_ranges(
+                ranges,
+                [seg.first * self.dtype.itemsize for seg in self._segments],
+                [int(seg.shard["bin_bytes"]) for seg in self._segments],
+                [int(seg.shard["bin_block_bytes"]) for seg in self._segments],
+                self.plan.request_bytes,
+                self.dtype.itemsize,
+            )
         entries, requests = self._requests(ranges)
         fetcher = RangeFetcher(
             requests,
@@ -269,13 +292,23 @@ class StreamReader:
         lo, hi = np.searchsorted(starts, [w0 + 1, w0 + self.seq_len])
         return with_boundaries(window, self.eos_id, starts[lo:hi] - w0)
 
-    def _requests(self, ranges: list[ByteRange]) -> tuple[list[ByteRange | int], list[Request]]:
-        """Fetch list: the ranges, each shard's .idx before its first range when verifying."""
-        entries: list[ByteRange | int] = []
+    def _requests(self, ranges: list) -> tuple[list, list[Request]]:
+        """Fetch list: the ranges, each shard's .idx before its first range when verifying
+        (with block checksums: once per shard per reader)."""
+        entries: list[ByteRange | BlockRange | int] = []
         requests: list[Request] = []
+        planned: set[str] = set()
         for r in ranges:
             seg = self._segments[r.shard]
             shard, at = seg.shard, seg.first * self.dtype.itemsize
+            if isinstance(r, BlockRange):
+                if shard["idx"] not in self._idx_checked | planned:
+                    planned.add(shard["idx"])
+                    entries.append(r.shard)
+                    requests.append(Request(self.version / shard["idx"], 0, shard["idx_bytes"]))
+                entries.append(r)
+                requests.append(Request(self.version / shard["bin"], r.start, r.end))
+                continue
             if self.verify_checksums and r.start == 0 and self._whole(r.shard):
                 entries.append(r.shard)
                 requests.append(Request(self.version / shard["idx"], 0, int(shard["idx_bytes"])))
@@ -289,7 +322,14 @@ class StreamReader:
             data = fetcher.get(i)
             if isinstance(entry, int):
                 self._check_index(entry, data)
+                self._idx_checked.add(self._shards[entry]["idx"])
                 fetcher.release(len(data))
+                continue
+            if isinstance(entry, BlockRange):
+                self._check_blocks(entry, data)
+                at = entry.start
+                keep = memoryview(data)[entry.keep_start - at : entry.keep_end - at]
+                yield _Piece(entry.stream_token, np.frombuffer(keep, self.dtype), len(data))
                 continue
             if self.verify_checksums and self._whole(entry.shard):
                 hasher = hashers.setdefault(entry.shard, xxhash.xxh3_128())
@@ -316,6 +356,17 @@ class StreamReader:
             raise VerifyError(
                 f"{(self.version / name).uri}: streamed bytes have xxh3-128 {digest},"
                 f" manifest says {expected}"
+            )
+
+    def _check_blocks(self, entry: BlockRange, data: bytes) -> None:
+        shard = self._shards[entry.shard]
+        block = int(shard["bin_block_bytes"])
+        bad = first_bad_block(data, entry.start, block, shard["bin_blocks_xxh3_64"])
+        if bad is not None:
+            raise VerifyError(
+                f"{(self.version / shard['bin']).uri}: block {bad} (bytes {bad * block}-"
+                f"{min((bad + 1) * block, int(shard['bin_bytes']))}) does not have the"
+                " manifest's xxh3-64: the shard is corrupted"
             )
 
     def _check_index(self, shard: int, data: bytes) -> None:

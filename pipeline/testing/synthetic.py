@@ -18,7 +18,7 @@ import xxhash
 from pipeline.core.layout import new_version_id
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import FORMAT, commit_manifest
-from pipeline.formats.megatron import ShardWriter, token_dtype
+from pipeline.formats.megatron import BLOCK_BYTES, ShardWriter, token_dtype
 
 CHUNK_TOKENS = 4 * 2**20
 
@@ -51,12 +51,13 @@ def write_shard(
     lengths: np.ndarray,
     vocab_size: int,
     rng: np.random.Generator,
+    block_bytes: int = BLOCK_BYTES,
 ) -> dict:
     """One shard of random tokens, documents of `lengths`; returns its manifest entry."""
     dtype = token_dtype(vocab_size)
     eos = vocab_size - 1
     with bin_loc.atomic_writer() as bin_f, idx_loc.atomic_writer() as idx_f:
-        writer = ShardWriter(bin_f, idx_f, dtype)
+        writer = ShardWriter(bin_f, idx_f, dtype, block_bytes)
         for lens in _chunks(lengths, CHUNK_TOKENS):
             tokens = rng.integers(0, eos, size=int(lens.sum()), dtype=dtype)
             tokens[np.cumsum(lens)[lens > 0] - 1] = eos
@@ -71,6 +72,8 @@ def write_shard(
         "documents": info.documents,
         "bin_xxh3_128": info.bin_xxh3_128,
         "idx_xxh3_128": info.idx_xxh3_128,
+        "bin_block_bytes": info.bin_block_bytes,
+        "bin_blocks_xxh3_64": info.bin_blocks_xxh3_64,
     }
 
 
@@ -83,6 +86,7 @@ def write_version(
     seed: int = 0,
     doc_tokens: tuple[int, int] = (64, 4096),
     commit: bool = True,
+    block_bytes: int = BLOCK_BYTES,
 ) -> Location:
     """Write shards of `shard_tokens[k]` tokens under a new version of `dataset`, then commit.
 
@@ -102,6 +106,7 @@ def write_version(
                 lengths,
                 vocab_size,
                 rng,
+                block_bytes,
             )
         )
     docs = sum(s["documents"] for s in shards)
@@ -124,6 +129,7 @@ def write_version(
             "max_id": vocab_size - 1,
             "eos": "<eos>",
             "eos_id": vocab_size - 1,
+            "special_tokens_in_text": "text",
             "dtype": np.dtype(token_dtype(vocab_size)).name,
         },
         "counts": {

@@ -19,7 +19,12 @@ from support import REPO
 from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.core.storage import IO, Location
-from pipeline.formats.manifest import FORMAT, commit_manifest, committed_versions, load_manifest
+from pipeline.formats.manifest import (
+    FORMAT_V1,
+    commit_manifest,
+    committed_versions,
+    load_manifest,
+)
 from pipeline.ingest.listing import list_inputs
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
@@ -74,7 +79,7 @@ def manifest(version: str, run: str) -> dict:
         "idx_xxh3_128": "0" * 32,
     }
     return {
-        "format": FORMAT,
+        "format": FORMAT_V1,  # hand-written: no block checksums
         "name": NAME,
         "version": version,
         "counts": counts,

@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,16 +198,95 @@ def test_uncommitted_or_broken_version_is_refused(tmp_path):
         StreamReader(version, L)
 
 
-def test_corrupted_shard_is_refused_when_verifying(version):
-    path = f"{version.path}/shard-00003.bin"
+def flip(path, at):
     with open(path, "r+b") as f:
-        f.seek(12345)
+        f.seek(at)
         byte = f.read(1)
-        f.seek(12345)
+        f.seek(at)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def as_format_1(version):
+    """The version's manifest as a format-1 manifest: no block checksums."""
+    path = f"{version.path}/{MANIFEST}"
+    manifest = json.loads(Path(path).read_text())
+    manifest["format"] = "pipeline.dataset/1"
+    for shard in manifest["shards"]:
+        del shard["bin_block_bytes"], shard["bin_blocks_xxh3_64"]
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+
+
+def test_corrupted_shard_is_refused_when_verifying(version):
+    flip(f"{version.path}/shard-00003.bin", 12345)
     assert len(read(StreamReader(version.uri, L, **SMALL))) == sum(SHARDS) // L  # unchecked
+    with pytest.raises(VerifyError, match=r"shard-00003\.bin: block 0 \(bytes 0-104690\)"):
+        read(StreamReader(version.uri, L, verify_checksums=True, **SMALL))
+
+
+def test_format_1_version_reads_and_is_checked_shard_by_shard(version):
+    """A version without block checksums reads as before: the same windows, and a corrupted
+    shard found by its whole-shard xxh3-128 (segments that are whole shards)."""
+    expected = read(StreamReader(version.uri, L, verify_checksums=True, **ORDERED))
+    as_format_1(version)
+    assert load_manifest(version)["format"] == "pipeline.dataset/1"
+    verify_version(version)
+    assert same(read(StreamReader(version.uri, L, verify_checksums=True, **ORDERED)), expected)
+    flip(f"{version.path}/shard-00003.bin", 12345)
     with pytest.raises(VerifyError, match=r"shard-00003\.bin: streamed bytes have xxh3-128"):
         read(StreamReader(version.uri, L, verify_checksums=True, **SMALL))
+
+
+def stream_byte(reader, token):
+    """(.bin name, byte offset) of stream token `token` in the reader's epoch."""
+    at = 0
+    for _, bin_name, first, n in reader.epoch_layout():
+        if at <= token < at + n:
+            return bin_name, (first + token - at) * 2
+        at += n
+    raise AssertionError(token)
+
+
+def test_verified_rank_reads_and_checks_only_its_blocks(tmp_path):
+    """With 4 KiB blocks, rank 1 of 2 reads its half of the stream in whole blocks (not whole
+    shards) and checks each: a flipped byte in rank 0's half does not stop it, one in its own
+    half is a VerifyError naming the shard and the block."""
+    version = write_version(
+        Location.from_uri(str(tmp_path)) / "ds", SHARDS, seed=7, block_bytes=4096
+    )
+    verify_version(version)
+    total = sum(SHARDS)
+    rank1 = {"rank": 1, "world_size": 2, "verify_checksums": True, **ORDERED}
+    expected = windows_of(stream_of(version))
+    reader = StreamReader(version.uri, L, **rank1)
+    got = read(reader)
+    assert same(got, expected[len(expected) - len(got) :])
+    bin_bytes = 2 * total
+    assert reader.stats.bytes < 0.6 * bin_bytes + sum(
+        s["idx_bytes"] for s in load_manifest(version)["shards"]
+    )
+    name, at = stream_byte(reader, total // 8)  # rank 0's half
+    flip(f"{version.path}/{name}", at)
+    assert same(read(StreamReader(version.uri, L, **rank1)), got)
+    name, at = stream_byte(reader, total * 3 // 4)  # rank 1's half
+    flip(f"{version.path}/{name}", at)
+    block = at // 4096
+    with pytest.raises(VerifyError, match=rf"{name}: block {block} \(bytes {block * 4096}-"):
+        read(StreamReader(version.uri, L, **rank1))
+    with pytest.raises(VerifyError, match=rf"{name} checksum"):  # verify reads it all
+        verify_version(version)
+
+
+def test_verify_checks_each_block_checksum(version):
+    """A manifest whose whole-shard checksum holds but one block digest does not: verify fails,
+    naming the block (the reader trusts block digests for a stretch of a shard)."""
+    path = f"{version.path}/{MANIFEST}"
+    manifest = json.loads(Path(path).read_text())
+    manifest["shards"][0]["bin_blocks_xxh3_64"][0] = "0" * 16
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    with pytest.raises(VerifyError, match=r"shard-00000\.bin block 0 .* xxh3-64 [0-9a-f]{16} != "):
+        verify_version(version)
 
 
 def test_corrupted_index_is_refused_when_verifying(version):

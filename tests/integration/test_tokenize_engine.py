@@ -26,7 +26,7 @@ from tokenizers.models import BPE
 
 from pipeline.config import load_config
 from pipeline.core.layout import MANIFEST
-from pipeline.formats.megatron import read_shard
+from pipeline.formats.megatron import block_digests, read_shard
 from pipeline.formats.verify import VerifyError, boundary_problem, verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
@@ -371,12 +371,25 @@ def test_special_token_text_is_text_and_verify_catches_planted_eos(
     tokens[first_len + 2] = eos_id
     bin_path.write_bytes(tokens.tobytes())
     shard["bin_xxh3_128"] = xxhash.xxh3_128_hexdigest(tokens.tobytes())
+    shard["bin_blocks_xxh3_64"] = block_digests(tokens.tobytes(), shard["bin_block_bytes"])
     (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(VerifyError, match=f"EOS id {eos_id} inside document 1 \\(token 2\\)"):
         verify_version(version)
 
-    # a version written before this check existed (no special_tokens_in_text) still verifies
+    # deleting the field does not switch the check off
     del manifest["tokenizer"]["special_tokens_in_text"]
+    (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(VerifyError, match="tokenizer.special_tokens_in_text is missing"):
+        verify_version(version)
+
+    # a version written before this check existed still verifies: format 1, no block
+    # checksums, and none of the fields that came with special-token handling
+    manifest["format"] = "pipeline.dataset/1"
+    for entry in manifest["shards"] + manifest["splits"]["valid"]:
+        del entry["bin_block_bytes"], entry["bin_blocks_xxh3_64"]
+    for key in ("bos", "bos_id", "engine", "engine_reason"):
+        manifest["tokenizer"].pop(key, None)
+    del manifest["config"]["tokenize"]["special_tokens_in_text"]
     (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
     verify_version(version)
 

@@ -13,7 +13,7 @@ from support import REPO
 from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import FORMAT, commit_manifest
+from pipeline.formats.manifest import FORMAT_V1, commit_manifest
 from pipeline.ingest.listing import list_inputs
 from pipeline.report import cost
 from pipeline.report.build import build_report, write_report
@@ -161,7 +161,7 @@ def dataset(tmp_path: Path) -> tuple[Config, Location]:
     commit_manifest(
         root / V2,
         {
-            "format": FORMAT,
+            "format": FORMAT_V1,  # hand-written: no block checksums
             "name": "ds",
             "version": V2,
             "counts": counts,

@@ -8,7 +8,15 @@ import copy
 import pytest
 from support import setter
 
-from pipeline.formats.manifest import FORMAT, ManifestError, check_structure
+from pipeline.config_sections import SourceConfig
+from pipeline.formats.manifest import (
+    FORMAT,
+    FORMAT_V1,
+    MAX_WEIGHT,
+    ManifestError,
+    WeightError,
+    check_structure,
+)
 
 COUNTS = dict(docs_in=3, docs_out=2, removed_exact=1, removed_near=0, quarantined=0, tokens=9)
 SHARD = dict(
@@ -22,12 +30,19 @@ SHARD = dict(
     idx_xxh3_128="f" * 32,
     source="web",
     split="train",
+    bin_block_bytes=8,
+    bin_blocks_xxh3_64=["0" * 16, "1" * 16, "2" * 16],  # 18 bytes: blocks of 8, 8 and 2
 )
 VALID = {
     "format": FORMAT,
     "name": "ds",
     "counts": COUNTS,
-    "tokenizer": {"vocab_size": 1000, "dtype": "uint16", "eos_id": 0},
+    "tokenizer": {
+        "vocab_size": 1000,
+        "dtype": "uint16",
+        "eos_id": 0,
+        "special_tokens_in_text": "text",
+    },
     "shards": [SHARD],
     "splits": {"train": ["train-00000.bin"], "valid": []},
     "sources": {"web": {**COUNTS, "weight": 1.0}},
@@ -41,10 +56,33 @@ def edited(path: tuple, value=None, delete=False) -> dict:
     return m
 
 
+def without_blocks() -> dict:
+    """A format-2 manifest whose shard has no block checksums at all."""
+    m = edited(("shards", 0, "bin_blocks_xxh3_64"), delete=True)
+    del m["shards"][0]["bin_block_bytes"]
+    return m
+
+
+def v1(m: dict, **tokenizer) -> dict:
+    """As format 1, without block checksums, its tokenizer entry with `tokenizer` added."""
+    m = without_blocks() | {k: v for k, v in m.items() if k not in ("shards", "format")}
+    m["format"] = FORMAT_V1
+    m["tokenizer"] = {**m["tokenizer"], **tokenizer}
+    return m
+
+
+def with_config(m: dict) -> dict:
+    m["config"] = {"tokenize": {"special_tokens_in_text": "text"}}
+    return m
+
+
 def test_a_valid_manifest_passes():
     check_structure(copy.deepcopy(VALID))
     old = {k: v for k, v in VALID.items() if k not in ("splits", "sources")}  # before splits
+    old["format"] = FORMAT_V1
     old["shards"] = [{k: v for k, v in SHARD.items() if k not in ("source", "split")}]
+    del old["shards"][0]["bin_block_bytes"], old["shards"][0]["bin_blocks_xxh3_64"]
+    old["tokenizer"] = {"vocab_size": 1000, "dtype": "uint16", "eos_id": 0}  # before specials
     check_structure(old)
 
 
@@ -62,7 +100,7 @@ def test_the_dtype_follows_max_id_where_the_manifest_records_it():
 @pytest.mark.parametrize(
     "manifest, message",
     [
-        (edited(("format",), "x"), "format is not pipeline.dataset/1"),
+        (edited(("format",), "x"), "format is not one of pipeline.dataset/1, pipeline.data"),
         (edited(("counts", "tokens"), -1), "counts.tokens: -1 must be a non-negative integer"),
         (edited(("counts", "docs_in"), True), "counts.docs_in: True must be a non-negative"),
         (edited(("tokenizer",), delete=True), "tokenizer is missing"),
@@ -80,9 +118,44 @@ def test_the_dtype_follows_max_id_where_the_manifest_records_it():
         (edited(("splits", "train"), []), "splits.train does not name the shards list"),
         (edited(("splits", "test"), []), "splits.test"),
         (edited(("sources", "web", "docs_out"), None), "sources.web.docs_out"),
+        (edited(("shards", 0, "bin_blocks_xxh3_64"), delete=True), "go together"),
+        (edited(("shards", 0, "bin_blocks_xxh3_64"), ["0" * 16]), "has 1 digests, 18 bytes"),
+        (edited(("shards", 0, "bin_blocks_xxh3_64", 1), "0" * 32), "not an xxh3-64 hex"),
+        (edited(("shards", 0, "bin_block_bytes"), 0), "go together"),
+        (without_blocks(), "shard 0 \\(train-00000.bin\\) has no bin_blocks_xxh3_64"),
+        (edited(("tokenizer", "special_tokens_in_text"), delete=True),
+         "tokenizer.special_tokens_in_text is missing"),
+        (edited(("tokenizer", "special_tokens_in_text"), "tex"), "'tex' is not 'text'"),
+        (edited(("tokenizer", "eos_id"), delete=True), "tokenizer.eos_id is missing"),
+        (v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), bos_id=None),
+         "tokenizer.special_tokens_in_text is missing"),
+        (v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), engine="fastokens"),
+         "tokenizer.special_tokens_in_text is missing"),
+        (with_config(edited(("tokenizer", "special_tokens_in_text"), "special")),
+         "'special' is not config.tokenize.special_tokens_in_text 'text'"),
     ],
 )
 def test_what_the_model_rejects_is_one_line_naming_the_field(manifest, message):
     with pytest.raises(ManifestError, match=message) as err:
         check_structure(manifest, where="m.json")
     assert str(err.value).startswith("m.json: ") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("weight", [-1, 0, 1e300, "7", float("nan"), True, float("inf"), 1e6 + 1])
+def test_a_weight_that_is_not_a_number_in_range_is_refused(weight):
+    """The reader would drop a source of weight <= 0, grow without bound on a huge one, and
+    multiply by a string: each is a WeightError (a ValueError) naming the field."""
+    with pytest.raises(WeightError, match=r"^m.json: sources.web.weight: .* is not a number in"):
+        check_structure(edited(("sources", "web", "weight"), weight), where="m.json")
+    assert issubclass(WeightError, ValueError)
+
+
+@pytest.mark.parametrize("weight", [1e-9, 1, 2.5, 1e6])
+def test_a_weight_in_range_passes(weight):
+    check_structure(edited(("sources", "web", "weight"), weight))
+
+
+def test_the_largest_weight_is_the_configs():
+    """A weight the config accepts is one every reader of the manifest accepts."""
+    bounds = SourceConfig.model_fields["weight"].metadata
+    assert any(getattr(b, "le", None) == MAX_WEIGHT for b in bounds)
