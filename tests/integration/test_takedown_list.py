@@ -17,7 +17,7 @@ from pipeline.config import load_config
 from pipeline.core.storage import Location
 from pipeline.formats import documents
 from pipeline.formats.manifest import committed_versions
-from pipeline.formats.verify import verify_version
+from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.summary import format_summary
 
@@ -94,6 +94,13 @@ def test_remove_then_rerun_unchanged_is_not_the_parent_and_leaves_the_ids_out(
     assert said[0].endswith("which honours the takedown list (1 entry); nothing was written")
     assert again.version.name in said[-1] and parent not in said[-1]  # the `train on` line
     assert "  taken down               4  (1 entry of the takedown list)" in format_summary(again)
+    # verify holds the audit to the count: one takedown row fewer is a failed check
+    audit_path = dataset / manifest["lineage"]["removed"]
+    table = pq.read_table(audit_path)
+    assert table.num_rows == 4  # only the takedown rows: no duplicates here
+    pq.write_table(table.slice(1), audit_path)
+    with pytest.raises(VerifyError, match="the audit lists 3 takedown removals"):
+        verify_version(again.version)
 
 
 def test_a_changed_config_keeps_the_ids_out_and_find_names_the_entry(
