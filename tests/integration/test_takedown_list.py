@@ -14,8 +14,9 @@ from support import SAMPLE_CONFIG
 
 from pipeline.cli import main
 from pipeline.config import load_config
+from pipeline.core.layout import takedown_entry
 from pipeline.core.storage import Location
-from pipeline.formats import documents
+from pipeline.formats import documents, takedowns
 from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run.driver import run_pipeline
@@ -156,3 +157,14 @@ def test_lift_brings_the_documents_back(
 
 def load_counts(version: Location) -> dict:
     return json.loads((Path(version.path) / "manifest.json").read_text())["counts"]
+
+
+def test_the_list_on_s3_is_created_exclusively_and_read_back(s3_bucket, s3_storage) -> None:
+    dataset = Location.from_uri(f"s3://{s3_bucket}/out/sample", s3_storage)
+    entry, new = takedowns.record(dataset, ["a\nb", " "], "legal")
+    assert new and takedowns.record(dataset, [" ", "a\nb"], "again") == (entry, False)
+    created, _ = takedown_entry(dataset, entry["entry"]).create_exclusive(b"{}")
+    assert not created  # never rewritten
+    takedowns.lift(dataset, entry["entry"], "appeal")
+    listed = takedowns.load(dataset)
+    assert listed.ids == [] and listed.digest == "" and len(listed.entries) == 2
