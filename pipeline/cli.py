@@ -151,14 +151,40 @@ def cmd_find(args: argparse.Namespace) -> int:
         print(f"error: {version.uri} has no document index (written before it)", file=sys.stderr)
         return 2
     rows = documents.find(documents.read_index(version, manifest["documents"]), args.id)
+    down = _takedown_state(version, args.id)
     if not rows:
-        print(f"not found: {args.id} is not in version {manifest['version']}", file=sys.stderr)
+        print(f"not found: {args.id!r} is not in version {manifest['version']}", file=sys.stderr)
+        for line in down:
+            print(line)
         return 1
+    for line in down:
+        print(line)
     for row in rows:
         print(f"version {manifest['version']}")
         for key, value in row.items():
             print(f"{key:>12} {value}")
     return 0
+
+
+def _takedown_state(version, doc_id: str) -> list[str]:
+    """What the dataset's takedown list says of `doc_id`: each entry naming it, one a line."""
+    from pipeline.core.storage import Location
+    from pipeline.formats import takedowns
+
+    dataset = Location(version.fs, version.path.rstrip("/").rsplit("/", 1)[0])
+    try:
+        named = takedowns.load(dataset).naming(doc_id)
+    except takedowns.TakedownListError as e:
+        return [f"warning: {e}"]
+    lifted = {e["lifts"] for e in named if e["kind"] == "lift"}
+    out = []
+    for entry in named:
+        if entry["kind"] == "lift":
+            out.append(f"  lifted by {takedowns.describe(entry)}")
+        else:
+            state = "was taken down" if entry["entry"] in lifted else "is taken down"
+            out.append(f"{doc_id!r} {state}: {takedowns.describe(entry)}")
+    return out
 
 
 def cmd_blend(args: argparse.Namespace) -> int:
@@ -185,13 +211,20 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from pipeline.core.lease import LeaseHeld
     from pipeline.core.storage import Location, check_reachable
     from pipeline.formats.manifest import ManifestError, resolve_version
+    from pipeline.formats.takedowns import TakedownListError, describe, read_id_file
     from pipeline.run.results import RunError
-    from pipeline.run.takedown import EXAMPLES, read_ids, remove_documents
+    from pipeline.run.takedown import EXAMPLES, remove_documents
 
     try:
-        ids = read_ids(args.ids)
-    except (OSError, UnicodeDecodeError) as e:
+        ids = read_id_file(args.ids)
+    except (OSError, UnicodeDecodeError, TakedownListError) as e:
         print(f"error: --ids {args.ids}: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - pyarrow's errors for a broken .parquet
+        print(f"error: --ids {args.ids}: not a readable id list: {e}", file=sys.stderr)
+        return 2
+    if not ids:
+        print(f"error: --ids {args.ids} names no id", file=sys.stderr)
         return 2
     location = Location.from_uri(args.uri, storage_from_args(args))
     _URIS[:] = [args.uri]
@@ -201,7 +234,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
     try:
         version = resolve_version(location)
-        done = remove_documents(version, ids, strict=args.strict, ray_cfg=ray_cfg)
+        done = remove_documents(
+            version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason
+        )
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -211,11 +246,13 @@ def cmd_remove(args: argparse.Namespace) -> int:
     if done.unknown:
         print(
             f"warning: {len(done.unknown)} of {done.ids} ids are not in the version"
-            f" (e.g. {', '.join(done.unknown[:EXAMPLES])})",
+            f" (e.g. {', '.join(map(repr, done.unknown[:EXAMPLES]))})",
             file=sys.stderr,
         )
+    listed = "recorded" if done.new_entry else "already listed"
+    print(f"takedown list: {listed} {describe(done.entry)}; every later run leaves them out")
     if done.result is None:
-        print(f"nothing to remove: no id of {args.ids} is in {version.uri}; nothing written")
+        print(f"nothing to remove: no id of {args.ids} is in {version.uri}; no version written")
         return 0
     m = done.result.manifest
     removal, counts = m["removal"], m["counts"]
@@ -226,6 +263,25 @@ def cmd_remove(args: argparse.Namespace) -> int:
         f" {counts['tokens']} tokens, {len(m['shards'])} training shards"
     )
     print(f"{state:<17} {done.result.version.uri}")
+    return 0
+
+
+def cmd_takedown_lift(args: argparse.Namespace) -> int:
+    """Lift a takedown list entry (formats/takedowns.py): append-only, like the takedown."""
+    from pipeline.core.layout import MANIFEST
+    from pipeline.core.storage import Location, check_reachable
+    from pipeline.formats.takedowns import TakedownListError, describe, lift
+
+    dataset = Location.from_uri(args.uri, storage_from_args(args))
+    check_reachable(dataset)
+    if (dataset / MANIFEST).exists():  # a version folder: its dataset's list
+        dataset = Location(dataset.fs, dataset.path.rstrip("/").rsplit("/", 1)[0])
+    try:
+        entry = lift(dataset, args.entry, args.reason)
+    except TakedownListError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"lifted {args.entry}: recorded {describe(entry)}; later runs include its documents")
     return 0
 
 
@@ -498,7 +554,16 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
         "remove", help="takedown: a new version without the listed documents (re-packed)"
     )
     remove.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
-    remove.add_argument("--ids", required=True, help="file of document ids, one a line")
+    remove.add_argument(
+        "--ids",
+        required=True,
+        help="file of document ids: one a line exactly as written (only the final \\n removed),"
+        ' or .jsonl ({"id": ...} a line) or .parquet (an `id` column) for ids with newlines',
+    )
+    remove.add_argument(
+        "--reason",
+        help='why, recorded with the takedown list\'s entry (default: "(none given)")',
+    )
     remove.add_argument(
         "--strict",
         action="store_true",
@@ -506,6 +571,17 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_storage_args(remove)  # --config also gives the ray section
     remove.set_defaults(func=cmd_remove)
+
+
+def _lift_parser(sub: argparse._SubParsersAction) -> None:
+    lift = sub.add_parser(
+        "takedown-lift", help="lift a takedown list entry: later runs include its documents again"
+    )
+    lift.add_argument("uri", help="the dataset folder (or one of its versions)")
+    lift.add_argument("--entry", required=True, help="the takedown entry (as `remove` printed)")
+    lift.add_argument("--reason", required=True, help="why, recorded with the lift")
+    add_storage_args(lift)
+    lift.set_defaults(func=cmd_takedown_lift)
 
 
 def _retain_parser(sub: argparse._SubParsersAction) -> None:
@@ -698,6 +774,7 @@ def build_parser() -> argparse.ArgumentParser:
         _config_parser,
         _remove_parser,
         _curate_preview_parser,
+        _lift_parser,
     ):
         add(sub)
     parser.description = f"{__doc__}\n\ncommands: {', '.join(sub.choices)}"

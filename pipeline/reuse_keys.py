@@ -15,7 +15,10 @@ fails), so a key added later cannot be forgotten. The stages:
     output   the dataset a run writes: its run key (Config.output_hash, the run id) and the
              manifest's `config` (Config.output_config)
 
-From these: Config.output_config/output_hash, Config.stage_keys (read_key, token_key). A field
+From these: Config.output_config/output_hash, Config.stage_keys (read_key, token_key). The
+dataset's active takedown list (formats/takedowns.py) is not config but decides bytes too: the
+read task leaves its documents out, so takedown_keyed folds its digest into the run id and the
+read key (not the token key: a token file holds every document of its unit). A field
 declared `by_content` (the tokenizer) counts by its file's content, never by its path. A field
 declared `columns_only` (inputs[].keep_fields) adds columns to the read outputs that never reach
 a token file: it is in the read key, but the token key hashes the read key without it (changing
@@ -179,6 +182,12 @@ def stage_keys(config: BaseModel) -> dict[str, str]:
     # reach a token file, so changing them re-reads (the read task finds the token file made)
     tokens["read_key"] = digest(_keyed(config, "read", text_only=True))
     return {"read": digest(read), "tokens": digest(tokens)}
+
+
+def takedown_keyed(key: str, takedown: str) -> str:
+    """`key` (a run id, a read key) for a run under a takedown list whose digest is `takedown`:
+    `key` itself for an empty list, so a dataset without takedowns keeps its outputs' names."""
+    return digest({"key": key, "takedown": takedown}) if takedown else key
 
 
 def _keyed(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, Any]:

@@ -4,6 +4,9 @@
       <version>/                        a committed dataset version (exists only with manifest.json)
         manifest.json                   written last, atomically (see formats/manifest.py)
         shard-00000.bin / .idx          Megatron MMIDIDX shards (see formats/megatron.py)
+      _takedowns/<entry>.json           the dataset's takedown list: one immutable object per
+                                        takedown or lift, created exclusively, never rewritten
+                                        (formats/takedowns.py); retention never deletes it
       _work/                            work state (intermediates; never read by trainers)
         lease.json                      who is writing this dataset now (see core/lease.py)
         runs/<run_id>/                  one run: what it read and decided
@@ -35,6 +38,8 @@
           <unit>.quarantine.parquet     bad records: source, row, reason, detail (with the
                                         documents the tokenizer made EOS/BOS from: they are
                                         quarantined before dedup sees them)
+          <unit>.takedown.parquet       the unit's documents on the takedown list (removed.parquet
+                                        schema, rule "takedown"), when the run had a list
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
           <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
@@ -52,7 +57,9 @@ A run id hashes the output-determining config and the input manifest, so rerunni
 command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
 (path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
 `token_key` the read key, the tokenizer (by content) and its options and the seed, and
-`<removed>` the unit's set of removed documents: an output is reused exactly when everything that
+`<removed>` the unit's set of removed documents (dedup's and the takedown list's). While the
+dataset's takedown list (formats/takedowns.py) is not empty, its digest also goes into the run id
+and the read key (reuse_keys.takedown_keyed): an output is reused exactly when everything that
 decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (reuse_keys.py),
 which hashes the config keys declared (field metadata) as changing its bytes. Version ids are
 UTC timestamps plus the run id, so `sorted()` is "by time".
@@ -75,6 +82,7 @@ WORK_DIR = "_work"
 MANIFEST = "manifest.json"
 AUDIT_DIR = "_audit"  # retention audit logs and the storage-class ledger (retention/apply.py)
 REPORTS_DIR = "_reports"  # cost reports (report/build.py)
+TAKEDOWNS_DIR = "_takedowns"  # the takedown list (formats/takedowns.py)
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,7 @@ READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/ne
 # a done unit without them is read again (read_dedup_tasks._outputs_present); markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
+READ_TAKEDOWN = PathRule(f"{_UNIT}.takedown.parquet", "work_state")  # audit rows: kept
 UNIT_FILES = PathRule(f"{WORK_DIR}/units/{{read_key}}/**", "work_state")
 TOKENS_BIN = PathRule(f"{_TOKENS}.bin", "token_parts")
 TOKENS_ALL = PathRule(f"{_TOKENS}.parquet", "token_parts")  # marks its .bin complete
@@ -155,6 +164,8 @@ TOKENS_INDEX = PathRule(f"{_TOKENS}-{{removed}}.parquet", "token_parts")  # the 
 TOKEN_FILES = PathRule(f"{WORK_DIR}/tokens/{{token_key}}/**", "token_parts")
 WORK_FILES = PathRule(f"{WORK_DIR}/**", "work_state")  # anything else under _work/
 AUDIT_FILES = PathRule(f"{AUDIT_DIR}/**", "reports")
+TAKEDOWN_ENTRY = PathRule(f"{TAKEDOWNS_DIR}/{{entry}}.json", "reports")  # retention keeps it
+TAKEDOWN_FILES = PathRule(f"{TAKEDOWNS_DIR}/**", "reports")
 REPORT_FILES = PathRule(f"{REPORTS_DIR}/**", "reports")
 VERSION_FILES = PathRule("{version}/**", "versions")  # committed or not: retention tells
 
@@ -188,6 +199,7 @@ PATHS: tuple[PathRule, ...] = (
     READ_BANDS,
     READ_SIGS_ANY,
     READ_DONE,
+    READ_TAKEDOWN,
     UNIT_FILES,
     TOKENS_BIN,
     TOKENS_ALL,
@@ -196,6 +208,8 @@ PATHS: tuple[PathRule, ...] = (
     TOKEN_FILES,
     WORK_FILES,
     AUDIT_FILES,
+    TAKEDOWN_ENTRY,
+    TAKEDOWN_FILES,
     REPORT_FILES,
     VERSION_FILES,
 )
@@ -232,10 +246,11 @@ class RunLayout:
     token_key: str
 
     @classmethod
-    def for_config(cls, cfg, run_id: str) -> RunLayout:
-        """The layout of run `run_id` of the dataset a Config (pipeline.config) writes."""
+    def for_config(cls, cfg, run_id: str, read_key: str | None = None) -> RunLayout:
+        """The layout of run `run_id` of the dataset a Config (pipeline.config) writes
+        (`read_key`: the config's unless given: a run under a takedown list)."""
         dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
-        return cls(dataset, run_id, cfg.read_key(), cfg.token_key())
+        return cls(dataset, run_id, read_key or cfg.read_key(), cfg.token_key())
 
     def _at(self, rule: PathRule, **slots: object) -> Location:
         keys = {"run": self.run_id, "read_key": self.read_key, "token_key": self.token_key}
@@ -326,6 +341,9 @@ class RunLayout:
     def read_bands(self, unit: str, band_key: str) -> Location:
         return self._at(READ_BANDS, unit=unit, band_key=band_key)
 
+    def read_takedown(self, unit: str) -> Location:
+        return self._at(READ_TAKEDOWN, unit=unit)
+
     def read_done(self, unit: str) -> Location:
         return self._at(READ_DONE, unit=unit)
 
@@ -358,6 +376,15 @@ class RunLayout:
 
     def version(self, version_id: str) -> Location:
         return self.dataset / version_id
+
+
+def takedowns(dataset: Location) -> Location:
+    """The dataset's takedown list folder (formats/takedowns.py)."""
+    return dataset / TAKEDOWNS_DIR
+
+
+def takedown_entry(dataset: Location, entry: str) -> Location:
+    return dataset / TAKEDOWN_ENTRY.at(entry=entry)
 
 
 def is_version_name(name: str) -> bool:

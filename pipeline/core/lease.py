@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterator
 
 from pipeline import exit_codes
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import IO, Location, precondition_failed
 
 CLOCK_SKEW_S = 60.0
 
@@ -70,42 +70,6 @@ def process_identity() -> dict[str, str | None]:
         "boot_id": _read_id("/proc/sys/kernel/random/boot_id"),
         "pidns": _pidns(),
     }
-
-
-def _create_exclusive(loc: Location, data: bytes) -> tuple[bool, str | None]:
-    """(created, S3 ETag of what was created)."""
-    IO.add(bytes_written=len(data))  # on S3 the storage layer's request hook counts the PUT
-    if loc.is_local:
-        IO.add(put_requests=1)
-        os.makedirs(os.path.dirname(loc.path), exist_ok=True)
-        tmp = f"{loc.path}.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        try:
-            os.link(tmp, loc.path)
-            return True, None
-        except FileExistsError:
-            return False, None
-        finally:
-            os.remove(tmp)
-    try:
-        out = loc.fs.pipe_file(loc.path, data, mode="create")
-        return True, (out or {}).get("ETag")
-    except FileExistsError:
-        return False, None
-    except OSError as e:
-        if _precondition_failed(e):  # the key exists: If-None-Match: * refused
-            return False, None
-        raise
-
-
-def _precondition_failed(e: OSError) -> bool:
-    """A 412 answer. s3fs raises FileExistsError for a refused create only when the error names
-    its condition (AWS, moto); SeaweedFS leaves <Condition> out, and s3fs raises EINVAL."""
-    if "Precondition" in str(e) or "412" in str(e):
-        return True
-    response = getattr(e.__cause__, "response", None) or {}
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412
 
 
 def _holder_is_dead(holder: dict) -> bool:
@@ -159,7 +123,7 @@ class Lease:
         for _ in range(3):
             body = self._body()
             self.renewed_at = time.monotonic()
-            created, etag = _create_exclusive(self.loc, body)
+            created, etag = self.loc.create_exclusive(body)
             if created:
                 self._remember(body, etag)
                 return
@@ -219,7 +183,7 @@ class Lease:
                 self.check()  # raises LeaseLost: the lease is gone or not ours
                 raise
             except OSError as e:
-                if e.errno == errno.EINVAL or _precondition_failed(e):
+                if e.errno == errno.EINVAL or precondition_failed(e):
                     raise LeaseLost(
                         f"{self.loc.uri}: the lease of run {self.run_id} was taken over by"
                         " another run (conditional renewal refused); stopping without committing"

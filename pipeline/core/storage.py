@@ -365,6 +365,34 @@ class Location:
                 raise
         IO.add(bytes_written=counted.bytes)
 
+    def create_exclusive(self, data: bytes) -> tuple[bool, str | None]:
+        """Create the object only if its key is free (S3: PUT with If-None-Match: *, s3fs
+        mode="create"; local: a hard link of a finished temp file): (created, S3 ETag of what
+        was created). Two writers can never both create it."""
+        IO.add(bytes_written=len(data))  # on S3 the storage layer's request hook counts the PUT
+        if self.is_local:
+            IO.add(put_requests=1)
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = f"{self.path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, self.path)
+                return True, None
+            except FileExistsError:
+                return False, None
+            finally:
+                os.remove(tmp)
+        try:
+            out = self.fs.pipe_file(self.path, data, mode="create")
+            return True, (out or {}).get("ETag")
+        except FileExistsError:
+            return False, None
+        except OSError as e:
+            if precondition_failed(e):  # the key exists: If-None-Match: * refused
+                return False, None
+            raise
+
     def write_bytes(self, data: bytes) -> None:
         with self.atomic_writer() as f:
             f.write(data)
@@ -404,6 +432,15 @@ class Location:
 
     def __reduce__(self):
         return (Location, (self.fs, self.path))
+
+
+def precondition_failed(e: OSError) -> bool:
+    """A 412 answer. s3fs raises FileExistsError for a refused create only when the error names
+    its condition (AWS, moto); SeaweedFS leaves <Condition> out, and s3fs raises EINVAL."""
+    if "Precondition" in str(e) or "412" in str(e):
+        return True
+    response = getattr(e.__cause__, "response", None) or {}
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412
 
 
 class _CountingReader(io.RawIOBase):

@@ -24,9 +24,11 @@ folder without it does not exist for any command or reader here. Fields:
                         none), engine (fastokens | tokenizers: the bytes are the same either
                         way) and engine_reason (why tokenizers ran, null when fastokens did)
     counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
-                        quarantined_by_reason {reason: n}; a takedown's version also
-                        removed_takedown (every takedown since the run, in counts and in each
-                        source): in = out + removed (exact, near, takedown) + quarantined
+                        quarantined_by_reason {reason: n}; removed_takedown (in counts and
+                        in each source) in a version whose run left documents of the
+                        takedown list out (audit rule "takedown"), and in a `remove`
+                        version (every takedown since the run): in = out + removed (exact,
+                        near, takedown) + quarantined
     lineage             paths (relative to the dataset folder) of the run's records: input_manifest
                         (with its xxh3-128), units, removed (the dedup audit), quarantine,
                         skipped (listed files not read), stats (per-stage I/O)
@@ -67,6 +69,9 @@ folder without it does not exist for any command or reader here. Fields:
                         (ids of the list the parent did not hold)}; lineage then also names
                         removed_ids (every id removed since the run, doc_id column) and tokens
                         (the run's token folder, which a takedown re-packs)
+    takedowns           only in a run's version made under a takedown list
+                        (formats/takedowns.py): {entries: the active takedown entries it
+                        honours, ids_sha256: ids_digest of their ids}
     run                 where and when: run_id, input_uri (the first source's), input_uris
                         ({source: uri}), output_uri, started_at, and skipped_files (count per
                         reason)
@@ -97,7 +102,7 @@ FORMAT = "pipeline.dataset/2"
 FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard checksums only)
 FORMATS = (FORMAT_V1, FORMAT)
 MAX_WEIGHT = 1e6  # a source's largest weight (config_sections.SourceConfig.weight's bound too)
-TAKEDOWN_KEY = "removed_takedown"  # only in versions written by `remove` (run/takedown.py)
+TAKEDOWN_KEY = "removed_takedown"  # only where a takedown removed documents
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",
@@ -351,7 +356,7 @@ class Counts(_Entry):
     removed_near: Count
     quarantined: Count
     tokens: Count
-    removed_takedown: Count | None = None  # TAKEDOWN_KEY: only in versions `remove` wrote
+    removed_takedown: Count | None = None  # TAKEDOWN_KEY: only where a takedown removed any
 
 
 class TokenizerEntry(_Entry):

@@ -189,9 +189,18 @@ def verify_lineage(version: Location, manifest: dict) -> None:
                 f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
                 f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
             )
-    if isinstance(lineage.get("removed_ids"), str):  # a takedown's version
+    listed = rules.get("takedown", 0)  # the run's takedown list's documents (read pass)
+    by_remove = isinstance(lineage.get("removed_ids"), str)  # a `remove` version: and more
+    if listed > counts.get(TAKEDOWN_KEY, 0) or (
+        not by_remove and listed != counts.get(TAKEDOWN_KEY, 0)
+    ):
+        raise VerifyError(
+            f"{version.uri}: the audit lists {listed} takedown removals, counts say"
+            f" {TAKEDOWN_KEY} = {counts.get(TAKEDOWN_KEY, 0)}"
+        )
+    if by_remove:
         taken = table("removed_ids", ["doc_id"]).num_rows
-        if taken > counts.get(TAKEDOWN_KEY, 0):
+        if taken + listed > counts.get(TAKEDOWN_KEY, 0):
             raise VerifyError(
                 f"{version.uri}: {taken} ids were taken down, counts say"
                 f" {TAKEDOWN_KEY} = {counts.get(TAKEDOWN_KEY, 0)} documents"

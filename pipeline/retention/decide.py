@@ -17,8 +17,9 @@ Protections, applied whatever the rules say:
   and only those a run of this dataset listed and read (plan.read_by_origin), under the root
   of the source it read them from (every source's root, plan.plan_retention): never
   excluded, hidden, skipped or foreign files, nor another dataset's folders.
-- The audit logs (`_audit/`) are never a retention target, and a live version's run keeps its
-  `committed.json` (lineage: without it a rerun would commit a duplicate version).
+- The audit logs (`_audit/`) and the takedown list (`_takedowns/`) are never a retention
+  target, and a live version's run keeps its `committed.json` (lineage: without it a rerun
+  would commit a duplicate version).
 
 Deletion is all-or-nothing per group, and a group's age is the age of its newest object: one
 version folder; one data class of one run folder or of one unit (work_folder); one object for raw
@@ -37,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from pipeline.core import layout
-from pipeline.core.layout import AUDIT_DIR, MANIFEST, WORK_DIR
+from pipeline.core.layout import AUDIT_DIR, MANIFEST, TAKEDOWNS_DIR, WORK_DIR
 from pipeline.retention.policy import INSTANT_ACCESS, ClassRule, RetentionRules, coldness
 
 DAY = 86400.0
@@ -194,6 +195,8 @@ def decide(
             why = ("protected", protected[o.key])
         elif o.root == "dataset" and o.key.startswith(f"{AUDIT_DIR}/"):
             why = ("protected", "audit log: append-only, never a retention target")
+        elif o.root == "dataset" and o.key.startswith(f"{TAKEDOWNS_DIR}/"):
+            why = ("protected", "takedown list: append-only, never a retention target")
         elif group in manifests and group not in readable:
             why = ("protected", "committed version whose manifest cannot be read")
         elif group in pending:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.config import Config
-from pipeline.formats.manifest import documents_accounted
+from pipeline.formats.manifest import TAKEDOWN_KEY, documents_accounted
 from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult
 from pipeline.tokens.split import SPLITS
 
@@ -38,12 +38,14 @@ def run_counts(
     quarantined: dict[str, int],
     tokenized: list[TokenizeResult],
 ) -> dict[str, Any]:
-    """The manifest's counts; RunError unless every document read is accounted for."""
+    """The manifest's counts (removed_takedown only when the takedown list removed any);
+    RunError unless every document read is accounted for."""
     counts = {
         "docs_in": docs_in,
         "docs_out": sum(s.documents for s in packed),
         "removed_exact": audit.removed_exact,
         "removed_near": audit.removed_near,
+        **({TAKEDOWN_KEY: audit.removed_takedown} if audit.removed_takedown else {}),
         "quarantined": sum(quarantined.values()),
         "tokens": sum(s.tokens for s in packed),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
@@ -83,6 +85,7 @@ def source_counts(
             "docs_out": sum(r.documents for rs in shards.values() for r in rs),
             "removed_exact": removed.get("exact", 0),
             "removed_near": removed.get("near", 0),
+            **({TAKEDOWN_KEY: removed.get("takedown", 0)} if audit.removed_takedown else {}),
             "quarantined": sum(sum(r.quarantined.values()) for r in reads),
             "tokens": sum(r.tokens for rs in shards.values() for r in rs),
             "removed_in_favour_of": dict(sorted(removed.get("in_favour_of", {}).items())),

@@ -88,7 +88,12 @@ def version_manifest(
     cfg = listing.cfg
     weights = {s.name: s.weight for s in cfg.sources}
     tokenized, reads = counted.tokenized.results, counted.reads
-    return build_manifest(
+    if reads.removed_takedown != counted.audit.removed_takedown:
+        raise RunError(
+            f"the read tasks took down {reads.removed_takedown} documents, the audit lists"
+            f" {counted.audit.removed_takedown}; nothing was committed"
+        )
+    manifest = build_manifest(
         cfg,
         listing.layout,
         packed.version_id,
@@ -117,6 +122,13 @@ def version_manifest(
             "valid": blend_line(splits["valid"], {name: 1.0 for name in weights}),
         },
     )
+    down = listing.takedown
+    if down.active:  # the list this version honours (formats/takedowns.py)
+        manifest["takedowns"] = {
+            "entries": [e["entry"] for e in down.active],
+            "ids_sha256": down.digest,
+        }
+    return manifest
 
 
 def document_index(

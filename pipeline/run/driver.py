@@ -74,7 +74,7 @@ def run_stages(
     near = None
     if cfg.dedup.near.enabled:
         near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
-    audit = audit_stage(waves, layout, exact, near)
+    audit = audit_stage(waves, layout, exact, near, reads)
     tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
     packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
     counted = Counted(reads, audit, tokenized, reads.quarantined)

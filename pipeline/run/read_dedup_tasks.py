@@ -96,6 +96,7 @@ def read_unit_task(
     tokenizer_json: bytes,
     engine: str,
     rewrite: bool = False,
+    takedown: list[str] | None = None,
 ) -> ReadResult:
     """read_unit for the driver: an engine that disagrees with tokenizers (or cannot run on
     this worker, or emits an id outside the tokenizer's range, which tokenizers cannot) fails
@@ -103,7 +104,9 @@ def read_unit_task(
     outcome and can rerun the wave with tokenizers; the same failure with tokenizers stops the
     run with that line. No done marker was written."""
     try:
-        return read_unit(layout, input_root, unit_id, pieces, cfg, tokenizer_json, engine, rewrite)
+        return read_unit(
+            layout, input_root, unit_id, pieces, cfg, tokenizer_json, engine, rewrite, takedown
+        )
     except (EngineMismatch, EngineUnavailable, TokenIdOutOfRange) as e:
         return ReadResult(unit=unit_id, docs_in=0, docs=0, text_bytes=0, hash_size=0,
                           quarantined={}, mismatch=f"unit {unit_id}: {e}")  # fmt: skip
@@ -118,15 +121,19 @@ def read_unit(
     tokenizer_json: bytes,
     engine: str = "tokenizers",
     rewrite: bool = False,
+    takedown: list[str] | None = None,
 ) -> ReadResult:
     """Read a unit's pieces once and, while its documents are in memory, tokenize them into the
     unit's token file (tokenize_tasks.tokenize_docs), then sign and hash those the tokenizer did
-    not quarantine. Nothing writes the text back: no later stage reads it. `rewrite`: the
-    driver's rerun with tokenizers (every output is made again)."""
+    not quarantine and the `takedown` list (the dataset's active ids, formats/takedowns.py) does
+    not name: those go to the unit's takedown audit rows, which the audit merges into
+    removed.parquet, so that select leaves them out of what pack reads. Nothing writes the text
+    back: no later stage reads it. `rewrite`: the driver's rerun with tokenizers (every output
+    is made again)."""
     timer = TaskTimer()
     done = layout.read_done(unit_id)
     earlier = None if rewrite else load_marker(done, ReadResult)  # ReadResult.marker
-    if earlier is not None and _outputs_present(layout, unit_id, cfg):
+    if earlier is not None and _outputs_present(layout, unit_id, cfg, earlier.removed_takedown):
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
@@ -137,6 +144,9 @@ def read_unit(
     if tokens.quarantine.num_rows:  # never hashed or signed: they can neither win nor lose
         docs = exact.drop_removed(docs, tokens.quarantine)
         bad = concat([bad, tokens.quarantine], QUARANTINE_SCHEMA)
+    down = 0
+    if takedown:  # after the tokenizer's quarantine: a document is counted once
+        docs, down = _take_down(layout, unit_id, docs, takedown, src.name)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
@@ -156,8 +166,9 @@ def read_unit(
         ReadResult,
         unit=unit_id,
         origin=src.name,
-        docs_in=docs.num_rows + sum(quarantined.values()),
+        docs_in=docs.num_rows + down + sum(quarantined.values()),
         docs=docs.num_rows,
+        removed_takedown=down,
         text_bytes=text_bytes,
         hash_size=hash_size,
         quarantined=dict(quarantined),
@@ -172,12 +183,38 @@ def read_unit(
     return result
 
 
-def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config) -> bool:
+def _take_down(
+    layout: RunLayout, unit_id: str, docs: pa.Table, takedown: list[str], origin: str
+) -> tuple[pa.Table, int]:
+    """`docs` less those the takedown list names, and how many it named; those are written as
+    the unit's takedown audit rows (dedup/exact.REMOVED_SCHEMA, rule "takedown"), when any."""
+    hit = pc.is_in(docs["doc_id"], value_set=pa.array(takedown, pa.string()))
+    gone = docs.filter(hit).select(["doc_id", "source", "row"])
+    if not gone.num_rows:
+        return docs, 0
+    n = gone.num_rows
+    rows = {
+        **{name: gone[name] for name in gone.column_names},
+        "unit_id": pa.array([unit_id] * n, pa.string()),
+        "rule": pa.array(["takedown"] * n, pa.string()),
+        "origin": pa.array([origin] * n, pa.string()),
+    }
+    audit = pa.table(
+        [rows.get(f.name, pa.nulls(n, f.type)) for f in exact.REMOVED_SCHEMA],
+        schema=exact.REMOVED_SCHEMA,
+    )
+    layout.read_takedown(unit_id).write_parquet(audit)
+    return docs.filter(pc.invert(hit)), n
+
+
+def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config, taken_down: int) -> bool:
     """Whether a done unit's outputs are all there: its token file (the token key may be new,
-    e.g. after inputs[].keep_fields changed) and, with near dedup on, its signatures and band
-    object (a run without near dedup, or retention, may have left none). Otherwise the unit is
-    read again."""
+    e.g. after inputs[].keep_fields changed), its takedown audit rows when it had any, and, with
+    near dedup on, its signatures and band object (a run without near dedup, or retention, may
+    have left none). Otherwise the unit is read again."""
     if not layout.tokens_all(unit_id).exists():
+        return False
+    if taken_down and not layout.read_takedown(unit_id).exists():
         return False
     if cfg.dedup.near.enabled:
         from pipeline.run import near_signing as near
@@ -283,18 +320,26 @@ def merge_audit(
     layout: RunLayout,
     exact_by_bucket: list[list[sections.Range]],
     near_by_bucket: list[list[sections.Range]] | None = None,
+    takedown_by_bucket: list[list[str]] | None = None,
 ) -> AuditResult:
-    """removed.parquet: every removal, exact and near, sorted by unit: the run's audit. Written
-    one bucket of units at a time (buckets in unit order), as merge_exact."""
+    """removed.parquet: every removal, exact, near and by the takedown list, sorted by unit: the
+    run's audit. Written one bucket of units at a time (buckets in unit order), as merge_exact;
+    `takedown_by_bucket`: each bucket's units with takedown audit rows (read_unit)."""
     timer = TaskTimer()
     near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
+    down_by_bucket = takedown_by_bucket or [[] for _ in exact_by_bucket]
     with _RemovedWriter(layout.removed) as out:
-        for exact_ranges, near_ranges in zip(exact_by_bucket, near_by_bucket, strict=True):
-            out.write(sections.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA))
+        for exact_ranges, near_ranges, down in zip(
+            exact_by_bucket, near_by_bucket, down_by_bucket, strict=True
+        ):
+            rows = sections.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA)
+            taken = [layout.read_takedown(u).read_parquet() for u in down]
+            out.write(concat([rows, *taken], exact.REMOVED_SCHEMA))
     return timer.result(
         AuditResult,
         removed_exact=out.rules.get("exact", 0),
         removed_near=out.rules.get("near", 0),
+        removed_takedown=out.rules.get("takedown", 0),
         by_origin=out.by_origin,
     )
 
@@ -329,8 +374,8 @@ class _RemovedWriter:
             strict=True,
         ):
             entry = self.by_origin.setdefault(origin, {"exact": 0, "near": 0, "in_favour_of": {}})
-            entry[rule] += 1
-            if kept != origin:
+            entry[rule] = entry.get(rule, 0) + 1
+            if kept is not None and kept != origin:  # a takedown keeps no copy
                 entry["in_favour_of"][kept] = entry["in_favour_of"].get(kept, 0) + 1
 
     def __exit__(self, *exc) -> None:

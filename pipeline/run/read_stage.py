@@ -16,7 +16,9 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
+from pipeline.formats import takedowns
 from pipeline.formats.manifest import table_digest
+from pipeline.reuse_keys import takedown_keyed
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback
 from pipeline.run.waves import Waves
@@ -31,6 +33,7 @@ class Listing:
     layout: RunLayout
     input_digest: str  # of the listed inputs: verify recomputes it from the lineage
     roots: dict[str, Location]  # source name -> its root
+    takedown: takedowns.TakedownList = field(default_factory=takedowns.TakedownList)
 
     @property
     def input_bytes(self) -> dict[str, int]:
@@ -76,6 +79,10 @@ class Reads:
         return sum(r.docs for r in self.results)
 
     @property
+    def removed_takedown(self) -> int:
+        return sum(r.removed_takedown for r in self.results)
+
+    @property
     def quarantined_bytes(self) -> int:
         return sum(r.quarantined_bytes for r in self.results)
 
@@ -89,13 +96,22 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
     cfg = cfg.for_listing(listed.listed_bytes)
     digest = table_digest(listed.inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}".encode())
-    return Listing(cfg, listed, RunLayout.for_config(cfg, run_id), digest, roots)
+    dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
+    try:  # a later run honours every takedown recorded so far: another run id, read key
+        listed_down = takedowns.load(dataset)
+    except takedowns.TakedownListError as e:
+        raise RunError(f"{e}; nothing was committed") from None
+    run_id = takedown_keyed(run_id, listed_down.digest)
+    read_key = takedown_keyed(cfg.read_key(), listed_down.digest)
+    layout = RunLayout.for_config(cfg, run_id, read_key)
+    return Listing(cfg, listed, layout, digest, roots, listed_down)
 
 
 def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
     """read+hash: the listing's records written, then each unit read, tokenized, signed and
-    hashed by one task (the engine chosen first, and the wave rerun with tokenizers if a task
-    found it disagreeing: run/tokenize_stage.py)."""
+    hashed by one task, which leaves out the documents on the takedown list (the engine chosen
+    first, and the wave rerun with tokenizers if a task found it disagreeing:
+    run/tokenize_stage.py)."""
     cfg, layout, listed = listing.cfg, listing.layout, listing.listed
     layout.inputs.write_parquet(listed.inputs)
     layout.units.write_parquet(listed.units)
@@ -103,13 +119,15 @@ def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
     tokenizer_json = tokenizer_bytes(waves, cfg)
     engine, reason = choose_engine(waves, cfg, "read+hash", tokenizer_json)
     task, roots = waves.task("read_unit_task"), listing.roots
+    listed_down = listing.takedown.ids
+    down = waves.put(listed_down) if listed_down else None  # sent once, not once per task
 
     def wave(engine: str, rewrite: bool) -> list[ReadResult]:
         return waves.run(
             "read+hash",
             [
                 task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg,
-                            tokenizer_json, engine, rewrite)  # fmt: skip
+                            tokenizer_json, engine, rewrite, down)  # fmt: skip
                 for u in units.ids
             ],
             merge=True,

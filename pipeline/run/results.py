@@ -121,6 +121,7 @@ class ReadResult(TaskResult):
     origin: str = ""  # the source (config `inputs`) the unit belongs to
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
+    removed_takedown: int = 0  # documents on the dataset's takedown list (never tokenized)
     text_bytes: int
     hash_size: int  # bytes of its hash-row object (sectioned by partition: exchange/sections.py)
     quarantined: dict[str, int]  # records per reason
@@ -176,12 +177,14 @@ class MergeExactResult(TaskResult):
 class AuditResult(TaskResult):
     removed_exact: int
     removed_near: int
+    removed_takedown: int = 0  # the takedown list's rows of the audit (rule "takedown")
     # source name -> {"exact": n, "near": n, "in_favour_of": {other source: n}}
     by_origin: dict[str, dict] = field(default_factory=dict)
 
     @property
     def stage_docs(self) -> int:
-        return self.removed_exact + self.removed_near  # the documents its audit lists
+        # the documents its audit lists
+        return self.removed_exact + self.removed_near + self.removed_takedown
 
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------

@@ -18,7 +18,7 @@ def format_summary(result: RunResult) -> str:
         return "\n".join(
             [
                 f"already committed: this input and config are version {m['version']}"
-                f" ({result.version.uri}); nothing was written",
+                f" ({result.version.uri}){_honours(m)}; nothing was written",
                 *train_on(result),
             ]
         )
@@ -42,6 +42,10 @@ def format_summary(result: RunResult) -> str:
     lines.append(f"documents in      {counts['docs_in']:>10,}")
     lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
     lines.append(f"  removed near    {counts['removed_near']:>10,}")
+    if "removed_takedown" in counts:  # the dataset's takedown list (formats/takedowns.py)
+        entries = len((m.get("takedowns") or {}).get("entries", []))
+        named = f"  ({_entries(entries)} of the takedown list)" if entries else ""
+        lines.append(f"  taken down      {counts['removed_takedown']:>10,}{named}")
     lines.append(f"  quarantined     {counts['quarantined']:>10,}")
     for reason, n in counts["quarantined_by_reason"].items():
         lines.append(f"    {reason:<15}{n:>9,}")
@@ -97,6 +101,15 @@ def train_on(result: RunResult) -> list[str]:
         return []
     version = result.manifest["version"]
     return [f"train on {version}: --data-path {data_path_line(result.version.uri, blend)}"]
+
+
+def _honours(m: dict) -> str:
+    entries = (m.get("takedowns") or {}).get("entries", [])
+    return f", which honours the takedown list ({_entries(len(entries))})" if entries else ""
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
 
 
 def source_table(sources: dict) -> list[str]:

@@ -1,5 +1,7 @@
-"""Takedown: `python -m pipeline remove VERSION --ids FILE` writes a new version of the dataset
-without some documents, by re-packing the run's token files (no read, tokenize or dedup).
+"""Takedown: `python -m pipeline remove VERSION --ids FILE` records the ids on the dataset's
+takedown list (formats/takedowns.py), which every later run applies, and writes a new version of
+the dataset without those documents, by re-packing the run's token files (no read, tokenize or
+dedup).
 
 The parent's packs are planned again with the same shard count per (source, split) and the ids
 left out (tokens/pack.PackPlan.without): every remaining document keeps its shuffle key, so its
@@ -33,7 +35,7 @@ from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.exit_codes import CONFIG_ERROR
-from pipeline.formats import documents
+from pipeline.formats import documents, takedowns
 from pipeline.formats.manifest import (
     FORMAT,
     TAKEDOWN_KEY,
@@ -78,17 +80,19 @@ class Takedown:
     removed: int  # documents removed now
     ids: int  # distinct ids in the list
     unknown: list[str] = field(default_factory=list)  # ids the version does not hold
-
-
-def read_ids(path: str) -> list[str]:
-    """The ids of a takedown list: one a line, blank lines skipped, distinct, sorted."""
-    with open(path, encoding="utf-8") as f:
-        return sorted({line.strip() for line in f if line.strip()})
+    entry: dict | None = None  # the takedown list's entry of these ids (formats/takedowns.py)
+    new_entry: bool = False  # recorded now (else an active entry had exactly these ids)
 
 
 def remove_documents(
-    version: Location, ids: list[str], strict: bool = False, ray_cfg: RayConfig | None = None
+    version: Location,
+    ids: list[str],
+    strict: bool = False,
+    ray_cfg: RayConfig | None = None,
+    reason: str | None = None,
 ) -> Takedown:
+    """Record `ids` on the dataset's takedown list (formats/takedowns.py: every later run leaves
+    them out), then re-pack `version` without them. --strict refuses first: nothing recorded."""
     manifest = load_manifest(version)
     if manifest.get("documents") is None:
         raise NoIndex(
@@ -106,11 +110,16 @@ def remove_documents(
     if unknown and strict:
         raise UnknownIds(
             f"{len(unknown)} of {len(ids)} ids are not in version {manifest['version']}"
-            f" (e.g. {', '.join(unknown[:EXAMPLES])}); --strict: nothing was committed"
+            f" (e.g. {', '.join(map(repr, unknown[:EXAMPLES]))}); --strict: nothing was"
+            " committed"
         )
-    if not present:
-        return Takedown(None, 0, len(ids), unknown)
     dataset = Location(version.fs, version.path.rsplit("/", 1)[0])
+    try:  # first: the decision stands for later runs even if the re-pack below fails
+        entry, new_entry = takedowns.record(dataset, ids, reason)
+    except takedowns.TakedownListError as e:
+        raise TakedownError(f"{e}; nothing was committed") from None
+    if not present:
+        return Takedown(None, 0, len(ids), unknown, entry, new_entry)
     parent = manifest["version"]
     digest = ids_digest(present)
     run_id = xxhash.xxh3_64_hexdigest(f"{parent}:{digest}".encode())
@@ -118,7 +127,7 @@ def remove_documents(
     layout = RunLayout(dataset, run_id, "", _token_key(dataset, lineage))
     already = already_committed(layout)
     if already is not None:
-        return Takedown(already, gone.num_rows, len(ids), unknown)
+        return Takedown(already, gone.num_rows, len(ids), unknown, entry, new_entry)
     units = _token_files(layout, dataset, lineage, manifest["version"])
     ensure_ray(SimpleNamespace(ray=ray_cfg or RayConfig()))
     started = dt.datetime.now(dt.timezone.utc)
@@ -141,7 +150,7 @@ def remove_documents(
         lease.renew()
         commit_manifest(new, out)
         layout.committed.write_bytes(json.dumps({"version": version_id}).encode())
-    return Takedown(RunResult(new, out), gone.num_rows, len(ids), unknown)
+    return Takedown(RunResult(new, out), gone.num_rows, len(ids), unknown, entry, new_entry)
 
 
 def _token_key(dataset: Location, lineage: dict) -> str:

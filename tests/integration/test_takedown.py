@@ -120,7 +120,7 @@ def test_rerun_is_idempotent_and_strict_refuses_unknown_ids(taken) -> None:
     assert strict.returncode == 2
     assert strict.stderr.strip().splitlines() == [
         f"error: 2 of {len(listed.read_text().split())} ids are not in version {parent.name}"
-        " (e.g. docs/not-a-document, web/nor-this); --strict: nothing was committed"
+        " (e.g. 'docs/not-a-document', 'web/nor-this'); --strict: nothing was committed"
     ]
     nothing = _cli("remove", str(parent), "--ids", str(_ids_file(parent.parent, "none", ["x"])))
     assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
