@@ -90,7 +90,7 @@ def test_the_dtype_follows_max_id_where_the_manifest_records_it():
     """A tokenizer of 300 entries whose ids reach 70,000 stores int32; a version
     from before max_id is read by its vocab_size."""
     sparse = {"vocab_size": 300, "max_id": 70_000, "dtype": "int32", "eos_id": 65_537,
-              "bos_id": 70_000}  # fmt: skip
+              "bos_id": 70_000, "special_tokens_in_text": "text"}  # fmt: skip
     check_structure(edited(("tokenizer",), sparse))
     check_structure(edited(("tokenizer", "max_id"), 999))
     with pytest.raises(ManifestError, match="dtype 'int32' is not 'uint16'"):
