@@ -27,10 +27,15 @@ pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
 
 
 def versions(out: Path, name: str = "sample") -> list[str]:
+    """The committed versions (a refusal at the commit leaves its shards, never a manifest)."""
     dataset = out / name
     if not dataset.exists():
         return []
-    return sorted(p.name for p in dataset.iterdir() if is_version_name(p.name))
+    return sorted(
+        p.name
+        for p in dataset.iterdir()
+        if is_version_name(p.name) and (p / "manifest.json").exists()
+    )
 
 
 def write_docs(folder: Path, name: str, n: int, tag: str) -> None:
