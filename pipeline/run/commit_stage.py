@@ -56,10 +56,10 @@ def commit(
     version = layout.version(packed.version_id)
     splits = shard_entries(packed.parts)
     manifest = version_manifest(listing, units, counted, packed, splits, started)
+    waves.close_last()  # the last stage's own I/O, before the commit's
     if not allow_empty:
         labels = input_guard.source_labels(cfg)
         input_guard.check_publish(layout.dataset, manifest, cfg.run.max_input_shrink, "run", labels)
-    waves.close_last()  # the last stage's own I/O, before the commit's
     fields = documents.read_fields(
         layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
     )
