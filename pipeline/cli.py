@@ -235,7 +235,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
     try:
         version = resolve_version(location)
         done = remove_documents(
-            version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason
+            version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
+            allow_empty=args.allow_empty,
         )
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -476,8 +477,9 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--allow-empty",
         action="store_true",
-        help="publish even when the input yields no document or shrank by more than"
-        " run.max_input_shrink against the newest version (refused otherwise, exit 3)",
+        help="publish even when the input yields no document, a source holds no document, or"
+        " a source of the newest version shrank by more than run.max_input_shrink or is gone"
+        " (renamed or dropped) (refused otherwise, exit 3)",
     )
     run.add_argument(
         "--dry-run",
@@ -568,6 +570,12 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
         "--strict",
         action="store_true",
         help="refuse (exit 2, nothing written) when an id is not in the version",
+    )
+    remove.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="publish even when the new version empties a source or shrinks against the"
+        " dataset's newest version (refused otherwise, exit 3)",
     )
     add_storage_args(remove)  # --config also gives the ray section
     remove.set_defaults(func=cmd_remove)

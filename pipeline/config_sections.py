@@ -194,8 +194,9 @@ class RunConfig(StrictModel):
         ge=0.0,
         le=1.0,
         description="refuse (exit 3) a run whose listed bytes of a source fell by more than this"
-        " fraction against the newest committed version's; an input that yields no document"
-        " is refused too; `run --allow-empty` publishes anyway",
+        " fraction against the newest committed version's; a source of that version renamed"
+        " or dropped, a source or an input that yields no document are refused too;"
+        " `run --allow-empty` publishes anyway",
     )
 
 

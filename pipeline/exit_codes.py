@@ -19,9 +19,10 @@ EXIT_CODES: dict[int, str] = {
     VERIFY_FAILED: "verify found a mismatch (or `retain --apply` an action that failed)",
     CONFIG_ERROR: "configuration error: the key and the file are named; nothing written",
     RUN_STOPPED: "the run stopped on purpose (too many bad records, accounting broken, a shard"
-    " `verify` would reject, an input that yields no document or shrank by more than"
-    " run.max_input_shrink unless `run --allow-empty`; `remove`: the token files it re-packs"
-    " are gone); nothing committed",
+    " `verify` would reject; `remove`: the token files it re-packs are gone; `run` or `remove`"
+    " without `--allow-empty`: an input, a source or a version that yields no document, a"
+    " source of the newest version renamed, dropped or shrunk by more than"
+    " run.max_input_shrink); nothing committed",
     LEASE_HELD: "another run holds the dataset's lease",
     STORAGE_UNREACHABLE: "storage unreachable: the endpoint accepts no connection (the line"
     " names the endpoint and the object)",

@@ -22,6 +22,7 @@ from pipeline.formats.manifest import (
 )
 from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
+from pipeline.run import input_guard
 from pipeline.run.accounting import bytes_moved, run_counts, shard_entries, source_counts
 from pipeline.run.pack_stage import Packed
 from pipeline.run.read_stage import Listing, Reads, Units
@@ -47,13 +48,18 @@ def commit(
     counted: Counted,
     packed: Packed,
     started: dt.datetime,
+    allow_empty: bool = False,
 ) -> RunResult:
-    """The manifest and stats.json, then the commit (fenced by the waves' lease when held)."""
+    """The manifest and stats.json, then the commit (fenced by the waves' lease when held);
+    RunError when the version shrinks the dataset (run/input_guard.py) unless `allow_empty`."""
     cfg, layout = listing.cfg, listing.layout
     version = layout.version(packed.version_id)
     splits = shard_entries(packed.parts)
     manifest = version_manifest(listing, units, counted, packed, splits, started)
     waves.close_last()  # the last stage's own I/O, before the commit's
+    if not allow_empty:
+        labels = input_guard.source_labels(cfg)
+        input_guard.check_publish(layout.dataset, manifest, cfg.run.max_input_shrink, "run", labels)
     fields = documents.read_fields(
         layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
     )

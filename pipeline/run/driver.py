@@ -78,7 +78,7 @@ def run_stages(
     tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
     packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
     counted = Counted(reads, audit, tokenized, reads.quarantined)
-    return commit(waves, listing, units, counted, packed, started)
+    return commit(waves, listing, units, counted, packed, started, allow_empty)
 
 
 def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:

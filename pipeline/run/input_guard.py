@@ -1,17 +1,21 @@
-"""No empty or vanished version: the listing is checked against the dataset's newest version
-before anything is read or written.
+"""No empty, shrunken or vanished version: the one shrink rule of every command that commits a
+version (`run`, `remove`), against the dataset's newest committed version.
 
-A run is refused (RunError, exit 3, nothing committed) when
-- a source's listing holds no file to read (an empty folder or prefix, globs that match nothing,
-  raw files this dataset's own retention deleted), or the run keeps no document at all (every
-  listed file empty, or every record quarantined under a permissive `ingest.max_error_rate`):
-  the newest version of a dataset folder is what readers train on, so an empty one is never
-  published by accident;
-- a source's listed bytes shrank by more than `run.max_input_shrink` (a fraction, default 0.5)
-  against what the dataset's newest committed version read from it (its manifest's
-  `sources.<name>.input_bytes`).
-`run --allow-empty` publishes such a version on purpose. The message names each input and, when
-this dataset's retention deleted raw files under it (its `_audit/retention-*.jsonl` logs), says so.
+Refused (RunError, exit 3, nothing committed), unless the command's `--allow-empty`:
+- a source whose listing holds no file to read (an empty folder or prefix, globs that match
+  nothing, raw files this dataset's own retention deleted), or a run that keeps no document
+  (every listed file empty, every record quarantined under a permissive
+  `ingest.max_error_rate`): checked before anything is read or written;
+- a source of the newest version that the new one lacks: renamed or dropped counts as shrunk
+  to 0 (`shrinkage`);
+- a source whose bytes shrank by more than `run.max_input_shrink` (a fraction, default 0.5)
+  against the newest version's manifest `sources.<name>.input_bytes`: checked on the listing
+  (`check_listing`, before any read) and again on the manifest before the commit;
+- a source, or a version, with 0 documents out (every record a duplicate of another source's,
+  or every document taken down): checked on the manifest before the commit (`check_publish`).
+The newest version of a dataset folder is what readers train on, so it never shrinks by
+accident. The message names each source, its sizes before and now, the flag, and, when this
+dataset's retention deleted raw files under it (its `_audit/retention-*.jsonl` logs), says so.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pipeline.formats.manifest import ManifestError, committed_versions, load_ma
 from pipeline.run.results import ListResult, RunError
 
 ALLOW_FLAG = "--allow-empty"
+NO_VERSION: tuple[str, dict[str, Any], dict[str, str]] = ("", {}, {})  # nothing to compare with
 
 
 def check_listing(cfg: Config, listed: ListResult, dataset: Location) -> None:
@@ -61,26 +66,69 @@ def check_listing(cfg: Config, listed: ListResult, dataset: Location) -> None:
             f"the listing yields no document: {'; '.join(parts)}. Nothing was committed;"
             f" `run {ALLOW_FLAG}` publishes an empty version on purpose."
         )
-    newest = _newest_input_bytes(dataset)
+    newest = _newest_sources(dataset)
     if newest is None:
         return
-    version, before = newest
-    keep = 1.0 - cfg.run.max_input_shrink
-    shrunk = []
-    for src in cfg.sources:
-        was = before.get(src.name)
-        if isinstance(was, int) and was > 0 and sizes[src.name] < keep * was:
-            shrunk.append(
-                f"{_label(cfg, src)}: {sizes[src.name]:,} bytes listed, {was:,} read by the newest"
-                f" version {version} ({1 - sizes[src.name] / was:.1%} less)"
-                + _deleted_note(cfg, src, deleted)
+    listed = {src.name: {"input_bytes": sizes[src.name]} for src in cfg.sources}
+    notes = {src.name: _deleted_note(cfg, src, deleted) for src in cfg.sources}
+    _refuse(newest, listed, cfg.run.max_input_shrink, "run", source_labels(cfg), notes)
+
+
+def check_publish(
+    dataset: Location,
+    manifest: dict[str, Any],
+    max_shrink: float,
+    command: str,
+    labels: dict[str, str] | None = None,
+) -> None:
+    """The one shrink rule, applied to the manifest of the version about to be committed (by
+    `run` and `remove`): RunError unless every source of the dataset's newest committed version
+    is a source of the new one, none read past `max_shrink` fewer bytes, none (nor the version)
+    holds 0 documents. `labels`: how the message names a source (default `source NAME`)."""
+    sources = manifest.get("sources")
+    if isinstance(sources, dict) and sources:
+        _refuse(_newest_sources(dataset) or NO_VERSION, sources, max_shrink, command, labels or {})
+    else:  # a manifest without per-source counts: the version's own
+        _refuse(NO_VERSION, {"": manifest.get("counts") or {}}, max_shrink, command, {})
+
+
+def shrinkage(before: dict[str, Any], after: dict[str, Any], max_shrink: float) -> dict[str, str]:
+    """source -> why it shrank: each source of `before` (the newest committed version's manifest
+    `sources`) that `after` (the new version's, or at the listing only `input_bytes`) lacks
+    (renamed or dropped: shrunk to 0) or lists more than `max_shrink` fewer bytes of; each
+    source of `after` with 0 documents out."""
+    out = {}
+    for name, was in before.items():
+        was = was if isinstance(was, dict) else {}
+        was_bytes, was_docs = _count(was.get("input_bytes")), _count(was.get("docs_out"))
+        now = after.get(name)
+        if now is None:
+            out[name] = (
+                f"not a source of the new version (renamed or dropped: shrunk to 0 from"
+                f" {was_bytes:,} bytes, {was_docs:,} documents)"
             )
-    if shrunk:
-        raise RunError(
-            f"the input shrank by more than run.max_input_shrink = {cfg.run.max_input_shrink:g}:"
-            f" {'; '.join(shrunk)}. Nothing was committed; `run {ALLOW_FLAG}` publishes it on"
-            " purpose."
-        )
+            continue
+        now_bytes = now.get("input_bytes")
+        if was_bytes and isinstance(now_bytes, int) and now_bytes < (1 - max_shrink) * was_bytes:
+            out[name] = (
+                f"shrank by more than run.max_input_shrink = {max_shrink:g}: {now_bytes:,}"
+                f" bytes listed, {was_bytes:,} read ({1 - now_bytes / was_bytes:.1%} less)"
+            )
+    for name, now in after.items():
+        if name not in out and now.get("docs_out") == 0:
+            removed = {
+                "duplicates": _count(now.get("removed_exact")) + _count(now.get("removed_near")),
+                "quarantined": _count(now.get("quarantined")),
+                "taken down": _count(now.get("removed_takedown")),
+            }
+            why = ", ".join(f"{n:,} {what}" for what, n in removed.items() if n)
+            was = _count((before.get(name) or {}).get("docs_out"))
+            out[name] = (
+                f"0 documents out of {_count(now.get('docs_in')):,} read"
+                + (f" ({why})" if why else "")
+                + (f", {was:,} before" if was else "")
+            )
+    return out
 
 
 def check_documents(cfg: Config, docs_kept: int, docs_in: int) -> None:
@@ -139,8 +187,9 @@ def _deleted_by_retention(dataset: Location) -> list[dict[str, Any]]:
     return entries
 
 
-def _newest_input_bytes(dataset: Location) -> tuple[str, dict[str, Any]] | None:
-    """(version id, {source: input_bytes}) of the newest committed version, None if none."""
+def _newest_sources(dataset: Location) -> tuple[str, dict[str, Any], dict[str, str]] | None:
+    """(version id, manifest `sources`, {source: input URI}) of the dataset's newest committed
+    version; None if there is none."""
     versions = committed_versions(dataset)
     if not versions:
         return None
@@ -148,6 +197,45 @@ def _newest_input_bytes(dataset: Location) -> tuple[str, dict[str, Any]] | None:
         manifest = load_manifest(dataset / versions[-1])
     except (ManifestError, OSError):
         return None
-    sources = manifest.get("sources") or {}
-    before = {n: e.get("input_bytes") for n, e in sources.items() if isinstance(e, dict)}
-    return versions[-1], before
+    sources = manifest.get("sources")
+    sources = sources if isinstance(sources, dict) else {}
+    uris = (manifest.get("run") or {}).get("input_uris")
+    return (
+        versions[-1],
+        {n: e for n, e in sources.items() if isinstance(e, dict)},
+        uris if isinstance(uris, dict) else {},
+    )
+
+
+def _refuse(
+    newest: tuple[str, dict[str, Any], dict[str, str]],
+    after: dict[str, Any],
+    max_shrink: float,
+    command: str,
+    labels: dict[str, str],
+    notes: dict[str, str] | None = None,
+) -> None:
+    version, before, uris = newest
+    shrunk = shrinkage(before, after, max_shrink)
+    if not shrunk:
+        return
+    parts = []
+    for name, why in shrunk.items():
+        label = labels.get(name) or (f"source {name}" if name else "the version")
+        if name not in labels and isinstance(uris.get(name), str):
+            label += f" ({uris[name]})"
+        parts.append(f"{label}: {why}{(notes or {}).get(name, '')}")
+    against = f" against the newest version {version}" if version else ""
+    raise RunError(
+        f"the new version shrinks or holds an empty source{against}: {'; '.join(parts)}."
+        f" Nothing was committed; `{command} {ALLOW_FLAG}` publishes it on purpose."
+    )
+
+
+def source_labels(cfg: Config) -> dict[str, str]:
+    """How a message names each configured source: its place in the config and its input."""
+    return {s.name: _label(cfg, s) for s in cfg.sources}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config_sections import PackConfig, RayConfig
+from pipeline.config_sections import PackConfig, RayConfig, RunConfig
 from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
@@ -48,6 +48,7 @@ from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run.accounting import Parts, shard_entries
 from pipeline.run.commit_stage import already_committed, document_index
+from pipeline.run.input_guard import check_publish
 from pipeline.run.pack_stage import run_packs
 from pipeline.run.ray_env import ensure_ray
 from pipeline.run.results import RunError, RunResult
@@ -90,9 +91,12 @@ def remove_documents(
     strict: bool = False,
     ray_cfg: RayConfig | None = None,
     reason: str | None = None,
+    allow_empty: bool = False,
 ) -> Takedown:
     """Record `ids` on the dataset's takedown list (formats/takedowns.py: every later run leaves
-    them out), then re-pack `version` without them. --strict refuses first: nothing recorded."""
+    them out), then re-pack `version` without them. --strict refuses first: nothing recorded.
+    allow_empty: publish even a version that empties a source or the dataset's newest version
+    shrinks against (run/input_guard.py's rule, with run.max_input_shrink's default)."""
     manifest = load_manifest(version)
     if manifest.get("documents") is None:
         raise NoIndex(
@@ -141,6 +145,8 @@ def remove_documents(
         new = layout.version(version_id)
         parts, stats = _repack(layout, new, manifest, units, frozenset(excluded))
         out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
+        if not allow_empty:
+            check_publish(dataset, out, RunConfig().max_input_shrink, "remove")
         out["documents"] = _document_index(layout, new, shard_entries(parts), index)
         layout.stats.write_bytes(RunStats(run_id=run_id, stages=[stats]).to_json())
         try:

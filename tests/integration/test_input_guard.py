@@ -1,11 +1,13 @@
-"""No empty or vanished version (run/input_guard.py): an input that lists nothing, keeps no
-document or shrank past run.max_input_shrink is refused with exit 3 and nothing committed;
-`run --allow-empty` publishes it on purpose; retention's own raw deletions are named."""
+"""No empty, shrunken or vanished version (run/input_guard.py): an input that lists nothing,
+keeps no document or shrank past run.max_input_shrink, a source renamed, dropped or left with no
+document, and a takedown that empties the version are refused with exit 3 and nothing
+committed; `--allow-empty` publishes them on purpose; retention's own raw deletions are named."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,19 +16,26 @@ from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env,
 
 from pipeline.config import load_config
 from pipeline.core.layout import is_version_name
+from pipeline.formats import documents
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.plan import plan_retention
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
+from pipeline.run.takedown import remove_documents
 
 pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
 
 
 def versions(out: Path, name: str = "sample") -> list[str]:
+    """The committed versions (a refusal at the commit leaves its shards, never a manifest)."""
     dataset = out / name
     if not dataset.exists():
         return []
-    return sorted(p.name for p in dataset.iterdir() if is_version_name(p.name))
+    return sorted(
+        p.name
+        for p in dataset.iterdir()
+        if is_version_name(p.name) and (p / "manifest.json").exists()
+    )
 
 
 def write_docs(folder: Path, name: str, n: int, tag: str) -> None:
@@ -151,3 +160,94 @@ def test_a_wrong_text_field_is_exit_2_before_any_read(tmp_path):
         " columns: ['content', 'doc_id', 'url']"
     ) in proc.stderr.splitlines()
     assert not list(out.glob("sample/_work/units/*/*")) and versions(out) == []
+
+
+def named_sources(tmp_path: Path, data: Path, out: Path, **includes: str):
+    """The shipped two-source config over `data`, one source per name -> include glob."""
+    raw = yaml.safe_load(SOURCES_CONFIG.read_text())
+    template = raw["inputs"][0]
+    raw["inputs"] = [
+        {**template, "name": name, "uri": str(data), "include": [glob]}
+        for name, glob in includes.items()
+    ]
+    raw["tokenize"]["tokenizer"] = str(TOKENIZER)
+    path = tmp_path / f"{'-'.join(includes)}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_config(path, output_uri=str(out))
+
+
+def test_a_renamed_or_dropped_source_is_refused_and_allow_empty_publishes_it(ray_local, tmp_path):
+    """Found item 5: a source of the newest version that the new one lacks counts as shrunk
+    to 0; the listing is refused before any read."""
+    data, out = tmp_path / "in", tmp_path / "out"
+    write_docs(data / "a", "a.jsonl", 4, "a")
+    write_docs(data / "b", "b.jsonl", 4, "b")
+    run_pipeline(named_sources(tmp_path, data, out, a="a/**", b="b/**"), show_progress=False)
+    [first] = versions(out)
+    read = json.loads((out / "sample" / first / "manifest.json").read_text())["sources"]
+    was = f"{read['b']['input_bytes']:,} bytes, 4 documents"
+    renamed = named_sources(tmp_path, data, out, a="a/**", bee="b/**")
+    dropped = named_sources(tmp_path, data, out, a="a/**")
+    for cfg in (renamed, dropped):
+        with pytest.raises(RunError) as e:
+            run_pipeline(cfg, show_progress=False)
+        assert e.value.exit_code == 3
+        assert str(e.value) == (
+            f"the new version shrinks or holds an empty source against the newest version"
+            f" {first}: source b ({data}): not a source of the new version (renamed or dropped:"
+            f" shrunk to 0 from {was}). Nothing was committed; `run --allow-empty` publishes"
+            " it on purpose."
+        )
+    assert versions(out) == [first]
+    published = run_pipeline(dropped, show_progress=False, allow_empty=True)
+    assert list(published.manifest["sources"]) == ["a"]
+    assert versions(out) == [first, published.version.name]
+
+
+def test_a_source_whose_every_record_is_a_duplicate_is_refused(ray_local, tmp_path):
+    """Found item 5: every record of source b is a copy of one of a's (dedup keeps the first
+    listed source's), so b would be published with 0 documents."""
+    data, out = tmp_path / "in", tmp_path / "out"
+    write_docs(data / "a", "a.jsonl", 3, "same")
+    write_docs(data / "b", "b.jsonl", 3, "same")
+    cfg = named_sources(tmp_path, data, out, a="a/**", b="b/**")
+    with pytest.raises(RunError) as e:
+        run_pipeline(cfg, show_progress=False)
+    assert e.value.exit_code == 3
+    assert str(e.value) == (
+        f"the new version shrinks or holds an empty source: inputs[1] (b) {data}: 0 documents"
+        " out of 3 read (3 duplicates). Nothing was committed; `run --allow-empty` publishes"
+        " it on purpose."
+    )
+    assert versions(out) == []
+
+
+def test_a_takedown_that_empties_the_version_needs_allow_empty(ray_local, tmp_path):
+    """Found item 5: `remove` of every id commits nothing without `remove --allow-empty`."""
+    data, out = tmp_path / "in", tmp_path / "out"
+    write_docs(data, "a.jsonl", 3, "a")
+    cfg = load_config(SAMPLE_CONFIG, input_uri=str(data), output_uri=str(out))
+    parent = run_pipeline(cfg, show_progress=False).version
+    ids = documents.read_index(parent)["doc_id"].to_pylist()
+    with pytest.raises(RunError) as e:
+        remove_documents(parent, ids)
+    assert e.value.exit_code == 3
+    assert str(e.value) == (
+        f"the new version shrinks or holds an empty source against the newest version"
+        f" {parent.name}: source sample ({data}): 0 documents out of 3 read (3 taken down), 3"
+        " before. Nothing was committed; `remove --allow-empty` publishes it on purpose."
+    )
+    assert versions(out) == [parent.name]
+    (tmp_path / "ids").write_text("".join(f"{i}\n" for i in ids))
+    argv = ["remove", parent.uri, "--ids", str(tmp_path / "ids"), "--allow-empty"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=own_ray_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    [_, child] = versions(out)
+    manifest = json.loads((out / "sample" / child / "manifest.json").read_text())
+    assert manifest["counts"]["docs_out"] == 0 and manifest["removal"]["documents"] == 3
