@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -192,7 +193,16 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
     words = line.split()
     if len(words) % 2:
         raise ManifestError(f"blend line has an odd number of words: {line!r}")
-    return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+    pairs = []
+    for i in range(0, len(words), 2):
+        try:
+            weight = float(words[i])
+        except ValueError:
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise ManifestError(f"blend line weight {words[i]!r} is not a number above 0")
+        pairs.append((weight, words[i + 1]))
+    return pairs
 
 
 def data_path_line(version_uri: str, blend: str) -> str:
@@ -284,7 +294,18 @@ def _hex128(value: Any) -> Any:
     return value
 
 
+def _blend_line(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a blend line (a string)")
+    try:
+        parse_blend(value)
+    except ManifestError as e:
+        raise ValueError(str(e)) from None
+    return value
+
+
 _HEX128 = re.compile(r"[0-9a-f]{32}")
+BlendLine = Annotated[str, BeforeValidator(_blend_line)]
 Count = Annotated[int, BeforeValidator(_count)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
 Hex128 = Annotated[str, BeforeValidator(_hex128)]
@@ -306,6 +327,7 @@ class Counts(_Entry):
     quarantined: Count
     tokens: Count
     removed_takedown: Count | None = None  # TAKEDOWN_KEY: only in versions `remove` wrote
+    quarantined_by_reason: dict[str, Count] | None = None  # in `counts`, not in a source's
 
 
 class TokenizerEntry(_Entry):
@@ -315,6 +337,8 @@ class TokenizerEntry(_Entry):
     vocab_size: Count
     dtype: Any = None
     eos_id: Count | None = None
+    bos_id: Count | None = None
+    special_tokens_in_text: str | None = None
 
     @model_validator(mode="after")
     def _dtype_of_vocab(self) -> TokenizerEntry:
@@ -326,8 +350,9 @@ class TokenizerEntry(_Entry):
             raise ValueError(
                 f"dtype {self.dtype!r} is not {expected!r}, the dtype of a {vocab}-token vocabulary"
             )
-        if self.eos_id is not None and self.eos_id >= vocab:
-            raise ValueError(f"eos_id {self.eos_id!r} is not an id below {vocab}")
+        for key in ("eos_id", "bos_id"):
+            if (value := getattr(self, key)) is not None and value >= vocab:
+                raise ValueError(f"{key} {value!r} is not an id below {vocab}")
         return self
 
 
@@ -346,6 +371,19 @@ class ShardEntry(_Entry):
     split: str | None = None
 
 
+class BlendEntry(_Entry):
+    train: BlendLine | None = None
+    valid: BlendLine | None = None
+
+
+class DocumentsEntry(_Entry):
+    """`documents`: the document index's size, checksum and rows (formats/documents.py)."""
+
+    bytes: Count
+    xxh3_128: Hex128
+    rows: Count
+
+
 class Splits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -358,11 +396,15 @@ class Manifest(_Entry):
     docstring for all of them), validated on read (load_manifest) and before a commit."""
 
     format: Literal["pipeline.dataset/1"]
+    name: str
+    version: str
     counts: Counts
     tokenizer: TokenizerEntry
     shards: list[ShardEntry]
     splits: Splits | None = None
     sources: dict[str, Counts] | None = None
+    blend: BlendEntry | None = None
+    documents: DocumentsEntry | None = None
 
     @model_validator(mode="after")
     def _names_once(self) -> Manifest:
