@@ -270,8 +270,16 @@ def _first_problem(err: ValidationError) -> str:
 
 
 def _count(value: Any) -> Any:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{value!r} must be a non-negative integer")
+    """A count or size: what numpy and Arrow hold in an int64 (readers sum and index with it)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(f"{value!r} must be a non-negative integer below 2**63")
+    return value
+
+
+def _number(value: Any) -> Any:
+    """A weight's type (its range is the weight rule's): an int or a float, not a string."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
     return value
 
 
@@ -307,6 +315,7 @@ def _blend_line(value: Any) -> Any:
 _HEX128 = re.compile(r"[0-9a-f]{32}")
 BlendLine = Annotated[str, BeforeValidator(_blend_line)]
 Count = Annotated[int, BeforeValidator(_count)]
+Number = Annotated[float, BeforeValidator(_number)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
 Hex128 = Annotated[str, BeforeValidator(_hex128)]
 
@@ -328,6 +337,7 @@ class Counts(_Entry):
     tokens: Count
     removed_takedown: Count | None = None  # TAKEDOWN_KEY: only in versions `remove` wrote
     quarantined_by_reason: dict[str, Count] | None = None  # in `counts`, not in a source's
+    weight: Number = 1.0  # in a source's entry: absent means 1, null is not a weight
 
 
 class TokenizerEntry(_Entry):
