@@ -259,6 +259,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
     try:
         version = resolve_version(location)
+        _check_removable(version)
         done = remove_documents(version, ids, strict=args.strict, ray_cfg=ray_cfg)
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -285,6 +286,27 @@ def cmd_remove(args: argparse.Namespace) -> int:
     )
     print(f"{state:<17} {done.result.version.uri}")
     return 0
+
+
+def _check_removable(version) -> None:
+    """ManifestError unless the manifest's lineage names the run records a takedown re-packs
+    from (units, removed) as paths inside the dataset folder."""
+    from pipeline.formats.manifest import ManifestError, load_manifest
+
+    lineage = load_manifest(version).get("lineage")
+    for key in ("units", "removed"):
+        path = lineage.get(key) if isinstance(lineage, dict) else None
+        if (
+            not isinstance(path, str)
+            or not path.strip("/")
+            or path.startswith("/")
+            or ".." in path.split("/")
+            or "\0" in path
+        ):
+            raise ManifestError(
+                f"{version.uri}: lineage.{key} is not a path in the dataset folder: the"
+                " version cannot be re-packed (run `verify`); nothing was committed"
+            )
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
