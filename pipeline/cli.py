@@ -9,29 +9,45 @@ import sys
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
+from pipeline import cli_args
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
-from pipeline.exit_codes import CONFIG_ERROR, exit_codes_help
+from pipeline.exit_codes import (
+    CLOSED_PIPE,
+    CONFIG_ERROR,
+    NOT_FOUND,
+    VERSION_BROKEN,
+    exit_codes_help,
+)
 
 _URIS: list[str] = []  # the storage URIs the command was given, named by a refusal without one
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
+    parser.add_argument(
+        "--config",
+        required=True,
+        type=cli_args.existing_file,
+        help="YAML config file (see configs/)",
+    )
     parser.add_argument(
         "--input",
         help="input URI (folder, file:// or s3://), overrides the uri of a single-source config"
         " (input.uri, or inputs[0].uri when inputs names one source; refused for several)",
     )
-    parser.add_argument("--output", help="output URI, overrides output.uri")
+    parser.add_argument("--output", type=cli_args.folder, help="output URI, overrides output.uri")
     _add_overrides(parser, "override any config key, e.g. --set pack.shard_bytes=64MiB")
 
 
 def add_storage_args(parser: argparse.ArgumentParser) -> None:
     """The endpoint options of a command that reads a URI given on its command line: storage
     options from --config (+ --set), or --endpoint-url / --set storage.* without a config."""
-    parser.add_argument("--config", help="take storage options (endpoint, region) from this config")
+    parser.add_argument(
+        "--config",
+        type=cli_args.existing_file,
+        help="take storage options (endpoint, region) from this config",
+    )
     _add_overrides(
         parser, "override a config key, e.g. --set storage.endpoint_url=http://127.0.0.1:9000"
     )
@@ -127,36 +143,75 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Broken(Exception):
+    """The version named on the command line fails its manifest's checks (exit VERSION_BROKEN)."""
+
+
 def _version_of(args: argparse.Namespace):
+    """The version folder and its manifest, checked as far as it can be without reading the
+    shards (the model, then verify_claims): ManifestError when the URI holds no version,
+    _Broken when the version's manifest fails a check."""
     from pipeline.core.storage import Location, check_reachable
-    from pipeline.formats.manifest import load_manifest, resolve_version
+    from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
+    from pipeline.formats.verify import VerifyError, verify_claims
 
     location = Location.from_uri(args.uri, storage_from_args(args))
+    _URIS[:] = [args.uri]
     check_reachable(location)
-    version = resolve_version(location)
-    return version, load_manifest(version)
+    try:
+        version = resolve_version(location)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ManifestError(f"{args.uri}: no such version or dataset folder") from None
+    try:
+        manifest = load_manifest(version)
+        verify_claims(version, manifest)
+    except (ManifestError, VerifyError) as e:
+        raise _Broken(f"{e}: run `verify`") from None
+    except (OSError, ValueError) as e:  # a folder, or an unreadable object, named manifest.json
+        if refusal_cause(e):
+            raise
+        raise _Broken(f"{version.uri}: cannot read the manifest: {e}") from None
+    return version, manifest
+
+
+def _index_of(version, manifest):
+    """The version's document index, _Broken unless it is the one its manifest names."""
+    from pipeline.formats import documents
+
+    try:
+        return documents.read_index(version, manifest["documents"])
+    except (OSError, ValueError) as e:  # missing, another size or checksum, not Parquet
+        if refusal_cause(e):
+            raise
+        raise _Broken(f"{version.uri}: {documents.INDEX_FILE}: {e}: run `verify`") from None
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    """Where a document is (formats/documents.py); exit 1 when the version does not hold it."""
+    """Where a document is (formats/documents.py); exit NOT_FOUND when the version does not
+    hold it, VERSION_BROKEN when its manifest or index fails the checks."""
     from pipeline.formats import documents
     from pipeline.formats.manifest import ManifestError
 
     try:
         version, manifest = _version_of(args)
+        if manifest.get("documents") is None:
+            print(
+                f"error: {version.uri} has no document index (written before it)", file=sys.stderr
+            )
+            return CONFIG_ERROR
+        rows = documents.find(_index_of(version, manifest), args.id)
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    if manifest.get("documents") is None:
-        print(f"error: {version.uri} has no document index (written before it)", file=sys.stderr)
-        return 2
-    rows = documents.find(documents.read_index(version, manifest["documents"]), args.id)
+        return CONFIG_ERROR
+    except _Broken as e:
+        print(f"error: broken version: {e}", file=sys.stderr)
+        return VERSION_BROKEN
     down = _takedown_state(version, args.id)
     if not rows:
         print(f"not found: {args.id!r} is not in version {manifest['version']}", file=sys.stderr)
         for line in down:
             print(line)
-        return 1
+        return NOT_FOUND
     for line in down:
         print(line)
     for row in rows:
@@ -196,7 +251,10 @@ def cmd_blend(args: argparse.Namespace) -> int:
         version, manifest = _version_of(args)
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return CONFIG_ERROR
+    except _Broken as e:
+        print(f"error: broken version: {e}", file=sys.stderr)
+        return VERSION_BROKEN
     blend = (manifest.get("blend") or {}).get(args.split)
     if not blend:
         print(f"error: version {manifest['version']} has no {args.split} tokens", file=sys.stderr)
@@ -234,6 +292,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
     try:
         version = resolve_version(location)
+        _check_removable(version)
         done = remove_documents(
             version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
             allow_empty=args.allow_empty,
@@ -284,6 +343,27 @@ def cmd_takedown_lift(args: argparse.Namespace) -> int:
         return 2
     print(f"lifted {args.entry}: recorded {describe(entry)}; later runs include its documents")
     return 0
+
+
+def _check_removable(version) -> None:
+    """ManifestError unless the manifest's lineage names the run records a takedown re-packs
+    from (units, removed) as paths inside the dataset folder."""
+    from pipeline.formats.manifest import ManifestError, load_manifest
+
+    lineage = load_manifest(version).get("lineage")
+    for key in ("units", "removed"):
+        path = lineage.get(key) if isinstance(lineage, dict) else None
+        if (
+            not isinstance(path, str)
+            or not path.strip("/")
+            or path.startswith("/")
+            or ".." in path.split("/")
+            or "\0" in path
+        ):
+            raise ManifestError(
+                f"{version.uri}: lineage.{key} is not a path in the dataset folder: the"
+                " version cannot be re-packed (run `verify`); nothing was committed"
+            )
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
@@ -356,10 +436,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"error: stats file rejected: {e}", file=sys.stderr)
         return CONFIG_ERROR
     if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
-        from pipeline.core.units import parse_size
         from pipeline.report import bill, dry_run
 
-        corpus = parse_size(args.corpus_bytes)
+        corpus = args.corpus_bytes
         cut, stages = dry_run.plan_for_config(cfg, corpus)
         report["projection"] = bill.projected_bill(
             report,
@@ -408,7 +487,6 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from pipeline.core.units import parse_size
     from pipeline.report import dry_run
 
     if args.set and not args.config:  # the dry run's defaults are not a config: say so, not ignore
@@ -417,15 +495,19 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides=args.set, check_paths=False) if args.config else None
     rates = None
     if args.rates:
-        text = Path(args.rates).read_text().strip().splitlines()[-1]
-        rates = dry_run.rates_from_bench(json.loads(text))
+        try:
+            text = (Path(args.rates).read_text().strip().splitlines() or [""])[-1]
+            rates = dry_run.rates_from_bench(json.loads(text))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            print(f"error: --rates {args.rates}: not `bench scaling` JSON: {e!r}", file=sys.stderr)
+            return CONFIG_ERROR
     cut, stages = dry_run.plan_for_config(
         cfg,
-        parse_size(args.corpus_bytes),
+        args.corpus_bytes,
         docs=args.docs,
-        unit_bytes=parse_size(args.unit_bytes),
-        shard_bytes=parse_size(args.shard_bytes),
-        file_bytes=parse_size(args.file_bytes),
+        unit_bytes=args.unit_bytes,
+        shard_bytes=args.shard_bytes,
+        file_bytes=args.file_bytes,
         rates=rates,
     )
     for line in dry_run.dry_run_lines(cut, stages):
@@ -508,31 +590,27 @@ def _curate_preview_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_config_args(preview)
     preview.add_argument(
-        "--sample", type=_positive_int, default=1000, help="documents read per source"
+        "--sample", type=cli_args.positive_int, default=1000, help="documents read per source"
     )
     preview.set_defaults(func=cmd_curate_preview)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
 def _verify_parser(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check a committed version against its manifest")
-    verify.add_argument("uri", help="a version folder, or a dataset folder (newest version)")
+    verify.add_argument(
+        "uri", type=cli_args.folder, help="a version folder, or a dataset folder (newest version)"
+    )
     add_storage_args(verify)
     verify.set_defaults(func=cmd_verify)
 
 
 def _find_parser(sub: argparse._SubParsersAction) -> None:
     find = sub.add_parser("find", help="where a document is: version, shard, offset, input")
-    find.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    find.add_argument(
+        "uri",
+        type=cli_args.folder,
+        help="a version folder, or a dataset folder (its newest version)",
+    )
     find.add_argument("--id", required=True, help="the document id (named sources: SOURCE/ID)")
     add_storage_args(find)
     find.set_defaults(func=cmd_find)
@@ -540,7 +618,11 @@ def _find_parser(sub: argparse._SubParsersAction) -> None:
 
 def _blend_parser(sub: argparse._SubParsersAction) -> None:
     blend = sub.add_parser("blend", help="Megatron-LM --data-path line with absolute prefixes")
-    blend.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    blend.add_argument(
+        "uri",
+        type=cli_args.folder,
+        help="a version folder, or a dataset folder (its newest version)",
+    )
     blend.add_argument(
         "--split",
         choices=("train", "valid"),
@@ -555,10 +637,15 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
     remove = sub.add_parser(
         "remove", help="takedown: a new version without the listed documents (re-packed)"
     )
-    remove.add_argument("uri", help="a version folder, or a dataset folder (its newest version)")
+    remove.add_argument(
+        "uri",
+        type=cli_args.folder,
+        help="a version folder, or a dataset folder (its newest version)",
+    )
     remove.add_argument(
         "--ids",
         required=True,
+        type=cli_args.existing_file,
         help="file of document ids: one a line exactly as written (only the final \\n removed),"
         ' or .jsonl ({"id": ...} a line) or .parquet (an `id` column) for ids with newlines',
     )
@@ -585,7 +672,9 @@ def _lift_parser(sub: argparse._SubParsersAction) -> None:
     lift = sub.add_parser(
         "takedown-lift", help="lift a takedown list entry: later runs include its documents again"
     )
-    lift.add_argument("uri", help="the dataset folder (or one of its versions)")
+    lift.add_argument(
+        "uri", type=cli_args.folder, help="the dataset folder (or one of its versions)"
+    )
     lift.add_argument("--entry", required=True, help="the takedown entry (as `remove` printed)")
     lift.add_argument("--reason", required=True, help="why, recorded with the lift")
     add_storage_args(lift)
@@ -604,6 +693,7 @@ def _retain_parser(sub: argparse._SubParsersAction) -> None:
     retain.add_argument(
         "--export-lifecycle",
         metavar="PATH",
+        type=cli_args.file_to_write,
         help="write the policy as S3 lifecycle rules (JSON) where S3 can say it",
     )
     retain.add_argument(
@@ -623,28 +713,46 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
         "--run-id",
         help="whose _work/<run>/stats.json (default: the run of the newest committed version)",
     )
-    report.add_argument("--stats", help="a stage stats JSON file instead")
+    report.add_argument(
+        "--stats", type=cli_args.existing_file, help="a stage stats JSON file instead"
+    )
     report.add_argument(
         "--runs-per-month",
-        type=float,
+        type=cli_args.non_negative_float,
         default=1.0,
         help="pipeline runs a month, for the monthly request bill (default 1)",
     )
-    report.add_argument("--reader-stats", help="stream-reader counters JSON (training reads)")
     report.add_argument(
-        "--epochs", type=float, default=1.0, help="training epochs per month (default 1)"
+        "--reader-stats",
+        type=cli_args.existing_file,
+        help="stream-reader counters JSON (training reads)",
+    )
+    report.add_argument(
+        "--epochs",
+        type=cli_args.non_negative_float,
+        default=1.0,
+        help="training epochs per month (default 1)",
     )
     report.add_argument(
         "--range-bytes",
-        type=int,
+        type=cli_args.positive_int,
         default=RANGE_BYTES,
         help="range GET size for the training estimate without reader stats",
     )
     report.add_argument(
-        "--corpus-bytes", help="e.g. 10TB: add the projected monthly bill at that input size"
+        "--corpus-bytes",
+        type=cli_args.size,
+        help="e.g. 10TB: add the projected monthly bill at that input size",
     )
-    report.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    report.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page")
+    report.add_argument(
+        "--json", metavar="PATH", type=cli_args.file_to_write, help="also write the report as JSON"
+    )
+    report.add_argument(
+        "--html",
+        metavar="PATH",
+        type=cli_args.file_to_write,
+        help="also write a self-contained HTML page",
+    )
     report.add_argument(
         "--store", action="store_true", help="store md/json/html under the dataset's _reports/"
     )
@@ -667,61 +775,90 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--latency-ms",
-        type=float,
+        type=cli_args.positive_float,
         default=DEFAULT_LATENCY_S * 1000,
         help="first-byte latency L (default 50)",
     )
     parser.add_argument(
         "--bandwidth-mbps",
-        type=float,
+        type=cli_args.positive_float,
         default=DEFAULT_BANDWIDTH / MB,
         help="bandwidth of one connection B, MB/s (default 100)",
     )
     parser.add_argument(
-        "--target-gbps", type=float, default=2.0, help="throughput to sustain X, GB/s (default 2)"
+        "--target-gbps",
+        type=cli_args.positive_float,
+        default=2.0,
+        help="throughput to sustain X, GB/s (default 2)",
     )
     parser.add_argument(
         "--probe",
         metavar="URI",
+        type=cli_args.existing_path,
         help="measure L and B first against this object, or the largest shard of"
         " a version / dataset folder",
     )
     add_storage_args(parser)  # the --probe URI's endpoint: --config/--set or --endpoint-url
     parser.add_argument(
-        "--nodes", type=int, default=1, help="training nodes reading the shards (default 1)"
+        "--nodes",
+        type=cli_args.positive_int,
+        default=1,
+        help="training nodes reading the shards (default 1)",
     )
     parser.add_argument(
-        "--gpus-per-node", type=int, help="GPUs per node: with --tokens-per-s-per-gpu, sets X"
+        "--gpus-per-node",
+        type=cli_args.positive_int,
+        help="GPUs per node: with --tokens-per-s-per-gpu, sets X",
     )
     parser.add_argument(
         "--tokens-per-s-per-gpu",
-        type=float,
+        type=cli_args.positive_float,
         help="training throughput per GPU, tokens/s: X = nodes x GPUs x this x bytes per token",
     )
     parser.add_argument(
-        "--bytes-per-token", type=int, default=2, help="token bytes in the shards (default 2)"
+        "--bytes-per-token",
+        type=cli_args.positive_int,
+        default=2,
+        help="token bytes in the shards (default 2)",
     )
     scale = parser.add_argument_group(
         "dry run at a corpus size (see dry_run.py); --config (and --set) also give its unit,"
         " shard, dedup and price settings"
     )
-    scale.add_argument("--corpus-bytes", help="e.g. 10TB: print the per-stage dry run instead")
     scale.add_argument(
-        "--docs", type=int, help=f"documents in the corpus (default bytes / {DOC_BYTES:,})"
+        "--corpus-bytes",
+        type=cli_args.size,
+        help="e.g. 10TB: print the per-stage dry run instead",
+    )
+    scale.add_argument(
+        "--docs",
+        type=cli_args.positive_int,
+        help=f"documents in the corpus (default bytes / {DOC_BYTES:,})",
     )
     scale.add_argument(
         "--unit-bytes",
+        type=cli_args.size,
         help=f"ingest.unit_bytes (default: the config's; without one {units})",
     )
     scale.add_argument(
         "--shard-bytes",
+        type=cli_args.size,
         help=f"pack.shard_bytes (default: the config's; without one {shards})",
     )
     scale.add_argument(
-        "--file-bytes", default="1GiB", help="size of each input file (default 1GiB)"
+        "--file-bytes",
+        type=cli_args.size,
+        default="1GiB",
+        help="size of each input file (default 1GiB)",
     )
-    scale.add_argument("--rates", help="`bench scaling` JSON (its last line) for core-hours")
-    scale.add_argument("--json", metavar="PATH", help="also write the dry run as JSON")
+    scale.add_argument(
+        "--rates",
+        type=cli_args.existing_file,
+        help="`bench scaling` JSON (its last line) for core-hours",
+    )
+    scale.add_argument(
+        "--json", metavar="PATH", type=cli_args.file_to_write, help="also write the dry run as JSON"
+    )
     parser.set_defaults(func=cmd_plan)
 
 
@@ -764,7 +901,7 @@ def _config_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline",
         epilog=exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -790,6 +927,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`| head`): what is left to print goes to /dev/null, as
+    the Python documentation recommends (signal module, "Note on SIGPIPE"), so that the flush
+    at exit cannot fail again; no line on stderr, exit CLOSED_PIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, ValueError, OSError):  # a stdout without a file descriptor
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until the exit
+    finally:
+        os.close(devnull)
+    return CLOSED_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

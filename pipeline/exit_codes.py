@@ -13,6 +13,9 @@ RUN_STOPPED = 3
 LEASE_HELD = 4
 STORAGE_UNREACHABLE = 5
 STORAGE_REFUSED = 6
+NOT_FOUND = 7
+VERSION_BROKEN = 8
+CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool whose reader went away
 
 EXIT_CODES: dict[int, str] = {
     DONE: "done",
@@ -28,6 +31,11 @@ EXIT_CODES: dict[int, str] = {
     " names the endpoint and the object)",
     STORAGE_REFUSED: "the store refused: no credentials, access denied, an unknown key, no such"
     " bucket (the line names the URI and the cause)",
+    NOT_FOUND: "`find`: the version does not hold the id",
+    VERSION_BROKEN: "`find`, `blend`: the version's manifest or document index fails its checks"
+    " (`verify` names them all)",
+    CLOSED_PIPE: "stdout was closed before the output was written (e.g. `| head`): the rest is"
+    " dropped, quietly",
 }
 
 

@@ -233,7 +233,16 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
     words = line.split()
     if len(words) % 2:
         raise ManifestError(f"blend line has an odd number of words: {line!r}")
-    return [(float(words[i]), words[i + 1]) for i in range(0, len(words), 2)]
+    pairs = []
+    for i in range(0, len(words), 2):
+        try:
+            weight = float(words[i])
+        except ValueError:
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise ManifestError(f"blend line weight {words[i]!r} is not a number above 0")
+        pairs.append((weight, words[i + 1]))
+    return pairs
 
 
 def data_path_line(version_uri: str, blend: str) -> str:
@@ -303,8 +312,16 @@ def _first_problem(err: ValidationError) -> str:
 
 
 def _count(value: Any) -> Any:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{value!r} must be a non-negative integer")
+    """A count or size: what numpy and Arrow hold in an int64 (readers sum and index with it)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(f"{value!r} must be a non-negative integer below 2**63")
+    return value
+
+
+def _number(value: Any) -> Any:
+    """A weight's type (its range is the weight rule's): an int or a float, not a string."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
     return value
 
 
@@ -330,12 +347,21 @@ def _hex128(value: Any) -> Any:
 def _hex64(value: Any) -> Any:
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ValueError(f"{value!r} is not an xxh3-64 hex digest")
+def _blend_line(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a blend line (a string)")
+    try:
+        parse_blend(value)
+    except ManifestError as e:
+        raise ValueError(str(e)) from None
     return value
 
 
 _HEX128 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{16}")
+BlendLine = Annotated[str, BeforeValidator(_blend_line)]
 Count = Annotated[int, BeforeValidator(_count)]
+Number = Annotated[float, BeforeValidator(_number)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
 Hex128 = Annotated[str, BeforeValidator(_hex128)]
 Hex64 = Annotated[str, BeforeValidator(_hex64)]
@@ -357,6 +383,8 @@ class Counts(_Entry):
     quarantined: Count
     tokens: Count
     removed_takedown: Count | None = None  # TAKEDOWN_KEY: only where a takedown removed any
+    quarantined_by_reason: dict[str, Count] | None = None  # in `counts`, not in a source's
+    weight: Number = 1.0  # in a source's entry: absent means 1, null is not a weight
 
 
 class TokenizerEntry(_Entry):
@@ -369,6 +397,7 @@ class TokenizerEntry(_Entry):
     dtype: Any = None
     eos_id: Count | None = None
     bos_id: Count | None = None
+    special_tokens_in_text: str | None = None
 
     @model_validator(mode="after")
     def _dtype_of_ids(self) -> TokenizerEntry:
@@ -423,6 +452,19 @@ class ShardEntry(_Entry):
         return self.bin_blocks_xxh3_64 is not None
 
 
+class BlendEntry(_Entry):
+    train: BlendLine | None = None
+    valid: BlendLine | None = None
+
+
+class DocumentsEntry(_Entry):
+    """`documents`: the document index's size, checksum and rows (formats/documents.py)."""
+
+    bytes: Count
+    xxh3_128: Hex128
+    rows: Count
+
+
 class Splits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -435,11 +477,15 @@ class Manifest(_Entry):
     docstring for all of them), validated on read (load_manifest) and before a commit."""
 
     format: Literal["pipeline.dataset/1", "pipeline.dataset/2"]
+    name: str
+    version: str
     counts: Counts
     tokenizer: TokenizerEntry
     shards: list[ShardEntry]
     splits: Splits | None = None
     sources: dict[str, Counts] | None = None
+    blend: BlendEntry | None = None
+    documents: DocumentsEntry | None = None
 
     @model_validator(mode="after")
     def _names_once(self) -> Manifest:

@@ -53,8 +53,26 @@ def verify_manifest(version: Location, manifest: dict, shards_checked: bool = Fa
     if not shards_checked:
         for i, shard in enumerate(every):
             check_shard(version, shard, manifest["tokenizer"], f"{version.uri}: shard {i}")
-    tokens = sum(shard["tokens"] for shard in every)
-    docs = sum(shard["documents"] for shard in every)
+    verify_counts(version, manifest, every)
+    verify_documents(version, manifest, every, dtype)
+    verify_lineage(version, manifest)
+    verify_sources(version, manifest, every)
+    return manifest
+
+
+def verify_claims(version: Location, manifest: dict) -> None:
+    """The checks of `verify` that need the manifest alone (no shard or record is read): the
+    counts and the sources agree with the shard entries and each other. `find` and `blend` run
+    them (after load_manifest's model) before they answer from a version."""
+    every = manifest["shards"] + split_shards(manifest, "valid")
+    verify_counts(version, manifest, every)
+    verify_sources(version, manifest, every)
+
+
+def verify_counts(version: Location, manifest: dict, shards: list[dict]) -> None:
+    """The shards hold docs_out and tokens; in = out + removed + quarantined."""
+    tokens = sum(shard["tokens"] for shard in shards)
+    docs = sum(shard["documents"] for shard in shards)
     counts = manifest["counts"]
     if tokens != counts["tokens"] or docs != counts["docs_out"]:
         raise VerifyError(
@@ -66,10 +84,6 @@ def verify_manifest(version: Location, manifest: dict, shards_checked: bool = Fa
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
-    verify_documents(version, manifest, every, dtype)
-    verify_lineage(version, manifest)
-    verify_sources(version, manifest, every)
-    return manifest
 
 
 def verify_documents(version: Location, manifest: dict, shards: list[dict], dtype) -> None:

@@ -68,7 +68,7 @@ def test_find_prints_where_a_document_is_and_exit_1_when_absent(version: Path) -
     for key in ("shard", "first_token", "tokens", "input_path", "input_offset", "input_row"):
         assert f"{key:>12} {row[key]}" in found.stdout
     missing = _cli("find", str(version), "--id", "docs/no-such-document")
-    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert missing.returncode == 7 and "not found" in missing.stderr
 
 
 def test_blend_prints_absolute_prefixes_of_existing_shards(version: Path) -> None:

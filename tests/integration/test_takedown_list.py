@@ -116,7 +116,7 @@ def test_a_changed_config_keeps_the_ids_out_and_find_names_the_entry(
     manifest = verify_version(changed.version)
     assert manifest["counts"]["removed_takedown"] == 2
     assert not _ids(dataset) & {"new\nline", "doc-2"}
-    assert main(["find", str(dataset), "--id", "new\nline"]) == 1
+    assert main(["find", str(dataset), "--id", "new\nline"]) == 7  # exit_codes.NOT_FOUND
     said = capsys.readouterr()
     assert "not found: 'new\\nline'" in said.err
     assert "'new\\nline' is taken down: takedown " in said.out

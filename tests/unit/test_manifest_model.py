@@ -4,6 +4,7 @@ ManifestError line naming the field (verify prints it as `verify FAILED: ...`)."
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from support import setter
@@ -36,6 +37,7 @@ SHARD = dict(
 VALID = {
     "format": FORMAT,
     "name": "ds",
+    "version": "20260101T000000.000000Z-0000000000000000",
     "counts": COUNTS,
     "tokenizer": {
         "vocab_size": 1000,
@@ -159,3 +161,28 @@ def test_the_largest_weight_is_the_configs():
     """A weight the config accepts is one every reader of the manifest accepts."""
     bounds = SourceConfig.model_fields["weight"].metadata
     assert any(getattr(b, "le", None) == MAX_WEIGHT for b in bounds)
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("blend",), "0.5 train-00000", "blend is not an object"),
+        (("blend", "train"), 7, "blend.train: 7 is not a blend line"),
+        (("blend", "train"), "nan train-00000", "weight 'nan' is not a number above 0"),
+        (("blend", "train"), "1 train-00000 0.5", "odd number of words"),
+        (("counts", "quarantined_by_reason"), [1], "counts.quarantined_by_reason is not an"),
+        (("counts", "quarantined_by_reason", "bad_json"), -2, "must be a non-negative integer"),
+        (("documents",), {"bytes": 5, "xxh3_128": "0" * 32}, "documents.rows is missing"),
+        (("documents",), [], "documents is not an object"),
+        (("sources", "web", "weight"), "7", "sources.web.weight: '7' is not a number"),
+        (("sources", "web", "weight"), None, "sources.web.weight: None is not a number"),
+        (("shards", 0, "tokens"), 10**30, "below 2**63"),
+        (("tokenizer", "bos_id"), 1000, "bos_id 1000 is not an id below 1000"),
+        (("version",), None, "version: Input should be a valid string"),
+    ],
+)
+def test_every_field_a_command_reads_is_typed(path, value, message):
+    m = copy.deepcopy(VALID)
+    m["blend"] = {"train": "1 train-00000", "valid": ""}
+    m["counts"] = {**COUNTS, "quarantined_by_reason": {"bad_json": 0}}
+    setter(*path, value=value)(m)
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        check_structure(m)
