@@ -347,6 +347,9 @@ def _hex128(value: Any) -> Any:
 def _hex64(value: Any) -> Any:
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ValueError(f"{value!r} is not an xxh3-64 hex digest")
+    return value
+
+
 def _blend_line(value: Any) -> Any:
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a blend line (a string)")

@@ -143,13 +143,20 @@ def test_what_the_model_rejects_is_one_line_naming_the_field(manifest, message):
     assert str(err.value).startswith("m.json: ") and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("weight", [-1, 0, 1e300, "7", float("nan"), True, float("inf"), 1e6 + 1])
+@pytest.mark.parametrize("weight", [-1, 0, 1e300, float("nan"), float("inf"), 1e6 + 1])
 def test_a_weight_that_is_not_a_number_in_range_is_refused(weight):
-    """The reader would drop a source of weight <= 0, grow without bound on a huge one, and
-    multiply by a string: each is a WeightError (a ValueError) naming the field."""
+    """The reader would drop a source of weight <= 0 and grow without bound on a huge one:
+    each is a WeightError (a ValueError) naming the field."""
     with pytest.raises(WeightError, match=r"^m.json: sources.web.weight: .* is not a number in"):
         check_structure(edited(("sources", "web", "weight"), weight), where="m.json")
     assert issubclass(WeightError, ValueError)
+
+
+@pytest.mark.parametrize("weight", ["7", True])
+def test_a_weight_that_is_not_a_number_is_refused_by_its_type(weight):
+    """The reader would multiply by a string or a boolean: the field's type refuses it."""
+    with pytest.raises(ManifestError, match=r"^m.json: sources.web.weight: .* is not a number"):
+        check_structure(edited(("sources", "web", "weight"), weight), where="m.json")
 
 
 @pytest.mark.parametrize("weight", [1e-9, 1, 2.5, 1e6])
