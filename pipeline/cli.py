@@ -209,7 +209,7 @@ def cmd_find(args: argparse.Namespace) -> int:
     down = _takedown_state(version, args.id)
     if not rows:
         print(f"not found: {args.id!r} is not in version {manifest['version']}", file=sys.stderr)
-        for line in down:
+        for line in [*_removal_state(version, manifest, args.id), *down]:
             print(line)
         return NOT_FOUND
     for line in down:
@@ -219,6 +219,15 @@ def cmd_find(args: argparse.Namespace) -> int:
         for key, value in row.items():
             print(f"{key:>12} {value}")
     return 0
+
+
+def _removal_state(version, manifest: dict, doc_id: str) -> list[str]:
+    """Why the run that made the version left `doc_id` out (its audit, formats/audit.py)."""
+    from pipeline.core.storage import Location
+    from pipeline.formats.audit import why_removed
+
+    dataset = Location(version.fs, version.path.rstrip("/").rsplit("/", 1)[0])
+    return why_removed(dataset, manifest.get("lineage"), doc_id)
 
 
 def _takedown_state(version, doc_id: str) -> list[str]:

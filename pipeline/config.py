@@ -149,6 +149,13 @@ class Config(StrictModel):
         """A source's curation chain: its own `curate`, else the config's."""
         return self.curate if src.curate is None else src.curate
 
+    def kept_fields(self, src: InputConfig) -> list[str]:
+        """The fields a source's documents carry into the index: its keep_fields, then those
+        its curation steps add (the language step's language and language_score)."""
+        from pipeline.curate.chain import added_fields
+
+        return list(dict.fromkeys([*src.keep_fields, *added_fields(self.chain_of(src))]))
+
     def content_files(self, stage: str) -> list[str]:
         """Files beyond the declared by-content keys whose content decides `stage`'s bytes:
         the curation steps' word lists, models, benchmarks and modules (reuse_keys.py)."""

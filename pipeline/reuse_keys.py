@@ -43,8 +43,10 @@ STAGES: tuple[str, ...] = get_args(Stage)
 # 3: hash and signature rows carry the source (origin, origin_rank), and a unit's hash rows
 #    are one sectioned object (exchange/sections.py);
 # 4: the read task tokenizes: token files hold every document, a unit's documents file no text;
-# 5: a token file holds each split in one block, its index a `valid` column).
-LAYOUT_VERSION = 5
+# 5: a token file holds each split in one block, its index a `valid` column;
+# 6: token files' dtype follows the tokenizer's largest id; the read pass's removals (curation,
+#    takedown list) are one audit file per unit, with a `detail` column).
+LAYOUT_VERSION = 6
 _KEY = "changes_bytes_of"
 
 

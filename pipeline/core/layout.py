@@ -38,8 +38,9 @@
           <unit>.quarantine.parquet     bad records: source, row, reason, detail (with the
                                         documents the tokenizer made EOS/BOS from: they are
                                         quarantined before dedup sees them)
-          <unit>.takedown.parquet       the unit's documents on the takedown list (removed.parquet
-                                        schema, rule "takedown"), when the run had a list
+          <unit>.removed.parquet        the unit's documents removed in the read pass: by a
+                                        curation rule (rule: the step's name) or the takedown
+                                        list (rule "takedown"); exact.AUDIT_SCHEMA, when any
           <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
           <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
           <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
@@ -155,7 +156,7 @@ READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/ne
 # a done unit without them is read again (read_dedup_tasks._outputs_present); markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
-READ_TAKEDOWN = PathRule(f"{_UNIT}.takedown.parquet", "work_state")  # audit rows: kept
+READ_REMOVED = PathRule(f"{_UNIT}.removed.parquet", "work_state")  # audit rows: kept
 UNIT_FILES = PathRule(f"{WORK_DIR}/units/{{read_key}}/**", "work_state")
 TOKENS_BIN = PathRule(f"{_TOKENS}.bin", "token_parts")
 TOKENS_ALL = PathRule(f"{_TOKENS}.parquet", "token_parts")  # marks its .bin complete
@@ -199,7 +200,7 @@ PATHS: tuple[PathRule, ...] = (
     READ_BANDS,
     READ_SIGS_ANY,
     READ_DONE,
-    READ_TAKEDOWN,
+    READ_REMOVED,
     UNIT_FILES,
     TOKENS_BIN,
     TOKENS_ALL,
@@ -341,8 +342,8 @@ class RunLayout:
     def read_bands(self, unit: str, band_key: str) -> Location:
         return self._at(READ_BANDS, unit=unit, band_key=band_key)
 
-    def read_takedown(self, unit: str) -> Location:
-        return self._at(READ_TAKEDOWN, unit=unit)
+    def read_removed(self, unit: str) -> Location:
+        return self._at(READ_REMOVED, unit=unit)
 
     def read_done(self, unit: str) -> Location:
         return self._at(READ_DONE, unit=unit)

@@ -99,6 +99,11 @@ def files_of(raw: list[dict[str, Any]]) -> list[str]:
     ]  # fmt: skip
 
 
+def added_fields(raw: list[dict[str, Any]]) -> list[str]:
+    """The kept fields a chain (as configured) adds to each document, in step order."""
+    return [f for name, _ in parse(raw) for f in REGISTRY[name].FIELDS]
+
+
 def fields(steps: list[Step]) -> list[str]:
     """The kept fields the chain adds to each document, in step order."""
     return [f for step in steps for f in step.FIELDS]
@@ -149,6 +154,21 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
         out.kept = out.kept.filter(pc.invert(gone))
     if removed_parts:
         out.removed = pa.concat_tables(removed_parts)
+    return out
+
+
+def merged(parts: list[Outcome], schema: pa.Schema) -> Outcome:
+    """One outcome of the batches' outcomes, in batch order."""
+    out = Outcome(
+        kept=pa.concat_tables([p.kept for p in parts], promote_options="default")
+        if parts else schema.empty_table(),
+        removed=pa.concat_tables([p.removed for p in parts]) if parts
+        else REMOVED_SCHEMA.empty_table(),
+    )  # fmt: skip
+    for p in parts:
+        out.removed_by_rule.update(p.removed_by_rule)
+        out.changed_by_rule.update(p.changed_by_rule)
+        out.spans.update(p.spans)
     return out
 
 

@@ -45,6 +45,10 @@ REMOVED_SCHEMA = pa.schema(
 )
 
 
+# the audit (removed.parquet) and the read pass's removals: why, where a rule says (curation)
+AUDIT_SCHEMA = pa.schema([*REMOVED_SCHEMA, ("detail", pa.string())])
+
+
 def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> pa.Table:
     """Content hashes of a batch of documents (doc_id, source, row, text) of one unit, whose
     source is `origin`, listed `rank`-th in the config (its dedup priority)."""

@@ -103,6 +103,8 @@ FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard 
 FORMATS = (FORMAT_V1, FORMAT)
 MAX_WEIGHT = 1e6  # a source's largest weight (config_sections.SourceConfig.weight's bound too)
 TAKEDOWN_KEY = "removed_takedown"  # only where a takedown removed documents
+FILTERED_KEY = "removed_filtered"  # {curation rule: documents}: only where a chain removed any
+CURATED_KEY = "curated"  # {changed: {transform: documents}, spans: {kind: n}}: where one ran
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",
@@ -150,6 +152,7 @@ def documents_accounted(counts: dict[str, int]) -> int:
         + counts["removed_exact"]
         + counts["removed_near"]
         + counts.get(TAKEDOWN_KEY, 0)
+        + sum((counts.get(FILTERED_KEY) or {}).values())
         + counts["quarantined"]
     )
 
@@ -386,6 +389,7 @@ class Counts(_Entry):
     quarantined: Count
     tokens: Count
     removed_takedown: Count | None = None  # TAKEDOWN_KEY: only where a takedown removed any
+    removed_filtered: dict[str, Count] | None = None  # FILTERED_KEY: per curation rule
     quarantined_by_reason: dict[str, Count] | None = None  # in `counts`, not in a source's
     weight: Number = 1.0  # in a source's entry: absent means 1, null is not a weight
 

@@ -11,6 +11,7 @@ import xxhash
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
+    FILTERED_KEY,
     TAKEDOWN_KEY,
     ManifestError,
     documents_accounted,
@@ -203,6 +204,12 @@ def verify_lineage(version: Location, manifest: dict) -> None:
                 f"{version.uri}: the dedup audit lists {rules.get(rule, 0)} {rule} removals,"
                 f" counts say removed_{rule} = {counts[f'removed_{rule}']}"
             )
+    filtered = {r: n for r, n in rules.items() if r not in ("exact", "near", "takedown")}
+    if filtered != (counts.get(FILTERED_KEY) or {}):  # curation's rules (read pass)
+        raise VerifyError(
+            f"{version.uri}: the audit lists curation removals {dict(sorted(filtered.items()))},"
+            f" counts say {FILTERED_KEY} = {counts.get(FILTERED_KEY) or {}}"
+        )
     listed = rules.get("takedown", 0)  # the run's takedown list's documents (read pass)
     by_remove = isinstance(lineage.get("removed_ids"), str)  # a `remove` version: and more
     if listed > counts.get(TAKEDOWN_KEY, 0) or (

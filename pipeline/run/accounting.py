@@ -4,11 +4,14 @@ run commit documents it cannot account for."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import Config
-from pipeline.formats.manifest import TAKEDOWN_KEY, documents_accounted
+from pipeline.formats.manifest import CURATED_KEY, FILTERED_KEY, TAKEDOWN_KEY, documents_accounted
 from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult
+
+if TYPE_CHECKING:
+    from pipeline.run.read_stage import Reads
 from pipeline.tokens.split import SPLITS
 
 Parts = list[tuple[str, str, list[PackResult]]]  # (source, split, its shards) in pack order
@@ -32,20 +35,25 @@ def pack_parts(cfg: Config) -> list[tuple[str, str, str, float]]:
 
 
 def run_counts(
-    docs_in: int,
+    reads: Reads,
     packed: list[PackResult],
     audit: AuditResult,
     quarantined: dict[str, int],
     tokenized: list[TokenizeResult],
 ) -> dict[str, Any]:
-    """The manifest's counts (removed_takedown only when the takedown list removed any);
-    RunError unless every document read is accounted for."""
+    """The manifest's counts (removed_takedown only when the takedown list removed any, the
+    curation rules' removals and what its transforms changed only where a chain ran); RunError
+    unless every document read is accounted for."""
+    docs_in = reads.docs_in
+    curated = reads.curated
     counts = {
         "docs_in": docs_in,
         "docs_out": sum(s.documents for s in packed),
         "removed_exact": audit.removed_exact,
         "removed_near": audit.removed_near,
         **({TAKEDOWN_KEY: audit.removed_takedown} if audit.removed_takedown else {}),
+        **({FILTERED_KEY: audit.removed_filtered} if audit.removed_filtered else {}),
+        **({CURATED_KEY: curated} if any(curated.values()) else {}),
         "quarantined": sum(quarantined.values()),
         "tokens": sum(s.tokens for s in packed),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
@@ -86,6 +94,10 @@ def source_counts(
             "removed_exact": removed.get("exact", 0),
             "removed_near": removed.get("near", 0),
             **({TAKEDOWN_KEY: removed.get("takedown", 0)} if audit.removed_takedown else {}),
+            **(
+                {FILTERED_KEY: {r: removed.get(r, 0) for r in audit.removed_filtered}}
+                if audit.removed_filtered else {}
+            ),  # fmt: skip
             "quarantined": sum(sum(r.quarantined.values()) for r in reads),
             "tokens": sum(r.tokens for rs in shards.values() for r in rs),
             "removed_in_favour_of": dict(sorted(removed.get("in_favour_of", {}).items())),

@@ -61,7 +61,7 @@ def commit(
         labels = input_guard.source_labels(cfg)
         input_guard.check_publish(layout.dataset, manifest, cfg.run.max_input_shrink, "run", labels)
     fields = documents.read_fields(
-        layout, units.origin_of, {src.name: src.keep_fields for src in cfg.sources}
+        layout, units.origin_of, {src.name: cfg.kept_fields(src) for src in cfg.sources}
     )
     manifest["documents"] = document_index(layout, version, splits, fields)  # before it
     try:  # `verify`'s own checks; the pack tasks checked each shard as they wrote it
@@ -99,12 +99,17 @@ def version_manifest(
             f"the read tasks took down {reads.removed_takedown} documents, the audit lists"
             f" {counted.audit.removed_takedown}; nothing was committed"
         )
+    if reads.removed_filtered != counted.audit.removed_filtered:
+        raise RunError(
+            f"the read tasks' curation removed {reads.removed_filtered}, the audit lists"
+            f" {counted.audit.removed_filtered}; nothing was committed"
+        )
     manifest = build_manifest(
         cfg,
         listing.layout,
         packed.version_id,
         packed.tokenizer,
-        run_counts(reads.docs_in, packed.shards, counted.audit, counted.quarantined, tokenized),
+        run_counts(reads, packed.shards, counted.audit, counted.quarantined, tokenized),
         splits["train"],
         listing.input_digest,
         run={

@@ -210,12 +210,12 @@ def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:
 def audit_stage(
     waves: Waves, layout: RunLayout, exact: Removals, near: Removals | None, reads: Reads
 ) -> AuditResult:
-    """The exact (and near) removals and the takedown list's merged bucket by bucket into the
-    run's audit."""
+    """The exact (and near) removals and the read pass's (curation rules, the takedown list)
+    merged bucket by bucket into the run's audit."""
     merge = waves.task("merge_audit")
     near_ranges = near.by_bucket if near is not None else None
     down: list[list[str]] = [[] for _ in exact.bounds]
-    units = [r.unit for r in reads.results if r.removed_takedown]
+    units = [r.unit for r in reads.results if r.removed_takedown or r.removed_filtered]
     for unit, bucket in zip(
         units, unit_bucket(exact.bounds, pa.array(units, pa.string())), strict=True
     ):

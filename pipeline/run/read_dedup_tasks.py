@@ -19,6 +19,9 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
+from pipeline.curate import chain
+from pipeline.curate.chain import REMOVED_SCHEMA as REMOVED
+from pipeline.curate.chain import Outcome
 from pipeline.dedup import exact
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
@@ -42,6 +45,7 @@ from pipeline.tokens.check import EngineMismatch
 from pipeline.tokens.encode import EngineUnavailable
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
+CURATE_BATCH = 4096  # documents a curation step holds its per-document values for at once
 
 
 def write_docs(loc: Location, docs: pa.Table) -> None:
@@ -123,30 +127,37 @@ def read_unit(
     rewrite: bool = False,
     takedown: list[str] | None = None,
 ) -> ReadResult:
-    """Read a unit's pieces once and, while its documents are in memory, tokenize them into the
-    unit's token file (tokenize_tasks.tokenize_docs), then sign and hash those the tokenizer did
-    not quarantine and the `takedown` list (the dataset's active ids, formats/takedowns.py) does
-    not name: those go to the unit's takedown audit rows, which the audit merges into
-    removed.parquet, so that select leaves them out of what pack reads. Nothing writes the text
-    back: no later stage reads it. `rewrite`: the driver's rerun with tokenizers (every output
-    is made again)."""
+    """Read a unit's pieces once and, while its documents are in memory, curate them (the
+    source's chain, curate/chain.py: what a filter removes is never tokenized; a transform's
+    text is what the rest sees), tokenize them into the unit's token file
+    (tokenize_tasks.tokenize_docs), then sign and hash those the tokenizer did not quarantine
+    and the `takedown` list (the dataset's active ids, formats/takedowns.py) does not name.
+    Curation's and the takedown list's removals are the unit's read-pass audit rows, which the
+    audit merges into removed.parquet (select leaves them out of what pack reads). Nothing
+    writes the text back: no later stage reads it. `rewrite`: the driver's rerun with
+    tokenizers (every output is made again)."""
     timer = TaskTimer()
     done = layout.read_done(unit_id)
     earlier = None if rewrite else load_marker(done, ReadResult)  # ReadResult.marker
-    if earlier is not None and _outputs_present(layout, unit_id, cfg, earlier.removed_takedown):
+    if earlier is not None and _outputs_present(layout, unit_id, cfg, earlier):
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
     docs, bad = read_pieces(input_root, pieces, cfg, src)
+    curated = curate(docs, cfg.chain_of(src), cfg)
+    docs = curated.kept
     tokenizing = time.perf_counter()
     tokens = tokenize_docs(layout, unit_id, docs, cfg, tokenizer_json, engine, rewrite)
     tokenizing = time.perf_counter() - tokenizing
     if tokens.quarantine.num_rows:  # never hashed or signed: they can neither win nor lose
         docs = exact.drop_removed(docs, tokens.quarantine)
         bad = concat([bad, tokens.quarantine], QUARANTINE_SCHEMA)
-    down = 0
+    down = None
     if takedown:  # after the tokenizer's quarantine: a document is counted once
-        docs, down = _take_down(layout, unit_id, docs, takedown, src.name)
+        docs, down = _take_down(docs, takedown)
+    removals = _audit_rows(unit_id, src.name, curated.removed, down)
+    if removals.num_rows:
+        layout.read_removed(unit_id).write_parquet(removals)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
@@ -166,9 +177,12 @@ def read_unit(
         ReadResult,
         unit=unit_id,
         origin=src.name,
-        docs_in=docs.num_rows + down + sum(quarantined.values()),
+        docs_in=docs.num_rows + removals.num_rows + sum(quarantined.values()),
         docs=docs.num_rows,
-        removed_takedown=down,
+        removed_takedown=0 if down is None else down.num_rows,
+        removed_filtered=dict(curated.removed_by_rule),
+        curated=dict(curated.changed_by_rule),
+        curated_spans=dict(curated.spans),
         text_bytes=text_bytes,
         hash_size=hash_size,
         quarantined=dict(quarantined),
@@ -183,38 +197,62 @@ def read_unit(
     return result
 
 
-def _take_down(
-    layout: RunLayout, unit_id: str, docs: pa.Table, takedown: list[str], origin: str
-) -> tuple[pa.Table, int]:
-    """`docs` less those the takedown list names, and how many it named; those are written as
-    the unit's takedown audit rows (dedup/exact.REMOVED_SCHEMA, rule "takedown"), when any."""
+def curate(docs: pa.Table, steps: list, cfg: Config) -> Outcome:
+    """The source's chain over the unit's documents, a batch at a time (what a batch holds
+    never depends on another: the decisions are those of one pass over all)."""
+    if not steps:
+        return Outcome(kept=docs, removed=REMOVED.empty_table())
+    built = chain.build(chain.parse(steps), read=_storage_reader(cfg))
+    parts = [chain.apply(built, docs.slice(at, CURATE_BATCH))
+             for at in range(0, max(docs.num_rows, 1), CURATE_BATCH)]  # fmt: skip
+    return chain.merged(parts, docs.schema)
+
+
+def _storage_reader(cfg: Config):
+    def read(uri: str) -> bytes:
+        return Location.from_uri(uri, cfg.storage).read_bytes()
+
+    return read
+
+
+def _take_down(docs: pa.Table, takedown: list[str]) -> tuple[pa.Table, pa.Table]:
+    """`docs` less those the takedown list names, and those it named (doc_id, source, row)."""
     hit = pc.is_in(docs["doc_id"], value_set=pa.array(takedown, pa.string()))
-    gone = docs.filter(hit).select(["doc_id", "source", "row"])
-    if not gone.num_rows:
-        return docs, 0
-    n = gone.num_rows
-    rows = {
-        **{name: gone[name] for name in gone.column_names},
+    return docs.filter(pc.invert(hit)), docs.filter(hit).select(["doc_id", "source", "row"])
+
+
+def _audit_rows(
+    unit_id: str, origin: str, filtered: pa.Table, down: pa.Table | None
+) -> pa.Table:
+    """The unit's read-pass removals as audit rows (exact.AUDIT_SCHEMA): curation's, rule =
+    the step and detail = its reason, then the takedown list's, rule "takedown"."""
+    parts = [filtered.select(["doc_id", "source", "row", "rule", "detail"])]
+    if down is not None and down.num_rows:
+        n = down.num_rows
+        parts.append(down.append_column("rule", pa.array(["takedown"] * n, pa.string()))
+                     .append_column("detail", pa.nulls(n, pa.string())))  # fmt: skip
+    rows = pa.concat_tables(parts)
+    n = rows.num_rows
+    given = {
+        **{name: rows[name] for name in rows.column_names},
         "unit_id": pa.array([unit_id] * n, pa.string()),
-        "rule": pa.array(["takedown"] * n, pa.string()),
         "origin": pa.array([origin] * n, pa.string()),
     }
-    audit = pa.table(
-        [rows.get(f.name, pa.nulls(n, f.type)) for f in exact.REMOVED_SCHEMA],
-        schema=exact.REMOVED_SCHEMA,
+    return pa.table(
+        [given.get(f.name, pa.nulls(n, f.type)) for f in exact.AUDIT_SCHEMA],
+        schema=exact.AUDIT_SCHEMA,
     )
-    layout.read_takedown(unit_id).write_parquet(audit)
-    return docs.filter(pc.invert(hit)), n
 
 
-def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config, taken_down: int) -> bool:
+def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config, earlier: ReadResult) -> bool:
     """Whether a done unit's outputs are all there: its token file (the token key may be new,
-    e.g. after inputs[].keep_fields changed), its takedown audit rows when it had any, and, with
-    near dedup on, its signatures and band object (a run without near dedup, or retention, may
-    have left none). Otherwise the unit is read again."""
+    e.g. after inputs[].keep_fields changed), its read-pass audit rows when it had any, and,
+    with near dedup on, its signatures and band object (a run without near dedup, or retention,
+    may have left none). Otherwise the unit is read again."""
     if not layout.tokens_all(unit_id).exists():
         return False
-    if taken_down and not layout.read_takedown(unit_id).exists():
+    removed = earlier.removed_takedown + sum(earlier.removed_filtered.values())
+    if removed and not layout.read_removed(unit_id).exists():
         return False
     if cfg.dedup.near.enabled:
         from pipeline.run import near_signing as near
@@ -322,9 +360,10 @@ def merge_audit(
     near_by_bucket: list[list[sections.Range]] | None = None,
     takedown_by_bucket: list[list[str]] | None = None,
 ) -> AuditResult:
-    """removed.parquet: every removal, exact, near and by the takedown list, sorted by unit: the
-    run's audit. Written one bucket of units at a time (buckets in unit order), as merge_exact;
-    `takedown_by_bucket`: each bucket's units with takedown audit rows (read_unit)."""
+    """removed.parquet: every removal, exact, near, by a curation rule and by the takedown list,
+    sorted by unit: the run's audit. Written one bucket of units at a time (buckets in unit
+    order), as merge_exact; `takedown_by_bucket`: each bucket's units with read-pass audit rows
+    (read_unit)."""
     timer = TaskTimer()
     near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
     down_by_bucket = takedown_by_bucket or [[] for _ in exact_by_bucket]
@@ -333,13 +372,15 @@ def merge_audit(
             exact_by_bucket, near_by_bucket, down_by_bucket, strict=True
         ):
             rows = sections.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA)
-            taken = [layout.read_takedown(u).read_parquet() for u in down]
-            out.write(concat([rows, *taken], exact.REMOVED_SCHEMA))
+            taken = [layout.read_removed(u).read_parquet() for u in down]
+            out.write(concat([rows, *taken], exact.AUDIT_SCHEMA))
+    dedup_rules = ("exact", "near", "takedown")
     return timer.result(
         AuditResult,
         removed_exact=out.rules.get("exact", 0),
         removed_near=out.rules.get("near", 0),
         removed_takedown=out.rules.get("takedown", 0),
+        removed_filtered={r: n for r, n in sorted(out.rules.items()) if r not in dedup_rules},
         by_origin=out.by_origin,
     )
 
@@ -356,14 +397,17 @@ class _RemovedWriter:
 
     def __enter__(self) -> _RemovedWriter:
         self._file = self.loc.atomic_writer()
-        self._writer = pq.ParquetWriter(self._file.__enter__(), exact.REMOVED_SCHEMA)
+        self._writer = pq.ParquetWriter(self._file.__enter__(), exact.AUDIT_SCHEMA)
         return self
 
     def write(self, removed: pa.Table) -> None:
         if removed.num_rows:
             self.rules.update(removed["rule"].to_pylist())
             self._count_origins(removed)
-            batch = removed.cast(exact.REMOVED_SCHEMA).sort_by(_BY_UNIT)
+            if "detail" not in removed.column_names:  # exact and near say why by kept_id
+                removed = removed.append_column("detail", pa.nulls(removed.num_rows, pa.string()))
+            batch = removed.select(exact.AUDIT_SCHEMA.names).cast(exact.AUDIT_SCHEMA)
+            batch = batch.sort_by(_BY_UNIT)
             self._writer.write_table(batch, row_group_size=65536)
 
     def _count_origins(self, removed: pa.Table) -> None:

@@ -83,8 +83,28 @@ class Reads:
         return sum(r.removed_takedown for r in self.results)
 
     @property
+    def removed_filtered(self) -> dict[str, int]:
+        """Documents each curation rule removed, over every unit."""
+        return _summed(r.removed_filtered for r in self.results)
+
+    @property
+    def curated(self) -> dict[str, dict[str, int]]:
+        """What the transforms did: documents changed per step, spans replaced per kind."""
+        return {
+            "changed": _summed(r.curated for r in self.results),
+            "spans": _summed(r.curated_spans for r in self.results),
+        }
+
+    @property
     def quarantined_bytes(self) -> int:
         return sum(r.quarantined_bytes for r in self.results)
+
+
+def _summed(counts) -> dict[str, int]:
+    total: Counter = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(sorted(total.items()))
 
 
 def list_inputs(waves: Waves, cfg: Config) -> Listing:

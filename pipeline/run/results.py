@@ -122,6 +122,9 @@ class ReadResult(TaskResult):
     docs_in: int  # records read, quarantined ones included
     docs: int  # documents kept
     removed_takedown: int = 0  # documents on the dataset's takedown list (never tokenized)
+    removed_filtered: dict[str, int] = field(default_factory=dict)  # per curation rule
+    curated: dict[str, int] = field(default_factory=dict)  # transform -> documents changed
+    curated_spans: dict[str, int] = field(default_factory=dict)  # "pii.email" -> spans
     text_bytes: int
     hash_size: int  # bytes of its hash-row object (sectioned by partition: exchange/sections.py)
     quarantined: dict[str, int]  # records per reason
@@ -178,13 +181,19 @@ class AuditResult(TaskResult):
     removed_exact: int
     removed_near: int
     removed_takedown: int = 0  # the takedown list's rows of the audit (rule "takedown")
-    # source name -> {"exact": n, "near": n, "in_favour_of": {other source: n}}
+    removed_filtered: dict[str, int] = field(default_factory=dict)  # per curation rule
+    # source name -> {"exact": n, "near": n, <rule>: n, "in_favour_of": {other source: n}}
     by_origin: dict[str, dict] = field(default_factory=dict)
 
     @property
     def stage_docs(self) -> int:
         # the documents its audit lists
-        return self.removed_exact + self.removed_near + self.removed_takedown
+        return (
+            self.removed_exact
+            + self.removed_near
+            + self.removed_takedown
+            + sum(self.removed_filtered.values())
+        )
 
 
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------

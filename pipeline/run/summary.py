@@ -46,6 +46,13 @@ def format_summary(result: RunResult) -> str:
         entries = len((m.get("takedowns") or {}).get("entries", []))
         named = f"  ({_entries(entries)} of the takedown list)" if entries else ""
         lines.append(f"  taken down      {counts['removed_takedown']:>10,}{named}")
+    for rule, n in (counts.get("removed_filtered") or {}).items():  # curation (docs/curate.md)
+        lines.append(f"  filtered {rule:<20}{n:>8,}")
+    curated = counts.get("curated") or {}
+    for step, n in curated.get("changed", {}).items():
+        spans = ", ".join(f"{k.split('.', 1)[-1]} {v:,}" for k, v in curated.get("spans", {})
+                          .items() if k.startswith(f"{step}."))  # fmt: skip
+        lines.append(f"  rewritten {step:<19}{n:>8,}  (kept; {spans or 'no spans'})")
     lines.append(f"  quarantined     {counts['quarantined']:>10,}")
     for reason, n in counts["quarantined_by_reason"].items():
         lines.append(f"    {reason:<15}{n:>9,}")
@@ -116,16 +123,23 @@ def source_table(sources: dict) -> list[str]:
     """Per source: documents in and out, removals (and those in favour of another source),
     quarantine, tokens, validation documents and weight."""
     lines = [
-        f"{'source':<12} {'in':>8} {'exact':>7} {'near':>7} {'quar.':>6} {'out':>8}"
-        f" {'valid':>6} {'tokens':>11} {'weight':>6}  removed in favour of"
+        f"{'source':<12} {'in':>8} {'exact':>7} {'near':>7} {'filter':>7} {'quar.':>6}"
+        f" {'out':>8} {'valid':>6} {'tokens':>11} {'weight':>6}  removed in favour of"
     ]
     for name, e in sources.items():
         favour = ", ".join(f"{k} {n:,}" for k, n in e.get("removed_in_favour_of", {}).items())
+        filtered = sum((e.get("removed_filtered") or {}).values())
         lines.append(
             f"{name:<12} {e['docs_in']:>8,} {e['removed_exact']:>7,} {e['removed_near']:>7,}"
-            f" {e['quarantined']:>6,} {e['docs_out']:>8,} {e.get('valid_documents', 0):>6,}"
-            f" {e['tokens']:>11,} {e.get('weight', 1.0):>6g}  {favour or '-'}"
+            f" {filtered:>7,} {e['quarantined']:>6,} {e['docs_out']:>8,}"
+            f" {e.get('valid_documents', 0):>6,} {e['tokens']:>11,} {e.get('weight', 1.0):>6g}"
+            f"  {favour or '-'}"
         )
+    per_rule = {r for e in sources.values() for r in (e.get("removed_filtered") or {})}
+    for rule in sorted(per_rule):
+        by_source = ", ".join(f"{name} {(e.get('removed_filtered') or {}).get(rule, 0):,}"
+                              for name, e in sources.items())  # fmt: skip
+        lines.append(f"  filter {rule}: {by_source}")
     return lines
 
 

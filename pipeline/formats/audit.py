@@ -1,0 +1,38 @@
+"""Why a document is not in a version: its row in the run's audit (`removed.parquet`: every
+removal, exact, near, by a curation rule or by the takedown list; dedup/exact.AUDIT_SCHEMA),
+said in one line for `find`.
+
+Contract: reads only the one document's rows (a Parquet filter on doc_id); a version whose
+lineage names no audit, or an audit that is gone (retention), gives no line, never an error.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from pipeline.core.storage import Location
+
+
+def why_removed(dataset: Location, lineage: dict, doc_id: str) -> list[str]:
+    """One line per audit row of `doc_id` in the run that made a version (its lineage)."""
+    path = lineage.get("removed") if isinstance(lineage, dict) else None
+    if not isinstance(path, str):
+        return []
+    try:
+        with (dataset / path).open_read() as f:
+            rows = pq.read_table(f, filters=[("doc_id", "=", doc_id)]).to_pylist()
+    except (FileNotFoundError, OSError, ValueError):
+        return []
+    return [describe(row) for row in rows]
+
+
+def describe(row: dict) -> str:
+    doc, rule = repr(row["doc_id"]), row["rule"]
+    where = f" (read from {row['source']}, row {row['row']})"
+    if rule in ("exact", "near"):
+        similar = f", similarity {row['similarity']:.3f}" if row.get("similarity") else ""
+        return (f"{doc} was removed as a{'n' if rule == 'exact' else ''} {rule} duplicate of"
+                f" {row['kept_id']!r}{similar}{where}")  # fmt: skip
+    if rule == "takedown":
+        return f"{doc} was removed by the takedown list{where}"
+    return f"{doc} was filtered by {rule}: {row.get('detail') or 'no reason recorded'}{where}"
