@@ -1,29 +1,9 @@
 """Which config keys change which bytes, declared once per key, and the keys derived from that.
 
-Every field of the run configuration (config.py, config_sections.py) declares in its metadata,
-`json_schema_extra=changes(...)`, the stages whose bytes it changes (a section field may declare
-for its whole section: where data lives, how it runs, retention, prices). A field without a
-declaration is an error the moment a key is derived (and tests/unit/test_reuse_keys_rules.py
-fails), so a key added later cannot be forgotten. The stages:
-
-    read     the per-unit read outputs (units/<read_key>/: documents, hashes, quarantine)
-    tokens   the per-unit token files (tokens/<token_key>/); what decides the read outputs
-             reaches them through the read key, which the token key hashes. The read task
-             writes both (it tokenizes while it reads), and the documents the tokenizer makes
-             EOS/BOS from are quarantined before they are hashed: so the read key hashes the
-             tokens keys too
-    output   the dataset a run writes: its run key (Config.output_hash, the run id) and the
-             manifest's `config` (Config.output_config)
-
-From these: Config.output_config/output_hash, Config.stage_keys (read_key, token_key). The
-dataset's active takedown list (formats/takedowns.py) is not config but decides bytes too: the
-read task leaves its documents out, so takedown_keyed folds its digest into the run id and the
-read key (not the token key: a token file holds every document of its unit). A field
-declared `by_content` (the tokenizer) counts by its file's content, never by its path. A field
-declared `columns_only` (inputs[].keep_fields) adds columns to the read outputs that never reach
-a token file: it is in the read key, but the token key hashes the read key without it (changing
-it re-reads, never re-tokenizes). Where the
-keyed intermediates live is in core/layout.py.
+Contract: every config field declares the stages whose bytes it changes; a field without
+a declaration fails the moment a key is derived; a stage's key hashes exactly what decides
+its bytes (files by content), so an intermediate is reused exactly when it would be the same.
+In full: docs/formats.md, "Reuse keys: which config keys change which bytes".
 """
 
 from __future__ import annotations

@@ -1,73 +1,9 @@
-"""Where a dataset's files live. The on-disk layout of one dataset, documented once:
+"""Where a dataset's files live: the on-disk layout of one dataset.
 
-    OUTPUT/<name>/
-      <version>/                        a committed dataset version (exists only with manifest.json)
-        manifest.json                   written last, atomically (see formats/manifest.py)
-        shard-00000.bin / .idx          Megatron MMIDIDX shards (see formats/megatron.py)
-      _takedowns/<entry>.json           the dataset's takedown list: one immutable object per
-                                        takedown or lift, created exclusively, never rewritten
-                                        (formats/takedowns.py); retention never deletes it
-      _work/                            work state (intermediates; never read by trainers)
-        lease.json                      who is writing this dataset now (see core/lease.py)
-        runs/<run_id>/                  one run: what it read and decided
-          inputs.parquet                input manifest: the listing (see ingest/listing.py)
-          units.parquet                 work units balanced by bytes (see ingest/listing.py)
-          skipped.parquet               listed files not read, with the reason (ingest/listing.py)
-          exact/p<part>.removed.bin     exact removals of one hash partition, sectioned by unit
-                                        bucket (exchange/sections.py)
-          exact/removed.parquet         all exact removals, sorted by unit (near dedup skips them)
-          near/...                      near-dedup intermediates of the run (see run/neardup.py)
-          exact|near/xchg/<name>/<plan>/g<g>-k<k>.bin/.json  a dedup exchange's regrouped
-                                        objects (exchange/sections.py, exchange/regroup.py)
-          removed.parquet               every removal (exact and near): the audit (dedup/exact.py)
-          quarantine.parquet            every quarantined record of the run (+ origin: named
-                                        sources; run/read_dedup_tasks.py merge_quarantine)
-          stats.json                    per-stage counts, bytes and requests (cost report)
-          committed.json                {"version": id} once the run's version is committed
-          removed_ids.parquet           a takedown's folder (`remove`, run/takedown.py; its id
-                                        hashes the parent version and the ids): every doc_id
-                                        removed since the run; + its own pack/, stats.json
-          pack/<plan>/g<g>-k<k>.bin/.json pack's exchange objects (see tokens/pack.py)
-          pack/docs/<shard>.parquet     the documents of each shard the run wrote, in shard order:
-                                        doc_id, source, row, length (tokens) (tokens/pack.py);
-                                        which split and source each document went to
-        units/<read_key>/               per-unit outputs, shared by runs (incremental ingest)
-          <unit>.docs.parquet           documents read: doc_id, source, row and the kept
-                                        fields (keep.<field>); no text: the read task tokenized
-                                        it (tokens/<token_key>/<unit>.bin), nothing reads it back
-          <unit>.quarantine.parquet     bad records: source, row, reason, detail (with the
-                                        documents the tokenizer made EOS/BOS from: they are
-                                        quarantined before dedup sees them)
-          <unit>.removed.parquet        the unit's documents removed in the read pass: by a
-                                        curation rule (rule: the step's name) or the takedown
-                                        list (rule "takedown"); exact.AUDIT_SCHEMA, when any
-          <unit>.hashes.bin             content hashes, sectioned by hash partition (dedup/exact.py)
-          <unit>.sig-<key>.parquet      MinHash signatures of the unit's documents and
-          <unit>.bands-<key>.bin        their LSH band hashes, by partition (run/near_signing.py)
-          <unit>.done.json              completion marker + the unit's counts (written last)
-        tokens/<token_key>/             per-unit token files, written by the read task
-                                        (see tokens/pack.py)
-          <unit>.bin/.parquet           every document of the unit (before dedup), in
-                                        shuffle order: tokens and their index
-          <unit>.quarantine.parquet     documents the tokenizer made EOS/BOS from
-                                        (special_token_text; ingest/records.py schema)
-          <unit>-<removed>.parquet      the index of the documents dedup kept, each with its
-                                        offset into <unit>.bin (what pack reads)
-
-A run id hashes the output-determining config and the input manifest, so rerunning the same
-command finds the same run folder (resume; "already committed"). A unit id hashes its pieces
-(path, byte range, size, ETag or mtime), `read_key` the config that decides how a unit is read,
-`token_key` the read key, the tokenizer (by content) and its options and the seed, and
-`<removed>` the unit's set of removed documents (dedup's and the takedown list's). While the
-dataset's takedown list (formats/takedowns.py) is not empty, its digest also goes into the run id
-and the read key (reuse_keys.takedown_keyed): an output is reused exactly when everything that
-decides its bytes is unchanged. Both keys come from one function, Config.stage_keys (reuse_keys.py),
-which hashes the config keys declared (field metadata) as changing its bytes. Version ids are
-UTC timestamps plus the run id, so `sorted()` is "by time".
-
-Every path is declared once below (PATHS), with the retention data class of what it holds
-(retention/policy.py): RunLayout builds paths from these templates, and retention asks
-`data_class` what an object found in a listing is.
+Contract: the paths of a dataset are made here (RunLayout, PathRule); each path belongs to
+one retention class; an intermediate's folder is named by the key of everything that decides
+its bytes (reuse_keys.py), so an output is reused exactly when it would be made the same.
+In full: docs/formats.md, "Where a dataset's files live".
 """
 
 from __future__ import annotations

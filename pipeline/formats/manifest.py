@@ -1,85 +1,12 @@
 """The dataset manifest: written last, so that a dataset version is complete or absent.
 
-`OUTPUT/<name>/<version>/manifest.json` (UTF-8 JSON, one object) is written only after every shard
-it names has been written and checked (formats/verify.py check_written: sizes stored, index,
-boundaries and checksums of the bytes as written; on S3 the store checked each PUT's SHA-256),
-in one atomic write (local: temp file + rename; S3: one PUT of the complete object). A version
-folder without it does not exist for any command or reader here. Fields:
-
-    format              "pipeline.dataset/2" (block checksums in every shard entry); versions
-                        of "pipeline.dataset/1" (no block checksums) are read as they are
-    name, version       dataset name; version id (UTC timestamp + run id, sorts by time)
-    created_at          ISO-8601 UTC time of the commit
-    config              the output-determining config (input selection, dedup, tokenize, pack)
-    config_hash         hash of `config` plus the tokenizer file's digest
-    tokenizer           fingerprint (sha256 of tokenizer.json), vocab_size (entries), max_id
-                        (the largest id it can emit; absent in older versions, read as
-                        vocab_size - 1), eos, eos_id, dtype (formats/megatron.py token_dtype
-                        of max_id + 1);
-                        since special-token handling (required in format 2, and wherever
-                        bos_id, engine or config.tokenize name it): special_tokens_in_text
-                        ("text": special
-                        and added tokens' text was encoded as text, so EOS ids occur only at
-                        document ends, checked by verify; "special"), bos and bos_id (null when
-                        none), engine (fastokens | tokenizers: the bytes are the same either
-                        way) and engine_reason (why tokenizers ran, null when fastokens did)
-    counts              docs_in, docs_out, removed_exact, removed_near, quarantined, tokens,
-                        quarantined_by_reason {reason: n}; removed_takedown (in counts and
-                        in each source) in a version whose run left documents of the
-                        takedown list out (audit rule "takedown"), and in a `remove`
-                        version (every takedown since the run): in = out + removed (exact,
-                        near, takedown) + quarantined
-    lineage             paths (relative to the dataset folder) of the run's records: input_manifest
-                        (with its xxh3-128), units, removed (the dedup audit), quarantine,
-                        skipped (listed files not read), stats (per-stage I/O)
-    shards              [{bin, idx, bin_bytes, idx_bytes, tokens, documents,
-                          bin_xxh3_128, idx_xxh3_128, source, split, bin_block_bytes,
-                          bin_blocks_xxh3_64}] in shard order: the TRAINING shards (a version
-                        written before sources and splits has no `source`/`split` keys and no
-                        fields below; all its shards are training). bin_blocks_xxh3_64: the
-                        xxh3-64 hex of each bin_block_bytes block of the .bin (the last one
-                        shorter; formats/megatron.py "Block checksums"), format 2 only
-    splits              {"train": [the .bin names of the training shards, whose entries are
-                        `shards`], "valid": [shard entries of the validation set]}: every kept
-                        document is in exactly one split (tokens/split.py);
-                        `split.valid_fraction` 0 leaves "valid" empty
-    sources             {name: {docs_in, docs_out, removed_exact, removed_near, quarantined,
-                        tokens, removed_in_favour_of {other source: n}, weight, input_bytes,
-                        train_documents, train_tokens, valid_documents, valid_tokens}}, one
-                        entry per source of the config (a single `input` is one source named
-                        like the dataset); in = out + removed + quarantined holds for each, and
-                        the entries add up to `counts` (verify checks both). A shard entry's
-                        `source` names the source it holds: shards are per source. `weight`: a
-                        number (not a bool or a string), finite, > 0 and <= MAX_WEIGHT (1e6,
-                        the config's bound); else WeightError (a ValueError) on every read
-    blend               {"train": Megatron data_path, "valid": the same for the validation
-                        shards}: "w1 prefix1 w2 prefix2 ..." with one pair per shard, the shard's
-                        path prefix (its .bin without the extension) relative to the version
-                        folder and w = its source's weight x its tokens, normalised to sum to 1:
-                        a source of weight w contributes w times its tokens per epoch. Paste as
-                        `--data-path` after making each prefix absolute (data_path_line(
-                        version folder, blend["train"]) does it; the run's summary ends with
-                        it), e.g. `OUT/sample/<version>/train-web-00000`.
-    documents           {file: "documents.parquet", format, bytes, xxh3_128, rows}: the
-                        document index (formats/documents.py), written before this
-                        manifest; absent in versions from before it
-    removal             only in a version written by `remove` (run/takedown.py): {parent
-                        (the version it was re-packed from), documents (removed this time),
-                        ids_sha256 (pipeline.tokens.pack.ids_digest of those ids), unknown_ids
-                        (ids of the list the parent did not hold)}; lineage then also names
-                        removed_ids (every id removed since the run, doc_id column) and tokens
-                        (the run's token folder, which a takedown re-packs)
-    takedowns           only in a run's version made under a takedown list
-                        (formats/takedowns.py): {entries: the active takedown entries it
-                        honours, ids_sha256: ids_digest of their ids}
-    run                 where and when: run_id, input_uri (the first source's), input_uris
-                        ({source: uri}), output_uri, started_at, and skipped_files (count per
-                        reason)
-
-Everything outside `version`, `created_at`, `run`, `lineage` and the tokenizer's engine fields
-(which depend on what the machine could run) is a function of the input's content and the config
-alone: the same input and config give the same manifest, from local or S3 input, with one worker
-or many.
+Contract: a version exists exactly when its manifest does; the manifest is written after
+every file it names is written and verified (`commit_manifest`: an exclusive, atomic write);
+`load_manifest` accepts only what the model (`Manifest`, `check_structure`) validates, so
+every command and reader trusts the fields it reads, and refuses a broken one in one line
+(ManifestError); format 1 versions still read. Counts balance: documents in = out + removed
+(per rule: exact, near, curation rules, takedown) + quarantined (`documents_accounted`).
+In full: docs/formats.md, "The manifest: manifest.json".
 """
 
 from __future__ import annotations

@@ -1,54 +1,10 @@
 """Megatron-LM indexed dataset shards: the one place that knows the byte format.
 
-A shard is two objects sharing a path prefix: ``<prefix>.bin`` and ``<prefix>.idx``.
-Megatron-LM (``megatron.core.datasets.indexed_dataset.IndexedDataset``, formerly
-``MMapIndexedDataset``), NeMo and GPT-NeoX open a shard by that prefix *without* extension
-(``IndexedDataset("/data/shard-00000")``) and memory-map both files.
-
-``.bin``: the tokens of every document, concatenated, raw little-endian, no header or padding.
-
-``.idx`` (MMIDIDX version 1, every integer little-endian, no padding; n = sequence_count,
-d = document_count):
-
-======================  =========  ==========================================================
-offset                  type       field
-======================  =========  ==========================================================
-0                       9 bytes    magic ``b"MMIDIDX\\x00\\x00"``
-9                       ``<Q``     version, always 1
-17                      ``<B``     dtype code of the tokens in ``.bin`` (table below)
-18                      ``<Q``     sequence_count n
-26                      ``<Q``     document_count d (here n + 1)
-34                      int32[n]   sequence_lengths: tokens per sequence
-34 + 4n                 int64[n]   sequence_pointers: byte offset of each sequence in ``.bin``
-34 + 12n                int64[d]   document_indices: sequence index where each document starts,
-                                   first 0, non-decreasing, last n (an end sentinel)
-34 + 12n + 8d           --         end of file: the size is exact, nothing may follow
-======================  =========  ==========================================================
-
-Pointers are the exclusive cumulative sum of ``lengths * itemsize``, starting at 0.
-Megatron's multimodal variant appends int8 sequence_modes; it is not written or read here.
-
-dtype codes: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16.
-Tokens are uint16 (code 8) when every id the tokenizer can emit is below 65,500, else int32
-(code 4): Megatron's own ``best_fitting_dtype`` rule, applied to the largest id + 1 rather than
-to the number of vocabulary entries, since a tokenizer's ids need not be contiguous (8,195
-entries that reach id 70,000 need int32). Ids are cast to the dtype in one place,
-``tokens/encode.py`` ``frame``, which refuses an id the dtype cannot hold (``check_ids_fit``)
-instead of wrapping it.
-
-We write one sequence per document, so document_indices is simply 0..n. Megatron writes
-``.idx`` after ``.bin`` but not atomically; atomicity here comes from the manifest written last.
-An empty shard (0 documents) is well formed: an empty ``.bin`` and a 42-byte ``.idx``
-(header + document_indices ``[0]``).
-
-Block checksums (not part of the Megatron format; the manifest stores them): the ``.bin`` is cut
-into blocks of ``BLOCK_BYTES`` (the last one shorter) and each block's xxh3-64 is computed as it
-is written (``block_digests`` recomputes them), so a reader that fetches a stretch of a shard can
-check the blocks it covers without reading the whole shard. 8 MiB: a weighted mixture's pieces
-(stream/mixture.py MIX_TOKENS, 4 Mi tokens = 8 MiB of uint16, 16 MiB of int32) start on a block
-boundary, the reader's default request (43 MiB at 50 ms and 100 MB/s, stream/plan.py) is cut to
-whole blocks (40 MiB), and a 1 GiB shard needs 128 digests (about 6 KB of the indented
-manifest.json: 48 bytes a block).
+Contract: `write_index`/`ShardWriter` write what Megatron-LM's MMIDIDX reader reads
+(little-endian, the dtype code of the ids), checking that every id fits the dtype
+(TokenIdOutOfRange, never a wrapped id); `decode_index` refuses a malformed .idx in one
+line (ShardFormatError); `boundary_problem` finds a stray EOS or BOS inside a document.
+In full: docs/formats.md, "Megatron shards: .bin and .idx".
 """
 
 from __future__ import annotations

@@ -1,81 +1,10 @@
 """Ingest planning: list the input from metadata alone, then cut it into byte-balanced work units.
 
-Listing never opens an object on S3: it is one LIST request per 1,000 keys, so planning a run
-over millions of objects costs seconds, and the per-object first-byte latency is paid only by the
-readers (pipeline/ingest/format_readers.py), inside units big enough to hide it. A local file is
-opened once, for two reads of at most 64 KiB (its ``head_tail_xxh3``: a local file has no ETag).
-
-On-disk formats
-===============
-
-``inputs.parquet`` — the input manifest, one row per accepted file, sorted by ``path``:
-
-===============  ========  =====================================================================
-column           type      meaning
-===============  ========  =====================================================================
-path             string    relative to the input root, '/' separators
-size             int64     bytes, from the listing
-etag             string    S3 ETag without quotes; null where the store has none (local)
-mtime            float64   modification time, seconds since the epoch (local); null on S3
-format           string    'jsonl' | 'parquet' | 'text'
-compression      string    'none' | 'gzip' | 'zstd'
-head_tail_xxh3   string    local files: xxh3_128 hex of the first and last 64 KiB (the whole file
-                           up to 128 KiB; ingest/local_listing.py); null on S3 (the ETag says it)
-                           and where the file could not be read. Absent from listings written
-                           before it was recorded: retention then never deletes the local file
-===============  ========  =====================================================================
-
-The skipped table (same listing, not accepted) has ``path``, ``size`` and ``reason``:
-``hidden`` (a path component starts with '.'), ``marker`` (a name starting with '_', such as
-``_SUCCESS``, or ending with '.crc'), ``excluded`` (no include glob matches, or an exclude glob
-does), ``unsupported_format`` (extension below not recognised), ``own_output`` (under this run's
-own output dataset, ``output.uri/<name>``, when that lies inside the input), ``pipeline_dataset``
-(under any other folder holding a pipeline dataset: one with a ``_work/`` folder, or the parent
-of a version folder with a ``manifest.json``); in a local folder also ``symlink_outside_input``,
-``symlink_loop``, ``dangling_symlink``, ``non_utf8_name`` and ``not_a_regular_file`` (the symlink
-and name policy: ingest/local_listing.py). Nothing is dropped silently, and a pipeline never reads
-its own output or another run's shards, work state and manifests as documents.
-
-Extensions (case-insensitive; an optional ``.gz`` or ``.zst``/``.zstd`` suffix sets compression):
-``.jsonl .ndjson .json`` → jsonl (one JSON object per line), ``.txt .text .md`` → text (the whole
-file is one document), ``.parquet`` → parquet (uncompressed only: Parquet compresses inside).
-
-Globs (``include``/``exclude``) match the whole relative path, as ``PurePath.full_match`` does in
-Python 3.13 (``fsspec.utils.glob_translate``): ``*`` and ``?`` stay within one path component,
-``**`` as a whole component matches any number of components, zero included. So ``*.jsonl``
-matches only top-level files; write ``**/*.jsonl`` for any depth. ``**`` matches everything.
-
-``units.parquet`` — work units, one row per piece (a byte range of one file):
-
-===============  ========  =====================================================================
-unit_id          string    xxh3_64 hex of the unit's pieces (path, start, end, size, and the
-                           ETag, or where there is none the mtime and head_tail_xxh3): re-listing
-                           unchanged input gives the same ids; a changed object changes its
-                           unit's id, so a run reads it again instead of reusing the old reading
-path             string    as in inputs.parquet
-start, end       int64     the piece's byte range in the file, [start, end); whole file [0, size)
-size             int64     size of the whole file (not of the piece)
-format           string    as in inputs.parquet
-compression      string    as in inputs.parquet
-etag, mtime      string,   as in inputs.parquet: a reader reads the piece only if the object
-                 float64   still has them (ingest/read_guards.py, "Changed objects")
-===============  ========  =====================================================================
-
-origin           string    the source (config ``inputs``; a single ``input`` is one source named
-                           like the dataset) whose root ``path`` is relative to. Every source is
-                           listed and cut on its own, so a unit never mixes sources; with named
-                           sources the unit id is xxh3_64 of (source name, the id above).
-                           inputs.parquet and the skipped table carry the same column.
-root             string    (inputs.parquet only) the uri of that source's root when listed:
-                           retention deletes a raw file only under the root a run read it from,
-                           never a same-named file after the config moved the source.
-
-(``source`` in the documents, hash, removal and token tables is a file path; the named input is
-always called ``origin`` there.)
-
-Rows are in the order units were cut (path order), pieces of a unit contiguous. How a range is
-read: a JSONL line belongs to the piece holding its first byte; a Parquet row group belongs to
-the piece holding its first byte (Spark's rule) — so cutting needs only sizes, never content.
+Contract: listing reads metadata only on S3 (sizes, ETags) and a cheap fingerprint of a
+local file (its first and last 64 KiB); units are cut by bytes, content-defined, so a unit's
+id and pieces do not depend on the number of workers, and an unchanged object keeps its
+unit; `inputs.parquet` and `units.parquet` are the run's record of what it read.
+In full: docs/formats.md, "The listing and its work units".
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """Dry run at any corpus size: tasks, requests, bytes, memory, core-hours and dollars per stage.
 
-    python -m pipeline plan --corpus-bytes 10TB [--docs N] [--unit-bytes 256MiB]
-        [--shard-bytes 256MiB] [--file-bytes 1GiB] [--rates FILE] [--config FILE]
-
-No data is read. Every setting (unit and shard size, dedup partitions and MinHash size, the
-exchange sizes, prices) is the config's when `--config` is given (plan_for_config), else the
-config models' own defaults (ingest.unit_bytes 64 MiB, pack.shard_bytes 256 MiB, ...: `python -m
-pipeline config --defaults`), so a plan describes the run the same settings would do.
-`--unit-bytes` / `--shard-bytes` override either. Two inputs are the plan's own assumptions:
-documents of 4,000 bytes (DOC_BYTES, `--docs` overrides) in files of 1 GiB (`--file-bytes`).
-Tokens take the size of the dtype the config's tokenizer gets (its largest id: 2 B below 65,500,
-else 4; 2 without a config or where its tokenizer file cannot be read), as the plan prints.
-
-The cut comes from the pipeline's own functions: a synthetic listing of files of `--file-bytes` goes
-through `ingest.cut_units` (units), `DedupConfig.partition_count` (exact and near partitions),
-`pack.pack_plan` (shards, buckets, groups) and `exchange.plan.exchange_plan` (the groups and buckets
-of every dedup exchange). Request counts are each stage's formula (written in its format docstring:
-tokens/pack.py, exchange/sections.py, run/neardup.py) over those counts; sizes use the ratios below,
-measured on the sample and make_corpus runs (candidate edges, component members and removals per
-document are assumptions, named below; the compression of the token intermediates,
-TOKEN_STORED_RATIO, is the shipped sample's, since a corpus's own is not known before it is
-tokenized). Core-hours come from per-core rates (MB of input per second per core, per stage): by
-default those `bench scaling --mb 512` measured with one worker on one core (DEFAULT_RATES);
-`--rates` takes that benchmark's JSON line instead. Dollars price the requests with the cost
-report's price table (STANDARD); compute is left in core-hours.
+Contract: the plan cuts a corpus with the pipeline's own functions (units, partitions,
+exchange plans, pack plans), so its request counts and bytes are those a run would make at
+that size; rates come from `bench scaling` (--rates) or the shipped defaults.
+In full: docs/scaling-and-costs.md, "How plan projects a corpus".
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """Retention decisions, pure: a listing, the committed versions' lineage, the rules and a clock in;
 one decision per object out (keep, delete, or transition to a colder storage class). No I/O.
 
-Protections, applied whatever the rules say:
-- The newest committed version is always kept; with `versions.keep_newest: K` the K newest are.
-  A version counts as committed only if its folder holds manifest.json and the manifest parses.
-- Every object of a kept committed version ("live") and every lineage file its manifest names is
-  never deleted, and never moved to a class that needs a restore before it can be read.
-- A version folder without manifest is being committed (kept) if its id sorts after the newest
-  committed version, or if anything in it was written within `grace_days`.
-- While a run holds the dataset's lease (`_work/lease.json` written within `grace_days`; a run
-  renews it between stages and removes it at the end), nothing under `_work/` is touched: unit
-  and token files are shared by runs, so an old file may be what the running job reads next.
-  Applying a plan takes the lease itself for its `_work/` actions (core/lease.py), so no run can
-  start in between; the lease is never deleted by a rule.
-- Objects of no known class ("other") are never touched; raw inputs only by an explicit raw rule,
-  and only those a run of this dataset listed and read (plan.read_by_origin), under the root
-  of the source it read them from (every source's root, plan.plan_retention): never
-  excluded, hidden, skipped or foreign files, nor another dataset's folders.
-- The audit logs (`_audit/`) and the takedown list (`_takedowns/`) are never a retention
-  target, and a live version's run keeps its `committed.json` (lineage: without it a rerun
-  would commit a duplicate version).
-
-Deletion is all-or-nothing per group, and a group's age is the age of its newest object: one
-version folder; one data class of one run folder or of one unit (work_folder); one object for raw
-inputs and reports. Resume markers follow the data they vouch for: deleting a unit's documents,
-quarantine listing or hash parts also deletes its `<unit>.done.json`, so a later run reads the
-unit again instead of trusting files that are gone; a token file goes with its `.parquet` marker
-(same class, same group). Within a deletion, version manifests and markers go first, so a crash
-midway leaves "absent" or "not done", never "done but missing". Transitions are per object, by
-the age since the object was first written.
+Contract: pure (no I/O): the same inputs give the same decisions; a raw object is deleted
+only when a committed version's run read exactly it (size and ETag, locally size, mtime and
+its head and tail's xxh3); the takedown list is never deleted.
+In full: docs/retention.md, "How each object is decided".
 """
 
 from __future__ import annotations

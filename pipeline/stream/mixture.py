@@ -1,31 +1,9 @@
 """The weighted mixture of a version's sources: what one epoch of StreamReader's stream is made of.
 
-An epoch is a list of segments (stretches of shards) in stream order, a function of the manifest,
-seed and epoch alone. With all weights 1 (and for versions before sources), and for the
-validation split, the segments are the whole shards, permuted by `shard_order(seed, epoch)`
-(layout 1, as before mixtures spread).
-
-A weighted mixture (layout 2):
-- each source's shards are cut into pieces of at most `piece_tokens` tokens (MIX_TOKENS, less for
-  a small version: see below);
-- a source of weight w = k + f (k whole, 0 <= f < 1) has a timeline: its pieces in a permutation
-  seeded by (seed, epoch, source), k times over, then the first pieces of the same permutation
-  holding round(f x its tokens) tokens (the last one cut short). So every copy of a stretch
-  comes exactly one pass of the source (its T tokens) after the previous copy, and which
-  stretches get the fractional extra copy changes from epoch to epoch;
-- the sources' timelines are merged by the fraction of their own timeline at which each segment
-  starts (ties in manifest source order): every source is spread evenly over the epoch, in its
-  blend-line proportion (w x T tokens per epoch, exactly).
-Spread: two copies of a stretch of a source of weight w are at least E/(2w) stream tokens apart
-(E the epoch's tokens). Its copies are a fraction 1/w of the merged timeline apart, E/w stream
-tokens give or take the pieces of the other sources that straddle the two points (at most one
-piece of each); pieces are at most E / (2 x max weight x sources), so these add < E/(2w).
-
-Weights are checked before anything is built (formats/manifest.check_weights: a number in
-(0, MAX_WEIGHT = 1e6], else WeightError, a ValueError), and an epoch of more than MAX_SEGMENTS
-segments is refused (MixtureTooLarge, a ValueError): a large weight times a source's pieces
-would otherwise take the reader's memory (10 M segments hold about 2 GB; at 4 Mi-token pieces
-that is 40 T tokens of stream per epoch).
+Contract: an epoch's segments depend only on the manifest, the weights and the seed; each
+source contributes weight x its tokens per epoch; weights outside (0, MAX_WEIGHT] and epochs
+of more than a bounded number of segments are refused (WeightError, MixtureTooLarge).
+In full: docs/reading.md, "The mixture of an epoch".
 """
 
 from __future__ import annotations

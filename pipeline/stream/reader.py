@@ -1,45 +1,10 @@
 """Stream a committed dataset version into training windows, with large ranges kept in flight.
 
-    with StreamReader("s3://bucket/out/name", seq_len=2048, rank=r, world_size=W) as reader:
-        for window in reader:            # numpy array of seq_len + 1 tokens: inputs + labels
-            ...
-            ckpt["data"] = reader.state_dict()
-
-What is read: only a version with a valid manifest.json (else ManifestError); its segments
-(below) in stream order, their tokens concatenated, cut into windows
-of seq_len + 1 tokens at stride seq_len (window j = tokens [j*L, j*L + L + 1); the stream's last
-< L tokens are unused). Rank r of W reads the r-th of W contiguous, equal (± 1) runs of windows,
-so ranks never overlap, together cover every window, and each reads only its own stretch of bytes
-(details in `reader_windows`). One `for` loop over the reader yields the rest of the current epoch;
-the next loop starts the next epoch.
-
-How: the rank's windows become range requests of `plan.request_bytes` (default from latency x
-bandwidth, the 10 % rule) fetched by `plan.inflight` threads (Little's law), never buffering more
-than `max_buffer_bytes` (`plan.read_plan`, `reader_fetch.RangeFetcher`). A failed fetch raises
-FetchError naming the object in the consumer. With `verify_checksums`, on a version with block
-checksums (manifest format 2) every range is read in whole blocks (blocks.py) and each block is
-checked before a token of it is yielded; each shard's .idx is read once and checked against its
-xxh3-128 (VerifyError naming the shard and the block). On a format-1 version (no block checksums)
-only segments that are whole shards can be checked: each is read whole and checked against the
-.bin's xxh3-128 at its end, so windows from it may already have been yielded (treat the error as
-fatal for the job); a weighted mixture's pieces of a format-1 version are not checked.
-
-Splits, mixtures, order (reference: docs/reading.md): `split="train"` (the default) reads the
-training shards, `split="valid"` the validation shards. The epoch is a list of segments in stream
-order (`mixture.py`: whole shards permuted by (seed, epoch); a weighted mixture's pieces spread
-so that copies of a stretch are >= 1/(2w) of the epoch apart); `epoch_layout()` lists them. A
-rank yields its windows shuffled within groups of `shuffle_group` windows (`WindowOrder`,
-`shuffle_windows`, default on; the same range requests as in order). `boundaries=True` yields
-`Window(tokens, cu_seqlens, position_ids)` (boundaries.py).
-
-Resume: `state_dict()` is JSON-able (format: resume.py, docs/reading.md): the stream, the epoch,
-the shuffle group, the windows the assignment started from (`base`), world_size, rank and how
-many windows this rank yielded.
-- Same world size and rank: the rank continues exactly where it was (same windows, same order).
-- Another world size (or rank): every rank of the new job loads the *same* state, merged with
-  `StreamReader.merge_states(all ranks' states)` (exact whatever the ranks consumed) or a single
-  rank's (read as "every rank consumed this many": synchronous training). The job's remaining
-  windows are split over the new ranks: nothing repeated, nothing skipped.
+Contract: a rank reads only what its manifest lists, in large ranges kept in flight by
+Little's law (stream/plan.py); windows depend only on the version, seq_len, rank, world size
+and seed; with verify_checksums it checks every block it reads against the manifest
+(VerifyError naming shard and block); its state resumes exactly (stream/resume.py).
+In full: docs/reading.md, "How StreamReader reads".
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
     import pyarrow.parquet as pq
 
     from pipeline.core.layout import RunLayout
-    from pipeline.dedup.exact import REMOVED_SCHEMA
+    from pipeline.dedup.exact import AUDIT_SCHEMA, REMOVED_SCHEMA
     from pipeline.run.read_dedup_tasks import merge_exact
 
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
@@ -161,7 +161,7 @@ def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_pat
     _, ranges = _exchange(Location.from_uri(str(tmp_path / "x")), writers, 3, 1)
     result = merge_exact(layout, [ranges[b] for b in range(3)])
     merged = layout.exact_removed_all.read_parquet()
-    expected = pa.Table.from_pylist(rows, schema=REMOVED_SCHEMA).sort_by(
+    expected = pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA).sort_by(  # detail: null
         [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
     )
     assert merged.equals(expected) and result.removed_exact == len(rows)
