@@ -6,13 +6,14 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 import ray
 import s3fs
-from support import SOURCES_CONFIG
+from support import SAMPLE, SOURCES_CONFIG, s3_config
 
 from pipeline.config import load_config
 from pipeline.config_sections import StorageConfig
@@ -107,6 +108,24 @@ def sources_sample_run(_shared_ray, tmp_path_factory) -> RunResult:
     return result
 
 
+@pytest.fixture(scope="session")
+def s3_sample_run(_shared_ray, s3_server) -> RunResult:
+    """The shipped sample put under raw/ of a bucket of its own, and configs/single-sample.yaml
+    run once per session from there into out-prefix `ref`; `.bucket` names the bucket,
+    `.seconds` the run's wall time. Read-only: a test writes its own runs under other prefixes."""
+    _start_shared_ray(_shared_ray)
+    bucket = f"test-{uuid.uuid4().hex[:16]}"
+    fs = Location.from_uri(f"s3://{bucket}", StorageConfig(endpoint_url=s3_server)).fs
+    fs.mkdir(bucket)
+    fs.put(str(SAMPLE) + "/", f"{bucket}/raw/", recursive=True)
+    fs.invalidate_cache()
+    started = time.perf_counter()
+    result = run_pipeline(s3_config(bucket, s3_server, "ref"), show_progress=False)
+    result.seconds = time.perf_counter() - started
+    result.bucket = bucket
+    return result
+
+
 @pytest.fixture
 def own_ray() -> None:
     """For a test that starts a Ray of its own in this process: the shared one is stopped first
@@ -118,7 +137,7 @@ def own_ray() -> None:
 S3_FIXTURES = {"s3_server", "s3_storage", "s3_bucket", "s3_upload"}
 # A test using one of these starts Ray: marked `slow` (test modules that run the pipeline as a
 # command, or start a cluster, say so themselves with `pytestmark`).
-RAY_FIXTURES = {"ray_local", "ray_fault", "own_ray", "sources_sample_run"}
+RAY_FIXTURES = {"ray_local", "ray_fault", "own_ray", "sources_sample_run", "s3_sample_run"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
