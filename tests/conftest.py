@@ -155,6 +155,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A cluster test starts Ray nodes of its own, whose dashboard agents need the port that a
+    running local Ray's agent holds (52365: jobs are submitted through it): the shared Ray is
+    stopped first, and ray_local starts it again where a later module needs it."""
+    if item.get_closest_marker("cluster"):
+        ray.shutdown()
+
+
 _SESSION = pytest.StashKey[pytest.Session]()
 
 
