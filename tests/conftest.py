@@ -1,5 +1,6 @@
-"""Shared fixtures: a real S3 endpoint (SeaweedFS's `weed server` in a subprocess, on loopback)
-and a local Ray; and the markers (pyproject.toml) that follow from them."""
+"""Shared fixtures: a real S3 endpoint (SeaweedFS's `weed server` in a subprocess, on loopback),
+a local Ray and two sample runs, each started once per session and shared; and the markers
+(pyproject.toml) that follow from them."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def s3_upload(s3_bucket: str, s3_storage: StorageConfig) -> Callable[[dict[str, 
 
 @pytest.fixture(scope="session")
 def _shared_ray(s3_server) -> Iterator[dict[str, str | None]]:
-    """The node id of the Ray that ray_local started (None until then); that Ray, if still
+    """The node id of the shared local Ray (None until one is started); that Ray, if still
     running, is shut down at the end of the session."""
     started: dict[str, str | None] = {"node": None}
     yield started
