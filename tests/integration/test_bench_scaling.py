@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import pytest
 from support import REPO, SAMPLE_CONFIG
 
 from pipeline.bench import scaling
@@ -33,8 +32,7 @@ def test_mb_corpus_is_built_once_and_reused(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no partial folder left
 
 
-@pytest.mark.slow  # runs the pipeline on Ray
-def test_one_worker_run_reports_per_stage_rates_on_one_core(tmp_path, capsys):
+def test_one_worker_run_reports_per_stage_rates_on_one_core(own_ray, tmp_path, capsys):
     scaling.main(
         [
             "--mb",

@@ -1,5 +1,5 @@
 """The document index of a version (formats/documents.py), `find` and `blend`, on a real run of
-the shipped sample (real files, real Ray in a child process)."""
+the shipped sample (real files, real Ray; the commands in a child process)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, own_ray_env
 
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import resolve_version
 from pipeline.formats.megatron import decode_index, read_shard
 from pipeline.formats.verify import VerifyError, verify_version
 
@@ -29,10 +28,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def version(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("out")
-    subprocess.run(run_command(SOURCES_CONFIG, out), cwd=REPO, check=True, env=own_ray_env())
-    return Path(resolve_version(Location.from_uri(str(out / "sample"))).path)
+def version(sources_sample_run) -> Path:
+    return Path(sources_sample_run.version.path)
 
 
 def test_index_matches_the_shards_as_the_mmididx_reader_reads_them(version: Path) -> None:

@@ -17,7 +17,7 @@ import json
 import time
 
 import pytest
-from support import REPO, s3_config
+from support import s3_config
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import committed_versions, comparable
@@ -69,12 +69,9 @@ def test_plan_schedules_faults_by_request_number():
 
 
 def test_transient_faults_are_retried_and_change_no_byte(
-    ray_local, s3_server, s3_bucket, s3_storage, capsys
+    ray_local, s3_server, s3_sample_run, s3_storage, capsys
 ):
-    fs = Location.from_uri(f"s3://{s3_bucket}", s3_storage).fs
-    fs.put(str(REPO / "sample") + "/", f"{s3_bucket}/raw/", recursive=True)
-    fs.invalidate_cache()
-    clean = run_pipeline(s3_config(s3_bucket, s3_server, "clean"), show_progress=False)
+    clean, s3_bucket = s3_sample_run, s3_sample_run.bucket
 
     plan = FaultPlan(slowdown_every=53, reset_every=97, stall_every=199, stall_seconds=4)
     with FaultProxy(s3_server, plan) as proxy:

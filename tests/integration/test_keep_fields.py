@@ -1,5 +1,5 @@
 """`inputs[].keep_fields`: chosen input fields carried into documents.parquet, through `find`
-and a takedown (real JSONL and Parquet files, real Ray in child processes)."""
+and a takedown (real JSONL and Parquet files, real Ray; `find` as a command)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import pytest
 import yaml
 from support import REPO, SAMPLE, TOKENIZER, own_ray_env
 
+from pipeline.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 from pipeline.formats.verify import verify_version
+from pipeline.run.driver import run_pipeline
 
-pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
+pytestmark = pytest.mark.slow  # runs the pipeline, and its commands (conftest.py)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -63,7 +65,7 @@ def _config(tmp: Path, keep_web: list[str], keep_books: list[str]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kept(tmp_path_factory):
+def kept(ray_local, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kept")
     texts = _texts(30)
     web = []
@@ -84,11 +86,8 @@ def kept(tmp_path_factory):
                   "url": [f"file:///b/{i}" for i in range(10)], "pages": list(range(10))}),
         tmp / "in" / "books" / "b.parquet",
     )
-    config = _config(tmp, ["url", "score"], ["url"])
-    run = _cli("run", "--config", str(config), "--quiet")
-    assert run.returncode == 0, run.stderr
-    version = Path(resolve_version(Location.from_uri(str(tmp / "out" / "kept"))).path)
-    return tmp, version
+    result = run_pipeline(load_config(_config(tmp, ["url", "score"], ["url"])), show_progress=False)
+    return tmp, Path(result.version.path)
 
 
 def test_kept_fields_are_index_columns_missing_is_null_non_scalar_quarantined(kept) -> None:
@@ -116,8 +115,7 @@ def test_find_prints_the_kept_fields(kept) -> None:
 def test_a_takedown_keeps_the_fields_of_the_rest(kept) -> None:
     tmp, version = kept
     (tmp / "ids").write_text("web/w2\nbooks/b1\n")
-    done = _cli("remove", str(version), "--ids", str(tmp / "ids"))
-    assert done.returncode == 0, done.stderr
+    assert main(["remove", str(version), "--ids", str(tmp / "ids")]) == 0  # on the shared Ray
     child = Path(resolve_version(Location.from_uri(str(version.parent))).path)
     verify_version(Location.from_uri(str(child)))
     old = pq.read_table(version / "documents.parquet").to_pylist()

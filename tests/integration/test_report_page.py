@@ -19,12 +19,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support import REPO, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SOURCES_CONFIG, own_ray_env
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 
-pytestmark = pytest.mark.slow  # runs the pipeline as a command for its report (conftest.py)
+pytestmark = pytest.mark.slow  # reports on a pipeline run (conftest.py)
 
 
 class _Tables(HTMLParser):
@@ -84,11 +84,13 @@ def _plain(markdown: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(sources_sample_run, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     out, page = tmp / "out", tmp / "report.html"
     env, cfg = own_ray_env(), str(SOURCES_CONFIG)
-    subprocess.run(run_command(SOURCES_CONFIG, out), check=True, env=env, cwd=REPO)
+    # a copy of the session's run: the report writes into the dataset (_reports/)
+    dataset = Path(sources_sample_run.version.path).parent
+    shutil.copytree(dataset, out / dataset.name)
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "report", "--config", cfg, "--output", str(out)]
         # 100 GB: at the sample's 1 MiB units, 10 TB would cut 9.5M units (90 s, 5 GB of RSS)

@@ -223,14 +223,11 @@ def _run_cli(config: Path, out: Path, *sets: str) -> Location:
 
 
 @pytest.fixture(scope="module")
-def sample_split(ray_local, tmp_path_factory):
-    """configs/sample.yaml (two sources, a 5 % validation split) run here with 2 CPUs."""
-    out = tmp_path_factory.mktemp("split") / "out"
-    cfg = load_config(SOURCES_CONFIG, output_uri=str(out))
+def sample_split(sources_sample_run):
+    """configs/sample.yaml (two sources, a 5 % validation split) run with 2 CPUs."""
+    cfg = sources_sample_run.cfg
     assert cfg.split.valid_fraction == 0.05 and [s.name for s in cfg.sources] == ["docs", "web"]
-    result = run_pipeline(cfg, show_progress=False)
-    result.layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
-    return result
+    return sources_sample_run
 
 
 def _files(version: Location, entries: list[dict]) -> list[bytes]:

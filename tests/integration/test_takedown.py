@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env, run_command
+from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env
 
 from pipeline.config import load_config
 from pipeline.core.storage import Location
@@ -53,10 +53,10 @@ def _doc_tokens(version: Path, index) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def taken(tmp_path_factory):
+def taken(sources_sample_run, tmp_path_factory):
     """The sample's version, 1 % of its ids (+ 2 unknown ones), and the takedown's result."""
-    out = tmp_path_factory.mktemp("out")
-    subprocess.run(run_command(SOURCES_CONFIG, out), cwd=REPO, check=True, env=own_ray_env())
+    out = tmp_path_factory.mktemp("out")  # a copy of the session's run: the takedown adds to it
+    shutil.copytree(Path(sources_sample_run.version.path).parent, out / "sample")
     parent = Path(resolve_version(Location.from_uri(str(out / "sample"))).path)
     index = pq.read_table(parent / "documents.parquet")
     ids = index["doc_id"].to_pylist()[3::97]  # 1 % of the documents, every source and split

@@ -1,10 +1,11 @@
 """A Ray worker killed with SIGKILL in the middle of a unit (issue 7): no byte changes.
 
-The sample goes to a SeaweedFS bucket and is read through pipeline.testing.fault_proxy, which holds
-the first GET of one input object for a while, so one `read_unit` task is reliably mid-unit. The
-test finds the worker process owning the held connection and kills it. Ray retries the task on a
-fresh worker (a worker death is retried, max_retries defaults to 3); should the run fail instead,
-the same run again must resume. Either way the committed shards must equal an uninterrupted run's.
+The sample in a SeaweedFS bucket (the session's s3_sample_run, also the reference run) is read
+through pipeline.testing.fault_proxy, which holds the first GET of one input object for a while,
+so one `read_unit` task is reliably mid-unit. The test finds the worker process owning the held
+connection and kills it. Ray retries the task on a fresh worker (a worker death is retried,
+max_retries defaults to 3); should the run fail instead, the same run again must resume. Either
+way the committed shards must equal an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 import ray
-from support import REPO, s3_config
+from support import s3_config
 
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import comparable
@@ -84,14 +85,10 @@ def wait_gone(process) -> None:
 
 
 def test_worker_killed_mid_unit_then_commit_is_byte_identical(
-    ray_local, s3_server, s3_bucket, s3_storage, capsys
+    ray_local, s3_server, s3_sample_run, s3_storage, capsys
 ):
-    fs = Location.from_uri(f"s3://{s3_bucket}", s3_storage).fs
-    fs.put(str(REPO / "sample") + "/", f"{s3_bucket}/raw/", recursive=True)
-    fs.invalidate_cache()
-    started = time.perf_counter()
-    reference = run_pipeline(s3_config(s3_bucket, s3_server, "ref"), show_progress=False)
-    reference_seconds = time.perf_counter() - started
+    reference, s3_bucket = s3_sample_run, s3_sample_run.bucket
+    reference_seconds = reference.seconds
 
     plan = FaultPlan(holds=(Hold(HELD_KEY, HOLD_SECONDS),))
     with FaultProxy(s3_server, plan) as proxy, ThreadPoolExecutor(1) as pool:
