@@ -1,4 +1,5 @@
-"""The cluster path: a job submitted to a real Ray head, and several Ray nodes that share only S3.
+"""The cluster path: a job submitted to a real Ray head, and its log stream cut mid-job (nodes
+that share nothing but S3: test_cluster_share_nothing.py).
 
 The tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
 stop every Ray on the machine, other users' included). Ray's temp dir (sessions, sockets and the
@@ -24,15 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 from ray.job_submission import JobStatus, JobSubmissionClient
-from support import REPO, SAMPLE_CONFIG
+from support import REPO
 
-from pipeline.config import load_config
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import comparable
-from pipeline.formats.verify import verify_version
-from pipeline.run.driver import run_pipeline
 from pipeline.testing.s3 import free_port
 
 pytestmark = pytest.mark.cluster  # a Ray cluster of its own (`ray start`): slow too (conftest.py)
@@ -207,89 +203,6 @@ def test_job_on_a_real_head_runs_verifies_and_leaves_nothing(ray_tmpdir, tmp_pat
 
 def _uploaded_copies(tmpdir: str, name: str) -> list[Path]:
     return list(Path(tmpdir).glob(f"session_*/runtime_resources/working_dir_files/*/{name}"))
-
-
-def nodes_per_task_name(expect: set[str], timeout: float = 15) -> dict[str, set[str]]:
-    """Which nodes ran tasks of each name, from the task events the GCS keeps.
-
-    Workers report task events every second or so, hence the wait for the `expect`ed names.
-    `ray.util.state.list_tasks` would say the same but needs the dashboard, which these nodes do
-    not start; this reads the events through Ray's GlobalState (a private API)."""
-    from ray._private.state import state
-
-    deadline = time.monotonic() + timeout
-    while True:
-        nodes: dict[str, set[str]] = {}
-        for event in state._get_all_task_events():
-            node = event.state_updates.node_id.hex() if event.HasField("state_updates") else ""
-            if event.task_info.name and node:
-                nodes.setdefault(event.task_info.name, set()).add(node)
-        if expect <= set(nodes) or time.monotonic() > deadline:
-            return nodes
-        time.sleep(0.5)
-
-
-def test_three_nodes_sharing_only_s3_give_the_single_node_bytes(
-    s3_bucket, s3_storage, tmp_path, ray_tmpdir, monkeypatch
-):
-    from ray.cluster_utils import Cluster
-
-    fs = Location.from_uri(f"s3://{s3_bucket}", s3_storage).fs
-    fs.put(str(REPO / "sample") + "/", f"{s3_bucket}/raw/", recursive=True)
-    fs.invalidate_cache()
-    endpoint = f"storage.endpoint_url={s3_storage.endpoint_url}"
-    ray.shutdown()  # nothing of an earlier test's Ray may be joined
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setenv("RAY_TMPDIR", ray_tmpdir)
-    # Node processes inherit this process's environment: the S3 fixture's dummy credentials.
-    assert os.environ.get("AWS_ACCESS_KEY_ID")
-
-    # Reference: one node with one CPU, the same S3 input, output on the local disk.
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        single = run_pipeline(
-            load_config(
-                SAMPLE_CONFIG,
-                input_uri=f"s3://{s3_bucket}/raw",
-                output_uri=str(tmp_path / "single"),
-                overrides=[endpoint],
-            ),
-            show_progress=False,
-        )
-    finally:
-        ray.shutdown()
-
-    saved_sigterm = signal.getsignal(signal.SIGTERM)  # Ray's Node installs its own handler
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
-    try:
-        for _ in range(2):
-            cluster.add_node(num_cpus=1)
-        cfg = load_config(
-            SAMPLE_CONFIG,
-            input_uri=f"s3://{s3_bucket}/raw",
-            output_uri=f"s3://{s3_bucket}/out",
-            overrides=[endpoint, f"ray.address={cluster.address}"],
-        )
-        result = run_pipeline(cfg, show_progress=False)
-        assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
-        ran_on = nodes_per_task_name(expect={"read_unit_task", "select_unit", "pack_shard"})
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        signal.signal(signal.SIGTERM, saved_sigterm)
-
-    assert live_processes(ray_tmpdir) == []
-    # The work really was spread (where each task lands is the scheduler's choice, so only the
-    # union is asserted: the stages' tasks ran on more than one node).
-    assert len(set().union(*ran_on.values())) >= 2, ran_on
-    assert result.version.uri.startswith("s3://")
-    verify_version(result.version)
-    assert shard_bytes(result.version, result.manifest) == shard_bytes(
-        single.version, single.manifest
-    )
-    assert comparable(result.manifest) == comparable(single.manifest)
 
 
 class DroppingRelay:
