@@ -104,6 +104,8 @@ def candidates(key: str, ann: typing.Any, current: typing.Any, tmp: Path) -> lis
         return [str(copy)]
     if key == "tokenize.eos":
         return ["<|pad|>", "<pad>", "<unk>", "</s>", "<s>"]
+    if key.endswith("curate"):  # a curation chain (curate/chain.py)
+        return [[{"pii": {}}], [{"length": {"min_words": 5}}]]
     if typing.get_origin(ann) is typing.Literal:  # a choice: every other allowed value
         return [v for v in typing.get_args(ann) if v != current]
     if isinstance(current, bool):
