@@ -442,6 +442,7 @@ def test_sparse_ids_are_stored_as_they_are(ray_fault, tmp_path):
     tokens[3] = SPARSE_IDS[SPARSE_BOS]
     bin_path.write_bytes(tokens.tobytes())
     shard["bin_xxh3_128"] = xxhash.xxh3_128_hexdigest(tokens.tobytes())
+    shard["bin_blocks_xxh3_64"] = block_digests(tokens.tobytes(), shard["bin_block_bytes"])
     (Path(version.uri) / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(VerifyError, match="BOS id 70000 inside document 0 \\(token 3\\)"):
         verify_version(version)
