@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import io
 import json
 import math
 import os
@@ -23,15 +22,14 @@ import sys
 import time
 import traceback
 from collections import Counter
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 import yaml
 from support import REPO, TOKENIZER
+from support.cli import call
 
 from pipeline import cli
-from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.core.lease import Lease
 from pipeline.core.storage import Location
@@ -152,18 +150,6 @@ def cases(manifest):
             yield ".".join(map(str, path)), name, mutated(manifest, path, bad)
 
 
-def call(argv: list[str]) -> tuple[int | str, str, str]:
-    """`python -m pipeline ARGV` in this process: exit code (or "traceback"), stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code
-        except BaseException:  # noqa: BLE001 - what escapes main is a traceback to the user
-            code = "traceback"
-            err.write(traceback.format_exc())
-    return code, out.getvalue(), err.getvalue()
 
 
 def clean_end(code, stderr: str) -> bool:

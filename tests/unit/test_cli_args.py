@@ -5,16 +5,13 @@ are files where a folder is expected and the other way round, missing files, num
 from __future__ import annotations
 
 import functools
-import io
-import traceback
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from support import REPO, SAMPLE_CONFIG
+from support.cli import call
 
 from pipeline import cli
-from pipeline.cli import main
 
 FILE = str(REPO / "README.md")
 FOLDER = str(REPO / "configs")
@@ -85,17 +82,6 @@ def one_parser(monkeypatch):
 _PARSER = functools.cache(cli.build_parser)
 
 
-def call(argv: list[str]) -> tuple[object, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:
-            code = e.code
-        except BaseException:  # noqa: BLE001 - what escapes main is a traceback to the user
-            code = "traceback"
-            err.write(traceback.format_exc())
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("argv", list(number_cases()))
