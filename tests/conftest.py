@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import ray
@@ -155,6 +156,11 @@ RAY_FIXTURES = {"ray_local", "ray_fault", "own_ray", "sources_sample_run", "s3_s
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _mark(items)
+    _longest_first(items)
+
+
+def _mark(items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         servers = used & (S3_FIXTURES | RAY_FIXTURES)
@@ -167,6 +173,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.s3)
         if used & RAY_FIXTURES or item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.slow)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """The cluster modules first, then the others by their number of Ray tests, most first:
+    pytest-xdist (`-n`, `--dist loadscope`) hands out modules in this order, so the long ones
+    overlap with the many short ones instead of ending the run alone."""
+    ray_tests: dict[str, int] = {}
+    for item in items:
+        scope = _scope(item.nodeid)
+        marks = {mark.name for mark in item.iter_markers()}
+        weight = 10_000 if "cluster" in marks else 1 if "slow" in marks else 0
+        ray_tests[scope] = ray_tests.get(scope, 0) + weight
+    items.sort(key=lambda item: -ray_tests[_scope(item.nodeid)])
+
+
+def _scope(nodeid: str) -> str:
+    """What one xdist worker runs together: a module, except that the cluster modules (each
+    starts Ray nodes of its own and runs for minutes) share one worker, one after the other."""
+    module = nodeid.split("::")[0]
+    return "cluster" if Path(module).name.startswith("test_cluster") else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndTheClusterTests(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ModulesAndTheClusterTests(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)

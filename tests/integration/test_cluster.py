@@ -1,10 +1,11 @@
-"""The cluster path: a job submitted to a real Ray head, and its log stream cut mid-job (nodes
-that share nothing but S3: test_cluster_share_nothing.py).
+"""The cluster helpers (a real Ray head, stopped by its pid) and a job's log stream cut mid-job.
+A job run, verified and leaving nothing behind: test_cluster_readme.py (the documented
+commands); nodes that share nothing but S3: test_cluster_share_nothing.py.
 
 The tests start Ray processes of their own and stop them by pid (never `ray stop`, which would
 stop every Ray on the machine, other users' included). Ray's temp dir (sessions, sockets and the
 "current cluster" address file that a bare `ray.init()` reads) is private to each test through
-RAY_TMPDIR, so no other Ray on the machine can be joined by mistake. Each test takes 30-60 s.
+RAY_TMPDIR, so no other Ray on the machine can be joined by mistake.
 """
 
 from __future__ import annotations
@@ -28,16 +29,11 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 from support import REPO
 
-from pipeline.core.storage import Location
 from pipeline.testing.s3 import free_port
 
 pytestmark = pytest.mark.cluster  # a Ray cluster of its own (`ray start`): slow too (conftest.py)
 VENV_BIN = Path(sys.executable).parent
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
-
-
-def shard_bytes(version: Location, manifest: dict) -> list[bytes]:
-    return [(version / s[k]).read_bytes() for s in manifest["shards"] for k in ("bin", "idx")]
 
 
 @pytest.fixture
@@ -157,48 +153,6 @@ def _stop_head(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)  # the group we started, by its id
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-
-
-def test_job_on_a_real_head_runs_verifies_and_leaves_nothing(ray_tmpdir, tmp_path):
-    out = tmp_path / "out"  # absolute: the job runs in its own copy of the working dir
-    with ray_head(ray_tmpdir) as (url, env, head):
-        job = subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "jobs/submit.py"),
-                "--address",
-                url,
-                "--working-dir",
-                str(REPO),
-                "--",
-                "python",
-                "jobs/run.py",
-                "--config",
-                "configs/sample.yaml",
-                "--output",
-                str(out),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        log = job.stdout + job.stderr
-        # Success is the job's status, read through the SDK; submit.py's exit code says the same.
-        (info,) = JobSubmissionClient(url).list_jobs()
-        assert info.status == JobStatus.SUCCEEDED, log[-4000:]
-        assert job.returncode == 0, log[-4000:]
-        assert "succeeded" in log and "committed" in log and "1 nodes, 2 CPUs" in log
-        # the driver ran from the uploaded working dir, not from this checkout
-        assert _uploaded_copies(ray_tmpdir, "jobs/run.py")
-    assert live_processes(ray_tmpdir, session=head.pid) == []
-    verify = subprocess.run(
-        [sys.executable, "-m", "pipeline", "verify", str(out / "sample")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert verify.returncode == 0 and "verify OK" in verify.stdout, verify.stderr
 
 
 def _uploaded_copies(tmpdir: str, name: str) -> list[Path]:

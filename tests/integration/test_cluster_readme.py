@@ -23,6 +23,7 @@ import pytest
 from test_cluster import (  # the cluster helpers: private Ray temp dir, stop by pid
     REPO,
     _stop_head,
+    _uploaded_copies,
     _wait_for_dashboard,
     live_processes,
     ray_env,
@@ -142,6 +143,8 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
             assert results[name].returncode == 0, out[-4000:]
         run_out = results["run"].stdout + results["run"].stderr
         assert "succeeded" in run_out and "1 nodes, 2 CPUs" in run_out
+        # the job's driver ran from the uploaded working dir, not from this checkout
+        assert _uploaded_copies(ray_tmpdir, "jobs/run.py")
         assert "Failed to merge" not in run_out
         assert "verify OK: corpus" in results["verify"].stdout
         assert "retention" in results["retain"].stdout.lower()

@@ -44,6 +44,9 @@ FAST_DEATH = {
 }
 # a node's processes may start slowly on a loaded 2-core machine (Ray's defaults: 30 s)
 SLOW_START = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout_ms": "300000"}
+# ahead of the suite's other test processes (`-n`), so that a node's agents report within the
+# raylet's limit; its Ray workers still run at Ray's niceness above this
+PRIORITY = ["nice", "-n", "-10"]
 KILL_DURING = "ray::read_unit_task"  # the process title of a Ray worker running read+hash
 ONE_NODE, CLUSTER = "s3://datasets-bucket/one-node/", "s3://datasets-bucket/tokenized/"
 GCS_PORT, DASHBOARD_PORT = 6379, 8265  # Ray's defaults: each node has a network of its own
@@ -66,7 +69,7 @@ def ray_node(bridge: Bridge, url: str, log: Path, *args: str, node: Node | None 
     node = node or bridge.node()
     env = {**ray_env("/tmp"), **FAST_DEATH, **SLOW_START, "HOME": "/tmp"}
     argv = [
-        str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={node.ip}",
+        *PRIORITY, str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={node.ip}",
         "--temp-dir=/tmp/ray", "--disable-usage-stats", "--object-store-memory=200000000",
         *AGENT_PORTS, *args,
     ]  # fmt: skip
