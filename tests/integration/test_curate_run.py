@@ -1,6 +1,7 @@
 """Curation in the read pass, end to end on a tiny input (real Ray): every document in is out,
 removed under one rule with its reason, or quarantined (and `find` says which); a transform's
-text is what reaches the shards; the audit, verify, find and the read key all follow the chain."""
+text is what reaches the shards; the audit, verify, find, the report and the read key all
+follow the chain."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from pipeline.config import load_config
 from pipeline.core.text import derived_id
 from pipeline.formats.megatron import decode_index
 from pipeline.formats.verify import verify_version
+from pipeline.report.build import build_report
+from pipeline.report.html import format_html
+from pipeline.report.markdown import format_markdown
 from pipeline.run.driver import run_pipeline
 
 pytestmark = pytest.mark.slow
@@ -93,6 +97,12 @@ def test_a_chain_removes_rewrites_and_accounts_for_every_document(ray_local, tmp
     assert f"{unnamed!r} was quarantined: non_string_text: text is int" in capsys.readouterr().out
     kept = set(_index_ids(result))
     assert not kept & {"short0", "short1", "lorem"} and kept < set(docs)
+    # the cost report's data section lists each rule
+    report = build_report(cfg)
+    page, markdown = format_html(report), format_markdown(report)
+    assert "| length | 2 | 14.3% | - |" in markdown and "| c4 | 1 | 7.1% | - |" in markdown
+    assert "| pii | 2 rewritten | 14.3% | email 2 |" in markdown
+    assert "<td class=n>2 rewritten</td>" in page and "email 2" in page
 
 
 def _index_ids(result) -> list[str]:
