@@ -222,12 +222,14 @@ def cmd_find(args: argparse.Namespace) -> int:
 
 
 def _removal_state(version, manifest: dict, doc_id: str) -> list[str]:
-    """Why the run that made the version left `doc_id` out (its audit, formats/audit.py)."""
+    """Why the run that made the version left `doc_id` out (its audit and quarantine listing,
+    formats/audit.py)."""
     from pipeline.core.storage import Location
-    from pipeline.formats.audit import why_removed
+    from pipeline.formats.audit import why_quarantined, why_removed
 
     dataset = Location(version.fs, version.path.rstrip("/").rsplit("/", 1)[0])
-    return why_removed(dataset, manifest.get("lineage"), doc_id)
+    lineage = manifest.get("lineage")
+    return [*why_removed(dataset, lineage, doc_id), *why_quarantined(dataset, lineage, doc_id)]
 
 
 def _takedown_state(version, doc_id: str) -> list[str]:

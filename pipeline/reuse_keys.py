@@ -25,8 +25,9 @@ STAGES: tuple[str, ...] = get_args(Stage)
 # 4: the read task tokenizes: token files hold every document, a unit's documents file no text;
 # 5: a token file holds each split in one block, its index a `valid` column;
 # 6: token files' dtype follows the tokenizer's largest id; the read pass's removals (curation,
-#    takedown list) are one audit file per unit, with a `detail` column).
-LAYOUT_VERSION = 6
+#    takedown list) are one audit file per unit, with a `detail` column;
+# 7: quarantine rows carry the `doc_id` the record would have had).
+LAYOUT_VERSION = 7
 _KEY = "changes_bytes_of"
 
 

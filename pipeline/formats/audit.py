@@ -1,9 +1,11 @@
-"""Why a document is not in a version: its row in the run's audit (`removed.parquet`: every
-removal, exact, near, by a curation rule or by the takedown list; dedup/exact.AUDIT_SCHEMA),
-said in one line for `find`.
+"""Why a document is not in a version, said in one line for `find`: its row in the run's audit
+(`removed.parquet`: every removal, exact, near, by a curation rule or by the takedown list;
+dedup/exact.AUDIT_SCHEMA) or in its quarantine listing (`quarantine.parquet`, whose rows carry
+the id the record would have had: ingest/records.quarantine_id).
 
 Contract: reads only the one document's rows (a Parquet filter on doc_id); a version whose
-lineage names no audit, or an audit that is gone (retention), gives no line, never an error.
+lineage names no such file, or one that is gone (retention), gives no line, never an error.
+A quarantine listing written before rows carried `doc_id` is matched on derived ids alone.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from pipeline.core.storage import Location
+from pipeline.core.text import derived_id
 
 
 def why_removed(dataset: Location, lineage: dict, doc_id: str) -> list[str]:
@@ -24,6 +27,29 @@ def why_removed(dataset: Location, lineage: dict, doc_id: str) -> list[str]:
     except (FileNotFoundError, OSError, ValueError):
         return []
     return [describe(row) for row in rows]
+
+
+def why_quarantined(dataset: Location, lineage: dict, doc_id: str) -> list[str]:
+    """One line per quarantine row of the run that made a version whose record had `doc_id`."""
+    path = lineage.get("quarantine") if isinstance(lineage, dict) else None
+    if not isinstance(path, str):
+        return []
+    try:
+        with (dataset / path).open_read() as f:
+            has_ids = "doc_id" in pq.ParquetFile(f).schema_arrow.names
+            f.seek(0)
+            table = pq.read_table(f, filters=[("doc_id", "=", doc_id)] if has_ids else None)
+    except (FileNotFoundError, OSError, ValueError):
+        return []
+    rows = table.to_pylist()
+    if not has_ids:
+        rows = [dict(r, doc_id=derived_id(r["source"], r["row"])) for r in rows if r["row"] >= 0]
+    return [
+        f"{doc_id!r} was quarantined: {r['reason']}: {r['detail']}"
+        f" (read from {r['source']}, row {r['row']})"
+        for r in rows
+        if r.get("doc_id") == doc_id
+    ]
 
 
 def describe(row: dict) -> str:

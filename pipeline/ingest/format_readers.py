@@ -167,6 +167,9 @@ def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> No
     _add_record(out, record, offset, fields, escaped)
 
 
+_NO_ID = object()  # an id field UTF-8 cannot hold: its quarantine row names no id
+
+
 def _lone_surrogate(values: tuple) -> str | None:
     """The first string among `values` that UTF-8 cannot encode (a lone surrogate from a JSON
     backslash-u escape), described; None when every one can."""
@@ -186,17 +189,17 @@ def _add_record(
         out.problem(offset, MALFORMED_JSON, f"a JSON {type(record).__name__}, not an object")
         return
     text_field, id_field = fields
+    field_id = record.get(id_field) if id_field else None
     try:
-        raw_id, text = document_fields(
-            record.get(text_field), record.get(id_field) if id_field else None
-        )
+        raw_id, text = document_fields(record.get(text_field), field_id)
         kept = kept_fields([record.get(name) for name in out.keep], out.keep)
     except Rejected as r:
-        out.problem(offset, r.reason, r.detail)
+        out.problem(offset, r.reason, r.detail, raw_id=field_id)
         return
     bad = _lone_surrogate((text, raw_id, *kept)) if escaped else None
     if bad is not None:
-        out.problem(offset, INVALID_UTF8, bad)
+        storable = _lone_surrogate((raw_id,)) is None
+        out.problem(offset, INVALID_UTF8, bad, raw_id=raw_id if storable else _NO_ID)
         return
     out.doc(raw_id, offset, text, kept)
 
@@ -390,7 +393,7 @@ def _parquet_rows(
                 doc_id, text = document_fields(text, raw_id)
                 values = kept_fields([column[i] for column in kept], out.keep)
             except Rejected as r:
-                out.problem(row, r.reason, r.detail)
+                out.problem(row, r.reason, r.detail, raw_id=raw_id)
             else:
                 out.doc(doc_id, row, text, values)
             row += 1

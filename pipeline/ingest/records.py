@@ -37,6 +37,7 @@ QUARANTINE_SCHEMA = pa.schema(
         ("detail", pa.string()),
         ("records", pa.int64()),
         ("bytes", pa.int64()),
+        ("doc_id", pa.string()),  # the id it would have had (quarantine_id); null for a file
     ]
 )
 
@@ -84,6 +85,16 @@ def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
     return str(raw_id), text
 
 
+def quarantine_id(raw_id: Any, source: str, row: int) -> str | None:
+    """The id a rejected record would have had as a document, so that `find` can name it: its
+    own id when usable, the derived one when it has none, None when its id is unusable."""
+    if raw_id is None:
+        return derived_id(source, row)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        return None
+    return str(raw_id)
+
+
 def docs_schema(keep: tuple[str, ...] = ()) -> pa.Schema:
     """DOCS_SCHEMA, plus one string column per kept field."""
     return pa.schema([*DOCS_SCHEMA, *((KEEP_PREFIX + name, pa.string()) for name in keep)])
@@ -119,7 +130,7 @@ class Batches:
         self._ids: list[str] = []
         self._rows: list[int] = []
         self._texts: list[str] = []
-        self._bad: list[tuple[int, str, str, int, int]] = []
+        self._bad: list[tuple[int, str, str, int, int, str | None]] = []
         self.seen = 0  # documents and problems so far: a failing file's records are not recounted
 
     def doc(
@@ -134,10 +145,18 @@ class Batches:
         self._texts.append(text)
 
     def problem(
-        self, row: int, reason: str, detail: str, records: int = 1, nbytes: int = 0
+        self,
+        row: int,
+        reason: str,
+        detail: str,
+        records: int = 1,
+        nbytes: int = 0,
+        raw_id: Any = None,
     ) -> None:
+        """`raw_id`: the record's id field where it could be read (None: none, or unread)."""
         self.seen += 1
-        self._bad.append((row, reason, detail[:_DETAIL_CHARS], max(records, 1), nbytes))
+        doc_id = quarantine_id(raw_id, self.source, row) if row != FILE_LEVEL else None
+        self._bad.append((row, reason, detail[:_DETAIL_CHARS], max(records, 1), nbytes, doc_id))
 
     @property
     def full(self) -> bool:
@@ -151,8 +170,8 @@ class Batches:
             [self._ids, [self.source] * len(self._ids), self._rows, self._texts, *self._kept],
             schema=docs_schema(self.keep),
         )
-        rows, reasons, details, records, nbytes = (
-            zip(*self._bad, strict=True) if self._bad else ((), (), (), (), ())
+        rows, reasons, details, records, nbytes, ids = (
+            zip(*self._bad, strict=True) if self._bad else ((), (), (), (), (), ())
         )
         bad = pa.table(
             [
@@ -162,6 +181,7 @@ class Batches:
                 list(details),
                 list(records),
                 list(nbytes),
+                list(ids),
             ],
             schema=QUARANTINE_SCHEMA,
         )
@@ -175,6 +195,7 @@ def changed_quarantine(changed: ObjectChanged, piece_bytes: int) -> pa.Table:
     be counted (the object is no longer the one listed), so it counts 1 record and its bytes."""
     detail = changed.detail[:_DETAIL_CHARS]
     return pa.table(
-        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail], [1], [piece_bytes]],
+        [[changed.source], [changed.row], [CHANGED_DURING_RUN], [detail], [1], [piece_bytes],
+         [None]],
         schema=QUARANTINE_SCHEMA,
     )

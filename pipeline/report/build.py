@@ -225,7 +225,8 @@ def source_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def data_quality(manifest: dict[str, Any]) -> dict[str, Any]:
     """What the newest version kept and why: per source its dedup removals, quarantine and
-    documents, tokens and shard bytes per split; the quarantine's documents per reason. A
+    documents, tokens and shard bytes per split; the quarantine's documents per reason; what
+    each curation rule removed or rewrote (curate/). A
     version from before named sources is one source named like the dataset."""
     counts = manifest["counts"]
     entries = manifest.get("sources") or {
@@ -256,6 +257,9 @@ def data_quality(manifest: dict[str, Any]) -> dict[str, Any]:
         "version": manifest.get("version"),
         "sources": rows,
         "quarantine": dict(counts.get("quarantined_by_reason", {})),
+        "docs_in": counts["docs_in"],
+        "filtered": dict(counts.get("removed_filtered") or {}),
+        "curated": dict(counts.get("curated") or {}),
     }
 
 

@@ -128,12 +128,16 @@ def projection_section(bill: dict[str, Any]) -> Section:
 
 
 def data_section(data: dict[str, Any]) -> Section:
-    """Data quality of the newest version: dedup per source, quarantine, tokens per split."""
+    """Data quality of the newest version: dedup per source, curation rules, quarantine, tokens
+    per split."""
     blocks: list[Table | Chart | str] = [
         "Documents removed as exact and near duplicates, as a share of each source's"
-        " documents in; quarantined documents by reason; tokens per source and split.",
+        " documents in; what each curation rule removed or rewrote; quarantined documents by"
+        " reason; tokens per source and split.",
         tables.dedup_by_source(data),
     ]
+    if data.get("filtered") or data.get("curated"):
+        blocks.append(tables.curation_rules(data))
     if data["quarantine"]:
         blocks.append(tables.quarantine_reasons(data))
     blocks += [

@@ -262,6 +262,19 @@ def quarantine_reasons(data: dict[str, Any]) -> Table:
     )
 
 
+def curation_rules(data: dict[str, Any]) -> Table:
+    """Per curation rule: the documents it removed (share of all documents in),
+    or for a transform the documents it rewrote and the spans it replaced, per kind."""
+    changed, spans = data["curated"].get("changed", {}), data["curated"].get("spans", {})
+    docs_in = data["docs_in"]
+    rows = [[rule, f"{n:,}", _rate(n, docs_in), "-"] for rule, n in data["filtered"].items()]
+    for rule, n in changed.items():
+        prefix = rule + "."
+        kinds = [f"{k[len(prefix) :]} {v:,}" for k, v in spans.items() if k.startswith(prefix)]
+        rows.append([rule, f"{n:,} rewritten", _rate(n, docs_in), ", ".join(kinds) or "-"])
+    return Table(["rule", "documents", "of docs in", "spans replaced"], rows)
+
+
 def tokens_by_split(data: dict[str, Any]) -> Table:
     return Table(
         ["source", "split", "documents", "tokens", "shard bytes"],

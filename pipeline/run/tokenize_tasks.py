@@ -184,6 +184,7 @@ def _special_quarantine(docs: pa.Table, special: dict[int, str]) -> pa.Table:
             [special[r] for r in rows],
             [1] * len(rows),
             [0] * len(rows),
+            taken["doc_id"],
         ],
         schema=QUARANTINE_SCHEMA,
     )

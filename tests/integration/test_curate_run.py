@@ -1,6 +1,7 @@
 """Curation in the read pass, end to end on a tiny input (real Ray): every document in is out,
-removed under one rule with its reason, or quarantined; a transform's text is what reaches the
-shards; the audit, verify, find and the read key all follow the chain."""
+removed under one rule with its reason, or quarantined (and `find` says which); a transform's
+text is what reaches the shards; the audit, verify, find, the report and the read key all
+follow the chain."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from tokenizers import Tokenizer
 
 from pipeline import cli
 from pipeline.config import load_config
+from pipeline.core.text import derived_id
 from pipeline.formats.megatron import decode_index
 from pipeline.formats.verify import verify_version
+from pipeline.report.build import build_report
+from pipeline.report.html import format_html
+from pipeline.report.markdown import format_markdown
 from pipeline.run.driver import run_pipeline
 
 pytestmark = pytest.mark.slow
@@ -37,8 +42,13 @@ def write_input(folder: Path) -> dict[str, str]:
     docs |= {f"mail{i}": f"{PROSE} Write to jane{i}@mail.example.org today." for i in range(2)}
     folder.mkdir(parents=True)
     rows = [json.dumps({"id": k, "text": v}) for k, v in docs.items()] + ["{broken"]
+    rows += [json.dumps({"id": "blank", "text": "   "}), json.dumps({"text": 7})]
     (folder / "a.jsonl").write_text("\n".join(rows) + "\n")
     return docs
+
+
+def offset_of_last_line(path: Path) -> int:
+    return path.read_bytes().rstrip(b"\n").rindex(b"\n") + 1
 
 
 def config(tmp_path: Path, chain: list) -> Path:
@@ -61,8 +71,8 @@ def test_a_chain_removes_rewrites_and_accounts_for_every_document(ray_local, tmp
     counts = result.manifest["counts"]
     assert counts["removed_filtered"] == {"length": 2, "c4": 1}
     assert counts["curated"] == {"changed": {"pii": 2}, "spans": {"pii.email": 2}}
-    assert counts["docs_in"] == 12 and counts["quarantined"] == 1
-    assert counts["docs_out"] + counts["removed_exact"] + counts["removed_near"] + 3 + 1 == 12
+    assert counts["docs_in"] == 14 and counts["quarantined"] == 3
+    assert counts["docs_out"] + counts["removed_exact"] + counts["removed_near"] + 3 + 3 == 14
     verify_version(result.version)
     # the shards hold the rewritten text, never the address
     tok = Tokenizer.from_file(str(TOKENIZER))
@@ -79,8 +89,20 @@ def test_a_chain_removes_rewrites_and_accounts_for_every_document(ray_local, tmp
     assert "'short1' was filtered by length: words=4 < 10" in out
     assert cli.main(["find", result.version.uri, "--id", "lorem"]) == 7
     assert "'lorem' was filtered by c4: lorem_ipsum" in capsys.readouterr().out
+    # ... or that it was quarantined: by its own id, or by the derived one when it has none
+    assert cli.main(["find", result.version.uri, "--id", "blank"]) == 7
+    assert "'blank' was quarantined: empty_text: 3 whitespace characters" in capsys.readouterr().out
+    unnamed = derived_id("a.jsonl", offset_of_last_line(tmp_path / "in" / "a.jsonl"))
+    assert cli.main(["find", result.version.uri, "--id", unnamed]) == 7
+    assert f"{unnamed!r} was quarantined: non_string_text: text is int" in capsys.readouterr().out
     kept = set(_index_ids(result))
     assert not kept & {"short0", "short1", "lorem"} and kept < set(docs)
+    # the cost report's data section lists each rule
+    report = build_report(cfg)
+    page, markdown = format_html(report), format_markdown(report)
+    assert "| length | 2 | 14.3% | - |" in markdown and "| c4 | 1 | 7.1% | - |" in markdown
+    assert "| pii | 2 rewritten | 14.3% | email 2 |" in markdown
+    assert "<td class=n>2 rewritten</td>" in page and "email 2" in page
 
 
 def _index_ids(result) -> list[str]:
