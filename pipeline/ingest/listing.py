@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,17 +99,30 @@ def skip_reason(
     return None
 
 
+StoreListing = Callable[[Location], Iterable[tuple[str, dict[str, Any]]]]
+
+
+def store_listing(root: Location) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(full path, info) of every object under `root`: the store's own recursive listing."""
+    yield from root.find(detail=True).items()
+
+
 def list_inputs(
-    root: Location, include: list[str], exclude: list[str], own_output: str | None = None
+    root: Location,
+    include: list[str],
+    exclude: list[str],
+    own_output: str | None = None,
+    listing: StoreListing = store_listing,
 ) -> tuple[pa.Table, pa.Table]:
     """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads on
     S3; locally the head and tail of each accepted file).
 
-    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it."""
+    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it.
+    `listing`: what lists an object store's root (bench listing feeds synthetic metadata)."""
     include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
     accepted: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    for rel, info, listed_reason in _listing(root):
+    for rel, info, listed_reason in _listing(root, listing):
         size = int(info["size"])
         reason = listed_reason or skip_reason(rel, include_res, exclude_res)
         if reason is not None:
@@ -142,7 +155,9 @@ def _is_local_folder(root: Location) -> bool:
     return root.is_local and os.path.isdir(root.path)
 
 
-def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+def _listing(
+    root: Location, listing: StoreListing
+) -> Iterator[tuple[str, dict[str, Any], str | None]]:
     """(relative path, info, skip reason or None) of every file under root. A local folder
     is walked with the symlink and file-name policy of ingest/local_listing.py."""
     if _is_local_folder(root):
@@ -150,7 +165,7 @@ def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]
             yield e.rel, {"size": e.size, "mtime": e.mtime}, e.reason
         return
     prefix = root.path.rstrip("/") + "/"
-    for full_path, info in root.find(detail=True).items():
+    for full_path, info in listing(root):
         if not full_path.startswith(prefix):
             raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
         yield full_path[len(prefix) :], info, None

@@ -113,6 +113,11 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
     roots = {s.name: Location.from_uri(s.uri, cfg.storage) for s in cfg.sources}
     task = waves.task("list_units")
     [listed] = waves.run("list", [task.remote(roots[cfg.sources[0].name], cfg)])
+    return listing_of(cfg, listed, roots)
+
+
+def listing_of(cfg: Config, listed: ListResult, roots: dict[str, Location]) -> Listing:
+    """The run a listing names: the config sized to it, its digest, run id and layout."""
     cfg = cfg.for_listing(listed.listed_bytes)
     digest = table_digest(listed.inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}".encode())
@@ -127,15 +132,21 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
     return Listing(cfg, listed, layout, digest, roots, listed_down)
 
 
+def write_listing(listing: Listing) -> None:
+    """The run's record of what it read: inputs, units and skipped, before any read task."""
+    layout, listed = listing.layout, listing.listed
+    layout.inputs.write_parquet(listed.inputs)
+    layout.units.write_parquet(listed.units)
+    layout.skipped.write_parquet(listed.skipped)
+
+
 def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
     """read+hash: the listing's records written, then each unit read, tokenized, signed and
     hashed by one task, which leaves out the documents on the takedown list (the engine chosen
     first, and the wave rerun with tokenizers if a task found it disagreeing:
     run/tokenize_stage.py)."""
-    cfg, layout, listed = listing.cfg, listing.layout, listing.listed
-    layout.inputs.write_parquet(listed.inputs)
-    layout.units.write_parquet(listed.units)
-    layout.skipped.write_parquet(listed.skipped)
+    cfg, layout = listing.cfg, listing.layout
+    write_listing(listing)
     tokenizer_json = tokenizer_bytes(waves, cfg)
     engine, reason = choose_engine(waves, cfg, "read+hash", tokenizer_json)
     task, roots = waves.task("read_unit_task"), listing.roots
