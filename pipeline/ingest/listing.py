@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 from fsspec.utils import glob_translate
 
@@ -118,37 +119,143 @@ def list_inputs(
     S3; locally the head and tail of each accepted file).
 
     `own_output`: the run's output dataset folder relative to `root`, when it lies inside it.
-    `listing`: what lists an object store's root (bench listing feeds synthetic metadata)."""
-    include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
-    accepted: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    for rel, info, listed_reason in _listing(root, listing):
-        size = int(info["size"])
-        reason = listed_reason or skip_reason(rel, include_res, exclude_res)
-        if reason is not None:
-            skipped.append({"path": rel, "size": size, "reason": reason})
-            continue
-        fmt, compression = detect_format(rel)
-        accepted.append(
-            {
-                "path": rel,
-                "size": size,
-                "etag": _etag(info),
-                "mtime": _mtime(info),
-                "format": fmt,
-                "compression": compression,
-            }
-        )
-    accepted, skipped = _without_datasets(accepted, skipped, own_output)
-    accepted.sort(key=lambda r: r["path"])
+    `listing`: what lists an object store's root (bench listing feeds synthetic metadata).
+    The listing is taken in Arrow batches of LIST_BATCH objects and classified column by
+    column (the same rules as `skip_reason`), so the driver never holds a Python object per file.
+    """
+    rules = _Rules(_compile_globs(include), _compile_globs(exclude), include, exclude)
+    batches = [_classified(batch, rules) for batch in _batched(_listing(root, listing))]
+    listed = pa.concat_tables(batches) if batches else _LISTED_SCHEMA.empty_table()
+    reason = _without_datasets(listed["path"], listed["reason"], own_output)
+    accepted = listed.filter(pc.is_null(reason))
+    accepted = accepted.take(pc.sort_indices(accepted["path"]))
+    skipped = listed.set_column(listed.schema.get_field_index("reason"), "reason", reason)
+    skipped = skipped.filter(pc.is_valid(reason))
+    skipped = skipped.take(pc.sort_indices(skipped["path"]))
+    fingerprints = pa.nulls(accepted.num_rows, pa.string())
     if _is_local_folder(root):
-        for row in accepted:
-            row["head_tail_xxh3"] = head_tail_xxh3(f"{root.path}/{row['path']}", row["size"])
-    skipped.sort(key=lambda r: r["path"])
+        fingerprints = pa.array(
+            [
+                head_tail_xxh3(f"{root.path}/{path}", size)
+                for path, size in zip(
+                    accepted["path"].to_pylist(), accepted["size"].to_pylist(), strict=True
+                )
+            ],
+            pa.string(),
+        )
+    inputs = accepted.select(INPUTS_SCHEMA.names[:-1]).append_column("head_tail_xxh3", fingerprints)
     return (
-        pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
-        pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA),
+        inputs.cast(INPUTS_SCHEMA).combine_chunks(),
+        skipped.select(SKIPPED_SCHEMA.names).cast(SKIPPED_SCHEMA).combine_chunks(),
     )
+
+
+LIST_BATCH = 1 << 16  # objects per Arrow batch while listing
+_LISTED_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
+        ("reason", pa.string()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    include: list[re.Pattern[str]]
+    exclude: list[re.Pattern[str]]
+    include_globs: list[str]
+    exclude_globs: list[str]
+
+    def excluded(self, paths: list[str]) -> pa.Array:
+        """Per path: not matched by an include glob, or matched by an exclude glob."""
+        if "**" in self.include_globs and not self.exclude:  # the default: nothing to test
+            return pa.array([False] * len(paths), pa.bool_())
+        include, exclude = self.include, self.exclude
+        return pa.array(
+            [
+                not any(p.match(rel) for p in include) or any(p.match(rel) for p in exclude)
+                for rel in paths
+            ],
+            pa.bool_(),
+        )
+
+
+def _batched(
+    entries: Iterator[tuple[str, dict[str, Any], str | None]],
+) -> Iterator[tuple[list[str], list[int], list, list, list]]:
+    """The listing as columns, LIST_BATCH objects at a time."""
+    columns: tuple[list, ...] = ([], [], [], [], [])
+    for rel, info, listed_reason in entries:
+        columns[0].append(rel)
+        columns[1].append(int(info["size"]))
+        columns[2].append(_etag(info))
+        columns[3].append(_mtime(info))
+        columns[4].append(listed_reason)
+        if len(columns[0]) == LIST_BATCH:
+            yield columns
+            columns = ([], [], [], [], [])
+    if columns[0]:
+        yield columns
+
+
+def _classified(columns: tuple[list, ...], rules: _Rules) -> pa.Table:
+    """One batch of the listing with each file's skip reason (null: accepted), format and
+    compression: `skip_reason` and `detect_format` over Arrow columns."""
+    paths, sizes, etags, mtimes, listed_reasons = columns
+    path = pa.array(paths, pa.string())
+    name = pc.replace_substring_regex(path, r"^.*/", "")
+    lower = pc.ascii_lower(name)
+    fmt, compression = _formats(lower)
+    reason = pa.array(listed_reasons, pa.string())
+    for mask, why in (
+        (pc.match_substring_regex(path, r"(^|/)\."), "hidden"),
+        (pc.or_(pc.starts_with(name, "_"), pc.ends_with(lower, ".crc")), "marker"),
+        (rules.excluded(paths), "excluded"),
+        (pc.is_null(fmt), "unsupported_format"),
+    ):
+        reason = pc.if_else(pc.and_(pc.is_null(reason), mask), why, reason)
+    return pa.table(
+        [
+            path,
+            pa.array(sizes, pa.int64()),
+            pa.array(etags, pa.string()),
+            pa.array(mtimes, pa.float64()),
+            reason,
+            fmt,
+            compression,
+        ],  # fmt: skip
+        schema=_LISTED_SCHEMA,
+    )
+
+
+def _formats(lower: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(format, compression) of lower-cased file names: `detect_format` column by column."""
+    comp_keys = list(_COMPRESSION_SUFFIXES)
+    parts = pc.extract_regex(
+        lower, "^(?P<stem>.*?)(?P<comp>" + "|".join(re.escape(k) for k in comp_keys) + ")?$"
+    )
+    stem, comp = pc.struct_field(parts, [0]), pc.struct_field(parts, [1])
+    compression = pc.take(
+        pa.array(["none", *_COMPRESSION_SUFFIXES.values()]),
+        pc.add(pc.fill_null(pc.index_in(comp, pa.array(comp_keys)), -1), 1),
+    )
+    fmt_keys = list(_FORMAT_SUFFIXES)
+    found = pc.extract_regex(
+        stem, "^.+(?P<suffix>" + "|".join(re.escape(k) for k in fmt_keys) + ")$"
+    )
+    suffix = pc.struct_field(found, [0])
+    fmt = pc.take(
+        pa.array(list(_FORMAT_SUFFIXES.values())), pc.index_in(suffix, pa.array(fmt_keys))
+    )
+    compressed_parquet = pc.and_(pc.equal(fmt, "parquet"), pc.not_equal(compression, "none"))
+    fmt = pc.if_else(pc.fill_null(compressed_parquet, False), None, fmt)
+    compression = pc.if_else(pc.is_null(fmt), None, compression)
+    return fmt, compression
 
 
 def _is_local_folder(root: Location) -> bool:
@@ -188,29 +295,25 @@ def dataset_folders(paths: Iterable[str]) -> set[str]:
     return found
 
 
-def _under(rel: str, folder: str) -> bool:
-    return folder == "" or rel == folder or rel.startswith(folder + "/")
-
-
 def _without_datasets(
-    accepted: list[dict[str, Any]], skipped: list[dict[str, Any]], own_output: str | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every file under a pipeline dataset moves to skipped, with that as its reason."""
-    rows = accepted + skipped
-    folders = dataset_folders(r["path"] for r in rows)
-    if not folders and own_output is None:
-        return accepted, skipped
-    kept, dropped = [], []
-    for row in rows:
-        if own_output is not None and _under(row["path"], own_output):
-            reason = OWN_OUTPUT
-        elif any(_under(row["path"], folder) for folder in folders):
-            reason = PIPELINE_DATASET
-        else:
-            (kept if "reason" not in row else dropped).append(row)
-            continue
-        dropped.append({"path": row["path"], "size": row["size"], "reason": reason})
-    return kept, dropped
+    paths: pa.ChunkedArray, reasons: pa.ChunkedArray, own_output: str | None
+) -> pa.ChunkedArray:
+    """The skip reasons with every file under a pipeline dataset (own_output first) given that
+    as its reason, whatever it had."""
+    hint = pc.or_(
+        pc.match_substring(paths, f"{WORK_DIR}/"), pc.ends_with(paths, MANIFEST)
+    )  # the few paths dataset_folders can name a folder from
+    for folder in sorted(dataset_folders(paths.filter(hint).to_pylist())):
+        reasons = pc.if_else(_under(paths, folder), PIPELINE_DATASET, reasons)
+    if own_output is not None:
+        reasons = pc.if_else(_under(paths, own_output), OWN_OUTPUT, reasons)
+    return reasons
+
+
+def _under(paths: pa.ChunkedArray, folder: str) -> pa.ChunkedArray:
+    if folder == "":
+        return pc.is_valid(paths)
+    return pc.or_(pc.equal(paths, folder), pc.starts_with(paths, folder + "/"))
 
 
 def inside(root: Location, other: Location) -> str | None:
