@@ -9,7 +9,6 @@ In full: docs/formats.md, "The listing and its work units".
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -18,12 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 from fsspec.utils import glob_translate
 
 from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
 from pipeline.core.storage import Location
 from pipeline.ingest.local_listing import head_tail_xxh3, walk_local
+from pipeline.ingest.work_units import UNITS_SCHEMA, cut_units  # noqa: F401 - callers import here
 
 INPUTS_SCHEMA = pa.schema(
     [
@@ -37,19 +36,6 @@ INPUTS_SCHEMA = pa.schema(
     ]
 )
 SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
-UNITS_SCHEMA = pa.schema(
-    [
-        ("unit_id", pa.string()),
-        ("path", pa.string()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
-        ("size", pa.int64()),
-        ("format", pa.string()),
-        ("compression", pa.string()),
-        ("etag", pa.string()),
-        ("mtime", pa.float64()),
-    ]
-)
 
 _COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 _FORMAT_SUFFIXES = {
@@ -328,17 +314,6 @@ def inside(root: Location, other: Location) -> str | None:
     return b[len(a) + 1 :] if b.startswith(a + "/") else None
 
 
-def _version_tag(file: dict[str, Any]) -> str | None:
-    """What says an object changed: its ETag, or its mtime and head_tail_xxh3 where the store
-    has no ETag."""
-    if file.get("etag"):
-        return file["etag"]
-    if file.get("mtime") is None:
-        return None
-    fingerprint = file.get("head_tail_xxh3")
-    return repr(file["mtime"]) + ("" if fingerprint is None else f":{fingerprint}")
-
-
 def _etag(info: dict[str, Any]) -> str | None:
     etag = info.get("ETag") or info.get("etag")
     return str(etag).strip('"') if etag else None
@@ -374,115 +349,3 @@ def with_origin(table: pa.Table, name: str, root: str | None = None) -> pa.Table
     if root is not None:
         table = table.append_column("root", pa.array([root] * table.num_rows, pa.string()))
     return table
-
-
-# -- work units (pure) -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Piece:
-    path: str
-    start: int
-    end: int
-    size: int
-    version: str | None  # ETag or mtime: changes when the object does
-    format: str
-    compression: str
-    etag: str | None = None
-    mtime: float | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.start
-
-
-def is_splittable(fmt: str, compression: str) -> bool:
-    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet."""
-    return compression == "none" and fmt in ("jsonl", "parquet")
-
-
-def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
-    size = file["size"]
-    n = 1
-    if size > unit_bytes and is_splittable(file["format"], file["compression"]):
-        n = math.ceil(size / unit_bytes)  # equal pieces, each in (unit_bytes/2, unit_bytes]
-    bounds = [size * i // n for i in range(n + 1)]
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        yield _Piece(
-            file["path"],
-            start,
-            end,
-            size,
-            _version_tag(file),
-            file["format"],
-            file["compression"],
-            file.get("etag"),
-            file.get("mtime"),
-        )
-
-
-def _cut_after(piece: _Piece, unit_bytes: int) -> bool:
-    """A cut point that depends on the piece alone: its path hash against its share of a unit.
-
-    The chance of a cut after a piece is 2·size/unit_bytes, so, past the half-unit minimum, units
-    end after unit_bytes/2 more bytes on average. Because the decision is local, a file added to
-    or removed from the listing moves only the unit boundaries next to it (content-defined
-    chunking over the file list), and the other units keep their ids: incremental runs reuse them.
-    """
-    threshold = min(1.0, 2 * piece.nbytes / unit_bytes) * 2.0**64
-    return xxhash.xxh3_64_intdigest(f"{piece.path}\x00{piece.start}".encode()) < threshold
-
-
-def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
-    """Pack pieces in path order into units. Each piece of a file larger than unit_bytes is a
-    unit alone (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a
-    unit ends at a content-defined cut point (_cut_after) once it holds unit_bytes/2, and is
-    closed before a file that would take it past 1.5·unit_bytes. Every unit of small files but
-    the last is thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of file sizes."""
-    current: list[_Piece] = []
-    current_bytes = 0
-    for piece in pieces:
-        if piece.size > unit_bytes:
-            yield [piece]
-            continue
-        if current and current_bytes + piece.nbytes > 1.5 * unit_bytes:
-            yield current
-            current, current_bytes = [], 0
-        current.append(piece)
-        current_bytes += piece.nbytes
-        if current_bytes * 2 >= unit_bytes and _cut_after(piece, unit_bytes):
-            yield current
-            current, current_bytes = [], 0
-    if current:
-        yield current
-
-
-def unit_id(pieces: list[_Piece]) -> str:
-    h = xxhash.xxh3_64()
-    for p in pieces:
-        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.version or ''}\n".encode())
-    return h.hexdigest()
-
-
-def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
-    """Work units of about `unit_bytes` each from an input manifest (pure: sizes only)."""
-    if unit_bytes <= 0:
-        raise ValueError(f"unit_bytes must be positive, got {unit_bytes}")
-    files = sorted(inputs.to_pylist(), key=lambda r: r["path"])
-    pieces = (piece for file in files for piece in _pieces(file, unit_bytes))
-    rows = []
-    for unit in _pack(pieces, unit_bytes):
-        uid = unit_id(unit)
-        rows += [
-            {
-                "unit_id": uid,
-                "path": p.path,
-                "start": p.start,
-                "end": p.end,
-                "size": p.size,
-                "format": p.format,
-                "compression": p.compression,
-                "etag": p.etag,
-                "mtime": p.mtime,
-            }
-            for p in unit
-        ]
-    return pa.Table.from_pylist(rows, schema=UNITS_SCHEMA)
