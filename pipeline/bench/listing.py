@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import Config
-from pipeline.config_sections import StorageConfig
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import StoreListing, list_inputs, store_listing
@@ -76,16 +75,19 @@ def synthetic_listing(n: int, object_bytes: int) -> StoreListing:
     def listing(root: Location) -> Iterator[tuple[str, dict[str, Any]]]:
         for i in range(n):
             path = object_path(i)
-            yield path, {
-                "Key": path,
-                "LastModified": modified,
-                "ETag": etag,
-                "Size": len(line),
-                "StorageClass": "STANDARD",
-                "type": "file",
-                "size": len(line),
-                "name": path,
-            }
+            yield (
+                path,
+                {
+                    "Key": path,
+                    "LastModified": modified,
+                    "ETag": etag,
+                    "Size": len(line),
+                    "StorageClass": "STANDARD",
+                    "type": "file",
+                    "size": len(line),
+                    "name": path,
+                },
+            )
 
     return listing
 
@@ -117,7 +119,7 @@ def to_first_task(
     with held(run.layout.lease, run.layout.run_id):
         units = Units.of(listed.units)
         write_listing(run)
-        first = units.pieces[units.ids[0]]
+        first = units.pieces_of(units.ids[0])
     return run, units, first
 
 

@@ -330,22 +330,23 @@ def skipped_once(roots: list[str], listed: list[pa.Table], skipped: list[pa.Tabl
     Sources may share a root with different globs (one reads docs/, another web/): a file
     one of them reads is not skipped, and a file all of them skip is reported once, under the
     first source that skipped it. `roots[i]`, `listed[i]` and `skipped[i]` belong to source i."""
-    read = {(root, p) for root, t in zip(roots, listed, strict=True) for p in t["path"].to_pylist()}
-    seen: set[tuple[str, str]] = set()
     kept = []
-    for root, table in zip(roots, skipped, strict=True):
-        mask = []
-        for path in table["path"].to_pylist():
-            mask.append((root, path) not in read and (root, path) not in seen)
-            seen.add((root, path))
-        kept.append(table.filter(pa.array(mask, pa.bool_())))
+    for i, (root, table) in enumerate(zip(roots, skipped, strict=True)):
+        same_root = [j for j, other in enumerate(roots) if other == root and j != i]
+        seen = [listed[j]["path"] for j in same_root] + [
+            skipped[j]["path"] for j in same_root if j < i
+        ]
+        chunks = [chunk for column in seen for chunk in column.chunks]
+        if chunks:
+            table = table.filter(pc.invert(pc.is_in(table["path"], pa.concat_arrays(chunks))))
+        kept.append(table)
     return pa.concat_tables(kept)
 
 
 def with_origin(table: pa.Table, name: str, root: str | None = None) -> pa.Table:
     """`table` with the `origin` column: every row from the source called `name` (and, given
     `root`, the `root` column: the uri the source was listed under)."""
-    table = table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))
+    table = table.append_column("origin", pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
     if root is not None:
-        table = table.append_column("root", pa.array([root] * table.num_rows, pa.string()))
+        table = table.append_column("root", pa.repeat(pa.scalar(root, pa.string()), table.num_rows))
     return table

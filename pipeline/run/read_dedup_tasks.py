@@ -93,7 +93,7 @@ def list_units(
         files=inputs_t.num_rows,
         skipped=skipped_once(roots, inputs, skipped),
         listed_bytes=int(pc.sum(inputs_t["size"]).as_py() or 0),
-        unit_count=len(set(units_t["unit_id"].to_pylist())),
+        unit_count=pc.count_distinct(units_t["unit_id"]).as_py(),
     )
 
 
@@ -232,9 +232,7 @@ def _take_down(docs: pa.Table, takedown: list[str]) -> tuple[pa.Table, pa.Table]
     return docs.filter(pc.invert(hit)), docs.filter(hit).select(["doc_id", "source", "row"])
 
 
-def _audit_rows(
-    unit_id: str, origin: str, filtered: pa.Table, down: pa.Table | None
-) -> pa.Table:
+def _audit_rows(unit_id: str, origin: str, filtered: pa.Table, down: pa.Table | None) -> pa.Table:
     """The unit's read-pass removals as audit rows (exact.AUDIT_SCHEMA): curation's, rule =
     the step and detail = its reason, then the takedown list's, rule "takedown"."""
     parts = [filtered.select(["doc_id", "source", "row", "rule", "detail"])]

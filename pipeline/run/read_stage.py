@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 from pipeline.config import Config
@@ -49,17 +52,27 @@ class Units:
 
     ids: list[str]
     origin_of: dict[str, str]
-    pieces: dict[str, list[dict]]
+    by_unit: pa.Table  # the listing's pieces, grouped by unit in `ids` order
+    first: list[int]  # the row of each unit's first piece in `by_unit`, and its row count last
 
     @classmethod
     def of(cls, units: pa.Table) -> Units:
-        ids = sorted(set(units["unit_id"].to_pylist()))
-        pieces: dict[str, list[dict]] = {u: [] for u in ids}
-        origin_of: dict[str, str] = {}
-        for piece in units.to_pylist():
-            pieces[piece["unit_id"]].append(piece)
-            origin_of[piece["unit_id"]] = piece["origin"]
-        return cls(ids, origin_of, pieces)
+        by_unit = units.take(pc.sort_indices(units["unit_id"]))  # stable: pieces keep order
+        unit_ids = by_unit["unit_id"].combine_chunks()
+        first = (
+            np.flatnonzero(pc.not_equal(unit_ids[1:], unit_ids[:-1]).to_numpy(zero_copy_only=False))
+            + 1
+        )
+        first = [0, *first.tolist()] if len(unit_ids) else []
+        ids = unit_ids.take(pa.array(first, pa.int64())).to_pylist()
+        origins = by_unit["origin"].take(pa.array(first, pa.int64())).to_pylist()
+        return cls(ids, dict(zip(ids, origins, strict=True)), by_unit, [*first, len(unit_ids)])
+
+    def pieces_of(self, unit: str) -> list[dict]:
+        """The unit's pieces, as its read task takes them."""
+        i = bisect.bisect_left(self.ids, unit)
+        start, end = self.first[i], self.first[i + 1]
+        return self.by_unit.slice(start, end - start).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -157,8 +170,17 @@ def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
         return waves.run(
             "read+hash",
             [
-                task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg,
-                            tokenizer_json, engine, rewrite, down)  # fmt: skip
+                task.remote(
+                    layout,
+                    roots[units.origin_of[u]],
+                    u,
+                    units.pieces_of(u),
+                    cfg,
+                    tokenizer_json,
+                    engine,
+                    rewrite,
+                    down,
+                )  # fmt: skip
                 for u in units.ids
             ],
             merge=True,
