@@ -109,7 +109,7 @@ def list_inputs(
     The listing is taken in Arrow batches of LIST_BATCH objects and classified column by
     column (the same rules as `skip_reason`), so the driver never holds a Python object per file.
     """
-    rules = _Rules(_compile_globs(include), _compile_globs(exclude), include, exclude)
+    rules = _Rules(_compile_globs(include), _compile_globs(exclude), include)
     batches = [_classified(batch, rules) for batch in _batched(_listing(root, listing))]
     listed = pa.concat_tables(batches) if batches else _LISTED_SCHEMA.empty_table()
     reason = _without_datasets(listed["path"], listed["reason"], own_output)
@@ -155,7 +155,6 @@ class _Rules:
     include: list[re.Pattern[str]]
     exclude: list[re.Pattern[str]]
     include_globs: list[str]
-    exclude_globs: list[str]
 
     def excluded(self, paths: list[str]) -> pa.Array:
         """Per path: not matched by an include glob, or matched by an exclude glob."""
