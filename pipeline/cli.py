@@ -303,11 +303,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         version = resolve_version(location)
         _check_removable(version)
         done = remove_documents(
-            version,
-            ids,
-            strict=args.strict,
-            ray_cfg=ray_cfg,
-            reason=args.reason,
+            version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
             allow_empty=args.allow_empty,
         )
     except ManifestError as e:

@@ -30,7 +30,9 @@ LAYOUT_VERSION = 6
 _KEY = "changes_bytes_of"
 
 
-def changes(*stages: Stage, by_content: bool = False, columns_only: bool = False) -> dict[str, Any]:
+def changes(
+    *stages: Stage, by_content: bool = False, columns_only: bool = False
+) -> dict[str, Any]:
     """Field metadata (`Field(..., json_schema_extra=changes("read", "output"))`): the stages
     whose bytes this key changes; none: it changes how or where, never which bytes."""
     unknown = set(stages) - set(STAGES)
@@ -78,7 +80,9 @@ def declarations(model: type[BaseModel], prefix: str = "") -> dict[str, dict[str
     return out
 
 
-def _exclude(model: type[BaseModel], stage: str, text_only: bool = False) -> dict[str, Any] | bool:
+def _exclude(
+    model: type[BaseModel], stage: str, text_only: bool = False
+) -> dict[str, Any] | bool:
     """The model_dump exclude of what does not change `stage`'s bytes: True for all of it
     (text_only: nor the columns_only keys)."""
     out: dict[str, Any] = {}

@@ -183,10 +183,8 @@ def main(argv: list[str] | None = None) -> dict:
     seconds, outcome = _timed(lambda: chain.apply(steps, batch), args.repeat)
     figures["chain"] = {"mb_s": round(mb / seconds, 2), "kept": outcome.kept.num_rows,
                         "removed_by_rule": dict(outcome.removed_by_rule)}  # fmt: skip
-    print(
-        f"{'chain (in order)':<20}{mb / seconds:9.2f}  kept {outcome.kept.num_rows},"
-        f" removed {dict(outcome.removed_by_rule)}"
-    )
+    print(f"{'chain (in order)':<20}{mb / seconds:9.2f}  kept {outcome.kept.num_rows},"
+          f" removed {dict(outcome.removed_by_rule)}")
     print(json.dumps(figures))
     return figures
 

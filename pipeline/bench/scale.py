@@ -128,23 +128,17 @@ def stage_rows(stages: list[dict]) -> dict[str, dict]:
 
 
 def print_size(label: str, input_bytes: int, run: dict, rows: dict[str, dict]) -> None:
-    print(
-        f"\n== {label}: input {input_bytes / 1e6:.1f} MB, wall {run['wall_s']:.1f} s,"
-        f" {run['counts']['docs_out']:,} docs out, {run['counts']['tokens']:,} tokens,"
-        f" bytes moved {run['moved']} x input"
-    )
-    print(
-        f"{'stage':<11}{'GET':>8}{'PUT':>8}{'HEAD':>7}{'LIST':>6}{'mean GET':>11}"
-        f"{'read MB':>9}{'write MB':>9}{'moved':>7}{'s':>7}{'RSS MB':>8}"
-    )
+    print(f"\n== {label}: input {input_bytes / 1e6:.1f} MB, wall {run['wall_s']:.1f} s,"
+          f" {run['counts']['docs_out']:,} docs out, {run['counts']['tokens']:,} tokens,"
+          f" bytes moved {run['moved']} x input")
+    print(f"{'stage':<11}{'GET':>8}{'PUT':>8}{'HEAD':>7}{'LIST':>6}{'mean GET':>11}"
+          f"{'read MB':>9}{'write MB':>9}{'moved':>7}{'s':>7}{'RSS MB':>8}")
     for name, r in rows.items():
-        print(
-            f"{name:<11}{r['get_requests']:>8,}{r['put_requests']:>8,}{r['head_requests']:>7,}"
-            f"{r['list_requests']:>6,}{r['mean_get_bytes'] / 1e3:>9,.1f}KB"
-            f"{r['bytes_read'] / 1e6:>9.1f}{r['bytes_written'] / 1e6:>9.1f}"
-            f"{(r['bytes_read'] + r['bytes_written']) / input_bytes:>6.2f}x"
-            f"{r['seconds']:>7.1f}{r['peak_rss_mb']:>8.0f}"
-        )
+        print(f"{name:<11}{r['get_requests']:>8,}{r['put_requests']:>8,}{r['head_requests']:>7,}"
+              f"{r['list_requests']:>6,}{r['mean_get_bytes'] / 1e3:>9,.1f}KB"
+              f"{r['bytes_read'] / 1e6:>9.1f}{r['bytes_written'] / 1e6:>9.1f}"
+              f"{(r['bytes_read'] + r['bytes_written']) / input_bytes:>6.2f}x"
+              f"{r['seconds']:>7.1f}{r['peak_rss_mb']:>8.0f}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,9 +204,8 @@ def main(argv: list[str] | None = None) -> None:
                 run = run_size(args, storage, label, sets)
                 rows = stage_rows(run["stages"])
                 print_size(str(f), input_bytes, run, rows)
-                results.append(
-                    {"fraction": str(f), "input_bytes": input_bytes, "run": run, "rows": rows}
-                )
+                results.append({"fraction": str(f), "input_bytes": input_bytes, "run": run,
+                                "rows": rows})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -234,11 +227,8 @@ def main(argv: list[str] | None = None) -> None:
             total(large, "get_requests", ("pack",)) / total(small, "get_requests", ("pack",)), 2
         ),
         "min_mean_get_bytes": round(
-            min(
-                r["mean_get_bytes"]
-                for n, r in large["rows"].items()
-                if n in DATA_STAGES and r["get_requests"]
-            )
+            min(r["mean_get_bytes"] for n, r in large["rows"].items()
+                if n in DATA_STAGES and r["get_requests"])
         ),
         "rss_growth": round(peak(large) / peak(small), 3),
         "bytes_moved_per_input_byte": [r["run"]["moved"] for r in results],

@@ -142,12 +142,8 @@ def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> b
 
     keys = [shuffle_key(d, cfg.pack.seed) for d in docs["doc_id"].to_pylist()]
     ordered = docs.append_column("key", pa.array(keys, pa.uint64())).sort_by(
-        [
-            ("key", "ascending"),
-            ("doc_id", "ascending"),
-            ("source", "ascending"),
-            ("row", "ascending"),
-        ]
+        [("key", "ascending"), ("doc_id", "ascending"), ("source", "ascending"),
+         ("row", "ascending")]
     )
     with open(cfg.tokenize.tokenizer, "rb") as f:
         reference = TokenizersEncoder(f.read(), special_as_text=True)

@@ -123,7 +123,7 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
             "retries": {"max_attempts": options.retries, "mode": "standard"},
             "read_timeout": options.read_timeout,
             "connect_timeout": options.connect_timeout,
-        },
+        }
     }
     if checksum == "none":
         kwargs["config_kwargs"]["request_checksum_calculation"] = "when_required"
@@ -189,7 +189,7 @@ def refusal_cause(error: BaseException) -> str | None:
             inner = getattr(e, "cause", None)
             return str(inner if isinstance(inner, StorageRefused) else e)
         if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f'no AWS credentials found ({e}; see docs/cluster.md, "Credentials")'
+            return f"no AWS credentials found ({e}; see docs/cluster.md, \"Credentials\")"
         if isinstance(e, ClientError):
             err = e.response.get("Error") or {}
             code = str(err.get("Code", ""))

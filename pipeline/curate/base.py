@@ -116,3 +116,4 @@ def first(*reasons: str | None) -> str | None:
 
 def fraction(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
+

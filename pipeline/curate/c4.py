@@ -113,7 +113,9 @@ class C4(Filter):
 
 def _word_list(path: str) -> re.Pattern[str] | None:
     """One alternation of the file's words and phrases (lower-cased, on word boundaries)."""
-    entries = [line.strip().lower() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    entries = [
+        line.strip().lower() for line in Path(path).read_text(encoding="utf-8").splitlines()
+    ]
     entries = sorted({e for e in entries if e}, key=len, reverse=True)
     if not entries:
         return None

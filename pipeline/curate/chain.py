@@ -41,13 +41,8 @@ from pipeline.curate.base import REGISTRY, Rewrites, Step, Verdicts
 from pipeline.curate.user import CurationError
 
 REMOVED_SCHEMA = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("source", pa.string()),
-        ("row", pa.int64()),
-        ("rule", pa.string()),
-        ("detail", pa.string()),
-    ]  # fmt: skip
+    [("doc_id", pa.string()), ("source", pa.string()), ("row", pa.int64()),
+     ("rule", pa.string()), ("detail", pa.string())]  # fmt: skip
 )
 
 
@@ -149,13 +144,9 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
         dropped = out.kept.filter(gone)
         removed_parts.append(
             pa.table(
-                [
-                    dropped["doc_id"],
-                    dropped["source"],
-                    dropped["row"],
-                    pa.array([step.name] * dropped.num_rows, pa.string()),
-                    pa.array([w for w in result.why if w is not None], pa.string()),
-                ],
+                [dropped["doc_id"], dropped["source"], dropped["row"],
+                 pa.array([step.name] * dropped.num_rows, pa.string()),
+                 pa.array([w for w in result.why if w is not None], pa.string())],
                 schema=REMOVED_SCHEMA,
             )  # fmt: skip
         )

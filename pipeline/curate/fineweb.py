@@ -46,15 +46,13 @@ class FineWebQuality(Filter):
                 sum(line.endswith(p.stop_chars) for line in lines) / len(lines),
                 p.min_punct_lines,
             ),
-            above(
-                "dup_line_chars", fraction(dup_chars, sum(map(len, lines))), p.max_dup_line_chars
-            ),  # fmt: skip
+            above("dup_line_chars", fraction(dup_chars, sum(map(len, lines))),
+                  p.max_dup_line_chars),  # fmt: skip
             above(
                 "short_lines",
                 sum(len(line) <= p.short_line_chars for line in lines) / len(lines),
                 p.max_short_lines,
             ),
-            above(
-                "newlines_per_word", fraction(text.count("\n"), words), p.max_newlines_per_word
-            ),  # fmt: skip
+            above("newlines_per_word", fraction(text.count("\n"), words),
+                  p.max_newlines_per_word),  # fmt: skip
         )

@@ -47,7 +47,9 @@ class GopherQuality(Filter):
         p: QualityParams = self.params
         words = t.words(text)
         n = len(words)
-        reason = first(below("words", n, p.min_words), above("words", n, p.max_words))
+        reason = first(
+            below("words", n, p.min_words), above("words", n, p.max_words)
+        )
         if reason or n == 0:
             return reason or "words=0 < 1"
         mean = sum(map(len, words)) / n

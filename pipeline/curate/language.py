@@ -63,10 +63,8 @@ class Language(Filter):
         found = [identify(x, self.params.max_chars) for x in batch["text"].to_pylist()]
         return Verdicts(
             [self._verdict(lang, score) for lang, score in found],
-            {
-                "language": [lang for lang, _ in found],
-                "language_score": [f"{score:.4f}" for _, score in found],
-            },  # fmt: skip
+            {"language": [lang for lang, _ in found],
+             "language_score": [f"{score:.4f}" for _, score in found]},  # fmt: skip
         )
 
     def _verdict(self, lang: str, score: float) -> str | None:

@@ -74,7 +74,8 @@ class UserStep(Step):
         values = out.to_pylist() if isinstance(out, (pa.Array, pa.ChunkedArray)) else list(out)
         if len(values) != batch.num_rows:
             raise CurationError(
-                f"python step {spec!r} returned {len(values)} values for {batch.num_rows} documents"
+                f"python step {spec!r} returned {len(values)} values for {batch.num_rows}"
+                " documents"
             )
         if self.kind == "filter":
             if not all(isinstance(v, bool) for v in values):

@@ -114,7 +114,8 @@ def read_fields(layout, origin_of: dict[str, str], keep: dict[str, list[str]]) -
         n = docs.num_rows
         columns = [pa.array([origin] * n, pa.string()), docs["source"], docs["row"]]  # FIELD_KEYS
         columns += [
-            docs[KEEP_PREFIX + name] if name in mine else pa.nulls(n, pa.string()) for name in names
+            docs[KEEP_PREFIX + name] if name in mine else pa.nulls(n, pa.string())
+            for name in names
         ]
         parts.append(pa.table(columns, names=[*FIELD_KEYS, *names]))
     return pa.concat_tables(parts)
@@ -156,9 +157,8 @@ def _as_current(index: pa.Table) -> pa.Table:
     return index.add_column(at, "input_offset", offset)
 
 
-def index_problem(
-    index: pa.Table, shard: str, pointers: np.ndarray, lengths: np.ndarray, itemsize: int
-) -> str | None:
+def index_problem(index: pa.Table, shard: str, pointers: np.ndarray, lengths: np.ndarray,
+                  itemsize: int) -> str | None:
     """Where the index rows of `shard` disagree with its .idx (pointers in bytes), or None."""
     mine = index.filter(pc.equal(index["shard"], shard))
     if mine.num_rows != len(lengths):

@@ -465,7 +465,10 @@ def check_special_tokens(manifest: dict[str, Any], where: str = "manifest") -> N
     tokenize = config.get("tokenize") if isinstance(config, dict) else None
     configured = tokenize.get("special_tokens_in_text") if isinstance(tokenize, dict) else None
     needed = (
-        manifest["format"] == FORMAT or "bos_id" in tok or "engine" in tok or configured is not None
+        manifest["format"] == FORMAT
+        or "bos_id" in tok
+        or "engine" in tok
+        or configured is not None
     )
     value = tok.get("special_tokens_in_text")
     if value is None and not needed:

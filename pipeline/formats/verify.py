@@ -107,7 +107,9 @@ def verify_documents(version: Location, manifest: dict, shards: list[dict], dtyp
     for shard in shards:
         info = decode_index((version / shard["idx"]).read_bytes())
         name = shard["bin"].removesuffix(".bin")
-        problem = documents.index_problem(index, name, info.pointers, info.lengths, dtype.itemsize)
+        problem = documents.index_problem(
+            index, name, info.pointers, info.lengths, dtype.itemsize
+        )
         if problem:
             raise VerifyError(f"{version.uri}: {problem}")
 
@@ -186,9 +188,8 @@ def verify_lineage(version: Location, manifest: dict) -> None:
     rules = Counter(removed["rule"].to_pylist())
     sources = manifest.get("sources")
     if sources is not None and "origin" in removed.column_names:
-        pairs = Counter(
-            zip(removed["origin"].to_pylist(), removed["rule"].to_pylist(), strict=True)
-        )
+        pairs = Counter(zip(removed["origin"].to_pylist(), removed["rule"].to_pylist(),
+                            strict=True))
         for name, entry in sources.items():
             for rule in ("exact", "near"):
                 if pairs.get((name, rule), 0) != entry[f"removed_{rule}"]:

@@ -96,8 +96,7 @@ def source_counts(
             **({TAKEDOWN_KEY: removed.get("takedown", 0)} if audit.removed_takedown else {}),
             **(
                 {FILTERED_KEY: {r: removed.get(r, 0) for r in audit.removed_filtered}}
-                if audit.removed_filtered
-                else {}
+                if audit.removed_filtered else {}
             ),  # fmt: skip
             "quarantined": sum(sum(r.quarantined.values()) for r in reads),
             "tokens": sum(r.tokens for rs in shards.values() for r in rs),

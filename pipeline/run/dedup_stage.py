@@ -118,14 +118,8 @@ def near_dedup(
     members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
         members_task.remote(
-            layout,
-            q,
-            found.directory[q],
-            unit_buckets,
-            n,
-            len(found.inbox[q]),
-            *found.inbox[q],
-            *found.candidates[q],
+            layout, q, found.directory[q], unit_buckets, n, len(found.inbox[q]),
+            *found.inbox[q], *found.candidates[q],
         )  # fmt: skip
         for q in range(n)
     ]

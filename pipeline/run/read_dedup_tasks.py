@@ -232,7 +232,9 @@ def _take_down(docs: pa.Table, takedown: list[str]) -> tuple[pa.Table, pa.Table]
     return docs.filter(pc.invert(hit)), docs.filter(hit).select(["doc_id", "source", "row"])
 
 
-def _audit_rows(unit_id: str, origin: str, filtered: pa.Table, down: pa.Table | None) -> pa.Table:
+def _audit_rows(
+    unit_id: str, origin: str, filtered: pa.Table, down: pa.Table | None
+) -> pa.Table:
     """The unit's read-pass removals as audit rows (exact.AUDIT_SCHEMA): curation's, rule =
     the step and detail = its reason, then the takedown list's, rule "takedown"."""
     parts = [filtered.select(["doc_id", "source", "row", "rule", "detail"])]

@@ -170,17 +170,8 @@ def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
         return waves.run(
             "read+hash",
             [
-                task.remote(
-                    layout,
-                    roots[units.origin_of[u]],
-                    u,
-                    units.pieces_of(u),
-                    cfg,
-                    tokenizer_json,
-                    engine,
-                    rewrite,
-                    down,
-                )  # fmt: skip
+                task.remote(layout, roots[units.origin_of[u]], u, units.pieces_of(u), cfg,
+                            tokenizer_json, engine, rewrite, down)  # fmt: skip
                 for u in units.ids
             ],
             merge=True,

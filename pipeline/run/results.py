@@ -93,6 +93,7 @@ class TaskResult:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in base}
 
 
+
 # -- ingest ----------------------------------------------------------------------------------
 @dataclass(kw_only=True)
 class ListResult(TaskResult):

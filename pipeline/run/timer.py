@@ -33,6 +33,7 @@ class TaskTimer:
             node=node_ip(),
         )
 
+
     def io_delta(self) -> dict[str, int]:
         """The task's storage I/O so far."""
         return IO.delta(IO.snapshot(), self.io)

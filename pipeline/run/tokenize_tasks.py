@@ -308,3 +308,5 @@ def _token_index(docs: pa.Table, length: np.ndarray) -> pa.Table:
         },
         schema=pack.TOKEN_FILE_INDEX_SCHEMA,
     )
+
+

@@ -85,7 +85,8 @@ def _check_segment_count(shards: list[dict], weights: dict[str, float], size: in
     """At most MAX_SEGMENTS segments: each piece of a source of weight w is taken ceil(w) times
     at most."""
     segments = sum(
-        math.ceil(weights.get(s.get("source"), 1.0)) * -(-int(s["tokens"]) // size) for s in shards
+        math.ceil(weights.get(s.get("source"), 1.0)) * -(-int(s["tokens"]) // size)
+        for s in shards
     )
     if segments > MAX_SEGMENTS:
         raise MixtureTooLarge(

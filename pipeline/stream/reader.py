@@ -471,3 +471,4 @@ def _shuffle_group(
             f" max_buffer_bytes {max_buffer_bytes}"
         )
     return max(1, size // window_bytes)
+

@@ -49,15 +49,19 @@ def first_difference(
     raise AssertionError("encodings differ but no document does")  # lengths sum differ only
 
 
-def describe(doc: int, pos: int, name: str, ref: tuple, got: tuple, engine: str) -> str:
+def describe(
+    doc: int, pos: int, name: str, ref: tuple, got: tuple, engine: str
+) -> str:
     """One line naming the document, the position and both engines' ids there."""
-
     def at(ids, lens):
         start = int(np.sum(lens[:doc]))
         seq = ids[start : start + int(lens[doc])]
         return int(seq[pos]) if pos < len(seq) else "end of document"
 
-    return f"document {name!r} differs at token {pos}: {engine} {at(*got)}, tokenizers {at(*ref)}"
+    return (
+        f"document {name!r} differs at token {pos}: {engine} {at(*got)},"
+        f" tokenizers {at(*ref)}"
+    )
 
 
 class SampleCheck:
@@ -102,9 +106,8 @@ class SampleCheck:
         if diff is not None:
             doc, pos = diff
             raise EngineMismatch(
-                describe(
-                    doc, pos, self.names[doc], (ref_ids, ref_lens), (got_ids, got_lens), self.engine
-                )
+                describe(doc, pos, self.names[doc], (ref_ids, ref_lens), (got_ids, got_lens),
+                         self.engine)
             )
         return len(self._got)
 
@@ -188,8 +191,8 @@ def hard_strings(special_tokens: list[str]) -> list[tuple[str, str]]:
         "digits": "1234567890" * 500 + " 3.14159e-10 0x1F -42 1,000,000",
         "code": (
             "def f(x: int) -> int:\n    return x ** 2  # square\n\n"
-            'int main(void) { printf("%d\\n", 42); return 0; }\n'
-            'fn main() { let v: Vec<u8> = vec![1, 2]; }\n<div class="a">&amp;</div>\n'
+            "int main(void) { printf(\"%d\\n\", 42); return 0; }\n"
+            "fn main() { let v: Vec<u8> = vec![1, 2]; }\n<div class=\"a\">&amp;</div>\n"
         ),
         "surrogate-range": "\ud7ff\ue000\uffff\U0001f600\U0010ffff",
         "mixed-case": "HTTPServer getHTTPResponseCode iPhone McDonald's don't I'M",

@@ -122,6 +122,7 @@ def test_own_output_inside_input_on_s3(ray_local, tmp_path, s3_upload, s3_bucket
     assert any(s["path"].endswith("/manifest.json") for s in own)
 
 
+
 # -- case 2: giant documents -----------------------------------------------------------------
 def read_all(root: Location, unit_bytes: int, cap: int, batch_docs: int = 4096):
     """(docs, quarantine rows, [(piece, bytes read)]) of everything under root."""

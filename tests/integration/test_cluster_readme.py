@@ -137,10 +137,8 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
             results[name] = sh(command)
             out = results[name].stdout + results[name].stderr
             seconds = time.monotonic() - started
-            print(
-                f"$ {command}\n{results[name].stdout[-6000:]}\n(exit {results[name].returncode},"
-                f" {seconds:.1f} s)"
-            )
+            print(f"$ {command}\n{results[name].stdout[-6000:]}\n(exit {results[name].returncode},"
+                  f" {seconds:.1f} s)")
             assert results[name].returncode == 0, out[-4000:]
         run_out = results["run"].stdout + results["run"].stderr
         assert "succeeded" in run_out and "1 nodes, 2 CPUs" in run_out
@@ -183,7 +181,7 @@ def test_readme_cluster_commands_run_as_written(s3_server, ray_tmpdir, tmp_path)
         # Success is each job's status, read through Ray's SDK (with the documented token).
         statuses = sh(
             "python -c 'from ray.job_submission import JobSubmissionClient as C;"
-            f' print(*sorted(j.status.value for j in C("{dashboard}").list_jobs()))\''
+            f" print(*sorted(j.status.value for j in C(\"{dashboard}\").list_jobs()))'"
         )
         assert statuses.stdout.split() == ["SUCCEEDED"] * 4, statuses.stdout + statuses.stderr
     finally:

@@ -37,8 +37,8 @@ def test_preview_refuses_a_bad_chain_in_one_line(tmp_path: Path, capsys) -> None
     config = tmp_path / "bad.yaml"
     shutil.copy(REPO / "configs" / "tokenizer.json", tmp_path / "tokenizer.json")
     config.write_text(f"""name: x
-input: {{uri: {REPO / "sample"}}}
-output: {{uri: {tmp_path / "out"}}}
+input: {{uri: {REPO / 'sample'}}}
+output: {{uri: {tmp_path / 'out'}}}
 tokenize: {{tokenizer: tokenizer.json}}
 curate: [{{gopher_quality: {{min_words: many}}}}]
 """)

@@ -22,10 +22,7 @@ pytestmark = pytest.mark.slow  # every test runs the pipeline (conftest.py)
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
         env=own_ray_env(),
     )
 
@@ -88,9 +85,8 @@ def test_verify_fails_on_an_index_that_disagrees_with_the_idx(version: Path, tmp
     index = pq.read_table(copy / "documents.parquet")
     first = index["first_token"].to_numpy().copy()
     first[3] += 1
-    bad = index.set_column(
-        index.schema.get_field_index("first_token"), "first_token", [first.tolist()]
-    )
+    bad = index.set_column(index.schema.get_field_index("first_token"), "first_token",
+                           [first.tolist()])
     from pipeline.formats import documents
 
     manifest = json.loads((copy / "manifest.json").read_text())

@@ -26,10 +26,7 @@ pytestmark = pytest.mark.slow  # runs the pipeline, and its commands (conftest.p
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
         env=own_ray_env(),
     )
 
@@ -52,13 +49,10 @@ def _config(tmp: Path, keep_web: list[str], keep_books: list[str]) -> Path:
     raw = {
         "name": "kept",
         "inputs": [
-            {"name": "web", "uri": str(tmp / "in"), "include": ["web/**"], "keep_fields": keep_web},
-            {
-                "name": "books",
-                "uri": str(tmp / "in"),
-                "include": ["books/**"],
-                "keep_fields": keep_books,
-            },
+            {"name": "web", "uri": str(tmp / "in"), "include": ["web/**"],
+             "keep_fields": keep_web},
+            {"name": "books", "uri": str(tmp / "in"), "include": ["books/**"],
+             "keep_fields": keep_books},
         ],
         "output": {"uri": str(tmp / "out")},
         "ingest": {"max_error_rate": 0.2},
@@ -88,14 +82,8 @@ def kept(ray_local, tmp_path_factory):
     (tmp / "in" / "web" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in web))
     (tmp / "in" / "books").mkdir()
     pq.write_table(
-        pa.table(
-            {
-                "id": [f"b{i}" for i in range(10)],
-                "text": texts[20:],
-                "url": [f"file:///b/{i}" for i in range(10)],
-                "pages": list(range(10)),
-            }
-        ),
+        pa.table({"id": [f"b{i}" for i in range(10)], "text": texts[20:],
+                  "url": [f"file:///b/{i}" for i in range(10)], "pages": list(range(10))}),
         tmp / "in" / "books" / "b.parquet",
     )
     result = run_pipeline(load_config(_config(tmp, ["url", "score"], ["url"])), show_progress=False)

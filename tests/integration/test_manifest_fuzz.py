@@ -150,6 +150,8 @@ def cases(manifest):
             yield ".".join(map(str, path)), name, mutated(manifest, path, bad)
 
 
+
+
 def clean_end(code, stderr: str) -> bool:
     """A documented exit code; a failure is one line on stderr."""
     if code not in EXIT_CODES or "Traceback" in stderr:

@@ -76,7 +76,9 @@ def test_a_flipped_byte_in_a_mixture_piece_is_an_error(version):
 
 
 @pytest.mark.parametrize("weight", [-1, 0, 1e300, "7", float("nan"), True])
-def test_a_bad_weight_fails_verify_in_one_line_and_the_reader_refuses_it(version, weight, capsys):
+def test_a_bad_weight_fails_verify_in_one_line_and_the_reader_refuses_it(
+    version, weight, capsys
+):
     edit_manifest(version, lambda m: m["sources"]["web"].update(weight=weight))
     code, lines = verify_cli(version, capsys)
     assert code == 1 and len(lines) == 1

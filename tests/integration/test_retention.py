@@ -409,7 +409,6 @@ def s3_server():
         yield endpoint
     s3fs.S3FileSystem.clear_instance_cache()  # its instances point at the stopped server
 
-
 def retention_config_s3(bucket: str, endpoint: str, **retention) -> Config:
     return make_config(f"s3://{bucket}/raw", f"s3://{bucket}/out", endpoint, **retention)
 

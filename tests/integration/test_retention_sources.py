@@ -233,5 +233,7 @@ def test_a_moved_source_never_makes_its_new_folder_deletable(ray_local, tmp_path
     assert raw_deletes(plan) == set()
     assert [r.foreign for r in plan.raw_roots] == [["a.jsonl"]]
     # pointed back at the folder it read, the rule reaches the file again
-    back = write_config(tmp_path / "mix.yaml", [{"name": "web", "uri": str(old_root)}], out, RAW_30)
+    back = write_config(
+        tmp_path / "mix.yaml", [{"name": "web", "uri": str(old_root)}], out, RAW_30
+    )
     assert raw_deletes(plan_retention(back)) == {("raw", "a.jsonl")}

@@ -63,7 +63,7 @@ def corpus(tmp_path_factory) -> Path:
     alone (smallest id, longest text) would keep in alpha."""
     root = tmp_path_factory.mktemp("corpus")
     texts = _texts()
-    first, exact = texts[: 20 + N_EXACT + N_NEAR], texts[:N_EXACT]
+    first, exact = texts[:20 + N_EXACT + N_NEAR], texts[:N_EXACT]
     near = texts[N_EXACT : N_EXACT + N_NEAR]
     own = texts[20 + N_EXACT + N_NEAR :]
     zeta = [{"id": f"z{i}", "text": t} for i, t in enumerate(first)]
@@ -124,9 +124,8 @@ def test_first_listed_source_keeps_its_copies(mix_run):
     assert sources["zeta"]["docs_out"] == 20 + N_EXACT + N_NEAR
     assert sources["alpha"]["docs_out"] == N_OWN
     for name, e in sources.items():
-        assert (
-            e["docs_in"]
-            == e["docs_out"] + e["removed_exact"] + e["removed_near"] + (e["quarantined"])
+        assert e["docs_in"] == e["docs_out"] + e["removed_exact"] + e["removed_near"] + (
+            e["quarantined"]
         ), name
     counts = manifest["counts"]
     for key in ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"):
@@ -217,10 +216,7 @@ def _pack_ids(layout: RunLayout, entries: list[dict]) -> list[str]:
 
 def _run_cli(config: Path, out: Path, *sets: str) -> Location:
     subprocess.run(
-        run_command(config, out, *sets),
-        check=True,
-        env=own_ray_env(),
-        cwd=REPO,
+        run_command(config, out, *sets), check=True, env=own_ray_env(), cwd=REPO,
         capture_output=True,
     )
     return resolve_version(Location.from_uri(str(out / "sample")))
@@ -320,9 +316,7 @@ def test_validation_split_same_with_1_and_4_workers(sample_split, tmp_path):
     valid = base.manifest["splits"]["valid"]
     for cpus, unit in ((1, "64MiB"), (4, "256KiB")):
         version = _run_cli(
-            SOURCES_CONFIG,
-            tmp_path / f"w{cpus}",
-            f"ray.num_cpus={cpus}",
+            SOURCES_CONFIG, tmp_path / f"w{cpus}", f"ray.num_cpus={cpus}",
             f"ingest.unit_bytes={unit}",
         )
         manifest = json.loads((version / MANIFEST).read_bytes())
@@ -341,10 +335,8 @@ def test_input_option_refused_for_several_sources(tmp_path):
     "change,message",
     [
         ({"input": {"uri": str(SAMPLE)}}, "not both"),
-        (
-            {"inputs": [{"name": "a", "uri": str(SAMPLE)}, {"name": "a", "uri": str(SAMPLE)}]},
-            "unique",
-        ),
+        ({"inputs": [{"name": "a", "uri": str(SAMPLE)}, {"name": "a", "uri": str(SAMPLE)}]},
+         "unique"),
         ({"inputs": [{"name": "a/b", "uri": str(SAMPLE)}]}, "inputs.0.name"),
         ({"inputs": [{"name": "a", "uri": str(SAMPLE), "weight": 0}]}, "inputs.0.weight"),
         ({"split": {"valid_fraction": 1.0}}, "split.valid_fraction"),

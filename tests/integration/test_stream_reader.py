@@ -299,7 +299,9 @@ def test_corrupted_index_is_refused_when_verifying(version):
 
 def test_verified_read_of_a_rank_piece_is_exact(version):
     expected = windows_of(stream_of(version))
-    got = read(StreamReader(version.uri, L, rank=1, world_size=2, verify_checksums=True, **ORDERED))
+    got = read(
+        StreamReader(version.uri, L, rank=1, world_size=2, verify_checksums=True, **ORDERED)
+    )
     assert same(got, expected[len(expected) - len(got) :])
 
 

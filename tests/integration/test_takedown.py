@@ -28,10 +28,7 @@ pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
         env=own_ray_env(),
     )
 
@@ -149,14 +146,8 @@ def test_token_files_retention_deleted_are_one_line_exit_3(taken, tmp_path: Path
     copy = tmp_path / "sample"
     shutil.copytree(parent.parent, copy)
     retain = _cli(
-        "retain",
-        "--config",
-        str(SOURCES_CONFIG),
-        "--output",
-        str(tmp_path),
-        "--apply",
-        "--set",
-        "retention.rules.token_parts.delete_after_days=0",
+        "retain", "--config", str(SOURCES_CONFIG), "--output", str(tmp_path), "--apply",
+        "--set", "retention.rules.token_parts.delete_after_days=0",
     )
     assert retain.returncode == 0, retain.stderr
     assert not list((copy / "_work" / "tokens").rglob("*.bin"))  # retention deleted them

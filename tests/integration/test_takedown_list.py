@@ -126,7 +126,9 @@ def test_a_changed_config_keeps_the_ids_out_and_find_names_the_entry(
     assert "'doc-2' is taken down: takedown " in capsys.readouterr().out
 
 
-def test_lift_brings_the_documents_back(base: Path, dataset: Path, tmp_path: Path, capsys) -> None:
+def test_lift_brings_the_documents_back(
+    base: Path, dataset: Path, tmp_path: Path, capsys
+) -> None:
     listed = tmp_path / "ids.txt"
     listed.write_text("doc-3\n")
     assert main(["remove", str(dataset), "--ids", str(listed)]) == 0

@@ -76,25 +76,8 @@ def extra_tokenizer(tmp_path_factory) -> Path:
 
 
 def words(rng: random.Random, n: int) -> str:
-    vocab = [
-        "alpha",
-        "beta",
-        "gamma",
-        "delta",
-        "river",
-        "stone",
-        "light",
-        "north",
-        "quiet",
-        "seven",
-        "forest",
-        "window",
-        "paper",
-        "signal",
-        "orange",
-        "market",
-        "cloud",
-    ]
+    vocab = ["alpha", "beta", "gamma", "delta", "river", "stone", "light", "north", "quiet",
+             "seven", "forest", "window", "paper", "signal", "orange", "market", "cloud"]
     return " ".join(rng.choice(vocab) + str(rng.randrange(1000)) for _ in range(n))
 
 

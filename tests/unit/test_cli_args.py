@@ -82,6 +82,8 @@ def one_parser(monkeypatch):
 _PARSER = functools.cache(cli.build_parser)
 
 
+
+
 @pytest.mark.parametrize("argv", list(number_cases()))
 def test_a_bad_number_is_one_line_and_exit_2(argv):
     code, out, err = call(argv)

@@ -57,13 +57,8 @@ def test_docs_configuration_md_is_generated_from_the_models():
     assert current == config_reference.markdown(), (
         f"docs/configuration.md is stale: run `{config_reference.REGENERATE}`"
     )
-    for text in (
-        "`ingest.unit_bytes` | `64MiB`",
-        "unsupported_format",
-        "`*.jsonl` matches",
-        "Default policy:",
-        "`retention.rules.read_docs` | `{delete_after_days: 14.0}`",
-    ):
+    for text in ("`ingest.unit_bytes` | `64MiB`", "unsupported_format", "`*.jsonl` matches",
+                 "Default policy:", "`retention.rules.read_docs` | `{delete_after_days: 14.0}`"):
         assert text in current, text
 
 
@@ -83,9 +78,8 @@ def test_every_command_and_option_has_help_and_run_lists_the_exit_codes():
     for where, parser in _parsers():
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                missing += [
-                    f"{where}: command {c.dest}" for c in action._choices_actions if not c.help
-                ]
+                missing += [f"{where}: command {c.dest}" for c in action._choices_actions
+                            if not c.help]
             elif not action.help or action.help == argparse.SUPPRESS:
                 missing.append(f"{where}: {action.option_strings or action.dest}")
     assert not missing, f"no help text: {missing}"
@@ -112,16 +106,10 @@ def _corpus(tmp_path: Path) -> Path:
 def test_run_dry_run_lists_files_skipped_and_first_records_and_writes_nothing(tmp_path, capsys):
     src, out = _corpus(tmp_path), tmp_path / "out"
     config = tmp_path / "c.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "name": "d",
-                "input": {"uri": str(src)},
-                "output": {"uri": str(out)},
-                "tokenize": {"tokenizer": str(TOKENIZER)},
-            }
-        )
-    )
+    config.write_text(yaml.safe_dump({
+        "name": "d", "input": {"uri": str(src)}, "output": {"uri": str(out)},
+        "tokenize": {"tokenizer": str(TOKENIZER)},
+    }))
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert cli.main(["run", "--dry-run", "--config", str(config)]) == 0
     text = capsys.readouterr().out

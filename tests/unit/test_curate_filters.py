@@ -72,7 +72,8 @@ def test_gopher_repetition_lines_by_count():
     base = unique_prose(7)
     keep = base + "\n" + "\n".join(["same line here."] * 4)  # 3 repeats of 11 lines: 0.27
     drop = base + "\n" + "\n".join(["same line here."] * 5)  # 4 of 12: 0.33
-    g = step("gopher_repetition", max_dup_line_chars=1.0, max_dup_paragraph_chars=1.0, **NO_NGRAMS)
+    g = step("gopher_repetition", max_dup_line_chars=1.0, max_dup_paragraph_chars=1.0,
+             **NO_NGRAMS)
     assert g.judge(keep) is None
     assert g.judge(drop).startswith("dup_lines=0.333 > 0.3")
 
@@ -233,8 +234,7 @@ def test_decontaminate_13gram_overlap(tmp_path):
     short.write_text("Name the largest planet of our solar system")  # 8 words: counts whole
     g = step("decontaminate", benchmarks=[str(short)])
     assert g.judge("Quiz: name the largest planet of our solar system!").startswith(
-        "benchmark_8gram at word 1"
-    )
+        "benchmark_8gram at word 1")
     assert g.judge("Name the largest planet of our solar.") is None
 
 
@@ -248,11 +248,7 @@ def test_block_list_domains_and_patterns(tmp_path):
         "https://www.bad.example/page", "https://notbad.example/", "http://ok.org/private/12",
         "http://ok.org/public", None]})  # fmt: skip
     assert f(batch).why == [
-        "url domain bad.example is blocked",
-        None,
-        "url matches '/private/\\\\d+'",
-        None,
-        None,
+        "url domain bad.example is blocked", None, "url matches '/private/\\\\d+'", None, None
     ]
 
 
@@ -289,14 +285,8 @@ def test_chain_counts_every_document_once_and_transforms_feed_later_steps():
                     "max_mean_word_length": None}},
         {"c4": {"min_sentences": 0}},
     ]))  # fmt: skip
-    docs = pa.table(
-        {
-            "doc_id": ["a", "b", "c", "d"],
-            "source": ["f"] * 4,
-            "row": [0, 1, 2, 3],
-            "text": ["two words", "one", "lorem ipsum here", "fine text."],
-        }
-    )
+    docs = pa.table({"doc_id": ["a", "b", "c", "d"], "source": ["f"] * 4, "row": [0, 1, 2, 3],
+                     "text": ["two words", "one", "lorem ipsum here", "fine text."]})
     out = chain.apply(steps, docs)
     assert out.kept["doc_id"].to_pylist() == ["a", "d"]
     assert out.kept["text"].to_pylist() == ["TWO WORDS", "FINE TEXT."]

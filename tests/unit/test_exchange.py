@@ -122,7 +122,9 @@ def test_plan_caps_what_one_regroup_task_moves_and_balances_the_two_get_terms():
     gets = writers * capped.buckets + capped.groups * parts
     assert gets < 0.001 * writers * parts  # vs one file per (unit, partition)
     # below the cap (small corpora, the benchmarks) the cap changes nothing
-    assert exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == exchange_plan(16, 128, 7 * 10**6, 1)
+    assert exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == exchange_plan(
+        16, 128, 7 * 10**6, 1
+    )
 
 
 def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_path):

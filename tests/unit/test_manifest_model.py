@@ -108,10 +108,8 @@ def test_the_dtype_follows_max_id_where_the_manifest_records_it():
         (edited(("tokenizer",), delete=True), "tokenizer is missing"),
         (edited(("tokenizer", "dtype"), "int32"), "tokenizer: dtype 'int32' is not 'uint16'"),
         (edited(("tokenizer", "eos_id"), 1000), "eos_id 1000 is not an id below 1000"),
-        (
-            edited(("tokenizer", "max_id"), 70_000),
-            "dtype 'uint16' is not 'int32', the dtype of ids 0 .. 70000",
-        ),
+        (edited(("tokenizer", "max_id"), 70_000), "dtype 'uint16' is not 'int32', the dtype of"
+         " ids 0 .. 70000"),
         (edited(("tokenizer", "bos_id"), 1000), "bos_id 1000 is not an id below 1000"),
         (edited(("shards",), {}), "shards must be a list"),
         (edited(("shards", 0), "x"), "shards.0 is not an object"),
@@ -127,24 +125,16 @@ def test_the_dtype_follows_max_id_where_the_manifest_records_it():
         (edited(("shards", 0, "bin_blocks_xxh3_64", 1), "0" * 32), "not an xxh3-64 hex"),
         (edited(("shards", 0, "bin_block_bytes"), 0), "go together"),
         (without_blocks(), "shard 0 \\(train-00000.bin\\) has no bin_blocks_xxh3_64"),
-        (
-            edited(("tokenizer", "special_tokens_in_text"), delete=True),
-            "tokenizer.special_tokens_in_text is missing",
-        ),
+        (edited(("tokenizer", "special_tokens_in_text"), delete=True),
+         "tokenizer.special_tokens_in_text is missing"),
         (edited(("tokenizer", "special_tokens_in_text"), "tex"), "'tex' is not 'text'"),
         (edited(("tokenizer", "eos_id"), delete=True), "tokenizer.eos_id is missing"),
-        (
-            v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), bos_id=None),
-            "tokenizer.special_tokens_in_text is missing",
-        ),
-        (
-            v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), engine="fastokens"),
-            "tokenizer.special_tokens_in_text is missing",
-        ),
-        (
-            with_config(edited(("tokenizer", "special_tokens_in_text"), "special")),
-            "'special' is not config.tokenize.special_tokens_in_text 'text'",
-        ),
+        (v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), bos_id=None),
+         "tokenizer.special_tokens_in_text is missing"),
+        (v1(edited(("tokenizer", "special_tokens_in_text"), delete=True), engine="fastokens"),
+         "tokenizer.special_tokens_in_text is missing"),
+        (with_config(edited(("tokenizer", "special_tokens_in_text"), "special")),
+         "'special' is not config.tokenize.special_tokens_in_text 'text'"),
     ],
 )
 def test_what_the_model_rejects_is_one_line_naming_the_field(manifest, message):
@@ -178,8 +168,6 @@ def test_the_largest_weight_is_the_configs():
     """A weight the config accepts is one every reader of the manifest accepts."""
     bounds = SourceConfig.model_fields["weight"].metadata
     assert any(getattr(b, "le", None) == MAX_WEIGHT for b in bounds)
-
-
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [

@@ -154,14 +154,8 @@ def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training(
     }
     cut, stages = dry_run.dry_run(10**13)
     bill = bills.projected_bill(
-        report,
-        10**13,
-        stages,
-        cut,
-        runs_per_month=2,
-        epochs_per_month=1,
-        range_bytes=16 * MiB,
-        prices=PricesConfig(),
+        report, 10**13, stages, cut, runs_per_month=2, epochs_per_month=1,
+        range_bytes=16 * MiB, prices=PricesConfig(),
     )
     assert bill["scale"] == 10**4
     assert bill["storage_usd_by_class"] == pytest.approx({"raw": 200.0, "versions": 150.0})
@@ -182,18 +176,10 @@ def test_bench_scale_cuts_the_corpus_by_file_and_sums_stage_waves(tmp_path):
     assert parts[0] == sorted(tmp_path.iterdir())[:2]
     rows = stage_rows(
         [
-            {
-                "stage": "pack",
-                "seconds": 1.0,
-                "peak_rss_mb": 10,
-                "io": {"get_requests": 2, "bytes_read": 100, "put_requests": 1},
-            },
-            {
-                "stage": "pack",
-                "seconds": 2.0,
-                "peak_rss_mb": 30,
-                "io": {"get_requests": 3, "bytes_read": 400},
-            },
+            {"stage": "pack", "seconds": 1.0, "peak_rss_mb": 10, "io": {"get_requests": 2,
+             "bytes_read": 100, "put_requests": 1}},
+            {"stage": "pack", "seconds": 2.0, "peak_rss_mb": 30, "io": {"get_requests": 3,
+             "bytes_read": 400}},
         ]
     )
     assert rows["pack"]["requests"] == 6 and rows["pack"]["mean_get_bytes"] == 100

@@ -75,12 +75,8 @@ def _shard(name, source, tokens):
 
 
 def test_blend_line_weights_by_source_weight_times_tokens():
-    shards = [
-        _shard("train-a-00000", "a", 300),
-        _shard("train-a-00001", "a", 100),
-        _shard("train-b-00000", "b", 400),
-        _shard("train-b-00001", "b", 0),
-    ]
+    shards = [_shard("train-a-00000", "a", 300), _shard("train-a-00001", "a", 100),
+              _shard("train-b-00000", "b", 400), _shard("train-b-00001", "b", 0)]
     line = blend_line(shards, {"a": 2.0, "b": 1.0})
     pairs = parse_blend(line)
     assert [p for _, p in pairs] == ["train-a-00000", "train-a-00001", "train-b-00000"]

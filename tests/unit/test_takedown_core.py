@@ -47,18 +47,11 @@ def test_batches_write_one_column_per_kept_field() -> None:
 
 
 def test_with_fields_keeps_the_index_order_and_nulls_the_unmatched() -> None:
-    docs = pa.table(
-        {
-            "doc_id": ["c", "a", "b"],
-            "source": ["f", "f", "g"],
-            "row": [9, 1, 4],
-            "length": [3, 2, 5],
-        }
-    )
+    docs = pa.table({"doc_id": ["c", "a", "b"], "source": ["f", "f", "g"], "row": [9, 1, 4],
+                     "length": [3, 2, 5]})
     index = documents.shard_rows(docs, "web", "train", "train-web-00000")
-    fields = pa.table(
-        {"source": ["web", "web"], "input_path": ["f", "f"], "row": [1, 9], "url": ["ua", "uc"]}
-    )
+    fields = pa.table({"source": ["web", "web"], "input_path": ["f", "f"], "row": [1, 9],
+                       "url": ["ua", "uc"]})
     joined = documents.with_fields(index, fields)
     assert joined.column_names == [*documents.INDEX_SCHEMA.names, "url"]
     assert joined["doc_id"].to_pylist() == ["c", "a", "b"]
@@ -67,14 +60,8 @@ def test_with_fields_keeps_the_index_order_and_nulls_the_unmatched() -> None:
 
 
 def test_the_index_splits_a_readers_row_into_byte_offset_and_row() -> None:
-    docs = pa.table(
-        {
-            "doc_id": ["a", "b", "c"],
-            "source": ["x.jsonl.zst", "y.parquet", "z.txt"],
-            "row": [605232, 7, 0],
-            "length": [3, 2, 5],
-        }
-    )
+    docs = pa.table({"doc_id": ["a", "b", "c"], "source": ["x.jsonl.zst", "y.parquet", "z.txt"],
+                     "row": [605232, 7, 0], "length": [3, 2, 5]})
     index = documents.shard_rows(docs, "web", "train", "train-web-00000")
     assert index["input_offset"].to_pylist() == [605232, None, 0]
     assert index["input_row"].to_pylist() == [None, 7, None]
@@ -87,19 +74,10 @@ def test_a_format_1_index_reads_as_format_2(tmp_path) -> None:
 
     from pipeline.core.storage import Location
 
-    old = pa.table(
-        {
-            "doc_id": ["a", "b"],
-            "source": ["web", "web"],
-            "split": ["train"] * 2,
-            "shard": ["s", "s"],
-            "first_token": [0, 3],
-            "tokens": [3, 2],
-            "input_path": ["x.jsonl", "y.parquet"],
-            "input_row": [120, 4],
-            "url": ["ua", "ub"],
-        }
-    )
+    old = pa.table({"doc_id": ["a", "b"], "source": ["web", "web"], "split": ["train"] * 2,
+                    "shard": ["s", "s"], "first_token": [0, 3], "tokens": [3, 2],
+                    "input_path": ["x.jsonl", "y.parquet"], "input_row": [120, 4],
+                    "url": ["ua", "ub"]})
     pq.write_table(old, tmp_path / documents.INDEX_FILE)
     index = documents.read_index(Location.from_uri(str(tmp_path)))
     assert index.column_names == [*documents.INDEX_SCHEMA.names, "url"]
