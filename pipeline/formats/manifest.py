@@ -84,9 +84,20 @@ def documents_accounted(counts: dict[str, int]) -> int:
     )
 
 
+DIGEST_BATCH = 1 << 16  # rows turned into Python objects at once
+
+
 def table_digest(table) -> str:
-    """xxh3-128 of a small table's rows (the input manifest's digest in `lineage`)."""
-    return xxhash.xxh3_128_hexdigest(json.dumps(table.to_pylist(), sort_keys=True).encode())
+    """xxh3-128 of the JSON list of a table's rows, keys sorted (the input manifest's digest in
+    `lineage`); taken a batch at a time, so a million rows are never Python objects at once."""
+    h, separator = xxhash.xxh3_128(), ""
+    h.update(b"[")
+    for batch in table.to_batches(max_chunksize=DIGEST_BATCH):
+        if batch.num_rows:
+            h.update((separator + json.dumps(batch.to_pylist(), sort_keys=True)[1:-1]).encode())
+            separator = ", "
+    h.update(b"]")
+    return h.hexdigest()
 
 
 def build_manifest(

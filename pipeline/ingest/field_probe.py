@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import ConfigError
@@ -31,10 +32,18 @@ class FieldError(ConfigError):
 def probe_fields(cfg: Any, inputs: pa.Table, roots: dict[str, Location]) -> list[str]:
     """FieldError naming the source, the text field, the file and the columns found; returns
     a warning for each first record without the id field."""
-    firsts: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in inputs.select(["origin", "path", "format", "compression"]).to_pylist():
-        if row["format"] != "text":
-            firsts.setdefault((row["origin"], row["format"]), row)
+    probed = inputs.filter(pc.not_equal(inputs["format"], "text"))
+    first = probed.group_by(["origin", "format"], use_threads=False).aggregate(
+        [("path", "first"), ("compression", "first")]
+    )  # in listing order: each source's first file of each format
+    firsts: dict[tuple[str, str], dict[str, Any]] = {
+        (row["origin"], row["format"]): {
+            "path": row["path_first"],
+            "format": row["format"],
+            "compression": row["compression_first"],
+        }
+        for row in first.to_pylist()
+    }
     warnings = []
     for rank, src in enumerate(cfg.sources):
         for fmt in ("jsonl", "parquet"):

@@ -9,20 +9,20 @@ In full: docs/formats.md, "The listing and its work units".
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import xxhash
+import pyarrow.compute as pc
 from fsspec.utils import glob_translate
 
 from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
 from pipeline.core.storage import Location
 from pipeline.ingest.local_listing import head_tail_xxh3, walk_local
+from pipeline.ingest.work_units import UNITS_SCHEMA, cut_units  # noqa: F401 - callers import here
 
 INPUTS_SCHEMA = pa.schema(
     [
@@ -36,19 +36,6 @@ INPUTS_SCHEMA = pa.schema(
     ]
 )
 SKIPPED_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("reason", pa.string())])
-UNITS_SCHEMA = pa.schema(
-    [
-        ("unit_id", pa.string()),
-        ("path", pa.string()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
-        ("size", pa.int64()),
-        ("format", pa.string()),
-        ("compression", pa.string()),
-        ("etag", pa.string()),
-        ("mtime", pa.float64()),
-    ]
-)
 
 _COMPRESSION_SUFFIXES = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 _FORMAT_SUFFIXES = {
@@ -99,50 +86,170 @@ def skip_reason(
     return None
 
 
+StoreListing = Callable[[Location], Iterable[tuple[str, dict[str, Any]]]]
+
+
+def store_listing(root: Location) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(full path, info) of every object under `root`: the store's own recursive listing."""
+    yield from root.find(detail=True).items()
+
+
 def list_inputs(
-    root: Location, include: list[str], exclude: list[str], own_output: str | None = None
+    root: Location,
+    include: list[str],
+    exclude: list[str],
+    own_output: str | None = None,
+    listing: StoreListing = store_listing,
 ) -> tuple[pa.Table, pa.Table]:
     """(inputs, skipped) of the folder or prefix `root`, from one recursive listing (no reads on
     S3; locally the head and tail of each accepted file).
 
-    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it."""
-    include_res, exclude_res = _compile_globs(include), _compile_globs(exclude)
-    accepted: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    for rel, info, listed_reason in _listing(root):
-        size = int(info["size"])
-        reason = listed_reason or skip_reason(rel, include_res, exclude_res)
-        if reason is not None:
-            skipped.append({"path": rel, "size": size, "reason": reason})
-            continue
-        fmt, compression = detect_format(rel)
-        accepted.append(
-            {
-                "path": rel,
-                "size": size,
-                "etag": _etag(info),
-                "mtime": _mtime(info),
-                "format": fmt,
-                "compression": compression,
-            }
-        )
-    accepted, skipped = _without_datasets(accepted, skipped, own_output)
-    accepted.sort(key=lambda r: r["path"])
+    `own_output`: the run's output dataset folder relative to `root`, when it lies inside it.
+    `listing`: what lists an object store's root (bench listing feeds synthetic metadata).
+    The listing is taken in Arrow batches of LIST_BATCH objects and classified column by
+    column (the same rules as `skip_reason`), so the driver never holds a Python object per file.
+    """
+    rules = _Rules(_compile_globs(include), _compile_globs(exclude), include)
+    batches = [_classified(batch, rules) for batch in _batched(_listing(root, listing))]
+    listed = pa.concat_tables(batches) if batches else _LISTED_SCHEMA.empty_table()
+    reason = _without_datasets(listed["path"], listed["reason"], own_output)
+    accepted = listed.filter(pc.is_null(reason))
+    accepted = accepted.take(pc.sort_indices(accepted["path"]))
+    skipped = listed.set_column(listed.schema.get_field_index("reason"), "reason", reason)
+    skipped = skipped.filter(pc.is_valid(reason))
+    skipped = skipped.take(pc.sort_indices(skipped["path"]))
+    fingerprints = pa.nulls(accepted.num_rows, pa.string())
     if _is_local_folder(root):
-        for row in accepted:
-            row["head_tail_xxh3"] = head_tail_xxh3(f"{root.path}/{row['path']}", row["size"])
-    skipped.sort(key=lambda r: r["path"])
+        fingerprints = pa.array(
+            [
+                head_tail_xxh3(f"{root.path}/{path}", size)
+                for path, size in zip(
+                    accepted["path"].to_pylist(), accepted["size"].to_pylist(), strict=True
+                )
+            ],
+            pa.string(),
+        )
+    inputs = accepted.select(INPUTS_SCHEMA.names[:-1]).append_column("head_tail_xxh3", fingerprints)
     return (
-        pa.Table.from_pylist(accepted, schema=INPUTS_SCHEMA),
-        pa.Table.from_pylist(skipped, schema=SKIPPED_SCHEMA),
+        inputs.cast(INPUTS_SCHEMA).combine_chunks(),
+        skipped.select(SKIPPED_SCHEMA.names).cast(SKIPPED_SCHEMA).combine_chunks(),
     )
+
+
+LIST_BATCH = 1 << 16  # objects per Arrow batch while listing
+_LISTED_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("etag", pa.string()),
+        ("mtime", pa.float64()),
+        ("reason", pa.string()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    include: list[re.Pattern[str]]
+    exclude: list[re.Pattern[str]]
+    include_globs: list[str]
+
+    def excluded(self, paths: list[str]) -> pa.Array:
+        """Per path: not matched by an include glob, or matched by an exclude glob."""
+        if "**" in self.include_globs and not self.exclude:  # the default: nothing to test
+            return pa.array([False] * len(paths), pa.bool_())
+        include, exclude = self.include, self.exclude
+        return pa.array(
+            [
+                not any(p.match(rel) for p in include) or any(p.match(rel) for p in exclude)
+                for rel in paths
+            ],
+            pa.bool_(),
+        )
+
+
+def _batched(
+    entries: Iterator[tuple[str, dict[str, Any], str | None]],
+) -> Iterator[tuple[list[str], list[int], list, list, list]]:
+    """The listing as columns, LIST_BATCH objects at a time."""
+    columns: tuple[list, ...] = ([], [], [], [], [])
+    for rel, info, listed_reason in entries:
+        columns[0].append(rel)
+        columns[1].append(int(info["size"]))
+        columns[2].append(_etag(info))
+        columns[3].append(_mtime(info))
+        columns[4].append(listed_reason)
+        if len(columns[0]) == LIST_BATCH:
+            yield columns
+            columns = ([], [], [], [], [])
+    if columns[0]:
+        yield columns
+
+
+def _classified(columns: tuple[list, ...], rules: _Rules) -> pa.Table:
+    """One batch of the listing with each file's skip reason (null: accepted), format and
+    compression: `skip_reason` and `detect_format` over Arrow columns."""
+    paths, sizes, etags, mtimes, listed_reasons = columns
+    path = pa.array(paths, pa.string())
+    name = pc.replace_substring_regex(path, r"^.*/", "")
+    lower = pc.ascii_lower(name)
+    fmt, compression = _formats(lower)
+    reason = pa.array(listed_reasons, pa.string())
+    for mask, why in (
+        (pc.match_substring_regex(path, r"(^|/)\."), "hidden"),
+        (pc.or_(pc.starts_with(name, "_"), pc.ends_with(lower, ".crc")), "marker"),
+        (rules.excluded(paths), "excluded"),
+        (pc.is_null(fmt), "unsupported_format"),
+    ):
+        reason = pc.if_else(pc.and_(pc.is_null(reason), mask), why, reason)
+    return pa.table(
+        [
+            path,
+            pa.array(sizes, pa.int64()),
+            pa.array(etags, pa.string()),
+            pa.array(mtimes, pa.float64()),
+            reason,
+            fmt,
+            compression,
+        ],  # fmt: skip
+        schema=_LISTED_SCHEMA,
+    )
+
+
+def _formats(lower: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(format, compression) of lower-cased file names: `detect_format` column by column."""
+    comp_keys = list(_COMPRESSION_SUFFIXES)
+    parts = pc.extract_regex(
+        lower, "^(?P<stem>.*?)(?P<comp>" + "|".join(re.escape(k) for k in comp_keys) + ")?$"
+    )
+    stem, comp = pc.struct_field(parts, [0]), pc.struct_field(parts, [1])
+    compression = pc.take(
+        pa.array(["none", *_COMPRESSION_SUFFIXES.values()]),
+        pc.add(pc.fill_null(pc.index_in(comp, pa.array(comp_keys)), -1), 1),
+    )
+    fmt_keys = list(_FORMAT_SUFFIXES)
+    found = pc.extract_regex(
+        stem, "^.+(?P<suffix>" + "|".join(re.escape(k) for k in fmt_keys) + ")$"
+    )
+    suffix = pc.struct_field(found, [0])
+    fmt = pc.take(
+        pa.array(list(_FORMAT_SUFFIXES.values())), pc.index_in(suffix, pa.array(fmt_keys))
+    )
+    compressed_parquet = pc.and_(pc.equal(fmt, "parquet"), pc.not_equal(compression, "none"))
+    fmt = pc.if_else(pc.fill_null(compressed_parquet, False), None, fmt)
+    compression = pc.if_else(pc.is_null(fmt), None, compression)
+    return fmt, compression
 
 
 def _is_local_folder(root: Location) -> bool:
     return root.is_local and os.path.isdir(root.path)
 
 
-def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+def _listing(
+    root: Location, listing: StoreListing
+) -> Iterator[tuple[str, dict[str, Any], str | None]]:
     """(relative path, info, skip reason or None) of every file under root. A local folder
     is walked with the symlink and file-name policy of ingest/local_listing.py."""
     if _is_local_folder(root):
@@ -150,7 +257,7 @@ def _listing(root: Location) -> Iterator[tuple[str, dict[str, Any], str | None]]
             yield e.rel, {"size": e.size, "mtime": e.mtime}, e.reason
         return
     prefix = root.path.rstrip("/") + "/"
-    for full_path, info in root.find(detail=True).items():
+    for full_path, info in listing(root):
         if not full_path.startswith(prefix):
             raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
         yield full_path[len(prefix) :], info, None
@@ -173,29 +280,25 @@ def dataset_folders(paths: Iterable[str]) -> set[str]:
     return found
 
 
-def _under(rel: str, folder: str) -> bool:
-    return folder == "" or rel == folder or rel.startswith(folder + "/")
-
-
 def _without_datasets(
-    accepted: list[dict[str, Any]], skipped: list[dict[str, Any]], own_output: str | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every file under a pipeline dataset moves to skipped, with that as its reason."""
-    rows = accepted + skipped
-    folders = dataset_folders(r["path"] for r in rows)
-    if not folders and own_output is None:
-        return accepted, skipped
-    kept, dropped = [], []
-    for row in rows:
-        if own_output is not None and _under(row["path"], own_output):
-            reason = OWN_OUTPUT
-        elif any(_under(row["path"], folder) for folder in folders):
-            reason = PIPELINE_DATASET
-        else:
-            (kept if "reason" not in row else dropped).append(row)
-            continue
-        dropped.append({"path": row["path"], "size": row["size"], "reason": reason})
-    return kept, dropped
+    paths: pa.ChunkedArray, reasons: pa.ChunkedArray, own_output: str | None
+) -> pa.ChunkedArray:
+    """The skip reasons with every file under a pipeline dataset (own_output first) given that
+    as its reason, whatever it had."""
+    hint = pc.or_(
+        pc.match_substring(paths, f"{WORK_DIR}/"), pc.ends_with(paths, MANIFEST)
+    )  # the few paths dataset_folders can name a folder from
+    for folder in sorted(dataset_folders(paths.filter(hint).to_pylist())):
+        reasons = pc.if_else(_under(paths, folder), PIPELINE_DATASET, reasons)
+    if own_output is not None:
+        reasons = pc.if_else(_under(paths, own_output), OWN_OUTPUT, reasons)
+    return reasons
+
+
+def _under(paths: pa.ChunkedArray, folder: str) -> pa.ChunkedArray:
+    if folder == "":
+        return pc.is_valid(paths)
+    return pc.or_(pc.equal(paths, folder), pc.starts_with(paths, folder + "/"))
 
 
 def inside(root: Location, other: Location) -> str | None:
@@ -208,17 +311,6 @@ def inside(root: Location, other: Location) -> str | None:
     if b == a:
         return ""
     return b[len(a) + 1 :] if b.startswith(a + "/") else None
-
-
-def _version_tag(file: dict[str, Any]) -> str | None:
-    """What says an object changed: its ETag, or its mtime and head_tail_xxh3 where the store
-    has no ETag."""
-    if file.get("etag"):
-        return file["etag"]
-    if file.get("mtime") is None:
-        return None
-    fingerprint = file.get("head_tail_xxh3")
-    return repr(file["mtime"]) + ("" if fingerprint is None else f":{fingerprint}")
 
 
 def _etag(info: dict[str, Any]) -> str | None:
@@ -237,134 +329,23 @@ def skipped_once(roots: list[str], listed: list[pa.Table], skipped: list[pa.Tabl
     Sources may share a root with different globs (one reads docs/, another web/): a file
     one of them reads is not skipped, and a file all of them skip is reported once, under the
     first source that skipped it. `roots[i]`, `listed[i]` and `skipped[i]` belong to source i."""
-    read = {(root, p) for root, t in zip(roots, listed, strict=True) for p in t["path"].to_pylist()}
-    seen: set[tuple[str, str]] = set()
     kept = []
-    for root, table in zip(roots, skipped, strict=True):
-        mask = []
-        for path in table["path"].to_pylist():
-            mask.append((root, path) not in read and (root, path) not in seen)
-            seen.add((root, path))
-        kept.append(table.filter(pa.array(mask, pa.bool_())))
+    for i, (root, table) in enumerate(zip(roots, skipped, strict=True)):
+        same_root = [j for j, other in enumerate(roots) if other == root and j != i]
+        seen = [listed[j]["path"] for j in same_root] + [
+            skipped[j]["path"] for j in same_root if j < i
+        ]
+        chunks = [chunk for column in seen for chunk in column.chunks]
+        if chunks:
+            table = table.filter(pc.invert(pc.is_in(table["path"], pa.concat_arrays(chunks))))
+        kept.append(table)
     return pa.concat_tables(kept)
 
 
 def with_origin(table: pa.Table, name: str, root: str | None = None) -> pa.Table:
     """`table` with the `origin` column: every row from the source called `name` (and, given
     `root`, the `root` column: the uri the source was listed under)."""
-    table = table.append_column("origin", pa.array([name] * table.num_rows, pa.string()))
+    table = table.append_column("origin", pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
     if root is not None:
-        table = table.append_column("root", pa.array([root] * table.num_rows, pa.string()))
+        table = table.append_column("root", pa.repeat(pa.scalar(root, pa.string()), table.num_rows))
     return table
-
-
-# -- work units (pure) -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Piece:
-    path: str
-    start: int
-    end: int
-    size: int
-    version: str | None  # ETag or mtime: changes when the object does
-    format: str
-    compression: str
-    etag: str | None = None
-    mtime: float | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.start
-
-
-def is_splittable(fmt: str, compression: str) -> bool:
-    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet."""
-    return compression == "none" and fmt in ("jsonl", "parquet")
-
-
-def _pieces(file: dict[str, Any], unit_bytes: int) -> Iterator[_Piece]:
-    size = file["size"]
-    n = 1
-    if size > unit_bytes and is_splittable(file["format"], file["compression"]):
-        n = math.ceil(size / unit_bytes)  # equal pieces, each in (unit_bytes/2, unit_bytes]
-    bounds = [size * i // n for i in range(n + 1)]
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        yield _Piece(
-            file["path"],
-            start,
-            end,
-            size,
-            _version_tag(file),
-            file["format"],
-            file["compression"],
-            file.get("etag"),
-            file.get("mtime"),
-        )
-
-
-def _cut_after(piece: _Piece, unit_bytes: int) -> bool:
-    """A cut point that depends on the piece alone: its path hash against its share of a unit.
-
-    The chance of a cut after a piece is 2·size/unit_bytes, so, past the half-unit minimum, units
-    end after unit_bytes/2 more bytes on average. Because the decision is local, a file added to
-    or removed from the listing moves only the unit boundaries next to it (content-defined
-    chunking over the file list), and the other units keep their ids: incremental runs reuse them.
-    """
-    threshold = min(1.0, 2 * piece.nbytes / unit_bytes) * 2.0**64
-    return xxhash.xxh3_64_intdigest(f"{piece.path}\x00{piece.start}".encode()) < threshold
-
-
-def _pack(pieces: Iterable[_Piece], unit_bytes: int) -> Iterator[list[_Piece]]:
-    """Pack pieces in path order into units. Each piece of a file larger than unit_bytes is a
-    unit alone (split pieces are within (unit_bytes/2, unit_bytes]). Small files are packed: a
-    unit ends at a content-defined cut point (_cut_after) once it holds unit_bytes/2, and is
-    closed before a file that would take it past 1.5·unit_bytes. Every unit of small files but
-    the last is thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of file sizes."""
-    current: list[_Piece] = []
-    current_bytes = 0
-    for piece in pieces:
-        if piece.size > unit_bytes:
-            yield [piece]
-            continue
-        if current and current_bytes + piece.nbytes > 1.5 * unit_bytes:
-            yield current
-            current, current_bytes = [], 0
-        current.append(piece)
-        current_bytes += piece.nbytes
-        if current_bytes * 2 >= unit_bytes and _cut_after(piece, unit_bytes):
-            yield current
-            current, current_bytes = [], 0
-    if current:
-        yield current
-
-
-def unit_id(pieces: list[_Piece]) -> str:
-    h = xxhash.xxh3_64()
-    for p in pieces:
-        h.update(f"{p.path}\x00{p.start}\x00{p.end}\x00{p.size}\x00{p.version or ''}\n".encode())
-    return h.hexdigest()
-
-
-def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
-    """Work units of about `unit_bytes` each from an input manifest (pure: sizes only)."""
-    if unit_bytes <= 0:
-        raise ValueError(f"unit_bytes must be positive, got {unit_bytes}")
-    files = sorted(inputs.to_pylist(), key=lambda r: r["path"])
-    pieces = (piece for file in files for piece in _pieces(file, unit_bytes))
-    rows = []
-    for unit in _pack(pieces, unit_bytes):
-        uid = unit_id(unit)
-        rows += [
-            {
-                "unit_id": uid,
-                "path": p.path,
-                "start": p.start,
-                "end": p.end,
-                "size": p.size,
-                "format": p.format,
-                "compression": p.compression,
-                "etag": p.etag,
-                "mtime": p.mtime,
-            }
-            for p in unit
-        ]
-    return pa.Table.from_pylist(rows, schema=UNITS_SCHEMA)

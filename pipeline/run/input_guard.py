@@ -36,12 +36,10 @@ NO_VERSION: tuple[str, dict[str, Any], dict[str, str]] = ("", {}, {})  # nothing
 
 def check_listing(cfg: Config, listed: ListResult, dataset: Location) -> None:
     """RunError when a source lists nothing to read or shrank past run.max_input_shrink."""
-    files = Counter(listed.inputs["origin"].to_pylist())
-    sizes: Counter = Counter()
-    for origin, size in zip(
-        listed.inputs["origin"].to_pylist(), listed.inputs["size"].to_pylist(), strict=True
-    ):
-        sizes[origin] += size
+    per_origin = listed.inputs.group_by("origin").aggregate([("size", "count"), ("size", "sum")])
+    origins = per_origin["origin"].to_pylist()
+    files = Counter(dict(zip(origins, per_origin["size_count"].to_pylist(), strict=True)))
+    sizes = Counter(dict(zip(origins, per_origin["size_sum"].to_pylist(), strict=True)))
     deleted = _deleted_by_retention(dataset)
     empty = [s for s in cfg.sources if not files[s.name] or not sizes[s.name]]
     if empty:

@@ -26,7 +26,15 @@ from pipeline.dedup import exact
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
 from pipeline.formats.megatron import TokenIdOutOfRange
-from pipeline.ingest.listing import cut_units, inside, list_inputs, skipped_once, with_origin
+from pipeline.ingest.listing import (
+    StoreListing,
+    cut_units,
+    inside,
+    list_inputs,
+    skipped_once,
+    store_listing,
+    with_origin,
+)
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
 from pipeline.ingest.records import QUARANTINE_SCHEMA, changed_quarantine, docs_schema
@@ -55,19 +63,22 @@ def write_docs(loc: Location, docs: pa.Table) -> None:
 
 
 # -- ingest ----------------------------------------------------------------------------------
-def list_units(input_root: Location, cfg: Config) -> ListResult:
+def list_units(
+    input_root: Location, cfg: Config, listing: StoreListing = store_listing
+) -> ListResult:
     """The listing and its work units (metadata only: they are small tables), source by source.
 
     Each source is listed under its own root with its own include/exclude and cut into units of
     its own, so a unit never mixes sources: every table gets an `origin` column (the source's
-    name; ingest/listing.py). `input_root` is the first source's (kept for callers)."""
+    name; ingest/listing.py). `input_root` is the first source's (kept for callers); `listing`
+    lists an object store's root (ingest/listing.store_listing)."""
     timer = TaskTimer()
     inputs, units, skipped, roots = [], [], [], []
     for src in cfg.sources:
         root = Location.from_uri(src.uri, cfg.storage)
         roots.append(root.uri)
         own = inside(root, Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name)
-        listed, passed = list_inputs(root, src.include, src.exclude, own)
+        listed, passed = list_inputs(root, src.include, src.exclude, own, listing)
         cut = cut_units(listed, int(cfg.ingest.unit_bytes))
         if cfg.named_sources:  # two sources may hold the same relative paths: ids differ
             cut = cut.set_column(0, "unit_id", _salted(cut["unit_id"], src.name))
@@ -82,7 +93,7 @@ def list_units(input_root: Location, cfg: Config) -> ListResult:
         files=inputs_t.num_rows,
         skipped=skipped_once(roots, inputs, skipped),
         listed_bytes=int(pc.sum(inputs_t["size"]).as_py() or 0),
-        unit_count=len(set(units_t["unit_id"].to_pylist())),
+        unit_count=pc.count_distinct(units_t["unit_id"]).as_py(),
     )
 
 

@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 from pipeline.config import Config
@@ -49,17 +52,27 @@ class Units:
 
     ids: list[str]
     origin_of: dict[str, str]
-    pieces: dict[str, list[dict]]
+    by_unit: pa.Table  # the listing's pieces, grouped by unit in `ids` order
+    first: list[int]  # the row of each unit's first piece in `by_unit`, and its row count last
 
     @classmethod
     def of(cls, units: pa.Table) -> Units:
-        ids = sorted(set(units["unit_id"].to_pylist()))
-        pieces: dict[str, list[dict]] = {u: [] for u in ids}
-        origin_of: dict[str, str] = {}
-        for piece in units.to_pylist():
-            pieces[piece["unit_id"]].append(piece)
-            origin_of[piece["unit_id"]] = piece["origin"]
-        return cls(ids, origin_of, pieces)
+        by_unit = units.take(pc.sort_indices(units["unit_id"]))  # stable: pieces keep order
+        unit_ids = by_unit["unit_id"].combine_chunks()
+        first = (
+            np.flatnonzero(pc.not_equal(unit_ids[1:], unit_ids[:-1]).to_numpy(zero_copy_only=False))
+            + 1
+        )
+        first = [0, *first.tolist()] if len(unit_ids) else []
+        ids = unit_ids.take(pa.array(first, pa.int64())).to_pylist()
+        origins = by_unit["origin"].take(pa.array(first, pa.int64())).to_pylist()
+        return cls(ids, dict(zip(ids, origins, strict=True)), by_unit, [*first, len(unit_ids)])
+
+    def pieces_of(self, unit: str) -> list[dict]:
+        """The unit's pieces, as its read task takes them."""
+        i = bisect.bisect_left(self.ids, unit)
+        start, end = self.first[i], self.first[i + 1]
+        return self.by_unit.slice(start, end - start).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,11 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
     roots = {s.name: Location.from_uri(s.uri, cfg.storage) for s in cfg.sources}
     task = waves.task("list_units")
     [listed] = waves.run("list", [task.remote(roots[cfg.sources[0].name], cfg)])
+    return listing_of(cfg, listed, roots)
+
+
+def listing_of(cfg: Config, listed: ListResult, roots: dict[str, Location]) -> Listing:
+    """The run a listing names: the config sized to it, its digest, run id and layout."""
     cfg = cfg.for_listing(listed.listed_bytes)
     digest = table_digest(listed.inputs)
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}".encode())
@@ -127,15 +145,21 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
     return Listing(cfg, listed, layout, digest, roots, listed_down)
 
 
+def write_listing(listing: Listing) -> None:
+    """The run's record of what it read: inputs, units and skipped, before any read task."""
+    layout, listed = listing.layout, listing.listed
+    layout.inputs.write_parquet(listed.inputs)
+    layout.units.write_parquet(listed.units)
+    layout.skipped.write_parquet(listed.skipped)
+
+
 def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
     """read+hash: the listing's records written, then each unit read, tokenized, signed and
     hashed by one task, which leaves out the documents on the takedown list (the engine chosen
     first, and the wave rerun with tokenizers if a task found it disagreeing:
     run/tokenize_stage.py)."""
-    cfg, layout, listed = listing.cfg, listing.layout, listing.listed
-    layout.inputs.write_parquet(listed.inputs)
-    layout.units.write_parquet(listed.units)
-    layout.skipped.write_parquet(listed.skipped)
+    cfg, layout = listing.cfg, listing.layout
+    write_listing(listing)
     tokenizer_json = tokenizer_bytes(waves, cfg)
     engine, reason = choose_engine(waves, cfg, "read+hash", tokenizer_json)
     task, roots = waves.task("read_unit_task"), listing.roots
@@ -146,7 +170,7 @@ def read_units(waves: Waves, listing: Listing, units: Units) -> Reads:
         return waves.run(
             "read+hash",
             [
-                task.remote(layout, roots[units.origin_of[u]], u, units.pieces[u], cfg,
+                task.remote(layout, roots[units.origin_of[u]], u, units.pieces_of(u), cfg,
                             tokenizer_json, engine, rewrite, down)  # fmt: skip
                 for u in units.ids
             ],
