@@ -17,8 +17,8 @@ Where the corpus holds both long documents (over tokens/pieces.PIECE_CHARS chara
 in pieces) and short ones (make_corpus `--long-share`), the pipeline also runs, in the same
 rounds, on the long ones alone and on as many bytes of short ones: `long` and `short` give their
 per-byte rates (probe left out) and `long_vs_short` the median of the rounds' ratios of their
-MB/s. `identical` is true only if the shards hold, for every document, exactly raw tokenizers'
-ids (special tokens' text encoded as text, as the pipeline does by default) followed by EOS.
+MB/s (`long_vs_short_cpu`: per CPU second). `identical` is true only if the shards hold, for
+every document, exactly raw tokenizers' ids (special tokens' text as text) followed by EOS.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ class Timed:
     cpu: float  # CPU seconds of this process, all threads
     probe: float = 0.0  # of `seconds`: the equality probe's
     engine: str = ""  # the engine the pipeline ran (the probe's choice)
+    probe_cpu: float = 0.0  # of `cpu`: the equality probe's
 
 
 def _cpu() -> float:
@@ -130,7 +131,7 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         if probe.error:
             raise SystemExit(probe.error)
         engine = probe.engine
-    probe_s = time.perf_counter() - start
+    probe_s, probe_cpu = time.perf_counter() - start, _cpu() - cpu
     tokenize_tasks.tokenize_docs(layout, "u0", docs, cfg, raw, engine)
     tok = tokenize_tasks.select_unit(layout, "u0")
     # the pack stage as a run calls it, its tasks in this process
@@ -138,7 +139,9 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
     tokenized = Tokenized([tok], {"engine": engine})
     packed = pack_stage(Waves(inline=True), cfg, layout, origin, tokenized)
     version = layout.version(packed.version_id)
-    timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
+    timed = Timed(
+        time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine, probe_cpu
+    )
     return timed, version
 
 
@@ -275,8 +278,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"(*probe left out; long: {figures['long']['docs']} docs, {kind_mb['long']:.1f} MB;"
             f" short: {figures['short']['docs']} docs, {kind_mb['short']:.1f} MB;"
-            f" long / short MB/s:"
-            f" {figures['long_vs_short']})"
+            f" long / short MB/s: {figures['long_vs_short']}, per CPU second:"
+            f" {figures['long_vs_short_cpu']})"
         )
     print(
         f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
@@ -291,7 +294,8 @@ def _text_mb(docs: pa.Table) -> float:
 
 def _kind_figures(times: dict[str, list[Timed]], docs: dict[str, int], mb: dict[str, float]):
     """The pipeline's rate on each kind alone (best run) and `long_vs_short`: the median of the
-    rounds' ratios of long to short MB/s. Nothing unless the corpus holds both kinds."""
+    rounds' ratios of long to short MB/s (`long_vs_short_cpu`: per CPU second of this process).
+    Nothing unless the corpus holds both kinds."""
     if not times:
         return {}
     out = {}
@@ -304,12 +308,13 @@ def _kind_figures(times: dict[str, list[Timed]], docs: dict[str, int], mb: dict[
             "pipeline_mb_per_s": round(mb[kind] / best, 2),
             "pipeline_tokens_per_s": round(runs[0].tokens / best),
         }
-    rounds = zip(times["long"], times["short"], strict=True)
-    ratios = [
-        (mb["long"] / (lo.seconds - lo.probe)) / (mb["short"] / (sh.seconds - sh.probe))
-        for lo, sh in rounds
-    ]
-    out["long_vs_short"] = round(float(np.median(ratios)), 3)
+    def long_vs_short(cost) -> float:
+        rounds = zip(times["long"], times["short"], strict=True)
+        ratios = [(mb["long"] / cost(lo)) / (mb["short"] / cost(sh)) for lo, sh in rounds]
+        return round(float(np.median(ratios)), 3)
+
+    out["long_vs_short"] = long_vs_short(lambda t: t.seconds - t.probe)
+    out["long_vs_short_cpu"] = long_vs_short(lambda t: t.cpu - t.probe_cpu)
     return out
 
 

@@ -26,7 +26,7 @@ def test_by_length_takes_the_long_documents_and_as_many_bytes_of_short_ones():
 
 def test_kind_figures_give_per_byte_rates_without_the_probe():
     def runs(*seconds: float) -> list[Timed]:
-        return [Timed(s, 1000, s, probe=0.5) for s in seconds]
+        return [Timed(s, 1000, 2 * s, probe=0.5, probe_cpu=1.0) for s in seconds]
 
     figures = _kind_figures(
         {"long": runs(2.5, 1.5), "short": runs(1.5, 1.0)},
@@ -42,6 +42,7 @@ def test_kind_figures_give_per_byte_rates_without_the_probe():
     }
     assert figures["short"]["pipeline_mb_per_s"] == 8.0
     assert figures["long_vs_short"] == round((0.5 + 0.5) / 2, 3)  # rounds: 1/2, 0.5/1
+    assert figures["long_vs_short_cpu"] == round((2 / 4 + 1 / 2) / 2, 3)
     assert _kind_figures({}, {}, {}) == {}
 
 
