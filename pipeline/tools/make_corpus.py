@@ -9,7 +9,7 @@ visited in a seeded order, each cut into documents of 300 B - 30 KB (at most MAX
 from one file, so that a few huge files do not dominate). Only if the machine runs out of text
 are further documents made by word-level edits of ones already written (near duplicates).
 With `--long-share F`, about that share of the text goes into long documents instead (kind
-"long": consecutive documents joined by a blank line up to `--long-doc-mb` MB each, as books,
+"long": documents joined in order by a blank line up to `--long-doc-mb` MB each, as books,
 concatenated sources and long web pages are): a corpus mixing long and short documents.
 Output: DIR/part-NNNNN.jsonl files of about 16 MB with records {"id", "text", "origin"}.
 """
