@@ -4,29 +4,27 @@
         [--verify-fraction 0.01]
 
 Baselines over the same documents in batches of the same size, ids collected, nothing written:
-raw tokenizers (`Tokenizer.encode_batch_fast`, the reference) and raw fastokens
-(`encode_batch_flat`). Pipeline: the stage's own functions on those documents staged as one unit
-in a temp folder, everything the driver runs for tokenize and pack:
-tokenize_tasks.tokenize_probe (the equality probe, unless the engine is tokenizers; `probe_s`),
-tokenize_tasks.tokenize_docs (what the read task runs on the documents it holds: shuffle keys,
-encoding with the engine, its sampled check against tokenizers, EOS, the token file and its
-index), tokenize_tasks.select_unit (the kept documents' index) and run/pack_stage.pack_stage
-with its tasks run in this process (both pack passes, Megatron shards, checksums and the checks
-on the bytes written). Runs alternate in rounds (the order
-within a round rotates);
-`ratio` (pipeline / raw tokenizers, in tokens per second) and `ratio_vs_engine` (pipeline / raw
-fastokens) are medians of the rounds' time ratios, because on a shared machine the speed drifts
-by tens of percent over minutes and only back-to-back runs see the same machine.
-`ratio_vs_engine_excl_probe` leaves the probe out (a cost per run, not per unit: what a
-large run sees); `cpu_ratio_vs_engine` is the same ratio in CPU seconds of this process (all its
-threads), which other load on the machine disturbs much less than wall time. `identical` is true
-only if the shards hold, for every document, exactly raw tokenizers' ids (special tokens' text
-encoded as text, as the pipeline does by default) followed by EOS.
+raw tokenizers (`encode_batch_fast`, the reference) and raw fastokens (`encode_batch_flat`).
+Pipeline: the stage's own functions on those documents staged as one unit in a temp folder, all
+the driver runs for tokenize and pack: the equality probe (`probe_s`), tokenize_docs (shuffle
+keys, the engine, its sampled check against tokenizers, EOS, the token file), select_unit and
+pack_stage with its tasks in this process. Runs alternate in rounds (the order rotates); `ratio`
+(pipeline / raw tokenizers, tokens/s) and `ratio_vs_engine` (pipeline / raw fastokens) are
+medians of the rounds' time ratios: a shared machine drifts by tens of percent over minutes.
+`ratio_vs_engine_excl_probe` leaves the probe out (a cost per run, not per unit);
+`cpu_ratio_vs_engine` compares CPU seconds of this process, which other load disturbs less.
+Where the corpus holds both long documents (over tokens/pieces.PIECE_CHARS characters, encoded
+in pieces) and short ones (make_corpus `--long-share`), the pipeline also runs, in the same
+rounds, on the long ones alone and on as many bytes of short ones: `long` and `short` give their
+per-byte rates (probe left out) and `long_vs_short` the median of the rounds' ratios of their
+MB/s (`long_vs_short_cpu`: per CPU second). `identical` is true only if the shards hold, for
+every document, exactly raw tokenizers' ids (special tokens' text as text) followed by EOS.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import tempfile
@@ -35,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -55,6 +54,7 @@ from pipeline.tokens.encode import (
     frame,
     load_tokenizer,
 )
+from pipeline.tokens.pieces import PIECE_CHARS
 
 
 def load_documents(uri: str, text_field: str = "text", id_field: str = "id") -> pa.Table:
@@ -73,11 +73,25 @@ class Timed:
     cpu: float  # CPU seconds of this process, all threads
     probe: float = 0.0  # of `seconds`: the equality probe's
     engine: str = ""  # the engine the pipeline ran (the probe's choice)
+    probe_cpu: float = 0.0  # of `cpu`: the equality probe's
 
 
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def by_length(docs: pa.Table) -> dict[str, pa.Table]:
+    """{"long": the documents over PIECE_CHARS characters, "short": as many bytes of the other
+    documents (the first ones, in corpus order)}, or {} unless the corpus holds both. Equal bytes,
+    so that the costs of a run that do not grow with its bytes weigh the same on both."""
+    long = pc.greater(pc.utf8_length(docs["text"]), PIECE_CHARS)
+    longs, shorts = docs.filter(long), docs.filter(pc.invert(long))
+    if not (longs.num_rows and shorts.num_rows):
+        return {}
+    sizes = np.cumsum(pc.binary_length(shorts["text"]).to_numpy(zero_copy_only=False))
+    take = int(np.searchsorted(sizes, _text_mb(longs) * 1e6)) + 1
+    return {"long": longs, "short": shorts.slice(0, take)}
 
 
 def time_raw_tokenizers(tokenizer, texts: list[str], batch: int) -> Timed:
@@ -117,7 +131,7 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
         if probe.error:
             raise SystemExit(probe.error)
         engine = probe.engine
-    probe_s = time.perf_counter() - start
+    probe_s, probe_cpu = time.perf_counter() - start, _cpu() - cpu
     tokenize_tasks.tokenize_docs(layout, "u0", docs, cfg, raw, engine)
     tok = tokenize_tasks.select_unit(layout, "u0")
     # the pack stage as a run calls it, its tasks in this process
@@ -125,7 +139,9 @@ def time_pipeline(docs: pa.Table, cfg: Config, work: str) -> tuple[Timed, Locati
     tokenized = Tokenized([tok], {"engine": engine})
     packed = pack_stage(Waves(inline=True), cfg, layout, origin, tokenized)
     version = layout.version(packed.version_id)
-    timed = Timed(time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine)
+    timed = Timed(
+        time.perf_counter() - start, tok.tokens, _cpu() - cpu, probe_s, engine, probe_cpu
+    )
     return timed, version
 
 
@@ -232,28 +248,74 @@ def main(argv: list[str] | None = None) -> None:
         }
         if fast is not None:
             paths["fast"] = lambda: time_raw_fastokens(fast, texts, args.batch_docs)
+        kinds = by_length(docs)
+        for kind, part in kinds.items():
+            paths[kind] = functools.partial(lambda d: time_pipeline(d, cfg, work)[0], part)
         times = _alternate(paths, args.repeat)
         _, version = time_pipeline(docs, cfg, work)  # untimed: the shards to compare
         identical = identical_to_tokenizers(version, docs, cfg)
     ran = {t.engine for t in times["pipeline"]}
     if ran != {engine}:  # the probe chose otherwise: say what ran
         engine = ",".join(sorted(ran))
+    kind_mb = {kind: _text_mb(part) for kind, part in kinds.items()}
+    kind_times = {kind: times.pop(kind) for kind in kinds}
     figures = _figures(times, len(texts), mb, engine, args.verify_fraction, identical)
+    figures.update(_kind_figures(kind_times, {k: p.num_rows for k, p in kinds.items()}, kind_mb))
     labels = {
         "raw": "raw tokenizers encode_batch_fast",
         "fast": "raw fastokens encode_batch_flat",
         "pipeline": f"pipeline tokenize+pack ({engine})",
+        "long": f"pipeline, long docs (> {PIECE_CHARS // 1024} Ki chars)*",
+        "short": "pipeline, as many MB of short docs*",
     }
-    tokens = figures["tokens"]
-    print(f"{'path':<38} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
+    print(f"{'path':<40} {'seconds':>8} {'tokens/s':>12} {'MB/s':>8}")
     for name in paths:
-        s = min(t.seconds for t in times[name])
-        print(f"{labels[name]:<38} {s:>8.2f} {tokens / s:>12,.0f} {mb / s:>8.2f}")
+        runs = times.get(name) or kind_times[name]
+        tokens, size = runs[0].tokens, kind_mb.get(name, mb)
+        s = min(t.seconds - (t.probe if name in kinds else 0) for t in runs)
+        print(f"{labels[name]:<40} {s:>8.2f} {tokens / s:>12,.0f} {size / s:>8.2f}")
+    if kinds:
+        print(
+            f"(*probe left out; long: {figures['long']['docs']} docs, {kind_mb['long']:.1f} MB;"
+            f" short: {figures['short']['docs']} docs, {kind_mb['short']:.1f} MB;"
+            f" long / short MB/s: {figures['long_vs_short']}, per CPU second:"
+            f" {figures['long_vs_short_cpu']})"
+        )
     print(
         f"({len(texts)} docs, {mb:.1f} MB; best of {args.repeat} alternating runs each; ratios"
         f" = medians of the rounds' ratios; shards identical to raw tokenizers: {identical})"
     )
     print(json.dumps(figures))
+
+
+def _text_mb(docs: pa.Table) -> float:
+    return int(pc.sum(pc.binary_length(docs["text"])).as_py() or 0) / 1e6
+
+
+def _kind_figures(times: dict[str, list[Timed]], docs: dict[str, int], mb: dict[str, float]):
+    """The pipeline's rate on each kind alone (best run) and `long_vs_short`: the median of the
+    rounds' ratios of long to short MB/s (`long_vs_short_cpu`: per CPU second of this process).
+    Nothing unless the corpus holds both kinds."""
+    if not times:
+        return {}
+    out = {}
+    for kind, runs in times.items():
+        best = min(t.seconds - t.probe for t in runs)
+        out[kind] = {
+            "docs": docs[kind],
+            "mb": round(mb[kind], 2),
+            "tokens": runs[0].tokens,
+            "pipeline_mb_per_s": round(mb[kind] / best, 2),
+            "pipeline_tokens_per_s": round(runs[0].tokens / best),
+        }
+    def long_vs_short(cost) -> float:
+        rounds = zip(times["long"], times["short"], strict=True)
+        ratios = [(mb["long"] / cost(lo)) / (mb["short"] / cost(sh)) for lo, sh in rounds]
+        return round(float(np.median(ratios)), 3)
+
+    out["long_vs_short"] = long_vs_short(lambda t: t.seconds - t.probe)
+    out["long_vs_short_cpu"] = long_vs_short(lambda t: t.cpu - t.probe_cpu)
+    return out
 
 
 def _figures(times: dict, docs: int, mb: float, engine: str, fraction: float, identical: bool):

@@ -42,6 +42,7 @@ from pipeline.tokens.encode import (
     tokenize_batches,
     tokenizer_info,
 )
+from pipeline.tokens.pieces import leading_piece
 from pipeline.tokens.split import in_valid
 
 
@@ -241,11 +242,19 @@ def _encode_tokens(
         )
     if len(checked):
         rows = pa.array(checked, pa.int64())
+        budget = int(tok.verify_bytes)
+        whole = texts.take(rows).to_pylist()
+        # a document over the budget (checked because none fits) is checked on its leading piece
+        sampled = [
+            leading_piece(text, reference.cut_before, budget) if size > budget else text
+            for text, size in zip(whole, sizes[checked].tolist(), strict=True)
+        ]
         sample = SampleCheck(  # starts re-encoding now, alongside the engine
             reference,
             encoder.name,
-            texts.take(rows).to_pylist(),
+            sampled,
             docs["doc_id"].take(rows).to_pylist(),
+            leading=[len(s) < len(t) for s, t in zip(sampled, whole, strict=True)],
         )
     lengths = []
     step = tok.batch_docs

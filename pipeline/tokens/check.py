@@ -13,6 +13,9 @@ A fast engine is used only while it gives the reference engine's (Hugging Face t
   small (tokenize.verify_fraction, default 0.1 % of the documents) and held to a byte budget per
   task (`tokenize.verify_bytes`, default 32 KiB): under 10 % of the engine's time from ~16 MiB
   units up (1 % of the documents, uncapped, cost about as much CPU as the engine's whole unit).
+  A sampled document larger than the budget (the one a task checks when none fits) is checked
+  on its leading piece (tokens/pieces.py `leading_piece`): the reference's ids of that piece
+  against the engine's first ids of the document.
   `SampleCheck` runs the re-encoding on a thread of its own while the engine encodes the
   unit, or inline after it where a task keeps one thread busy (PIPELINE_TASK_THREADS=1, as Ray
   tasks do: encode.task_threads).
@@ -74,8 +77,18 @@ class SampleCheck:
     most); `finish` waits for the reference and compares both, raising EngineMismatch on the
     first differing document. Callers call `finish` before committing anything."""
 
-    def __init__(self, reference: Encoder, engine: str, texts: list[str], names: list[str]):
+    def __init__(
+        self,
+        reference: Encoder,
+        engine: str,
+        texts: list[str],
+        names: list[str],
+        leading: list[bool] | None = None,
+    ):
+        """`leading[i]`: texts[i] is only the leading piece of the document the engine encodes
+        (pieces.leading_piece), so only the engine's first ids are compared."""
         self.engine, self.names = engine, names
+        self._leading = leading or [False] * len(texts)
         self._got: list[np.ndarray | None] = [None] * len(texts)
         self._encode, self._texts = reference.encode_flat, texts
         self._reference = None
@@ -100,8 +113,12 @@ class SampleCheck:
         missing = [self.names[i] for i, got in enumerate(self._got) if got is None]
         if missing:
             raise RuntimeError(f"sampled document {missing[0]!r} was never encoded")
-        got_lens = np.array([len(g) for g in self._got], dtype=np.int64)
-        got_ids = np.concatenate(self._got) if self._got else np.empty(0, np.uint32)
+        got = [
+            g[: int(n)] if lead else g
+            for g, n, lead in zip(self._got, ref_lens, self._leading, strict=True)
+        ]
+        got_lens = np.array([len(g) for g in got], dtype=np.int64)
+        got_ids = np.concatenate(got) if got else np.empty(0, np.uint32)
         diff = first_difference(ref_ids, ref_lens, got_ids, got_lens)
         if diff is not None:
             doc, pos = diff

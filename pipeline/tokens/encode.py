@@ -160,6 +160,7 @@ def encode_batch(tokenizer: Tokenizer, texts: list[str]):
 
 class Encoder(Protocol):
     name: str
+    cut_before: str | None  # pieces.can_cut of its tokenizer: where long texts are cut
 
     def encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(uint32 ids of every text concatenated, int64 token count of each text)."""

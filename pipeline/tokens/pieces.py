@@ -31,10 +31,11 @@ O200K_PATTERN = (
     r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 SAFE_PATTERNS = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
-_CUTS = {
-    " \n": re.compile(r"[A-Za-z0-9](?=[ \n][A-Za-z0-9])"),
-    " ": re.compile(r"[A-Za-z0-9](?= [A-Za-z0-9])"),
-}
+_SAFE = {" \n": "[A-Za-z0-9](?=[ \n][A-Za-z0-9])", " ": "[A-Za-z0-9](?= [A-Za-z0-9])"}
+_FIRST = {cut: re.compile(safe) for cut, safe in _SAFE.items()}
+# the last safe position of a span: `.*` runs to the span's end and gives back one character at
+# a time, so the work is the distance from the end, not a Python step per safe position
+_LAST = {cut: re.compile("(?s:.*)" + safe) for cut, safe in _SAFE.items()}
 
 
 def can_cut(raw: bytes, special_as_text: bool) -> str | None:
@@ -77,18 +78,29 @@ def cut_points(text: str, cut_before: str, piece_chars: int = PIECE_CHARS) -> li
     last safe position in the second half of each piece's span, else the first one after it
     (a piece grows past the limit only where the text has no safe position). Deterministic:
     it depends on the text alone."""
-    pattern, cuts, start = _CUTS[cut_before], [], 0
-    while len(text) - start > piece_chars:
-        end = start + piece_chars
-        last = None
-        for m in pattern.finditer(text, start + piece_chars // 2, end):
-            last = m
-        found = last or pattern.search(text, end)
-        if found is None:
-            break
-        start = found.end()
-        cuts.append(start)
+    cuts, start = [], 0
+    while (cut := next_cut(text, cut_before, start, piece_chars)) is not None:
+        cuts.append(start := cut)
     return cuts
+
+
+def next_cut(text: str, cut_before: str, start: int, piece_chars: int) -> int | None:
+    """The end of the piece of `text` that starts at `start` (see cut_points), or None when the
+    rest is one piece."""
+    if len(text) - start <= piece_chars:
+        return None
+    end = start + piece_chars
+    found = _LAST[cut_before].match(text, start + piece_chars // 2, end)
+    found = found or _FIRST[cut_before].search(text, end)
+    return None if found is None else found.end()
+
+
+def leading_piece(text: str, cut_before: str | None, piece_chars: int) -> str:
+    """The first piece of `text` cut into pieces of `piece_chars` characters (cut_points): its
+    ids are the first ids of the whole text. `text` itself when it is one piece or cannot be
+    cut."""
+    cut = None if cut_before is None else next_cut(text, cut_before, 0, piece_chars)
+    return text if cut is None else text[:cut]
 
 
 def split_long(

@@ -1,12 +1,16 @@
 """Build a larger real-text corpus (JSONL) for benchmarks.
 
-    python -m pipeline.tools.make_corpus --out DIR --mb 60 [--seed 0]
+    python -m pipeline.tools.make_corpus --out DIR --mb 60 [--seed 0] [--long-share 0.25]
+        [--long-doc-mb 1]
 
 Text comes from this Debian machine: /usr/share/doc (changelogs decompressed),
 /usr/share/common-licenses, man pages (troff source) and the Python standard library. Files are
 visited in a seeded order, each cut into documents of 300 B - 30 KB (at most MAX_BYTES_PER_FILE
 from one file, so that a few huge files do not dominate). Only if the machine runs out of text
 are further documents made by word-level edits of ones already written (near duplicates).
+With `--long-share F`, about that share of the text goes into long documents instead (kind
+"long": documents joined in order by a blank line up to `--long-doc-mb` MB each, as books,
+concatenated sources and long web pages are): a corpus mixing long and short documents.
 Output: DIR/part-NNNNN.jsonl files of about 16 MB with records {"id", "text", "origin"}.
 """
 
@@ -100,20 +104,44 @@ def documents(rng: random.Random, written: list[RealText]) -> Iterator[RealText]
     yield from mutated_documents(written, rng)  # only reached when the real text ran out
 
 
-def build(out: Path, target_bytes: int, seed: int) -> dict:
+def joined_long(docs: Iterator[RealText], share: float, doc_bytes: int) -> Iterator[RealText]:
+    """`docs`, with about `share` of their bytes joined into documents of `doc_bytes` or more:
+    a document goes to the long one being built while the long documents' bytes (that one's
+    included) are below `share` of all bytes so far."""
+    long_bytes = total = 0
+    parts: list[RealText] = []
+    size = 0
+    for doc in docs:
+        n = len(doc.text.encode())
+        total += n
+        if share <= 0 or long_bytes + size >= share * total:
+            yield doc
+            continue
+        parts.append(doc)
+        size += n + 2
+        if size >= doc_bytes:
+            text = "\n\n".join(p.text for p in parts)
+            yield RealText(parts[0].origin, "long", text)
+            long_bytes += size
+            parts, size = [], 0
+
+
+def build(
+    out: Path, target_bytes: int, seed: int, long_share: float = 0.0, long_doc_bytes: int = 10**6
+) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("part-*.jsonl"):
         stale.unlink()
     rng = random.Random(seed)
     writer, written, by_kind = PartWriter(out), [], Counter()
     text_bytes = 0
-    for doc in documents(rng, written):
+    for doc in joined_long(documents(rng, written), long_share, long_doc_bytes):
         if text_bytes >= target_bytes:
             break
         doc_id = f"doc-{sum(by_kind.values()):08d}"
         record = {"id": doc_id, "text": doc.text, "origin": doc.origin, "kind": doc.kind}
         writer.write((json.dumps(record, ensure_ascii=False) + "\n").encode())
-        if doc.kind != "mutated":
+        if doc.kind not in ("mutated", "long"):
             written.append(doc)
         by_kind[doc.kind] += 1
         text_bytes += len(doc.text.encode())
@@ -130,9 +158,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--mb", type=float, default=60, help="text to write, in MB (10^6 bytes)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--long-share",
+        type=float,
+        default=0.0,
+        help="share of the text in long documents (joined documents); 0: none",
+    )
+    parser.add_argument(
+        "--long-doc-mb", type=float, default=1.0, help="size of each long document, in MB"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    result = build(args.out, int(args.mb * 1e6), args.seed)
+    result = build(
+        args.out, int(args.mb * 1e6), args.seed, args.long_share, int(args.long_doc_mb * 1e6)
+    )
     seconds = time.perf_counter() - started
 
     print(f"{'file':<20} {'docs':>8} {'bytes':>12}")

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import ray
 import xxhash
@@ -25,12 +26,15 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
 
 from pipeline.config import load_config
-from pipeline.core.layout import MANIFEST
+from pipeline.core.layout import MANIFEST, RunLayout
+from pipeline.core.storage import Location
 from pipeline.formats.megatron import block_digests, read_shard
 from pipeline.formats.verify import VerifyError, boundary_problem, verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
 from pipeline.run.summary import format_summary
+from pipeline.run.tokenize_tasks import tokenize_docs
+from pipeline.tokens import pieces
 from pipeline.tokens.check import (
     EngineMismatch,
     SampleCheck,
@@ -221,6 +225,61 @@ def test_one_thread_task_checks_inline(extra_tokenizer, monkeypatch):
     sample.collect([(1, 0)], altered, lengths)
     with pytest.raises(EngineMismatch, match="'doc-1' differs at token 2"):
         sample.finish()
+
+
+def test_sample_check_of_a_leading_piece_compares_the_first_ids(extra_tokenizer):
+    """A document checked on its leading piece: the engine's first ids against the reference's
+    ids of the piece; a difference inside the piece is caught, a shorter encoding too."""
+    raw = extra_tokenizer.read_bytes()
+    ref, fast = TokenizersEncoder(raw), FastokensEncoder(raw)
+    text = words(random.Random(7), 20_000)
+    lead = pieces.leading_piece(text, ref.cut_before, 4096)
+    assert len(lead) < len(text)
+    ids, lengths = fast.encode_flat([text])
+
+    def check(found: np.ndarray) -> int:
+        sample = SampleCheck(ref, fast.name, [lead], ["doc-long"], leading=[True])
+        sample.collect([(0, 0)], found, np.array([len(found)], np.int64))
+        return sample.finish()
+
+    assert check(ids) == 1
+    altered = ids.copy()
+    altered[5] ^= 1
+    with pytest.raises(EngineMismatch, match="'doc-long' differs at token 5"):
+        check(altered)
+    with pytest.raises(EngineMismatch, match="'doc-long' differs at token 9: fastokens end"):
+        check(ids[:9])
+
+
+def test_long_documents_only_unit_checks_a_leading_piece_within_the_budget(
+    tmp_path, monkeypatch
+):
+    """A unit whose documents are all over tokenize.verify_bytes: the one it checks is re-encoded
+    by tokenizers on its leading piece only, not whole (tokenizers is ~100x slower per byte)."""
+    rng = random.Random(3)
+    texts = [words(rng, 60_000) for _ in range(2)]  # ~700 KB each
+    docs = pa.table(
+        {
+            "doc_id": [f"long-{i}" for i in range(2)],
+            "source": ["s"] * 2,
+            "row": pa.array([0, 1], pa.int64()),
+            "text": texts,
+        }
+    )
+    seen: list[int] = []
+    encode_flat = TokenizersEncoder.encode_flat
+
+    def spied(self, batch):
+        seen.extend(len(t) for t in batch)
+        return encode_flat(self, batch)
+
+    monkeypatch.setattr(TokenizersEncoder, "encode_flat", spied)
+    cfg = config(tmp_path, "out", None, "tokenize.verify_fraction=0.001")
+    layout = RunLayout(Location.from_uri(str(tmp_path / "work")), "r", "read", "tok")
+    made = tokenize_docs(layout, "u0", docs, cfg, SHIPPED.read_bytes(), "fastokens")
+    assert made.checked == 1 and made.docs == 2
+    budget = int(cfg.tokenize.verify_bytes)
+    assert len(seen) == 1 and budget // 2 <= seen[0] <= budget
 
 
 def test_boundary_problem_finds_stray_eos_and_missing_bos():

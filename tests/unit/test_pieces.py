@@ -4,6 +4,7 @@ special tokens; a model that makes the EOS id from text is caught (tokens/encode
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +207,43 @@ def test_probe_hard_strings_hold_sentencepiece_pieces():
     texts = dict(hard_strings([]))
     assert "x</s>y" in texts["sentencepiece-pieces"]
     assert "\u2581" in texts["sentencepiece-pieces"]
+
+
+def scanned_cut_points(text: str, cut_before: str, piece_chars: int) -> list[int]:
+    """cut_points' rule by a forward scan over every safe position: the last one in the second
+    half of each span, else the first one after it."""
+    safe = re.compile(rf"[A-Za-z0-9](?=[{re.escape(cut_before)}][A-Za-z0-9])")
+    cuts, start = [], 0
+    while len(text) - start > piece_chars:
+        end = start + piece_chars
+        found = [m.end() for m in safe.finditer(text, start + piece_chars // 2, end)]
+        after = safe.search(text, end)
+        found = found or ([after.end()] if after else [])
+        if not found:
+            break
+        cuts.append(start := found[-1])
+    return cuts
+
+
+@pytest.mark.parametrize("piece_chars", [2, 3, 7, 100, 4096, pieces.PIECE_CHARS])
+def test_cut_points_are_the_last_safe_position_of_each_span(piece_chars, long_text):
+    text = long_text if piece_chars > 100 else long_text[:50_000]
+    sparse = "漢字" * 3000 + " a b" + "漢字" * 3000 + "x y" * 10 + "z" * 900
+    for cut_before in (" \n", " "):
+        for t in (text, sparse, TRICKY):
+            assert pieces.cut_points(t, cut_before, piece_chars) == scanned_cut_points(
+                t, cut_before, piece_chars
+            )
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_leading_piece_gives_the_first_ids_of_the_whole(cls, long_text):
+    raw = TOKENIZER.read_bytes()
+    enc, text = cls(raw), long_text[:100_000]
+    whole, _ = enc._encode([text])
+    lead = pieces.leading_piece(text, enc.cut_before, 32 * 1024)
+    assert 16 * 1024 <= len(lead) <= 32 * 1024 and text.startswith(lead)
+    ids, _ = enc._encode([lead])
+    assert np.array_equal(ids, whole[: len(ids)])
+    assert pieces.leading_piece(text, None, 1000) == text  # a tokenizer that cannot be cut
+    assert pieces.leading_piece("漢字" * 1000, " \n", 100) == "漢字" * 1000  # no safe position
