@@ -171,4 +171,6 @@ _install_locator()
 if __name__ == "__main__":  # warm_in_background's child: the package's module (its lock)
     from pipeline.dedup import kernel_cache
 
+    os.nice(10)  # spare cycles only: Ray's start, running beside it, has a deadline
+
     sys.exit(0 if kernel_cache.warm() else 1)
