@@ -12,8 +12,8 @@ checks each entry against the file's content hash, the signature and the CPU.
 Compiling takes `compiling()`, an exclusive lock (fcntl, reentrant within a process) in that
 folder: workers that start together wait for the first one and load what it wrote instead of
 compiling the same loops side by side. `warm_in_background()` starts that compile in a child
-process when a run starts, so that it overlaps Ray's start; `ready()` says whether this
-machine has already done it (a marker written after a full compile).
+process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
+whether this machine has already done it (a marker written after a full compile).
 
 Only files of the pipeline package are located here; numba caches other libraries as usual.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
@@ -62,7 +62,7 @@ def _ready_marker() -> Path:
 
 
 def ready() -> bool:
-    """Whether this machine has compiled the current kernels (a full `warm()` finished here)."""
+    """Whether this machine has compiled the current kernels (warm_kernels.py finished here)."""
     try:
         return _ready_marker().exists()
     except ImportError:  # no numba: nothing to compile
@@ -102,24 +102,18 @@ def compiling() -> Iterator[None]:
                 lock.close()  # releases the flock
 
 
-def warm() -> bool:
-    """Compile (or load) every kernel under the lock; on success mark this machine ready."""
-    from pipeline.dedup import minhash_kernel
-
-    with compiling():
-        usable = minhash_kernel.available()
-        if usable:
-            _ready_marker().touch()
-    return usable
+def mark_ready() -> None:
+    """After every kernel compiled (dedup/warm_kernels.py): `ready()` is True from now on."""
+    _ready_marker().touch()
 
 
 def warm_in_background() -> subprocess.Popen | None:
-    """A child process that runs `warm()`, or None when the kernels are already compiled here
-    (or numba is missing). The caller ends it with `finish`."""
+    """A child process that compiles every kernel (dedup/warm_kernels.py), or None when they
+    are already compiled here (or numba is missing). The caller ends it with `finish`."""
     if ready():
         return None
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.dedup.kernel_cache"],
+        [sys.executable, "-m", "pipeline.dedup.warm_kernels"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -167,10 +161,3 @@ def _install_locator() -> None:
 
 
 _install_locator()
-
-if __name__ == "__main__":  # warm_in_background's child: the package's module (its lock)
-    from pipeline.dedup import kernel_cache
-
-    os.nice(10)  # spare cycles only: Ray's start, running beside it, has a deadline
-
-    sys.exit(0 if kernel_cache.warm() else 1)
