@@ -10,15 +10,16 @@ faster than the numpy path for that step (256 permutations, one core).
 
 The word hashes come from text_kernel's compiled loops. numba is optional: `available()`
 is False where it is not installed (or cannot compile), and minhash.signatures uses the numpy
-path and xxhash. Compiled on first use and cached on disk (numba's
-cache=True): a process pays `import numba` and a cache load once (~1-2 s), not per task.
+path and xxhash. Compiled on first use and cached on disk (numba's cache=True, in
+kernel_cache's content-keyed folder shared by every process of a machine): a process pays
+`import numba` and a cache load once (~1-2 s), not per task.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.dedup import text_kernel
+from pipeline.dedup import kernel_cache, text_kernel
 
 try:  # optional: the numpy path gives the same values
     import numba
@@ -68,17 +69,18 @@ def available() -> bool:
             _failed = True
         else:
             try:
-                _compiled = numba.njit(cache=True, nogil=True)(_sign)
-                _compiled(  # compile (or load from the cache) now, on tiny inputs
-                    np.zeros(2, np.uint64),
-                    np.array([2], np.int64),
-                    2,
-                    np.ones(1, np.uint32),
-                    np.zeros(1, np.uint32),
-                    np.zeros((1, 1), np.uint32),
-                )
-                if not text_kernel.available():
-                    raise RuntimeError("the word hash loops do not compile")
+                with kernel_cache.compiling():  # one compiling process per machine
+                    _compiled = numba.njit(cache=True, nogil=True)(_sign)
+                    _compiled(  # compile (or load from the cache) now, on tiny inputs
+                        np.zeros(2, np.uint64),
+                        np.array([2], np.int64),
+                        2,
+                        np.ones(1, np.uint32),
+                        np.zeros(1, np.uint32),
+                        np.zeros((1, 1), np.uint32),
+                    )
+                    if not text_kernel.available():
+                        raise RuntimeError("the word hash loops do not compile")
             except Exception:  # noqa: BLE001 - any failure to compile: the numpy path
                 _compiled, _failed = None, True
     return _compiled is not None

@@ -14,8 +14,9 @@ numba compute in float64, so every constant and shift count below is a np.uint64
 The loops live in this file with the hash because numba's disk cache (cache=True) notices edits
 to the file of the function it compiled only, not to the functions that one calls.
 
-Compiled with numba when it is installed (lazily, on first call); `available()` is False
-without numba (or where it fails to compile), and callers use their Python paths.
+Compiled with numba when it is installed, by `available()` (lazily, on first call) under
+kernel_cache's machine-wide lock into its shared cache; `available()` is False without numba
+(or where it fails to compile), and callers use their Python paths.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
+
+from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
 
 try:
     import numba
@@ -524,9 +527,15 @@ def available() -> bool:
         _usable = numba is not None
         if _usable:
             try:  # compile (or load from the cache) now, on tiny inputs
-                ascii_word_hashes(pa.array(["A b"], pa.string()), " ", "", 0)
-                utf8_word_hashes(pa.array(["é b"], pa.string()), "", 0)
-                content_hashes(pa.array([" é  b"], pa.string()))
+                with kernel_cache.compiling():
+                    _compile_now()
             except Exception:  # noqa: BLE001 - any failure to compile: the Python paths
                 _usable = False
     return _usable
+
+
+def _compile_now() -> None:
+    """Every loop, for the argument types the callers pass."""
+    ascii_word_hashes(pa.array(["A b"], pa.string()), " ", "", 0)
+    utf8_word_hashes(pa.array(["é b"], pa.string()), "", 0)
+    content_hashes(pa.array([" é  b"], pa.string()))

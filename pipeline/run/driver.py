@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 
 from tqdm import tqdm
@@ -17,12 +18,14 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
+from pipeline.dedup import kernel_cache
 from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import input_guard
+from pipeline.run.clock import PhaseClock
 from pipeline.run.commit_stage import Counted, already_committed, commit
 from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_dedup
 from pipeline.run.pack_stage import pack_stage
-from pipeline.run.ray_env import ensure_ray
+from pipeline.run.ray_env import ensure_ray, start_workers
 from pipeline.run.read_stage import (
     Listing,
     Units,
@@ -37,14 +40,25 @@ from pipeline.run.waves import Waves
 
 def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = False) -> RunResult:
     """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
-    ensure_ray(cfg)
+    clock = PhaseClock()
+    kernels = cfg.dedup.exact or cfg.dedup.near.enabled
+    compile_child = kernel_cache.warm_in_background() if kernels and _local(cfg) else None
+    try:
+        with clock.phase("ray start"):
+            ensure_ray(cfg)
+        with clock.phase("worker start"):
+            start_workers(kernels)
+    finally:
+        kernel_cache.finish(compile_child)  # done: the workers waited for its compile lock
     started = dt.datetime.now(dt.timezone.utc)
     waves = Waves(show_progress)
     try:
-        listing = list_inputs(waves, cfg)
+        with clock.phase("stages"):
+            listing = list_inputs(waves, cfg)
         layout = listing.layout
         earlier = already_committed(layout)
         if earlier is not None:
+            earlier.timing = clock.split()
             return earlier
         if not allow_empty:  # before anything is written
             input_guard.check_listing(listing.cfg, listing.listed, layout.dataset)
@@ -52,33 +66,48 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
             tqdm.write(f"warning: {warning}", file=sys.stderr)  # above the open stage bar
         with held(layout.lease, layout.run_id) as lease:
             waves.lease = lease
-            result = run_stages(waves, listing, started, allow_empty)
+            result = run_stages(waves, listing, started, allow_empty, clock)
             layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())
     finally:
         waves.bars.close()
-    _after_commit(listing.cfg, layout.dataset, result)
+    with clock.phase("report"):
+        _after_commit(listing.cfg, layout.dataset, result)
+    result.timing = clock.split()
+    result.compiled_kernels = compile_child is not None
     return result
 
 
+def _local(cfg: Config) -> bool:
+    """Whether the run's workers are on this machine (no cluster address)."""
+    return not (cfg.ray.address or os.environ.get("RAY_ADDRESS"))
+
+
 def run_stages(
-    waves: Waves, listing: Listing, started: dt.datetime, allow_empty: bool = False
+    waves: Waves,
+    listing: Listing,
+    started: dt.datetime,
+    allow_empty: bool = False,
+    clock: PhaseClock | None = None,
 ) -> RunResult:
     """Every stage after the listing; commits the version (nothing, on a RunError)."""
+    clock = clock or PhaseClock()
     cfg, layout = listing.cfg, listing.layout
-    units = Units.of(listing.listed.units)
-    reads = read_units(waves, listing, units)
-    check_quarantine(waves, listing, units, reads, reads.quarantined)
-    if not allow_empty:
-        input_guard.check_documents(cfg, reads.docs, reads.docs_in)
-    exact = exact_dedup(waves, cfg.dedup, layout, units, reads)
-    near = None
-    if cfg.dedup.near.enabled:
-        near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
-    audit = audit_stage(waves, layout, exact, near, reads)
-    tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
-    packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
+    with clock.phase("stages"):
+        units = Units.of(listing.listed.units)
+        reads = read_units(waves, listing, units)
+        check_quarantine(waves, listing, units, reads, reads.quarantined)
+        if not allow_empty:
+            input_guard.check_documents(cfg, reads.docs, reads.docs_in)
+        exact = exact_dedup(waves, cfg.dedup, layout, units, reads)
+        near = None
+        if cfg.dedup.near.enabled:
+            near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
+        audit = audit_stage(waves, layout, exact, near, reads)
+        tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
+        packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
     counted = Counted(reads, audit, tokenized, reads.quarantined)
-    return commit(waves, listing, units, counted, packed, started, allow_empty)
+    with clock.phase("commit"):
+        return commit(waves, listing, units, counted, packed, started, allow_empty)
 
 
 def _after_commit(cfg: Config, dataset: Location, result: RunResult) -> None:

@@ -1,11 +1,13 @@
 """How this process joins Ray: a cluster (RAY_ADDRESS, cfg.ray.address, or a job's driver) or a
-local instance, and the environment its tasks get."""
+local instance, the environment its tasks get, and the start of the workers a run uses."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 
 import ray
 
@@ -67,16 +69,51 @@ def ensure_ray(cfg: Config) -> None:
     if ray.is_initialized():
         return
     address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
-    runtime_env = worker_runtime_env()
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=worker_runtime_env())
     else:
         hide_local_auth_notice()
-        ray.init(  # address="local": never join a cluster some other process started here
-            address="local",
-            num_cpus=cfg.ray.num_cpus,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            log_to_driver=True,
-            runtime_env=runtime_env,
-        )
+        # A local instance's workers inherit WORKER_ENV from the raylet this ray.init spawns; as
+        # a runtime env instead, the workers Ray starts with the job could not take tasks and
+        # each task would wait for a worker of that env (~2-3 s before the first one).
+        with _environment(WORKER_ENV):
+            ray.init(  # address="local": never join a cluster some other process started here
+                address="local",
+                num_cpus=cfg.ray.num_cpus,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=True,
+            )
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """os.environ with `values` set while the block runs (the processes it starts keep them),
+    as it was afterwards: the driver's own thread pools are not held to one thread."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def start_workers(kernels: bool) -> None:
+    """Start the workers the first wave will use (one per CPU, up to 16) and, with `kernels`,
+    load dedup's compiled loops in each (compiled first where this machine has not yet: see
+    dedup/kernel_cache.py), so that these seconds show as worker start, not as a stage's."""
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    ray.get([_worker_ready.remote(kernels) for _ in range(max(1, min(cpus, 16)))])
+
+
+@ray.remote(num_cpus=1)
+def _worker_ready(kernels: bool) -> int:
+    if kernels:
+        from pipeline.dedup import minhash_kernel
+
+        minhash_kernel.available()
+    return os.getpid()

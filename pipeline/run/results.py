@@ -54,6 +54,8 @@ class RunResult:
     retention_actions: int | None = None
     reports: list[str] = field(default_factory=list)
     moved: dict[str, Any] = field(default_factory=dict)  # stats.json's bytes moved (accounting)
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per phase (run/clock.py)
+    compiled_kernels: bool = False  # dedup's loops were compiled during this run (first run)
 
 
 _TIMING = ("seconds", "io", "peak_rss_mb")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pipeline.core.units import megabytes
 from pipeline.formats.manifest import data_path_line
+from pipeline.run.clock import timing_line
 from pipeline.run.results import RunResult
 
 
@@ -87,6 +88,9 @@ def format_summary(result: RunResult) -> str:
         listing = m["lineage"]["skipped"]
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
         lines.append(f"files skipped     {reasons}  (listed in {listing})")
+    if result.timing:
+        note = "  (dedup kernels compiled: first run here)" if result.compiled_kernels else ""
+        lines.append(timing_line(result.timing, note))
     lines.append(f"committed         {result.version.uri}")
     if result.retention_actions is not None:
         lines.append(f"retention         {result.retention_actions} actions applied")

@@ -1,6 +1,7 @@
 """The run summary as a user sees it (`python -m pipeline run` on configs/sample.yaml): one
 progress bar per stage, files and documents in their own columns, the quarantined documents
-on the quarantine row, and a last line with the version and the `--data-path` to train on."""
+on the quarantine row, a time line split by phase, and a last line with the version and the
+`--data-path` to train on."""
 
 from __future__ import annotations
 
@@ -95,6 +96,20 @@ def test_last_line_names_the_version_and_the_data_path(sample):
         assert path == f"{version.path}/{relative}" and Path(path).is_absolute()
         assert Path(path + ".bin").is_file() and Path(path + ".idx").is_file()
     assert {Path(p).name + ".bin" for _, p in pairs} == {s["bin"] for s in manifest["shards"]}
+
+
+def test_the_time_line_splits_the_wall_time_into_phases(sample):
+    """Ray start, worker start, stages, commit and report, each in seconds, then what none of
+    them claims; they add up to the total, and the stage rows fit in `stages`."""
+    _, _, _, done, rows = sample
+    line = next(x for x in done.stdout.splitlines() if x.startswith("time "))
+    total, inner = re.fullmatch(r"time +([\d.]+) s  \(([^)]*)\).*", line).groups()
+    phases = {k: float(v) for k, v in (p.rsplit(" ", 1) for p in inner.split(", "))}
+    expected = ["ray start", "worker start", "stages", "commit", "report", "other"]
+    assert list(phases) == expected, line
+    assert abs(sum(phases.values()) - float(total)) <= 0.05 * len(phases) + 0.05, line
+    stage_rows = sum(float(rows[name][4]) for name in STAGES)  # the `seconds` column
+    assert stage_rows <= phases["stages"] + 0.05 * len(STAGES), line
 
 
 def test_an_unchanged_rerun_still_says_what_to_train_on(sample):

@@ -1,0 +1,100 @@
+"""Benchmark: the fixed cost of a small run, first after install and warm.
+
+    python -m pipeline bench startup [--config configs/sample.yaml] [--warm 3]
+
+Runs `python -m pipeline run --config CONFIG --output FRESH --quiet` as a user would, each time
+into a fresh output folder (nothing reused). The first run gets an empty kernel cache (a fresh
+PIPELINE_CACHE_DIR: dedup's loops are compiled, as on a machine's first run after install);
+the `--warm` runs after it share that cache. Per run it prints the wall time, the summary's
+time line (Ray start, worker start, stages, commit, report, other: run/clock.py) and `outside`:
+the interpreter's start, imports and Ray's shutdown, which the run's own clock cannot see; and
+the load average around it (the machine may be shared). Last line JSON: `first_wall_s`,
+`warm_wall_s` (each warm run), `warm_median_s`, `first_minus_warm_s`, `phases` (per run),
+`loadavg`, and `targets`: warm median <= 10 s, first <= warm median + 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
+WARM_TARGET_S, FIRST_EXTRA_TARGET_S = 10.0, 10.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pipeline bench startup", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the run's config")
+    parser.add_argument("--warm", type=int, default=3, help="warm runs after the first")
+    return parser
+
+
+def phases_of(stdout: str) -> dict[str, float]:
+    """The summary's time line as {phase: seconds, ..., "total": seconds}."""
+    line = next(x for x in stdout.splitlines() if x.startswith("time "))
+    total, inner = re.fullmatch(r"time +([\d.]+) s  \(([^)]*)\).*", line).groups()
+    phases = {k: float(v) for k, v in (p.rsplit(" ", 1) for p in inner.split(", "))}
+    return phases | {"total": float(total)}
+
+
+def timed_run(config: Path, out: Path, cache: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PIPELINE_CACHE_DIR"] = str(cache)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    argv = [sys.executable, "-m", "pipeline", "run", "--config", str(config), "--quiet"]
+    done = subprocess.run([*argv, "--output", str(out)], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"run failed (exit {done.returncode}): {done.stderr[-3000:]}")
+    phases = phases_of(done.stdout)
+    phases["outside"] = round(wall - phases["total"], 3)
+    return {"wall_s": round(wall, 3), "phases": phases, "load_before": load,
+            "load_after": os.getloadavg()[0]}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        cache = Path(tmp) / "cache"  # empty: the first run compiles
+        runs = [timed_run(args.config, Path(tmp) / f"out{i}", cache) for i in range(1 + args.warm)]
+    columns = ["ray start", "worker start", "stages", "commit", "report", "other", "outside"]
+    print(f"{'run':<8} {'wall s':>7} " + " ".join(f"{c:>12}" for c in columns) + "  load 1m")
+    for i, r in enumerate(runs):
+        name = "first" if i == 0 else f"warm {i}"
+        cells = " ".join(f"{r['phases'].get(c, 0.0):>12.2f}" for c in columns)
+        print(
+            f"{name:<8} {r['wall_s']:>7.2f} {cells}  {r['load_before']:.2f}-{r['load_after']:.2f}"
+        )
+    first, warm = runs[0]["wall_s"], [r["wall_s"] for r in runs[1:]]
+    median = statistics.median(warm) if warm else float("nan")
+    figures = {
+        "first_wall_s": first,
+        "warm_wall_s": warm,
+        "warm_median_s": round(median, 3),
+        "warm_spread_s": round(max(warm) - min(warm), 3) if warm else None,
+        "first_minus_warm_s": round(first - median, 3),
+        "phases": [r["phases"] for r in runs],
+        "loadavg": [[r["load_before"], r["load_after"]] for r in runs],
+        "cpus": os.cpu_count(),
+        "targets": {
+            "warm_le_10s": median <= WARM_TARGET_S,
+            "first_le_warm_plus_10s": first - median <= FIRST_EXTRA_TARGET_S,
+        },
+    }
+    print(json.dumps(figures))
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Where dedup's compiled loops (text_kernel.py, minhash_kernel.py) are kept on disk, and their
+compile done once per machine rather than once per process or per checkout.
+
+numba's own cache (cache=True) keys its folder on the source file's *path* (next to the file,
+or under NUMBA_CACHE_DIR), so a new checkout, a reinstall or a Ray job's working dir at a new
+path compiles again: ~25 s of one core. Here the folder is keyed on the file's *content*:
+`<root>/numba/<stem>-<sha256 of the file, 16 hex>`, with root $PIPELINE_CACHE_DIR, else
+$XDG_CACHE_HOME/pipeline, else ~/.cache/pipeline. Every process on a machine (the driver, any
+job's workers) finds the same entries; an edit to a kernel file gets a new folder. numba still
+checks each entry against the file's content hash, the signature and the CPU.
+
+Compiling takes `compiling()`, an exclusive lock (fcntl, reentrant within a process) in that
+folder: workers that start together wait for the first one and load what it wrote instead of
+compiling the same loops side by side. `warm_in_background()` starts that compile in a child
+process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
+whether this machine has already done it (a marker written after a full compile).
+
+Only files of the pipeline package are located here; numba caches other libraries as usual.
+Where numba's locator hook is missing, its default cache is used (slower, same results).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # pipeline/
+_KERNELS = ("dedup/text_kernel.py", "dedup/minhash_kernel.py")
+
+
+def cache_root() -> Path:
+    """The user's pipeline cache folder; its `numba` subfolder holds the compiled loops."""
+    if root := os.environ.get("PIPELINE_CACHE_DIR"):
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pipeline"
+
+
+def numba_dir() -> Path:
+    return cache_root() / "numba"
+
+
+def _content_key(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _ready_marker() -> Path:
+    """Named after both kernel files, numba's version and Python's: any change, a new marker."""
+    import numba
+
+    digest = hashlib.sha256()
+    for name in _KERNELS:
+        digest.update((_PACKAGE / name).read_bytes())
+    digest.update(f"{numba.__version__} {sys.version}".encode())
+    return numba_dir() / f"ready-{digest.hexdigest()[:16]}"
+
+
+def ready() -> bool:
+    """Whether this machine has compiled the current kernels (warm_kernels.py finished here)."""
+    try:
+        return _ready_marker().exists()
+    except ImportError:  # no numba: nothing to compile
+        return True
+
+
+_held = threading.local()
+_in_process = threading.RLock()
+
+
+@contextlib.contextmanager
+def compiling() -> Iterator[None]:
+    """Hold the machine-wide compile lock (reentrant in this process). Where the cache folder
+    cannot be written, no lock: each process compiles for itself, as numba would."""
+    with _in_process:
+        depth = getattr(_held, "depth", 0)
+        if depth:
+            _held.depth = depth + 1
+            try:
+                yield
+            finally:
+                _held.depth -= 1
+            return
+        try:
+            numba_dir().mkdir(parents=True, exist_ok=True)
+            lock = open(numba_dir() / ".lock", "a")  # noqa: SIM115 - closed below
+        except OSError:
+            lock = None
+        try:
+            if lock is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            _held.depth = 1
+            yield
+        finally:
+            _held.depth = 0
+            if lock is not None:
+                lock.close()  # releases the flock
+
+
+def mark_ready() -> None:
+    """After every kernel compiled (dedup/warm_kernels.py): `ready()` is True from now on."""
+    _ready_marker().touch()
+
+
+def warm_in_background() -> subprocess.Popen | None:
+    """A child process that compiles every kernel (dedup/warm_kernels.py), or None when they
+    are already compiled here (or numba is missing). The caller ends it with `finish`."""
+    if ready():
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.dedup.warm_kernels"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def finish(child: subprocess.Popen | None) -> None:
+    """Stop the warming child if it still runs (a compile cut short leaves no partial entry:
+    numba writes each one to a temporary file and renames it)."""
+    if child is not None:
+        if child.poll() is None:
+            child.terminate()
+        child.wait()
+
+
+def _install_locator() -> None:
+    try:
+        from numba.core import caching
+    except ImportError:
+        return
+
+    class _ContentKeyedLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        """numba's locator for this package's files: the folder named after the content."""
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            path = Path(py_file)
+            self._cache_path = str(numba_dir() / f"{path.stem}-{_content_key(path)}")
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            try:
+                inside = Path(py_file).resolve().is_relative_to(_PACKAGE)
+            except OSError:
+                return None
+            return super().from_function(py_func, py_file) if inside else None
+
+    classes = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
+    if isinstance(classes, list) and not any(c.__name__ == "_ContentKeyedLocator" for c in classes):
+        classes.insert(0, _ContentKeyedLocator)
+
+
+_install_locator()

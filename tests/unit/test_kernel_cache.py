@@ -1,0 +1,61 @@
+"""dedup/kernel_cache.py: compiled loops are found by their file's content, not its path, so a
+second checkout (or a Ray job's working dir) loads what the first compiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from support import REPO
+
+# A loop of the package's shape (njit, cache=True) in a file of its own, so the test compiles
+# in a second, not the dedup kernels' ~25 s.
+_PROBE = """
+import numba
+
+from pipeline.dedup import text_kernel  # noqa: F401 - what the package's kernels import first
+
+
+@numba.njit(cache=True)
+def plus_one(x):
+    return x + 1
+"""
+
+_CALL = (
+    "import json; from pipeline.dedup import cache_probe as p; p.plus_one(1);"
+    " s = p.plus_one.stats;"
+    " print(json.dumps([sum(s.cache_hits.values()), sum(s.cache_misses.values())]))"
+)
+
+
+def _checkout(root: Path) -> Path:
+    """A copy of the package at a path of its own, with the probe in it."""
+    shutil.copytree(
+        REPO / "pipeline", root / "pipeline", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (root / "pipeline/dedup/cache_probe.py").write_text(_PROBE)
+    return root
+
+
+def _hits_and_misses(checkout: Path, cache: Path) -> list[int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env |= {"PYTHONPATH": str(checkout), "PIPELINE_CACHE_DIR": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CALL], cwd=checkout, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_second_checkout_loads_what_the_first_compiled(tmp_path):
+    cache = tmp_path / "cache"
+    first, second = _checkout(tmp_path / "a"), _checkout(tmp_path / "b")
+    assert _hits_and_misses(first, cache) == [0, 1]  # compiled, and written to the cache
+    assert _hits_and_misses(second, cache) == [1, 0]  # another path: loaded, not compiled
+    assert not list((second / "pipeline/dedup").glob("__pycache__/*.nb?"))  # nothing in-tree
+    (second / "pipeline/dedup/cache_probe.py").write_text(_PROBE + "\n# edited\n")
+    assert _hits_and_misses(second, cache) == [0, 1]  # an edit: compiled afresh
