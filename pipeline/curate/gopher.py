@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
+from pipeline.curate import ngram_kernel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, above, below, first, fraction, register
 
@@ -136,22 +137,23 @@ class GopherRepetition(Filter):
         )
         if reason:
             return reason
-        words = t.words(text)
-        grams = NGrams(words)
-        for n, bound in sorted(p.max_top_ngram_chars.items()):
-            reason = above(f"top_{n}gram_chars", grams.top_fraction(n), bound)
-            if reason:
-                return reason
-        for n, bound in sorted(p.max_dup_ngram_chars.items()):
-            reason = above(f"dup_{n}gram_chars", grams.duplicated_fraction(n), bound)
-            if reason:
-                return reason
-        return None
+        rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
+        rules += [(n, DUPLICATED, bound) for n, bound in sorted(p.max_dup_ngram_chars.items())]
+        r, value = NGrams(t.words(text)).first_exceeded(rules)
+        if r < 0:
+            return None
+        n, kind, bound = rules[r]
+        return above(f"{'top' if kind == TOP else 'dup'}_{n}gram_chars", value, bound)
+
+
+TOP, DUPLICATED = 0, 1  # n-gram rules: the most frequent one's characters, or all repeated
 
 
 class NGrams:
     """Word n-grams of one document as 64-bit rolling hashes (numpy), for the character
-    fractions: the most frequent n-gram's, and those covered by any repeated n-gram."""
+    fractions: the most frequent n-gram's, and those covered by any repeated n-gram.
+    `first_exceeded` runs curate/ngram_kernel.py's compiled loop where numba is available: the
+    same values."""
 
     _MUL = np.uint64(0x9E3779B97F4A7C15)
 
@@ -162,6 +164,17 @@ class NGrams:
         self.lengths = np.fromiter(map(len, words), np.int64, len(words))
         self.total = int(self.lengths.sum())
         self._grams: dict[int, np.ndarray] = {}
+
+    def first_exceeded(self, rules: list[tuple[int, int, float]]) -> tuple[int, float]:
+        """(index of the first rule (n, TOP or DUPLICATED, bound) whose fraction exceeds its
+        bound, that fraction), or (-1, 0.0)."""
+        if ngram_kernel.available():
+            return ngram_kernel.first_exceeded(self.ids, self.lengths, rules)
+        for r, (n, kind, bound) in enumerate(rules):
+            value = self.top_fraction(n) if kind == TOP else self.duplicated_fraction(n)
+            if value > bound:
+                return r, value
+        return -1, 0.0
 
     def _hashes(self, n: int) -> np.ndarray:
         """h_n[i] = h_(n-1)[i] * MUL + ids[i + n - 1] (h_1 = ids), extended from the longest
