@@ -82,7 +82,7 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
     for r in range(ns.shape[0]):
         n = ns[r]
         if words < n or total == 0:
-            if 0.0 > bounds[r]:
+            if bounds[r] < 0.0:  # fraction 0 exceeds no bound of 0 or more
                 return r, 0.0
             continue
         if n < at_n:

@@ -30,7 +30,7 @@ IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:]
 # these start with a literal).
 _IPV4_HINT = re.compile(r"\.\d{1,3}\.\d")
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
-_LOCAL_PART = frozenset(string.ascii_letters + string.digits + "._%+-")
+_LOCAL_PART = frozenset(string.ascii_letters + string.digits + "._%+-")  # EMAIL's, before "@"
 
 
 class PiiParams(StrictModel):
