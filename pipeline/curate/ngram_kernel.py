@@ -1,5 +1,6 @@
 """Gopher repetition's n-gram rules compiled with numba (pure: no I/O), value for value the
-numpy path of gopher.NGrams, in one call per document instead of a dozen numpy calls per rule.
+numpy path of gopher.NGrams, in one call per document: hashes counted in a hash table (linear
+in the words) where the numpy path sorts, and no numpy call per rule.
 
 For each rule in order (n, kind, bound): the n-gram hashes (h_1 = word ids, h_n = h_(n-1) · MUL
 + the next word id, wrapping mod 2^64), then kind 0: the most frequent hash's count times its
@@ -28,39 +29,59 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
 
 MUL = np.uint64(0x9E3779B97F4A7C15)  # gopher.NGrams._MUL
+_SPREAD = np.uint64(0xBF58476D1CE4E5B9)  # a table slot from a hash's top bits, times this
+
+
+@_jit
+def _tally(grams):  # pragma: no cover - compiled
+    """An open-addressing table of the distinct hashes: (each n-gram's slot, count per slot,
+    hash per slot, first position per slot); a count of 0 marks an empty slot."""
+    m = grams.shape[0]
+    bits = 1
+    while (1 << bits) < 2 * m:
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    keys = np.zeros(1 << bits, np.uint64)
+    counts = np.zeros(1 << bits, np.int64)
+    first = np.zeros(1 << bits, np.int64)
+    slot_of = np.empty(m, np.int64)
+    for i in range(m):
+        s = np.int64((grams[i] * _SPREAD) >> shift)
+        while counts[s] != 0 and keys[s] != grams[i]:
+            s = (s + 1) & mask
+        if counts[s] == 0:
+            keys[s] = grams[i]
+            first[s] = i
+        counts[s] += 1
+        slot_of[i] = s
+    return slot_of, counts, keys, first
 
 
 @_jit
 def _top(grams, lengths, n, total):  # pragma: no cover - compiled
-    ordered = np.sort(grams)
-    best, best_count, run = ordered[0], 0, 0
-    for i in range(ordered.shape[0]):
-        run = run + 1 if i > 0 and ordered[i] == ordered[i - 1] else 1
-        if run > best_count:  # strictly: of equally frequent hashes, the smallest
-            best, best_count = ordered[i], run
-    if best_count < 2:
+    _, counts, keys, first = _tally(grams)
+    best = -1
+    for s in range(counts.shape[0]):  # the most frequent; of equally frequent, the smallest
+        if counts[s] != 0 and (
+            best < 0 or counts[s] > counts[best]
+            or (counts[s] == counts[best] and keys[s] < keys[best])
+        ):  # fmt: skip
+            best = s
+    if counts[best] < 2:
         return 0.0
-    at = 0
-    while grams[at] != best:
-        at += 1
     chars = 0
-    for k in range(at, at + n):
+    for k in range(first[best], first[best] + n):
         chars += lengths[k]
-    return float(best_count * chars) / float(total)
+    return float(counts[best] * chars) / float(total)
 
 
 @_jit
 def _duplicated(grams, lengths, n, total):  # pragma: no cover - compiled
-    m = grams.shape[0]
-    order = np.argsort(grams)
-    repeated = np.zeros(m, np.bool_)
-    for i in range(1, m):
-        if grams[order[i]] == grams[order[i - 1]]:
-            repeated[order[i]] = True
-            repeated[order[i - 1]] = True
+    slot_of, counts, _, _ = _tally(grams)
     depth = np.zeros(lengths.shape[0] + 1, np.int64)  # +1: a repeated n-gram opens, -1: ends
-    for j in range(m):
-        if repeated[j]:
+    for j in range(grams.shape[0]):
+        if counts[slot_of[j]] > 1:
             depth[j] += 1
             depth[j + n] -= 1
     open_, chars = 0, 0
