@@ -11,7 +11,7 @@ listed, as `measure=value > bound`; a document within every bound is kept.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, repeat
+from itertools import compress, count, filterfalse, repeat
 
 import numpy as np
 from pydantic import Field
@@ -83,7 +83,9 @@ class GopherQuality(Filter):
         if reason:
             return reason
         counts = Counter(words)
-        alpha = sum(c for w, c in counts.items() if w.isalpha() or any(map(str.isalpha, w)))
+        alpha = sum(compress(counts.values(), map(str.isalpha, counts)))  # letters only
+        mixed = filterfalse(str.isalpha, counts)
+        alpha += sum(counts[w] for w in mixed if any(map(str.isalpha, w)))
         reason = below("alpha_words", alpha / n, p.min_alpha_words)
         if reason:
             return reason
@@ -159,7 +161,7 @@ class NGrams:
 
     def __init__(self, words: list[str]) -> None:
         # ids 1, 2, ... in order of first occurrence
-        index = {w: i for i, w in enumerate(dict.fromkeys(words), 1)}
+        index = dict(zip(dict.fromkeys(words), count(1)))
         self.ids = np.fromiter(map(index.__getitem__, words), np.uint64, len(words))
         self.lengths = np.fromiter(map(len, words), np.int64, len(words))
         self.total = int(self.lengths.sum())
