@@ -34,6 +34,11 @@ try:
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     numba = None
 
+    def _jit(function):
+        return function
+
+    _inline = _jit
+
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
 _FNV_PRIME = np.uint64(16777619)
@@ -50,157 +55,163 @@ PROBES = (
 )
 
 
-def _body():  # pragma: no cover - compiled
-    @_inline
-    def step(h, byte):
-        return ((h ^ (np.uint64(np.int64(np.int8(byte))) & _LOW32)) * _FNV_PRIME) & _LOW32
+@_inline
+def _step(h, byte):
+    return ((h ^ (np.uint64(np.int64(np.int8(byte))) & _LOW32)) * _FNV_PRIME) & _LOW32
 
-    @_inline
-    def add(x, rows, t):
-        for k in range(x.shape[0]):
-            x[k] += rows[t, k]
 
-    @_inline
-    def pruned(prune, h):
-        mask = prune.shape[0] - 1
-        s = (h * _SPREAD) & mask
-        while prune[s, 0] >= 0:
-            if prune[s, 0] == h:
-                return np.int64(prune[s, 1])
-            s = (s + 1) & mask
-        return np.int64(-1)
+@_inline
+def _add(x, rows, t):
+    for k in range(x.shape[0]):
+        x[k] += rows[t, k]
 
-    @_inline
-    def is_space(c):
-        return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
 
-    @_jit
-    def word_id(data, start, end, table, wbytes, woff):
-        h = _FNV_OFFSET
-        for i in range(start, end):
-            h = step(h, data[i])
-        mask = table.shape[0] - 1
-        s = np.int64(h) & mask
-        while table[s] >= 0:
-            w = table[s]
-            a, b = woff[w], woff[w + 1]
-            if b - a == end - start:
-                same = True
-                for k in range(end - start):
-                    if wbytes[a + k] != data[start + k]:
-                        same = False
-                        break
-                if same:
-                    return w
-            s = (s + 1) & mask
-        return -1
+@_inline
+def _pruned(prune, h):
+    mask = prune.shape[0] - 1
+    s = (h * _SPREAD) & mask
+    while prune[s, 0] >= 0:
+        if prune[s, 0] == h:
+            return np.int64(prune[s, 1])
+        s = (s + 1) & mask
+    return np.int64(-1)
 
-    @_jit
-    def add_ngrams(x, word, length, rows, prune, nwords, minn, maxn, bucket):
-        added = 0
-        for a in range(length):
-            if (word[a] & 0xC0) == 0x80:
-                continue
-            j, g, h = a, 1, _FNV_OFFSET
-            while j < length and g <= maxn:
-                h = step(h, word[j])
+
+@_inline
+def _is_space(c):
+    return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
+
+
+@_jit
+def _word_id(data, start, end, table, wbytes, woff):
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h = _step(h, data[i])
+    mask = table.shape[0] - 1
+    s = np.int64(h) & mask
+    while table[s] >= 0:
+        w = table[s]
+        a, b = woff[w], woff[w + 1]
+        if b - a == end - start:
+            same = True
+            for k in range(end - start):
+                if wbytes[a + k] != data[start + k]:
+                    same = False
+                    break
+            if same:
+                return w
+        s = (s + 1) & mask
+    return -1
+
+
+@_jit
+def _add_ngrams(x, word, length, rows, prune, nwords, minn, maxn, bucket):
+    added = 0
+    for a in range(length):
+        if (word[a] & 0xC0) == 0x80:
+            continue
+        j, g, h = a, 1, _FNV_OFFSET
+        while j < length and g <= maxn:
+            h = _step(h, word[j])
+            j += 1
+            while j < length and (word[j] & 0xC0) == 0x80:
+                h = _step(h, word[j])
                 j += 1
-                while j < length and (word[j] & 0xC0) == 0x80:
-                    h = step(h, word[j])
-                    j += 1
-                if g >= minn and not (g == 1 and (a == 0 or j == length)):
-                    row = pruned(prune, np.int64(h % np.uint64(bucket)))
-                    if row >= 0:
-                        add(x, rows, nwords + row)
-                        added += 1
-                g += 1
-        return added
+            if g >= minn and not (g == 1 and (a == 0 or j == length)):
+                row = _pruned(prune, np.int64(h % np.uint64(bucket)))
+                if row >= 0:
+                    _add(x, rows, nwords + row)
+                    added += 1
+            g += 1
+    return added
 
-    @_jit
-    def hidden(data, table, wbytes, woff, types, prune, nwords, minn, maxn, bucket, rows, eos):
-        x = np.zeros(rows.shape[1], np.float32)
-        count = 0
-        word = np.empty(data.shape[0] + 2, np.uint8)
-        i, n = 0, data.shape[0]
-        while i < n:
-            if is_space(data[i]):
-                if data[i] == 10:  # the line's end: EOS, a word without n-grams
-                    add(x, rows, eos)
-                    count += 1
-                    break
-                i += 1
-                continue
-            start = i
-            while i < n and not is_space(data[i]):
-                i += 1
-            wid = word_id(data, start, i, table, wbytes, woff)
-            if wid >= 0 and types[wid] != 0:
-                continue  # a label of the dictionary
-            if wid < 0 and i - start >= 9:
-                label = True
-                for k in range(9):
-                    if data[start + k] != _LABEL[k]:
-                        label = False
-                        break
-                if label:
-                    continue
-            if wid >= 0:
-                add(x, rows, wid)
+
+@_jit
+def _hidden(data, table, wbytes, woff, types, prune, nwords, minn, maxn, bucket, rows, eos):
+    x = np.zeros(rows.shape[1], np.float32)
+    count = 0
+    word = np.empty(data.shape[0] + 2, np.uint8)
+    i, n = 0, data.shape[0]
+    while i < n:
+        if _is_space(data[i]):
+            if data[i] == 10:  # the line's end: EOS, a word without n-grams
+                _add(x, rows, eos)
                 count += 1
-                if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+                break
+            i += 1
+            continue
+        start = i
+        while i < n and not _is_space(data[i]):
+            i += 1
+        wid = _word_id(data, start, i, table, wbytes, woff)
+        if wid >= 0 and types[wid] != 0:
+            continue  # a label of the dictionary
+        if wid < 0 and i - start >= 9:
+            label = True
+            for k in range(9):
+                if data[start + k] != _LABEL[k]:
+                    label = False
                     break
-            word[0] = 60  # "<"
-            word[1 : i - start + 1] = data[start:i]
-            word[i - start + 1] = 62  # ">"
-            count += add_ngrams(x, word, i - start + 2, rows, prune, nwords, minn, maxn, bucket)
-        return x, count
+            if label:
+                continue
+        if wid >= 0:
+            _add(x, rows, wid)
+            count += 1
+            if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+                break
+        word[0] = 60  # "<"
+        word[1 : i - start + 1] = data[start:i]
+        word[i - start + 1] = 62  # ">"
+        count += _add_ngrams(x, word, i - start + 2, rows, prune, nwords, minn, maxn, bucket)
+    return x, count
 
-    @_jit
-    def std_log(v):
-        return np.float32(math.log(np.float64(np.float32(v)) + 1e-5))
 
-    @_jit
-    def top(x, count, out, left, right, labels):
-        scale = np.float32(1.0 / count)
+@_jit
+def _std_log(v):
+    return np.float32(math.log(np.float64(np.float32(v)) + 1e-5))
+
+
+@_jit
+def _top(x, count, out, left, right, labels):
+    scale = np.float32(1.0 / count)
+    for j in range(x.shape[0]):
+        x[j] *= scale
+    floor = _std_log(np.float32(0.0))
+    nodes = np.empty(2 * labels, np.int64)
+    scores = np.empty(2 * labels, np.float32)
+    nodes[0], scores[0], depth = 2 * labels - 2, np.float32(0.0), 1
+    best_node, best = -1, np.float32(0.0)
+    while depth > 0:
+        depth -= 1
+        node, score = nodes[depth], scores[depth]
+        if score < floor or (best_node >= 0 and score < best):
+            continue
+        if left[node] == -1:  # a leaf that gets here replaces the best (fastText's heap)
+            best_node, best = node, score
+            continue
+        d = np.float32(0.0)
         for j in range(x.shape[0]):
-            x[j] *= scale
-        floor = std_log(np.float32(0.0))
-        nodes = np.empty(2 * labels, np.int64)
-        scores = np.empty(2 * labels, np.float32)
-        nodes[0], scores[0], depth = 2 * labels - 2, np.float32(0.0), 1
-        best_node, best = -1, np.float32(0.0)
-        while depth > 0:
-            depth -= 1
-            node, score = nodes[depth], scores[depth]
-            if score < floor or (best_node >= 0 and score < best):
-                continue
-            if left[node] == -1:  # a leaf that gets here replaces the best (fastText's heap)
-                best_node, best = node, score
-                continue
-            d = np.float32(0.0)
-            for j in range(x.shape[0]):
-                d += out[node - labels, j] * x[j]
-            f = np.float32(1.0 / (np.float32(1.0) + np.float32(math.exp(-d))))
-            nodes[depth], scores[depth] = right[node], np.float32(score + std_log(f))
-            nodes[depth + 1] = left[node]
-            scores[depth + 1] = np.float32(score + std_log(np.float32(1.0 - np.float64(f))))
-            depth += 2
-        return best_node, np.float32(math.exp(best))
+            d += out[node - labels, j] * x[j]
+        f = np.float32(1.0 / (np.float32(1.0) + np.float32(math.exp(-d))))
+        nodes[depth], scores[depth] = right[node], np.float32(score + _std_log(f))
+        nodes[depth + 1] = left[node]
+        scores[depth + 1] = np.float32(score + _std_log(np.float32(1.0 - np.float64(f))))
+        depth += 2
+    return best_node, np.float32(math.exp(best))
 
-    @_jit
-    def decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim):
-        rows = np.zeros((norm_codes.shape[0], dim), np.float32)
-        for t in range(rows.shape[0]):
-            norm = norm_centroids[norm_codes[t]]
-            for m in range(nsubq):
-                code = np.int64(codes[nsubq * t + m])
-                last = m == nsubq - 1
-                base = m * 256 * dsub + code * lastdsub if last else (m * 256 + code) * dsub
-                for k in range(lastdsub if last else dsub):
-                    rows[t, m * dsub + k] += norm * centroids[base + k]
-        return rows
 
-    return word_id, hidden, top, decode
+@_jit
+def _decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim):
+    rows = np.zeros((norm_codes.shape[0], dim), np.float32)
+    for t in range(rows.shape[0]):
+        norm = norm_centroids[norm_codes[t]]
+        for m in range(nsubq):
+            code = np.int64(codes[nsubq * t + m])
+            last = m == nsubq - 1
+            base = m * 256 * dsub + code * lastdsub if last else (m * 256 + code) * dsub
+            for k in range(lastdsub if last else dsub):
+                rows[t, m * dsub + k] += norm * centroids[base + k]
+    return rows
 
 
 class _Reader:
@@ -255,8 +266,7 @@ class Predictor:
             raise ValueError("a quantized output matrix")
         out_m, out_n = r.take("2q")
         self.out = r.array(np.float32, out_m * out_n).reshape(out_m, out_n)
-        self._word_id, self._hidden, self._top, decode = _body()
-        rows = decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim)
+        rows = _decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim)
         self.labels = [w.decode("utf-8", "replace") for w in words[nwords:]]
         self.left, self.right = _huffman(counts[nwords:])
         self._args = (*self._words_table(words), np.array(types, np.int8),
@@ -279,10 +289,10 @@ class Predictor:
 
     def predict(self, line: str) -> tuple[str, float]:
         data = np.frombuffer(line.encode("utf-8"), np.uint8)
-        x, count = self._hidden(data, *self._args)
+        x, count = _hidden(data, *self._args)
         if not count:
             raise ValueError("no words to predict from")
-        node, score = self._top(x, count, self.out, self.left, self.right, len(self.labels))
+        node, score = _top(x, count, self.out, self.left, self.right, len(self.labels))
         return self.labels[node], float(score)
 
 

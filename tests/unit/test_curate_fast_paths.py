@@ -1,7 +1,7 @@
-"""The curation steps' fast paths give what their plain definitions give: the compiled n-gram
-rules and the numpy ones, the e-mail search anchored at "@" and the regex's own scan, the IP
-hints and the IP regexes; and `bench curate` prints the language step's opt-in prefix with its
-agreement against the whole text."""
+"""The curation steps' fast paths give what their plain definitions give: the compiled language
+model and fastText, the compiled n-gram rules and the numpy ones, the e-mail search anchored at
+"@" and the regex's own scan, the IP hints and the IP regexes; and `bench curate` prints the
+language step's opt-in prefix with its agreement against the whole text."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import random
 import pytest
 
 from pipeline.bench import curate as bench
-from pipeline.curate import ngram_kernel, pii
+from pipeline.curate import language, lid_kernel, ngram_kernel, pii
 from pipeline.curate.gopher import DUPLICATED, TOP, NGrams
-from pipeline.curate.language import identify
+from pipeline.curate.language import _model, identify, model_path
 
 
 def random_words(rng: random.Random) -> list[str]:
@@ -90,3 +90,21 @@ def test_bench_curate_prints_the_language_prefix_and_its_agreement(tmp_path, cap
     assert row["agreement"] == sum(a == b for a, b in zip(whole, prefix, strict=True)) / 3
     assert row["removed"] == prefix.count(False)
     assert "language[:40]" in capsys.readouterr().out
+
+
+def test_compiled_language_model_gives_fasttexts_labels_and_scores():
+    compiled = lid_kernel.load(model_path(), _model().f)
+    if compiled is None:
+        pytest.skip("numba is not installed")
+    rng = random.Random(3)
+    pieces = ["the", "cat", "und", "der", "ça", "été", "лиса", "собака", "狐狸", "日本語", "🙂"]
+    pieces += ["__label__fr", "</s>", "x", " ", " ", "\t", "\r", "\x0b", "\x0c", "\x00", "-"]
+    for _ in range(300):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) + "\n"
+        ((score, label),) = _model().f.predict(line, 1, 0.0, "replace")
+        assert compiled.predict(line) == (label, float(score)), repr(line)
+
+
+@pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
+def test_language_step_uses_the_compiled_model_where_numba_runs():
+    assert isinstance(getattr(language._predict(), "__self__", None), lid_kernel.Predictor)
