@@ -3,13 +3,16 @@ chain) and their decisions against an independent implementation of the same pub
 definition, on a real-text corpus.
 
     python -m pipeline.bench.curate (--input PATH | --mb N) [--limit-mb N] [--repeat 3]
+                                    [--language-max-chars 2000]
 
 The chain is FineWeb's order (configs/curate-web.yaml): language, Gopher repetition, Gopher
 quality, C4, FineWeb quality, PII. Each step is timed over every document (not only the ones
 the steps before it keep), on one thread, best of --repeat. The reference implementations
 below share no code with pipeline/curate: they restate each paper's rule the plain way
 (regex splits, Counter, per-position loops) and are compared document by document: the
-agreement is the share of documents both keep or both remove. Last line: a JSON object.
+agreement is the share of documents both keep or both remove. The language step's opt-in
+`max_chars` (the model reads only a prefix) is timed too, and its agreement is with the step
+at its default (the whole text up to 100,000 characters). Last line: a JSON object.
 """
 
 from __future__ import annotations
@@ -138,6 +141,21 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
     return best, out
 
 
+def _prefix_row(full, full_why, batch, mb: float, args, figures: dict) -> None:
+    """The language step reading only a prefix (opt-in `max_chars`): speed, and agreement with
+    its decisions on the whole text."""
+    chars = args.language_max_chars
+    (prefix,) = chain.build(chain.parse(
+        [{"language": {**CHAIN[0]["language"], "max_chars": chars}}]))  # fmt: skip
+    seconds, result = _timed(lambda: prefix(batch), args.repeat)
+    agree = sum((a is None) == (b is None) for a, b in zip(full_why, result.why, strict=True))
+    agree /= len(full_why)
+    name = f"language[:{chars}]"
+    figures["steps"][name] = {"mb_s": round(mb / seconds, 2), "removed": result.removed,
+                              "changed": 0, "agreement": agree}  # fmt: skip
+    print(f"{name:<20}{mb / seconds:9.2f}{result.removed:9d}{0:9d}{agree:11.4f}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline bench curate", description=__doc__.splitlines()[0]
@@ -148,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--limit-mb", type=float, default=None, help="read at most this much")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+    parser.add_argument(
+        "--language-max-chars", type=int, default=2000,
+        help="also time the language step reading only this many characters (0: not timed)",
+    )  # fmt: skip
     return parser
 
 
@@ -180,6 +202,8 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(step.name)
         shown = "-" if agree is None else f"{agree:.4f}"
         print(f"{step.name:<20}{mb / seconds:9.2f}{removed:9d}{changed:9d}{shown:>11}")
+        if step.name == "language" and args.language_max_chars:
+            _prefix_row(step, why, batch, mb, args, figures)
     seconds, outcome = _timed(lambda: chain.apply(steps, batch), args.repeat)
     figures["chain"] = {"mb_s": round(mb / seconds, 2), "kept": outcome.kept.num_rows,
                         "removed_by_rule": dict(outcome.removed_by_rule)}  # fmt: skip

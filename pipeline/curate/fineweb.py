@@ -10,11 +10,13 @@ Contract: as curate/base.py.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, above, below, first, fraction, register
+from pipeline.curate.base import Filter, above, below, fraction, register
 
 STOP_CHARS = (".", "'", '"', "!", "?", "”", "’")
 
@@ -38,21 +40,21 @@ class FineWebQuality(Filter):
         lines = t.lines(text)
         if not lines:
             return "lines=0 < 1"
-        _, dup_chars = t.duplicates(lines)
-        words = len(t.words(text))
-        return first(
-            below(
-                "punct_lines",
-                sum(line.endswith(p.stop_chars) for line in lines) / len(lines),
-                p.min_punct_lines,
-            ),
-            above("dup_line_chars", fraction(dup_chars, sum(map(len, lines))),
-                  p.max_dup_line_chars),  # fmt: skip
-            above(
-                "short_lines",
-                sum(len(line) <= p.short_line_chars for line in lines) / len(lines),
-                p.max_short_lines,
-            ),
-            above("newlines_per_word", fraction(text.count("\n"), words),
-                  p.max_newlines_per_word),  # fmt: skip
+        # each rule measured only when the ones before it passed: the same first reason
+        punct = sum(map(str.endswith, lines, repeat(p.stop_chars))) / len(lines)
+        lengths = list(map(len, lines))
+        reason = below("punct_lines", punct, p.min_punct_lines) or above(
+            "dup_line_chars", fraction(t.duplicates(lines)[1], sum(lengths)), p.max_dup_line_chars
+        ) or above(
+            "short_lines",
+            sum(map(p.short_line_chars.__ge__, lengths)) / len(lines),
+            p.max_short_lines,
+        )  # fmt: skip
+        if reason:
+            return reason
+        newlines = text.count("\n")
+        if not newlines:  # 0 per word, whatever the words
+            return None
+        return above(
+            "newlines_per_word", fraction(newlines, len(t.words(text))), p.max_newlines_per_word
         )

@@ -10,10 +10,14 @@ listed, as `measure=value > bound`; a document within every bound is kept.
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import compress, count, filterfalse, repeat
+
 import numpy as np
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
+from pipeline.curate import ngram_kernel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, above, below, first, fraction, register
 
@@ -52,10 +56,11 @@ class GopherQuality(Filter):
         )
         if reason or n == 0:
             return reason or "words=0 < 1"
+        # The per-word rules are measured once per distinct word, weighted by its count, and
+        # only when every rule before them passed: the same values, the same first reason.
         mean = sum(map(len, words)) / n
         lines = t.lines(text)
-        stop = set(p.stop_words)
-        return first(
+        reason = first(
             below("mean_word_length", mean, p.min_mean_word_length),
             above("mean_word_length", mean, p.max_mean_word_length),
             above("hash_word_ratio", text.count("#") / n, p.max_hash_word_ratio),
@@ -66,21 +71,27 @@ class GopherQuality(Filter):
             ),
             above(
                 "bullet_lines",
-                fraction(sum(line.startswith(BULLETS) for line in lines), len(lines)),
+                fraction(sum(map(str.startswith, lines, repeat(BULLETS))), len(lines)),
                 p.max_bullet_lines,
             ),
             above(
                 "ellipsis_lines",
-                fraction(sum(line.endswith(ELLIPSES) for line in lines), len(lines)),
+                fraction(sum(map(str.endswith, lines, repeat(ELLIPSES))), len(lines)),
                 p.max_ellipsis_lines,
             ),
-            below(
-                "alpha_words",
-                sum(any(c.isalpha() for c in w) for w in words) / n,
-                p.min_alpha_words,
-            ),
-            below("stop_words", sum(t.bare(w) in stop for w in words), p.min_stop_words),
         )
+        if reason:
+            return reason
+        counts = Counter(words)
+        alpha = sum(compress(counts.values(), map(str.isalpha, counts)))  # letters only
+        mixed = filterfalse(str.isalpha, counts)
+        alpha += sum(counts[w] for w in mixed if any(map(str.isalpha, w)))
+        reason = below("alpha_words", alpha / n, p.min_alpha_words)
+        if reason:
+            return reason
+        stop = frozenset(p.stop_words)
+        hits = sum(compress(counts.values(), map(stop.__contains__, t.bare_words(counts))))
+        return below("stop_words", hits, p.min_stop_words)
 
 
 def _top_ngram_defaults() -> dict[int, float]:
@@ -128,50 +139,69 @@ class GopherRepetition(Filter):
         )
         if reason:
             return reason
-        words = t.words(text)
-        grams = NGrams(words)
-        for n, bound in sorted(p.max_top_ngram_chars.items()):
-            reason = above(f"top_{n}gram_chars", grams.top_fraction(n), bound)
-            if reason:
-                return reason
-        for n, bound in sorted(p.max_dup_ngram_chars.items()):
-            reason = above(f"dup_{n}gram_chars", grams.duplicated_fraction(n), bound)
-            if reason:
-                return reason
-        return None
+        rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
+        rules += [(n, DUPLICATED, bound) for n, bound in sorted(p.max_dup_ngram_chars.items())]
+        r, value = NGrams(t.words(text)).first_exceeded(rules)
+        if r < 0:
+            return None
+        n, kind, bound = rules[r]
+        return above(f"{'top' if kind == TOP else 'dup'}_{n}gram_chars", value, bound)
+
+
+TOP, DUPLICATED = 0, 1  # n-gram rules: the most frequent one's characters, or all repeated
 
 
 class NGrams:
     """Word n-grams of one document as 64-bit rolling hashes (numpy), for the character
-    fractions: the most frequent n-gram's, and those covered by any repeated n-gram."""
+    fractions: the most frequent n-gram's, and those covered by any repeated n-gram.
+    `first_exceeded` runs curate/ngram_kernel.py's compiled loop where numba is available: the
+    same values."""
 
     _MUL = np.uint64(0x9E3779B97F4A7C15)
 
     def __init__(self, words: list[str]) -> None:
-        index: dict[str, int] = {}
-        self.ids = np.array([index.setdefault(w, len(index) + 1) for w in words], np.uint64)
-        self.lengths = np.array([len(w) for w in words], np.int64)
+        # ids 1, 2, ... in order of first occurrence
+        index = dict(zip(dict.fromkeys(words), count(1)))
+        self.ids = np.fromiter(map(index.__getitem__, words), np.uint64, len(words))
+        self.lengths = np.fromiter(map(len, words), np.int64, len(words))
         self.total = int(self.lengths.sum())
+        self._grams: dict[int, np.ndarray] = {}
+
+    def first_exceeded(self, rules: list[tuple[int, int, float]]) -> tuple[int, float]:
+        """(index of the first rule (n, TOP or DUPLICATED, bound) whose fraction exceeds its
+        bound, that fraction), or (-1, 0.0)."""
+        if ngram_kernel.available():
+            return ngram_kernel.first_exceeded(self.ids, self.lengths, rules)
+        for r, (n, kind, bound) in enumerate(rules):
+            value = self.top_fraction(n) if kind == TOP else self.duplicated_fraction(n)
+            if value > bound:
+                return r, value
+        return -1, 0.0
 
     def _hashes(self, n: int) -> np.ndarray:
-        m = len(self.ids) - n + 1
-        h = np.zeros(m, np.uint64)
+        """h_n[i] = h_(n-1)[i] * MUL + ids[i + n - 1] (h_1 = ids), extended from the longest
+        n-gram hashed so far."""
+        k = max((j for j in self._grams if j <= n), default=1)
+        h = self._grams.get(k, self.ids)
         with np.errstate(over="ignore"):
-            for k in range(n):
-                h = h * self._MUL + self.ids[k : k + m]
+            for j in range(k + 1, n + 1):
+                h = h[:-1] * self._MUL + self.ids[j - 1 :]
+                self._grams[j] = h
         return h
 
     def top_fraction(self, n: int) -> float:
         """Characters of the most frequent n-gram times its count, over all word characters
-        (0 when no n-gram occurs twice)."""
+        (0 when no n-gram occurs twice; among equally frequent ones, the smallest hash's)."""
         if len(self.ids) < n or not self.total:
             return 0.0
         h = self._hashes(n)
-        values, first_at, counts = np.unique(h, return_index=True, return_counts=True)
+        ordered = np.sort(h)
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        counts = np.diff(np.r_[starts, len(ordered)])
         best = int(np.argmax(counts))
         if counts[best] < 2:
             return 0.0
-        at = int(first_at[best])
+        at = int(np.argmax(h == ordered[starts[best]]))
         return float(counts[best] * self.lengths[at : at + n].sum()) / self.total
 
     def duplicated_fraction(self, n: int) -> float:
@@ -179,12 +209,18 @@ class NGrams:
         if len(self.ids) < n or not self.total:
             return 0.0
         h = self._hashes(n)
-        _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
-        starts = np.flatnonzero(counts[inverse] > 1)
-        if not len(starts):
+        order = np.argsort(h)
+        ordered = h[order]
+        same = ordered[1:] == ordered[:-1]
+        if not same.any():
             return 0.0
-        cover = np.zeros(len(self.ids) + 1, np.int64)
-        np.add.at(cover, starts, 1)
-        np.add.at(cover, starts + n, -1)
-        covered = np.cumsum(cover[:-1]) > 0
+        repeated = np.zeros(len(h), bool)
+        repeated[order[1:][same]] = True
+        repeated[order[:-1][same]] = True
+        starts = np.flatnonzero(repeated)
+        opened = np.zeros(len(self.ids) + 1, np.int64)
+        closed = np.zeros(len(self.ids) + 1, np.int64)
+        opened[starts] = 1
+        closed[starts + n] = 1
+        covered = np.cumsum(opened[:-1] - closed[:-1]) > 0
         return float(self.lengths[covered].sum()) / self.total

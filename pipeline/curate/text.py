@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable, Iterator
+from itertools import repeat
 
 PUNCTUATION = frozenset(string.punctuation + "…«»“”‘’—–")
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -20,26 +22,27 @@ def words(text: str) -> list[str]:
 
 
 def lines(text: str) -> list[str]:
-    return [s for line in text.split("\n") if (s := line.strip())]
+    return list(filter(None, map(str.strip, text.split("\n"))))
 
 
 def paragraphs(text: str) -> list[str]:
-    return [s for p in _PARAGRAPH.split(text) if (s := p.strip())]
+    return list(filter(None, map(str.strip, _PARAGRAPH.split(text))))
+
+
+_BARE_STRIP = string.punctuation + "…«»“”‘’"
 
 
 def bare(word: str) -> str:
     """A word without its leading and trailing punctuation, lower-cased."""
-    return word.strip(string.punctuation + "…«»“”‘’").lower()
+    return word.strip(_BARE_STRIP).lower()
+
+
+def bare_words(words: Iterable[str]) -> Iterator[str]:
+    """`bare` of each word, without a Python call per word."""
+    return map(str.lower, map(str.strip, words, repeat(_BARE_STRIP)))
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:
     """(items that repeat an earlier one, their characters): every occurrence after the first."""
-    seen: set[str] = set()
-    count = chars = 0
-    for item in items:
-        if item in seen:
-            count += 1
-            chars += len(item)
-        else:
-            seen.add(item)
-    return count, chars
+    distinct = dict.fromkeys(items)
+    return len(items) - len(distinct), sum(map(len, items)) - sum(map(len, distinct))

@@ -1,0 +1,152 @@
+"""Gopher repetition's n-gram rules compiled with numba (pure: no I/O), value for value the
+numpy path of gopher.NGrams, in one call per document: hashes counted in a hash table (linear
+in the words) where the numpy path sorts, and no numpy call per rule.
+
+For each rule in order (n, kind, bound): the n-gram hashes (h_1 = word ids, h_n = h_(n-1) · MUL
++ the next word id, wrapping mod 2^64), then kind 0: the most frequent hash's count times its
+n-gram's word characters (the smallest hash among equally frequent ones, at its first
+occurrence; 0 when none occurs twice), kind 1: the word characters inside any hash that occurs
+twice, each counted once; both over all word characters. Returns the first rule whose fraction
+exceeds its bound and that fraction, or (-1, 0.0).
+
+numba is optional: `available()` is False where it is not installed (or cannot compile), and
+gopher.py uses NGrams. Compiled on first use and cached on disk (cache=True).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # optional: gopher.NGrams gives the same values
+    import numba
+
+    _jit = numba.njit(cache=True, nogil=True)
+except ImportError:  # pragma: no cover - exercised where numba is not installed
+    numba = None
+
+    def _jit(function):
+        return function
+
+
+MUL = np.uint64(0x9E3779B97F4A7C15)  # gopher.NGrams._MUL
+_SPREAD = np.uint64(0xBF58476D1CE4E5B9)  # a table slot from a hash's top bits, times this
+
+
+@_jit
+def _tally(grams):  # pragma: no cover - compiled
+    """An open-addressing table of the distinct hashes: (each n-gram's slot, count per slot,
+    hash per slot, first position per slot); a count of 0 marks an empty slot."""
+    m = grams.shape[0]
+    bits = 1
+    while (1 << bits) < 2 * m:
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    keys = np.zeros(1 << bits, np.uint64)
+    counts = np.zeros(1 << bits, np.int64)
+    first = np.zeros(1 << bits, np.int64)
+    slot_of = np.empty(m, np.int64)
+    for i in range(m):
+        s = np.int64((grams[i] * _SPREAD) >> shift)
+        while counts[s] != 0 and keys[s] != grams[i]:
+            s = (s + 1) & mask
+        if counts[s] == 0:
+            keys[s] = grams[i]
+            first[s] = i
+        counts[s] += 1
+        slot_of[i] = s
+    return slot_of, counts, keys, first
+
+
+@_jit
+def _top(grams, lengths, n, total):  # pragma: no cover - compiled
+    _, counts, keys, first = _tally(grams)
+    best = -1
+    for s in range(counts.shape[0]):  # the most frequent; of equally frequent, the smallest
+        if counts[s] != 0 and (
+            best < 0 or counts[s] > counts[best]
+            or (counts[s] == counts[best] and keys[s] < keys[best])
+        ):  # fmt: skip
+            best = s
+    if counts[best] < 2:
+        return 0.0
+    chars = 0
+    for k in range(first[best], first[best] + n):
+        chars += lengths[k]
+    return float(counts[best] * chars) / float(total)
+
+
+@_jit
+def _duplicated(grams, lengths, n, total):  # pragma: no cover - compiled
+    slot_of, counts, _, _ = _tally(grams)
+    depth = np.zeros(lengths.shape[0] + 1, np.int64)  # +1: a repeated n-gram opens, -1: ends
+    for j in range(grams.shape[0]):
+        if counts[slot_of[j]] > 1:
+            depth[j] += 1
+            depth[j + n] -= 1
+    open_, chars = 0, 0
+    for k in range(lengths.shape[0]):
+        open_ += depth[k]
+        if open_ > 0:
+            chars += lengths[k]
+    return float(chars) / float(total)
+
+
+@_jit
+def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
+    words = ids.shape[0]
+    total = 0
+    for i in range(words):
+        total += lengths[i]
+    h = ids.copy()
+    at_n = 1
+    for r in range(ns.shape[0]):
+        n = ns[r]
+        if words < n or total == 0:
+            if bounds[r] < 0.0:  # fraction 0 exceeds no bound of 0 or more
+                return r, 0.0
+            continue
+        if n < at_n:
+            h[:] = ids
+            at_n = 1
+        while at_n < n:
+            at_n += 1
+            for i in range(words - at_n + 1):
+                h[i] = h[i] * MUL + ids[i + at_n - 1]
+        grams = h[: words - n + 1]
+        if kinds[r] == 0:
+            value = _top(grams, lengths, n, total)
+        else:
+            value = _duplicated(grams, lengths, n, total)
+        if value > bounds[r]:
+            return r, value
+    return -1, 0.0
+
+
+_usable: bool | None = None
+
+
+def available() -> bool:
+    """Whether the kernel runs compiled here (numba installed and it compiles)."""
+    global _usable
+    if _usable is None:
+        _usable = numba is not None
+        if _usable:
+            try:  # compile (or load from the cache) now, on tiny inputs
+                first_exceeded(np.arange(1, 4, dtype=np.uint64), np.ones(3, np.int64),
+                               [(2, 0, 0.5), (3, 1, 0.5)])  # fmt: skip
+            except Exception:  # noqa: BLE001 - any failure to compile: the numpy path
+                _usable = False
+    return _usable
+
+
+def first_exceeded(
+    ids: np.ndarray, lengths: np.ndarray, rules: list[tuple[int, int, float]]
+) -> tuple[int, float]:
+    """(index of the first rule (n, kind 0 top / 1 duplicated, bound) whose fraction exceeds
+    its bound, that fraction), or (-1, 0.0)."""
+    ns = np.array([n for n, _, _ in rules], np.int64)
+    kinds = np.array([k for _, k, _ in rules], np.int8)
+    bounds = np.array([b for _, _, b in rules], np.float64)
+    r, value = _first_exceeded(ids, lengths, ns, kinds, bounds)
+    return int(r), float(value)

@@ -1,0 +1,110 @@
+"""The curation steps' fast paths give what their plain definitions give: the compiled language
+model and fastText, the compiled n-gram rules and the numpy ones, the e-mail search anchored at
+"@" and the regex's own scan, the IP hints and the IP regexes; and `bench curate` prints the
+language step's opt-in prefix with its agreement against the whole text."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from pipeline.bench import curate as bench
+from pipeline.curate import language, lid_kernel, ngram_kernel, pii
+from pipeline.curate.gopher import DUPLICATED, TOP, NGrams
+from pipeline.curate.language import _model, identify, model_path
+
+
+def random_words(rng: random.Random) -> list[str]:
+    """Few distinct words, so that n-grams repeat and frequencies tie."""
+    vocab = ["a", "bb", "ccc", "the", "of", "xyzzy", "q"][: rng.randint(1, 7)]
+    return [rng.choice(vocab) for _ in range(rng.randint(0, 40))]
+
+
+@pytest.mark.skipif(not ngram_kernel.available(), reason="numba is not installed")
+def test_compiled_ngram_rules_give_the_numpy_fractions():
+    rng = random.Random(0)
+    for _ in range(300):
+        grams = NGrams(random_words(rng))
+        for n in range(1, 11):
+            for kind, numpy_value in ((TOP, grams.top_fraction(n)),
+                                      (DUPLICATED, grams.duplicated_fraction(n))):  # fmt: skip
+                # bound -1: every fraction exceeds it, so the kernel returns its value
+                rule, value = ngram_kernel.first_exceeded(
+                    grams.ids, grams.lengths, [(n, kind, -1.0)]
+                )
+                assert (rule, value) == (0, numpy_value), (grams.ids, n, kind)
+
+
+@pytest.mark.skipif(not ngram_kernel.available(), reason="numba is not installed")
+def test_compiled_ngram_rules_stop_at_the_first_rule_exceeded():
+    words = ["one", "two", "one", "two", "one", "two", "one", "two", "three", "four"]
+    rules = [(2, TOP, 0.9), (2, DUPLICATED, 0.5), (3, TOP, 0.0)]
+    grams = NGrams(words)
+    assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules) == (
+        1, grams.duplicated_fraction(2))  # fmt: skip
+    assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules[:1]) == (-1, 0.0)
+
+
+def test_email_search_at_each_at_sign_finds_the_regex_matches():
+    rng = random.Random(1)
+    pieces = list("ab.@_%+-x1 \n:eE9") + ["a@b.co", "x.y@q-r.org", "@@", "..", "é", "_@_"]
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert [m.span() for m in pii._emails(text)] == [
+            m.span() for m in pii.EMAIL.finditer(text)
+        ], text
+
+
+def test_ip_hints_hold_in_every_text_the_ip_regexes_match():
+    rng = random.Random(2)
+    pieces = list("0123456789.:aAfF x") + ["1.2.3.4", "::1", "fe80::", "9.9.9", "2001:db8"]
+    matched = 0
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        for regex, hint in ((pii.IPV4, pii._IPV4_HINT), (pii.IPV6, pii._IPV6_HINT)):
+            if regex.search(text):
+                matched += 1
+                assert hint.search(text), text
+    assert matched > 100  # the texts do hold addresses
+
+
+def test_bench_curate_prints_the_language_prefix_and_its_agreement(tmp_path, capsys):
+    texts = [
+        "The cat sat on the mat and looked at the garden for a long while. " * 3,
+        "Le chat est assis sur le tapis. " * 2 + "The dog runs in the park every morning. " * 6,
+        "Der Hund läuft jeden Morgen im Park und bellt die Vögel an. " * 4,
+    ]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    figures = bench.main(["--input", str(corpus), "--repeat", "1", "--language-max-chars", "40"])
+    row = figures["steps"]["language[:40]"]
+
+    def keeps(text, chars):
+        lang, score = identify(text, chars)
+        return lang == "en" and score >= 0.65
+
+    whole, prefix = [keeps(t, 100_000) for t in texts], [keeps(t, 40) for t in texts]
+    assert whole != prefix  # the French opening decides the prefix of the second text
+    assert row["agreement"] == sum(a == b for a, b in zip(whole, prefix, strict=True)) / 3
+    assert row["removed"] == prefix.count(False)
+    assert "language[:40]" in capsys.readouterr().out
+
+
+def test_compiled_language_model_gives_fasttexts_labels_and_scores():
+    compiled = lid_kernel.load(model_path(), _model().f)
+    if compiled is None:
+        pytest.skip("numba is not installed")
+    rng = random.Random(3)
+    pieces = ["the", "cat", "und", "der", "ça", "été", "лиса", "собака", "狐狸", "日本語", "🙂"]
+    pieces += ["__label__fr", "</s>", "x", " ", " ", "\t", "\r", "\x0b", "\x0c", "\x00", "-"]
+    for _ in range(300):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) + "\n"
+        ((score, label),) = _model().f.predict(line, 1, 0.0, "replace")
+        assert compiled.predict(line) == (label, float(score)), repr(line)
+
+
+@pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
+def test_language_step_uses_the_compiled_model_where_numba_runs():
+    assert isinstance(getattr(language._predict(), "__self__", None), lid_kernel.Predictor)
