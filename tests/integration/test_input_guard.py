@@ -6,13 +6,12 @@ committed; `--allow-empty` publishes them on purpose; retention's own raw deleti
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, own_ray_env, run_command
+from support import SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, run_command
+from support.cli import call  # the command line in this process, on the shared Ray
 
 from pipeline.config import load_config
 from pipeline.core.layout import is_version_name
@@ -44,33 +43,21 @@ def write_docs(folder: Path, name: str, n: int, tag: str) -> None:
     (folder / name).write_text("\n".join(rows) + "\n")
 
 
-def test_an_empty_folder_is_refused_and_allow_empty_publishes_it(tmp_path):
+def test_an_empty_folder_is_refused_and_allow_empty_publishes_it(ray_local, tmp_path):
     empty, out = tmp_path / "empty", tmp_path / "out"
     empty.mkdir()
     (empty / "_SUCCESS").write_text("")
-    argv = run_command(SAMPLE_CONFIG, out)
-    proc = subprocess.run(
-        [*argv, "--input", str(empty)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=own_ray_env(),
-    )
-    assert proc.returncode == 3, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    argv = [*run_command(SAMPLE_CONFIG, out)[3:], "--input", str(empty)]  # `run ...`
+    code, _, err = call(argv)
+    assert code == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err
     assert f"input {empty}: no file to read (include ['**'], exclude ['README.md'];" in lines[0]
     assert "skipped: 1 marker)" in lines[0]
     assert "--allow-empty" in lines[0] and "Nothing was committed" in lines[0]
     assert versions(out) == []
-    proc = subprocess.run(
-        [*argv, "--input", str(empty), "--allow-empty"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=own_ray_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = call([*argv, "--allow-empty"])
+    assert code == 0, err
     [version] = versions(out)
     manifest = json.loads((out / "sample" / version / "manifest.json").read_text())
     assert manifest["counts"]["docs_out"] == 0
@@ -145,20 +132,20 @@ def test_a_shrunken_input_asks_for_the_flag_and_names_retention(ray_local, tmp_p
     assert allowed.manifest["counts"]["docs_out"] == 11
 
 
-def test_a_wrong_text_field_is_exit_2_before_any_read(tmp_path):
+def test_a_wrong_text_field_is_exit_2_before_any_read(ray_local, tmp_path):
     """Found item 7: the listing's probe of the first record (ingest/field_probe.py)."""
     data, out = tmp_path / "in", tmp_path / "out"
     data.mkdir()
     rows = [{"content": f"text {i} " * 30, "doc_id": i, "url": f"u{i}"} for i in range(50)]
     (data / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    argv = [*run_command(SAMPLE_CONFIG, out, "input.text_field=body"), "--input", str(data)]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=own_ray_env())
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
+    argv = [*run_command(SAMPLE_CONFIG, out, "input.text_field=body")[3:], "--input", str(data)]
+    code, _, err = call(argv)
+    assert code == 2, err
+    assert "Traceback" not in err
     assert (
         f"config error: input: text_field 'body' not in the first record of {data}/a.jsonl;"
         " columns: ['content', 'doc_id', 'url']"
-    ) in proc.stderr.splitlines()
+    ) in err.splitlines()
     assert not list(out.glob("sample/_work/units/*/*")) and versions(out) == []
 
 
@@ -239,15 +226,8 @@ def test_a_takedown_that_empties_the_version_needs_allow_empty(ray_local, tmp_pa
     )
     assert versions(out) == [parent.name]
     (tmp_path / "ids").write_text("".join(f"{i}\n" for i in ids))
-    argv = ["remove", parent.uri, "--ids", str(tmp_path / "ids"), "--allow-empty"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=own_ray_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = call(["remove", parent.uri, "--ids", str(tmp_path / "ids"), "--allow-empty"])
+    assert code == 0, err
     [_, child] = versions(out)
     manifest = json.loads((out / "sample" / child / "manifest.json").read_text())
     assert manifest["counts"]["docs_out"] == 0 and manifest["removal"]["documents"] == 3
