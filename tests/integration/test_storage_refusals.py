@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 from support import REPO, SAMPLE_CONFIG, own_ray_env
+from support.cli import call  # the command line in this process
 
 from pipeline.core.storage import StorageRefused, refusal_cause, refusals_named
 from pipeline.testing.s3 import moto_server
@@ -46,15 +48,16 @@ def assert_refused(proc, uri_part: str, cause: str) -> None:
     assert cause in proc.lines[0], proc.lines[0]
 
 
-@pytest.mark.slow  # one command process per case (`run` starts Ray)
 @pytest.mark.parametrize("name", ["run", "verify", "retain", "report", "plan --probe"])
-def test_a_missing_bucket(s3_server, s3_upload, name):
+def test_a_missing_bucket(ray_local, s3_server, s3_upload, name):
+    """In this process (the session's AWS environment is right here): `run` on the shared Ray."""
     root = s3_upload({"raw/a.jsonl": b'{"id": 1, "text": "hello world"}\n'})
     have = root.uri.rstrip("/")
     raw, out = (f"s3://nobucket-{os.getpid()}/raw", f"{have}/out")
     if name != "run":  # the output's bucket is missing; run: the input's
         raw, out = f"{have}/raw", f"s3://nobucket-{os.getpid()}/out"
-    proc = command(commands(s3_server, raw, out)[name], own_ray_env())
+    code, _, err = call(commands(s3_server, raw, out)[name])
+    proc = SimpleNamespace(returncode=code, stderr=err, lines=err.splitlines())
     assert_refused(proc, f"s3://nobucket-{os.getpid()}/", "no such bucket (NoSuchBucket")
 
 
