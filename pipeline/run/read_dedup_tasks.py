@@ -301,10 +301,15 @@ def read_pieces(
         doc_parts += piece_docs
         bad_parts += piece_bad
     docs = concat(doc_parts, docs_schema(tuple(src.keep_fields)))
+    bad = concat(bad_parts, QUARANTINE_SCHEMA)
     if cfg.named_sources:  # ids unique across sources: "<source name>/<id>"
         prefixed = pc.binary_join_element_wise(f"{src.name}/", docs["doc_id"], "")
         docs = docs.set_column(0, "doc_id", prefixed)
-    return docs, concat(bad_parts, QUARANTINE_SCHEMA)
+        column = bad.schema.get_field_index("doc_id")  # a null id stays null
+        bad = bad.set_column(
+            column, "doc_id", pc.binary_join_element_wise(f"{src.name}/", bad["doc_id"], "")
+        )
+    return docs, bad
 
 
 # -- exact dedup -----------------------------------------------------------------------------

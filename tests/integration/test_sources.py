@@ -383,3 +383,16 @@ def test_boundaries_match_eos_and_the_index_on_every_sample_window(sample_split)
             pos = 0 if i in by_eos else pos + 1
             positions.append(pos)
         assert w.position_ids.tolist() == positions
+
+
+def test_a_quarantined_record_is_found_by_its_source_qualified_id(sources_sample_run):
+    """Named sources prefix every id with the source's name, a quarantined record's too."""
+    from support.cli import call
+
+    rows = pq.read_table(sources_sample_run.layout.quarantine.path).to_pylist()
+    named = [r for r in rows if r["doc_id"] is not None]
+    assert named and all(r["doc_id"].split("/", 1)[0] == r["origin"] for r in named)
+    missing = next(r for r in named if r["reason"] == "missing_text")
+    code, out, _ = call(["find", sources_sample_run.version.uri, "--id", missing["doc_id"]])
+    assert code == 7
+    assert f"{missing['doc_id']!r} was quarantined: missing_text" in out
