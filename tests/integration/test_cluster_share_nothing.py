@@ -75,21 +75,26 @@ def ray_node(bridge: Bridge, url: str, log: Path, *args: str, node: Node | None 
     ]  # fmt: skip
     for attempt in range(1, 4):
         attempt_log = log.with_name(f"{log.stem}-{attempt}.log")
-        bridge.spawn(node, argv, env, attempt_log)
-        if _alive_or_raylet_died(bridge, node, url, timeout=300):
+        start = bridge.spawn(node, argv, env, attempt_log)
+        if _alive_or_raylet_died(bridge, node, url, start, timeout=300):
             return node
-        print(f"{node.ip}: the raylet died while starting (attempt {attempt} of 3)")
+        print(f"{node.ip}: the node's Ray died while starting (attempt {attempt} of 3)")
         bridge.kill(node)
     raise RuntimeError(f"node {node.ip} did not start in 3 attempts:\n{attempt_log.read_text()}")
 
 
-def _alive_or_raylet_died(bridge: Bridge, node: Node, url: str, timeout: float) -> bool:
-    """True once the head lists `node` alive; False if its raylet came and went first."""
+def _alive_or_raylet_died(
+    bridge: Bridge, node: Node, url: str, start: subprocess.Popen, timeout: float
+) -> bool:
+    """True once the head lists `node` alive; False if its raylet came and went first, or
+    `ray start --block` (`start`) ended."""
     from ray.util.state import list_nodes
     from ray.util.state.exception import RayStateApiException
 
     deadline, seen, missing = time.monotonic() + timeout, False, 0
     while time.monotonic() < deadline:
+        if start.poll() is not None:
+            return False
         raylet = any("raylet/raylet" in cmd for cmd in bridge.pids(node).values())
         seen |= raylet
         missing = 0 if raylet else missing + 1
@@ -187,6 +192,9 @@ def test_share_nothing_nodes_give_the_one_node_bytes_with_a_node_killed_mid_read
     ray_tmpdir,  # noqa: F811 - the fixture
     tmp_path,
 ):
+    hidden = [str(p) for p in (VENV_BIN, REPO) if Path("/tmp") in p.resolve().parents]
+    if hidden:  # a node mounts a tmpfs of its own on /tmp: it would not see them
+        pytest.fail(f"{hidden} under /tmp, which each node replaces: check out outside /tmp")
     with dummy_aws_env(), Bridge() as bridge, seaweedfs_server(ip=bridge.host_ip) as endpoint:
         storage = StorageConfig(endpoint_url=endpoint)
         fs = Location.from_uri("s3://raw-bucket", storage).fs
