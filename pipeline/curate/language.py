@@ -17,6 +17,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
@@ -43,10 +44,15 @@ def _model() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
+def _compiled() -> lid_kernel.Predictor | None:
+    return lid_kernel.load(model_path(), _model().f)
+
+
+@functools.lru_cache(maxsize=1)
 def _predict() -> Callable[[str], tuple[str, float]]:
     """fastText's predict (label, score) for one line: compiled (curate/lid_kernel.py, the
     same values) where numba runs and the model is the kind it reads, else fastText's own."""
-    compiled = lid_kernel.load(model_path(), _model().f)
+    compiled = _compiled()
     if compiled is not None:
         return compiled.predict
 
@@ -63,6 +69,33 @@ def identify(text: str, max_chars: int = 100_000) -> tuple[str, float]:
     return label.removeprefix("__label__"), min(1.0, float(score))
 
 
+def identify_all(texts: pa.Array | pa.ChunkedArray, max_chars: int = 100_000
+                 ) -> list[tuple[str, float]]:  # fmt: skip
+    """`identify` of each text: one compiled call per chunk over its UTF-8 buffer in place."""
+    compiled = _compiled()
+    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    if compiled is None or any(c.null_count for c in chunks):
+        return [identify(t, max_chars) for t in texts.to_pylist()]
+    found: list[tuple[str, float]] = []
+    for chunk in chunks:
+        labels, scores = compiled.predict_texts(*_utf8(chunk), max_chars)
+        found += [(label.removeprefix("__label__"), min(1.0, score))
+                  for label, score in zip(labels, scores.tolist(), strict=True)]  # fmt: skip
+    return found
+
+
+def _utf8(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string array's bytes (not copied) and its len + 1 offsets."""
+    if pa.types.is_string(chunk.type):
+        width = np.int32
+    else:
+        width, chunk = np.int64, chunk.cast(pa.large_string())  # large_string (string_view...)
+    _, offsets, data = chunk.buffers()
+    size = np.dtype(width).itemsize
+    offsets = np.frombuffer(offsets, width, len(chunk) + 1, size * chunk.offset)
+    return (np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)), offsets
+
+
 @register
 class Language(Filter):
     name = "language"
@@ -77,7 +110,7 @@ class Language(Filter):
         return self._verdict(*identify(text, self.params.max_chars))
 
     def __call__(self, batch: pa.Table) -> Verdicts:
-        found = [identify(x, self.params.max_chars) for x in batch["text"].to_pylist()]
+        found = identify_all(batch["text"], self.params.max_chars)
         return Verdicts(
             [self._verdict(lang, score) for lang, score in found],
             {"language": [lang for lang, _ in found],

@@ -1,31 +1,34 @@
-"""fastText's supervised predict (top 1) for the language model, compiled with numba: the same
-label and float32 score as fastText-predict's C++, value for value, about 4x faster per core.
-
-Model file (.ftz, fastText's format version 12, as `lid.176.ftz`): magic and version (int32),
-the arguments (12 int32, a double), the dictionary (size, words, labels: int32; tokens, pruned
-buckets: int64; per entry a NUL-ended UTF-8 string, an int64 count, an int8 type 0 word or
-1 label; then (bucket, row) int32 pairs), the input matrix product-quantized (norms quantized),
-the output matrix dense. Read here: hierarchical softmax (loss 1), word n-grams 1, character
-n-grams minn..maxn; another model gets None from `load`, and the caller uses fastText.
+"""fastText's supervised predict (top 1) for the language model (read by curate/lid_model.py),
+compiled with numba: the same label and float32 score as fastText-predict's C++, value for value.
 
 Predict, as fastText's C++ does it: tokens are split at space, \\n, \\r, \\t, \\v, \\f and NUL, the
 line ending at \\n (EOS); a word of the dictionary adds its row, then its character n-grams of
 "<word>" (FNV-1a of the bytes, sign-extended, modulo the buckets, kept buckets only); an unknown
-word its n-grams; a label token nothing. Hidden = the rows summed in that order in float32 (each
-row the product norm x centroid, as fastText forms it), times 1/count; then a depth-first walk of
-the Huffman tree of the labels (left first, pruned by the best leaf so far), scores summed as
-log(p + 1e-5). `load` checks its predictions against fastText's on probe texts and returns None
-where one differs. numba is optional; compiled on first use and cached on disk (cache=True).
+word its n-grams; a label token nothing. Hidden = the rows summed in that order in float32, times
+1/count; then a depth-first walk of the Huffman tree of the labels (left first, pruned by the
+best leaf so far), scores summed as log(p + 1e-5).
+
+Faster, same values: `predict_texts` takes many texts' UTF-8 bytes and offsets (an Arrow
+array's buffers, read in place) in one compiled call, and forms the language step's line in the
+loop (the first `max_chars` characters, newlines as spaces, then EOS) instead of copying it. A
+token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) are found
+once per distinct token and kept in a word cache; a repeated token adds those same rows in the
+same order, so every float32 sum is fastText's. The cache is the predictor's (about 20 MB,
+emptied when full, tokens over 64 bytes not kept); it changes speed only, never a value.
+
+`load` checks predictions against fastText's on probe texts and returns None where one differs
+or numba is missing (the caller then uses fastText). Kernels compile on first use, cached on disk.
 """
 
 from __future__ import annotations
 
 import math
-import struct
-from pathlib import Path
+import threading
 from typing import Any
 
 import numpy as np
+
+from pipeline.curate import lid_model
 
 try:
     import numba
@@ -43,8 +46,10 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
 _FNV_PRIME = np.uint64(16777619)
-_SPREAD = 0x9E3779B1  # a pruned-bucket table slot
 _LABEL = np.frombuffer(b"__label__", np.uint8).copy()  # fastText's label prefix
+_SKIP, _WORD, _END = 0, 1, 2  # a token adds nothing (a label), its rows, or its row and ends
+_SPREAD = lid_model.SPREAD
+_LONGEST_CACHED = 64  # bytes; a longer token's rows are found each time it occurs
 PROBES = (
     "The quick brown fox jumps over the lazy dog.",
     "Le renard brun saute par-dessus le chien paresseux. Ça va très bien, merci !",
@@ -83,91 +88,92 @@ def _is_space(c):
     return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
 
 
+@_inline
+def _same(a, a0, b, b0, n):
+    for k in range(n):  # noqa: SIM110 - numba compiles the loop, not a generator
+        if a[a0 + k] != b[b0 + k]:
+            return False
+    return True
+
+
 @_jit
-def _word_id(data, start, end, table, wbytes, woff):
-    h = _FNV_OFFSET
-    for i in range(start, end):
-        h = _step(h, data[i])
+def _word_id(data, start, end, h, table, wbytes, woff):
     mask = table.shape[0] - 1
     s = np.int64(h) & mask
     while table[s] >= 0:
         w = table[s]
-        a, b = woff[w], woff[w + 1]
-        if b - a == end - start:
-            same = True
-            for k in range(end - start):
-                if wbytes[a + k] != data[start + k]:
-                    same = False
-                    break
-            if same:
-                return w
+        n = woff[w + 1] - woff[w]
+        if n == end - start and _same(wbytes, woff[w], data, start, n):
+            return w
         s = (s + 1) & mask
     return -1
 
 
 @_jit
-def _add_ngrams(x, word, length, rows, prune, nwords, minn, maxn, bucket):
-    added = 0
+def _token_rows(data, start, end, h, m, word, out, at):
+    """What the token data[start:end] (fastText hash h) does, and its row ids in fastText's
+    order written to out[at:] (room for maxn * (length + 2) + 1): (kind, rows written)."""
+    table, wbytes, woff, types, prune, nwords, minn, maxn, bucket, eos = m
+    wid = _word_id(data, start, end, h, table, wbytes, woff)
+    if wid >= 0 and types[wid] != 0:
+        return _SKIP, 0  # a label of the dictionary
+    if wid < 0 and end - start >= 9 and _same(data, start, _LABEL, 0, 9):
+        return _SKIP, 0
+    n = 0
+    if wid >= 0:
+        out[at] = wid
+        n = 1
+        if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+            return _END, n
+    length = end - start + 2
+    word[0] = 60  # "<"
+    word[1 : length - 1] = data[start:end]
+    word[length - 1] = 62  # ">"
     for a in range(length):
         if (word[a] & 0xC0) == 0x80:
             continue
-        j, g, h = a, 1, _FNV_OFFSET
+        j, g, gh = a, 1, _FNV_OFFSET
         while j < length and g <= maxn:
-            h = _step(h, word[j])
+            gh = _step(gh, word[j])
             j += 1
             while j < length and (word[j] & 0xC0) == 0x80:
-                h = _step(h, word[j])
+                gh = _step(gh, word[j])
                 j += 1
             if g >= minn and not (g == 1 and (a == 0 or j == length)):
-                row = _pruned(prune, np.int64(h % np.uint64(bucket)))
+                row = _pruned(prune, np.int64(np.uint32(gh) % np.uint32(bucket)))
                 if row >= 0:
-                    _add(x, rows, nwords + row)
-                    added += 1
+                    out[at + n] = nwords + row
+                    n += 1
             g += 1
-    return added
+    return _WORD, n
 
 
 @_jit
-def _hidden(data, table, wbytes, woff, types, prune, nwords, minn, maxn, bucket, rows, eos):
-    x = np.zeros(rows.shape[1], np.float32)
-    count = 0
-    word = np.empty(data.shape[0] + 2, np.uint8)
-    i, n = 0, data.shape[0]
-    while i < n:
-        if _is_space(data[i]):
-            if data[i] == 10:  # the line's end: EOS, a word without n-grams
-                _add(x, rows, eos)
-                count += 1
-                break
-            i += 1
-            continue
-        start = i
-        while i < n and not _is_space(data[i]):
-            i += 1
-        wid = _word_id(data, start, i, table, wbytes, woff)
-        if wid >= 0 and types[wid] != 0:
-            continue  # a label of the dictionary
-        if wid < 0 and i - start >= 9:
-            label = True
-            for k in range(9):
-                if data[start + k] != _LABEL[k]:
-                    label = False
-                    break
-            if label:
-                continue
-        if wid >= 0:
-            _add(x, rows, wid)
-            count += 1
-            if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
-                break
-        word[0] = 60  # "<"
-        word[1 : i - start + 1] = data[start:i]
-        word[i - start + 1] = 62  # ">"
-        count += _add_ngrams(x, word, i - start + 2, rows, prune, nwords, minn, maxn, bucket)
-    return x, count
+def _insert(data, start, end, h, m, cache, word):
+    """Add the token data[start:end] (hash h, not in the cache) and its rows to the cache,
+    emptied first when full: its entry."""
+    slots, ehash, ekoff, eklen, ekind, eroff, enrows, kbytes, rowids, fill = cache
+    length = end - start
+    if (fill[0] == ehash.shape[0] or fill[1] + length > kbytes.shape[0]
+            or fill[2] + m[7] * (length + 2) + 1 > rowids.shape[0]):  # fmt: skip
+        slots[:] = -1
+        fill[:] = 0
+    mask = slots.shape[0] - 1
+    s = np.int64(h) & mask
+    while slots[s] >= 0:
+        s = (s + 1) & mask
+    e, at = fill[0], fill[2]
+    kind, n = _token_rows(data, start, end, h, m, word, rowids, at)
+    ehash[e], ekoff[e], eklen[e], ekind[e], eroff[e], enrows[e] = h, fill[1], length, kind, at, n
+    kbytes[fill[1] : fill[1] + length] = data[start:end]
+    slots[s] = e
+    fill[0] += 1
+    fill[1] += length
+    fill[2] += n
+    return e
 
 
-@_jit
+@_inline
 def _std_log(v):
     return np.float32(math.log(np.float64(np.float32(v)) + 1e-5))
 
@@ -201,140 +207,129 @@ def _top(x, count, out, left, right, labels):
     return best_node, np.float32(math.exp(best))
 
 
+@_inline
+def _char_end(data, start, end, chars):
+    """The byte offset after the first `chars` characters of UTF-8 data[start:end]."""
+    seen = 0
+    for i in range(start, end):
+        if (data[i] & 0xC0) != 0x80:
+            if seen == chars:
+                return i
+            seen += 1
+    return end
+
+
 @_jit
-def _decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim):
-    rows = np.zeros((norm_codes.shape[0], dim), np.float32)
-    for t in range(rows.shape[0]):
-        norm = norm_centroids[norm_codes[t]]
-        for m in range(nsubq):
-            code = np.int64(codes[nsubq * t + m])
-            last = m == nsubq - 1
-            base = m * 256 * dsub + code * lastdsub if last else (m * 256 + code) * dsub
-            for k in range(lastdsub if last else dsub):
-                rows[t, m * dsub + k] += norm * centroids[base + k]
-    return rows
+def _predict_all(data, offsets, max_chars, text, m, rows, out, left, right, cache, node, score):
+    """node[d], score[d] for each line data[offsets[d]:offsets[d + 1]] (node -1: no words).
+    `text`: the language step's line (\\n a space, EOS at the end); else a line as given, that
+    ends at its first \\n. One loop, the cache's arrays taken once: a token found in the cache
+    costs its hash, a probe and its rows' additions."""
+    slots, ehash, ekoff, eklen, ekind, eroff, enrows, kbytes, rowids, _ = cache
+    eos, mask = m[9], slots.shape[0] - 1
+    longest = 0
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    word = np.empty(longest + 2, np.uint8)
+    scratch = np.empty(m[7] * (longest + 2) + 1, np.int32)
+    x = np.empty(rows.shape[1], np.float32)
+    for d in range(offsets.shape[0] - 1):
+        i, end = offsets[d], offsets[d + 1]
+        if max_chars >= 0 and end - i > max_chars:
+            end = _char_end(data, i, end, max_chars)
+        x[:] = 0
+        count, ended = 0, False
+        while i < end and not ended:
+            if _is_space(data[i]):
+                if data[i] == 10 and not text:  # the line's end: EOS, a word without n-grams
+                    _add(x, rows, eos)
+                    count += 1
+                    ended = True
+                i += 1
+                continue
+            first, h64 = i, _FNV_OFFSET
+            while i < end and not _is_space(data[i]):
+                h64 = _step(h64, data[i])
+                i += 1
+            h, length = np.uint32(h64), i - first
+            s, e = np.int64(h) & mask, -1
+            while slots[s] >= 0:
+                c = slots[s]
+                alike = ehash[c] == h and eklen[c] == length
+                if alike and _same(kbytes, ekoff[c], data, first, length):
+                    e = c
+                    break
+                s = (s + 1) & mask
+            if e < 0 and length > _LONGEST_CACHED:
+                kind, n = _token_rows(data, first, i, h, m, word, scratch, 0)
+                for r in range(n):
+                    _add(x, rows, scratch[r])
+            else:
+                if e < 0:
+                    e = _insert(data, first, i, h, m, cache, word)
+                kind, n = ekind[e], enrows[e]
+                for r in range(eroff[e], eroff[e] + n):
+                    _add(x, rows, rowids[r])
+            count += n
+            ended = kind == _END
+        if text and not ended:
+            _add(x, rows, eos)
+            count += 1
+        if count == 0:
+            node[d], score[d] = -1, 0.0
+        else:
+            node[d], score[d] = _top(x, count, out, left, right, left.shape[0] // 2 + 1)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 0
-
-    def take(self, fmt: str) -> tuple:
-        values = struct.unpack_from("<" + fmt, self.data, self.at)
-        self.at += struct.calcsize("<" + fmt)
-        return values
-
-    def array(self, dtype: Any, n: int) -> np.ndarray:
-        out = np.frombuffer(self.data, dtype, n, self.at).copy()
-        self.at += out.nbytes
-        return out
-
-    def quantizer(self) -> tuple[int, int, int, np.ndarray]:
-        dim, nsubq, dsub, lastdsub = self.take("4i")
-        return nsubq, dsub, lastdsub, self.array(np.float32, dim * 256)
+def _empty_cache(words: int) -> tuple:
+    slots = np.full(1 << (2 * words - 1).bit_length(), -1, np.int32)
+    per_word = [np.zeros(words, t) for t in (np.uint32, np.int32, np.int32, np.int8)]
+    rows = [np.zeros(words, np.int32), np.zeros(words, np.int32)]
+    return (slots, *per_word, *rows, np.zeros(16 * words, np.uint8),
+            np.zeros(8 * words, np.int32), np.zeros(3, np.int64))  # fmt: skip
 
 
 class Predictor:
-    """fastText's `predict(line, 1, 0.0)` for one line (ending in \\n): (label, score)."""
+    """fastText's `predict(line, 1, 0.0)` for the model at `path`; `cache_words`: distinct
+    tokens the word cache holds before it is emptied."""
 
-    def __init__(self, path: str) -> None:
-        r = _Reader(Path(path).read_bytes())
-        magic, version = r.take("2i")
-        (dim, _, _, _, _, word_ngrams, loss, model, bucket, minn, maxn, _) = r.take("12i")
-        r.take("d")
-        size, nwords, nlabels = r.take("3i")
-        _, pruned_n = r.take("2q")
-        if (magic, version, loss, model, word_ngrams) != (793712314, 12, 1, 3, 1):
-            raise ValueError("not a supervised hierarchical-softmax model without word n-grams")
-        words, types, counts = [], [], []
-        for _ in range(size):
-            end = r.data.index(b"\0", r.at)
-            words.append(r.data[r.at : end])
-            r.at = end + 1
-            counts.append(r.take("q")[0])
-            types.append(r.take("b")[0])
-        pairs = r.array(np.int32, 2 * pruned_n).reshape(-1, 2)
-        (quantized,) = r.take("?")
-        (qnorm,) = r.take("?")
-        rows_n, _ = r.take("2q")
-        if not quantized or not qnorm or pruned_n <= 0:
-            raise ValueError("not a quantized model with quantized norms and pruned buckets")
-        codes = r.array(np.uint8, r.take("i")[0])
-        nsubq, dsub, lastdsub, centroids = r.quantizer()
-        norm_codes = r.array(np.uint8, rows_n)
-        _, _, _, norm_centroids = r.quantizer()
-        if r.take("?")[0]:
-            raise ValueError("a quantized output matrix")
-        out_m, out_n = r.take("2q")
-        self.out = r.array(np.float32, out_m * out_n).reshape(out_m, out_n)
-        rows = _decode(codes, centroids, nsubq, dsub, lastdsub, norm_codes, norm_centroids, dim)
-        self.labels = [w.decode("utf-8", "replace") for w in words[nwords:]]
-        self.left, self.right = _huffman(counts[nwords:])
-        self._args = (*self._words_table(words), np.array(types, np.int8),
-                      _bucket_table(pairs), nwords, minn, maxn, bucket, rows,
-                      words.index(b"</s>"))  # fmt: skip
-
-    def _words_table(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        wbytes = np.frombuffer(b"".join(words), np.uint8)
-        woff = np.zeros(len(words) + 1, np.int64)
-        woff[1:] = np.cumsum([len(w) for w in words])
-        size = 1 << max(1, (2 * len(words) - 1).bit_length())
-        table = np.full(size, -1, np.int64)
-        for i in range(len(words)):
-            h = _fnv(words[i])
-            s = h & (size - 1)
-            while table[s] >= 0:
-                s = (s + 1) & (size - 1)
-            table[s] = i
-        return table, wbytes, woff
+    def __init__(self, path: str, cache_words: int = 1 << 18) -> None:
+        model = lid_model.read(path)
+        self.labels = model.labels
+        self._m = (model.table, model.wbytes, model.woff, model.types, model.prune,
+                   model.nwords, model.minn, model.maxn, model.bucket, model.eos)  # fmt: skip
+        self._net = (model.rows, model.out, model.left, model.right)
+        self._cache_words = cache_words
+        self._cache = _empty_cache(cache_words)
+        self._lock = threading.Lock()  # the cache is written in place: one call at a time
 
     def predict(self, line: str) -> tuple[str, float]:
+        """(label, score) of one line, read up to its first \\n."""
         data = np.frombuffer(line.encode("utf-8"), np.uint8)
-        x, count = _hidden(data, *self._args)
-        if not count:
+        node, score = self._run(data, np.array([0, len(data)], np.int64), -1, False)
+        if node[0] < 0:
             raise ValueError("no words to predict from")
-        node, score = _top(x, count, self.out, self.left, self.right, len(self.labels))
-        return self.labels[node], float(score)
+        return self.labels[node[0]], float(score[0])
 
+    def predict_texts(self, data: np.ndarray, offsets: np.ndarray, max_chars: int
+                      ) -> tuple[list[str], np.ndarray]:  # fmt: skip
+        """(labels, float32 scores) of texts data[offsets[i]:offsets[i + 1]] (UTF-8), each read
+        as the line `text[:max_chars].replace("\\n", " ") + "\\n"`."""
+        node, score = self._run(data, offsets.astype(np.int64, copy=False), max_chars, True)
+        return [self.labels[i] for i in node.tolist()], score
 
-def _fnv(word: bytes) -> int:
-    h = 2166136261
-    for byte in word:
-        h = ((h ^ ((byte - 256 if byte >= 128 else byte) & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
-    return h
+    def forget(self) -> None:
+        """Empty the word cache (a benchmark's cold start)."""
+        with self._lock:
+            self._cache = _empty_cache(self._cache_words)
 
-
-def _bucket_table(pairs: np.ndarray) -> np.ndarray:
-    """(bucket, row) pairs in an open-addressing table (-1: empty), a third full."""
-    size = 1 << max(1, (3 * len(pairs)).bit_length())
-    table = np.full((size, 2), -1, np.int32)
-    for bucket, row in pairs.tolist():
-        s = (bucket * _SPREAD) & (size - 1)
-        while table[s, 0] >= 0:
-            s = (s + 1) & (size - 1)
-        table[s] = (bucket, row)
-    return table
-
-
-def _huffman(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """fastText's label tree (HierarchicalSoftmaxLoss::buildTree): children of each node."""
-    labels = len(counts)
-    left = np.full(2 * labels - 1, -1, np.int64)
-    right = np.full(2 * labels - 1, -1, np.int64)
-    count = counts + [10**15] * (labels - 1)
-    leaf, node = labels - 1, labels
-    for i in range(labels, 2 * labels - 1):
-        pair = []
-        for _ in range(2):
-            if leaf >= 0 and count[leaf] < count[node]:
-                pair.append(leaf)
-                leaf -= 1
-            else:
-                pair.append(node)
-                node += 1
-        left[i], right[i] = pair
-        count[i] = count[pair[0]] + count[pair[1]]
-    return left, right
+    def _run(self, data, offsets, max_chars, text) -> tuple[np.ndarray, np.ndarray]:
+        node = np.empty(len(offsets) - 1, np.int64)
+        score = np.empty(len(offsets) - 1, np.float32)
+        with self._lock:
+            _predict_all(data, offsets, max_chars, text, self._m, *self._net, self._cache,
+                         node, score)  # fmt: skip
+        return node, score
 
 
 def load(path: str, reference: Any) -> Predictor | None:
