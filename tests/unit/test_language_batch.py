@@ -1,0 +1,59 @@
+"""The language step's batch path gives fastText's own prediction for every document: one compiled
+call over an Arrow array's UTF-8 buffer (chunked, sliced, string or large_string, cut at
+max_chars inside multi-byte text), and a word cache that is emptied when full and skips long
+tokens without changing a label or a float32 score."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipeline.curate import lid_kernel
+from pipeline.curate.language import _model, identify_all, model_path
+
+pytestmark = pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
+
+PIECES = ["the", "cat", "und", "der", "ça", "été", "лиса", "собака", "狐狸", "日本語", "🙂", "x"]
+PIECES += ["__label__fr", "</s>", " ", " ", "\n", "\r\n", "\t", "\x0b", "\x00", "-", "w" * 70]
+
+
+def fasttext(text: str, max_chars: int) -> tuple[str, float]:
+    ((score, label),) = _model().f.predict(
+        text[:max_chars].replace("\n", " ") + "\n", 1, 0.0, "replace"
+    )
+    return label.removeprefix("__label__"), min(1.0, float(score))
+
+
+def random_texts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(PIECES) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("max_chars", [100_000, 7])
+def test_batch_gives_fasttexts_prediction_of_each_text(max_chars):
+    texts = random_texts(4, 120) + ["", "\n", "a\nb", "Ça été " * 30]
+    whole = pa.array(texts)
+    batches = [
+        whole,
+        pa.chunked_array([whole.slice(0, 50), whole.slice(50)]),
+        pa.array(texts, pa.large_string()).slice(3),
+    ]
+    for texts_in in batches:
+        expected = [fasttext(t, max_chars) for t in texts_in.to_pylist()]
+        assert identify_all(texts_in, max_chars) == expected
+
+
+def test_word_cache_emptied_when_full_changes_no_value():
+    predictor = lid_kernel.Predictor(model_path(), cache_words=8)
+    texts = random_texts(5, 200)
+    arr = pa.array(texts)
+    _, offsets, data = arr.buffers()
+    for max_chars in (100_000, 11):
+        labels, scores = predictor.predict_texts(
+            np.frombuffer(data, np.uint8), np.frombuffer(offsets, np.int32), max_chars
+        )
+        got = zip([a.removeprefix("__label__") for a in labels], scores.tolist(), strict=True)
+        assert [(a, min(1.0, s)) for a, s in got] == [fasttext(t, max_chars) for t in texts]
