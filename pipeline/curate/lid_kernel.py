@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -110,12 +110,11 @@ def _word_id(data, start, end, h, table, wbytes, woff):
 
 
 @_jit
-def _token_rows(data, start, end, h, m, word, out, at):
+def _token_rows(data, start, end, h, w, word, out, at):
     """What the token data[start:end] (fastText hash h) does, and its row ids in fastText's
     order written to out[at:] (room for maxn * (length + 2) + 1): (kind, rows written)."""
-    table, wbytes, woff, types, prune, nwords, minn, maxn, bucket, eos = m
-    wid = _word_id(data, start, end, h, table, wbytes, woff)
-    if wid >= 0 and types[wid] != 0:
+    wid = _word_id(data, start, end, h, w.table, w.wbytes, w.woff)
+    if wid >= 0 and w.types[wid] != 0:
         return _SKIP, 0  # a label of the dictionary
     if wid < 0 and end - start >= 9 and _same(data, start, _LABEL, 0, 9):
         return _SKIP, 0
@@ -123,54 +122,56 @@ def _token_rows(data, start, end, h, m, word, out, at):
     if wid >= 0:
         out[at] = wid
         n = 1
-        if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+        if wid == w.eos:  # "</s>" in the text: a word without n-grams that ends the line
             return _END, n
     length = end - start + 2
     word[0] = 60  # "<"
-    word[1 : length - 1] = data[start:end]
+    for k in range(start, end):
+        word[k - start + 1] = data[k]
     word[length - 1] = 62  # ">"
     for a in range(length):
         if (word[a] & 0xC0) == 0x80:
             continue
         j, g, gh = a, 1, _FNV_OFFSET
-        while j < length and g <= maxn:
+        while j < length and g <= w.maxn:
             gh = _step(gh, word[j])
             j += 1
             while j < length and (word[j] & 0xC0) == 0x80:
                 gh = _step(gh, word[j])
                 j += 1
-            if g >= minn and not (g == 1 and (a == 0 or j == length)):
-                row = _pruned(prune, np.int64(np.uint32(gh) % np.uint32(bucket)))
-                if row >= 0:
-                    out[at + n] = nwords + row
+            if g >= w.minn and not (g == 1 and (a == 0 or j == length)):
+                b = np.uint32(gh) % np.uint32(w.bucket)
+                if (w.kept[b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                    out[at + n] = w.nwords + _pruned(w.prune, np.int64(b))
                     n += 1
             g += 1
     return _WORD, n
 
 
 @_jit
-def _insert(data, start, end, h, m, cache, word):
-    """Add the token data[start:end] (hash h, not in the cache) and its rows to the cache,
-    emptied first when full: its entry."""
-    slots, ehash, ekoff, eklen, ekind, eroff, enrows, kbytes, rowids, fill = cache
+def _insert(data, start, end, h, w, cache, word):
+    """Add the token data[start:end] (hash h, not in the cache) to the cache, emptied first
+    when full: its record's offset."""
+    slots, arena, abytes, fill = cache
     length = end - start
-    if (fill[0] == ehash.shape[0] or fill[1] + length > kbytes.shape[0]
-            or fill[2] + m[7] * (length + 2) + 1 > rowids.shape[0]):  # fmt: skip
+    room = 4 + w.maxn * (length + 2) + (length + 3) // 4
+    if 2 * (fill[0] + 1) > slots.shape[0] or fill[1] + room > arena.shape[0]:
         slots[:] = -1
         fill[:] = 0
     mask = slots.shape[0] - 1
     s = np.int64(h) & mask
     while slots[s] >= 0:
         s = (s + 1) & mask
-    e, at = fill[0], fill[2]
-    kind, n = _token_rows(data, start, end, h, m, word, rowids, at)
-    ehash[e], ekoff[e], eklen[e], ekind[e], eroff[e], enrows[e] = h, fill[1], length, kind, at, n
-    kbytes[fill[1] : fill[1] + length] = data[start:end]
-    slots[s] = e
+    at = fill[1]
+    kind, n = _token_rows(data, start, end, h, w, word, arena, at + 3)
+    arena[at], arena[at + 1], arena[at + 2] = length, kind, n
+    key = 4 * (at + 3 + n)
+    for k in range(length):
+        abytes[key + k] = data[start + k]
+    slots[s] = (at << 32) | np.int64(h)
     fill[0] += 1
-    fill[1] += length
-    fill[2] += n
-    return e
+    fill[1] = at + 3 + n + (length + 3) // 4
+    return at
 
 
 @_inline
@@ -220,18 +221,19 @@ def _char_end(data, start, end, chars):
 
 
 @_jit
-def _predict_all(data, offsets, max_chars, text, m, rows, out, left, right, cache, node, score):
+def _predict_all(data, offsets, max_chars, text, w, rows, out, left, right, cache, node, score):
     """node[d], score[d] for each line data[offsets[d]:offsets[d + 1]] (node -1: no words).
     `text`: the language step's line (\\n a space, EOS at the end); else a line as given, that
-    ends at its first \\n. One loop, the cache's arrays taken once: a token found in the cache
-    costs its hash, a probe and its rows' additions."""
-    slots, ehash, ekoff, eklen, ekind, eroff, enrows, kbytes, rowids, _ = cache
-    eos, mask = m[9], slots.shape[0] - 1
+    ends at its first \\n. One loop, the cache's arrays taken once: a token in the cache costs
+    its hash, its slot, its record (length, kind, rows, bytes: one or two cache lines) and
+    its rows' additions."""
+    slots, arena, abytes, _ = cache
+    mask = slots.shape[0] - 1
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
     word = np.empty(longest + 2, np.uint8)
-    scratch = np.empty(m[7] * (longest + 2) + 1, np.int32)
+    scratch = np.empty(w.maxn * (longest + 2) + 1, np.int32)
     x = np.empty(rows.shape[1], np.float32)
     for d in range(offsets.shape[0] - 1):
         i, end = offsets[d], offsets[d + 1]
@@ -242,7 +244,7 @@ def _predict_all(data, offsets, max_chars, text, m, rows, out, left, right, cach
         while i < end and not ended:
             if _is_space(data[i]):
                 if data[i] == 10 and not text:  # the line's end: EOS, a word without n-grams
-                    _add(x, rows, eos)
+                    _add(x, rows, w.eos)
                     count += 1
                     ended = True
                 i += 1
@@ -251,29 +253,30 @@ def _predict_all(data, offsets, max_chars, text, m, rows, out, left, right, cach
             while i < end and not _is_space(data[i]):
                 h64 = _step(h64, data[i])
                 i += 1
-            h, length = np.uint32(h64), i - first
-            s, e = np.int64(h) & mask, -1
+            h, length = np.int64(h64), i - first
+            s, at = h & mask, -1
             while slots[s] >= 0:
-                c = slots[s]
-                alike = ehash[c] == h and eklen[c] == length
-                if alike and _same(kbytes, ekoff[c], data, first, length):
-                    e = c
-                    break
+                if slots[s] & 0xFFFFFFFF == h:
+                    c = slots[s] >> 32
+                    key = 4 * (c + 3 + arena[c + 2])
+                    if arena[c] == length and _same(abytes, key, data, first, length):
+                        at = c
+                        break
                 s = (s + 1) & mask
-            if e < 0 and length > _LONGEST_CACHED:
-                kind, n = _token_rows(data, first, i, h, m, word, scratch, 0)
+            if at < 0 and length > _LONGEST_CACHED:
+                kind, n = _token_rows(data, first, i, np.uint32(h), w, word, scratch, 0)
                 for r in range(n):
                     _add(x, rows, scratch[r])
             else:
-                if e < 0:
-                    e = _insert(data, first, i, h, m, cache, word)
-                kind, n = ekind[e], enrows[e]
-                for r in range(eroff[e], eroff[e] + n):
-                    _add(x, rows, rowids[r])
+                if at < 0:
+                    at = _insert(data, first, i, np.uint32(h), w, cache, word)
+                kind, n = arena[at + 1], arena[at + 2]
+                for r in range(at + 3, at + 3 + n):
+                    _add(x, rows, arena[r])
             count += n
             ended = kind == _END
         if text and not ended:
-            _add(x, rows, eos)
+            _add(x, rows, w.eos)
             count += 1
         if count == 0:
             node[d], score[d] = -1, 0.0
@@ -281,12 +284,35 @@ def _predict_all(data, offsets, max_chars, text, m, rows, out, left, right, cach
             node[d], score[d] = _top(x, count, out, left, right, left.shape[0] // 2 + 1)
 
 
-def _empty_cache(words: int) -> tuple:
-    slots = np.full(1 << (2 * words - 1).bit_length(), -1, np.int32)
-    per_word = [np.zeros(words, t) for t in (np.uint32, np.int32, np.int32, np.int8)]
-    rows = [np.zeros(words, np.int32), np.zeros(words, np.int32)]
-    return (slots, *per_word, *rows, np.zeros(16 * words, np.uint8),
-            np.zeros(8 * words, np.int32), np.zeros(3, np.int64))  # fmt: skip
+class _Words(NamedTuple):
+    """The dictionary and the kept buckets, as the kernels read them (curate/lid_model.py)."""
+
+    table: np.ndarray
+    wbytes: np.ndarray
+    woff: np.ndarray
+    types: np.ndarray
+    prune: np.ndarray
+    kept: np.ndarray
+    nwords: int
+    minn: int
+    maxn: int
+    bucket: int
+    eos: int
+
+
+class _Cache(NamedTuple):
+    """The word cache: a token's record is found from its fastText hash in `slots`."""
+
+    slots: np.ndarray  # int64: -1 empty, else record offset << 32 | the token's hash
+    arena: np.ndarray  # int32 records: length, kind, n, n row ids, the token's bytes (padded)
+    abytes: np.ndarray  # the arena's memory as bytes
+    fill: np.ndarray  # int64: tokens held, arena int32s used
+
+
+def _empty_cache(words: int) -> _Cache:
+    arena = np.zeros(12 * words, np.int32)
+    slots = np.full(1 << (2 * words - 1).bit_length(), -1, np.int64)
+    return _Cache(slots, arena, arena.view(np.uint8), np.zeros(2, np.int64))
 
 
 class Predictor:
@@ -296,8 +322,9 @@ class Predictor:
     def __init__(self, path: str, cache_words: int = 1 << 18) -> None:
         model = lid_model.read(path)
         self.labels = model.labels
-        self._m = (model.table, model.wbytes, model.woff, model.types, model.prune,
-                   model.nwords, model.minn, model.maxn, model.bucket, model.eos)  # fmt: skip
+        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.prune,
+                             model.kept, model.nwords, model.minn, model.maxn, model.bucket,
+                             model.eos)  # fmt: skip
         self._net = (model.rows, model.out, model.left, model.right)
         self._cache_words = cache_words
         self._cache = _empty_cache(cache_words)
@@ -327,7 +354,7 @@ class Predictor:
         node = np.empty(len(offsets) - 1, np.int64)
         score = np.empty(len(offsets) - 1, np.float32)
         with self._lock:
-            _predict_all(data, offsets, max_chars, text, self._m, *self._net, self._cache,
+            _predict_all(data, offsets, max_chars, text, self._words, *self._net, self._cache,
                          node, score)  # fmt: skip
         return node, score
 

@@ -38,6 +38,7 @@ class LidModel:
     wbytes: np.ndarray  # uint8: the entries' bytes, back to back
     woff: np.ndarray  # int64: entry i is wbytes[woff[i]:woff[i + 1]]
     prune: np.ndarray  # int32 (slots, 2): (bucket, row) or (-1, -1)
+    kept: np.ndarray  # uint64 bits: bucket b is kept iff bit b % 64 of kept[b // 64] is set
     rows: np.ndarray  # float32 (words + kept buckets, dim)
     out: np.ndarray  # float32 (labels - 1, dim): the tree's inner nodes
     left: np.ndarray  # int64 per tree node: left child, -1 at a leaf (a label)
@@ -99,7 +100,8 @@ def read(path: str) -> LidModel:
     left, right = _huffman(counts[nwords:])
     return LidModel(
         nwords, minn, maxn, bucket, words.index(b"</s>"), np.array(types, np.int8),
-        *_words_table(words), _bucket_table(pairs), rows, out, left, right,
+        *_words_table(words), _bucket_table(pairs), _kept_bits(pairs[:, 0], bucket), rows,
+        out, left, right,
         [w.decode("utf-8", "replace") for w in words[nwords:]],
     )  # fmt: skip
 
@@ -150,6 +152,14 @@ def _bucket_table(pairs: np.ndarray) -> np.ndarray:
             s = (s + 1) & (size - 1)
         table[s] = (bucket, row)
     return table
+
+
+def _kept_bits(buckets: np.ndarray, bucket: int) -> np.ndarray:
+    """A bit per bucket (2M buckets: 250 KB, cache-resident), so that a bucket that was pruned
+    away, most of them, is known without probing the (bucket, row) table."""
+    bits = np.zeros((bucket + 63) // 64, np.uint64)
+    np.bitwise_or.at(bits, buckets // 64, np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64)))
+    return bits
 
 
 def _huffman(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:
