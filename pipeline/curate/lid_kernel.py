@@ -84,6 +84,15 @@ def _pruned(prune, h):
 
 
 @_inline
+def _mod(n, magic, d):
+    """n % d for n < 2**32 and d < 2**31 without a division (Lemire, Kaser and Kurz 2019,
+    "Faster remainder by direct computation"; magic = (2**64 - 1) // d + 1)."""
+    low = magic * np.uint64(n)
+    high = (low >> np.uint64(32)) * d + (((low & _LOW32) * d) >> np.uint64(32))
+    return high >> np.uint64(32)
+
+
+@_inline
 def _is_space(c):
     return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
 
@@ -140,8 +149,8 @@ def _token_rows(data, start, end, h, w, word, out, at):
                 gh = _step(gh, word[j])
                 j += 1
             if g >= w.minn and not (g == 1 and (a == 0 or j == length)):
-                b = np.uint32(gh) % np.uint32(w.bucket)
-                if (w.kept[b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                b = _mod(gh, w.magic, w.bucket)
+                if (w.kept[b >> np.uint64(6)] >> (b & np.uint64(63))) & np.uint64(1):
                     out[at + n] = w.nwords + _pruned(w.prune, np.int64(b))
                     n += 1
             g += 1
@@ -296,7 +305,8 @@ class _Words(NamedTuple):
     nwords: int
     minn: int
     maxn: int
-    bucket: int
+    bucket: np.uint64
+    magic: np.uint64  # for _mod by bucket
     eos: int
 
 
@@ -323,7 +333,8 @@ class Predictor:
         model = lid_model.read(path)
         self.labels = model.labels
         self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.prune,
-                             model.kept, model.nwords, model.minn, model.maxn, model.bucket,
+                             model.kept, model.nwords, model.minn, model.maxn,
+                             np.uint64(model.bucket), np.uint64((2**64 - 1) // model.bucket + 1),
                              model.eos)  # fmt: skip
         self._net = (model.rows, model.out, model.left, model.right)
         self._cache_words = cache_words

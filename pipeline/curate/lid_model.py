@@ -158,7 +158,8 @@ def _kept_bits(buckets: np.ndarray, bucket: int) -> np.ndarray:
     """A bit per bucket (2M buckets: 250 KB, cache-resident), so that a bucket that was pruned
     away, most of them, is known without probing the (bucket, row) table."""
     bits = np.zeros((bucket + 63) // 64, np.uint64)
-    np.bitwise_or.at(bits, buckets // 64, np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64)))
+    one_bit = np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64))
+    np.bitwise_or.at(bits, buckets // 64, one_bit)
     return bits
 
 
