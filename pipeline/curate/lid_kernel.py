@@ -13,7 +13,7 @@ array's buffers, read in place) in one compiled call, and forms the language ste
 loop (the first `max_chars` characters, newlines as spaces, then EOS) instead of copying it. A
 token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) are found
 once per distinct token and kept in a word cache; a repeated token adds those same rows in the
-same order, so every float32 sum is fastText's. The cache is the predictor's (about 20 MB,
+same order, so every float32 sum is fastText's. The cache is the predictor's (16 MiB,
 emptied when full, tokens over 64 bytes not kept); it changes speed only, never a value.
 
 `load` checks predictions against fastText's on probe texts and returns None where one differs
