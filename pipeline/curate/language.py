@@ -3,7 +3,8 @@ Efficient Text Classification"; the compressed `lid.176.ftz` that the fast-langd
 ships, so nothing is downloaded at run time), as CCNet and FineWeb use it.
 
 The model reads the first `max_chars` characters with newlines as spaces; its predict runs
-compiled (curate/lid_kernel.py, fastText's values) where numba is installed. A document is kept
+compiled (curate/lid_kernel.py, fastText's values) where numba is installed, one call per batch
+over the text column's UTF-8 buffer (`identify_all`). A document is kept
 when its top language is in `languages` with a score of at least `min_score` (0.65, FineWeb's
 value); an empty list keeps every language and only annotates. Every document this step sees
 gets the kept fields `language` and `language_score`. Contract: as curate/base.py; the model
