@@ -1,17 +1,18 @@
 """The language step's batch path gives fastText's own prediction for every document: one compiled
 call over an Arrow array's UTF-8 buffer (chunked, sliced, string or large_string, cut at
 max_chars inside multi-byte text), and a word cache that is emptied when full and skips long
-tokens without changing a label or a float32 score."""
+tokens without changing a label or a float32 score; without numba, fastText's own predict."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.curate import lid_kernel
+from pipeline.curate import language, lid_kernel
 from pipeline.curate.language import _model, identify_all, model_path
 
 pytestmark = pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
@@ -58,3 +59,12 @@ def test_word_cache_emptied_when_full_changes_no_value():
         )
         got = zip([a.removeprefix("__label__") for a in labels], scores.tolist(), strict=True)
         assert [(a, min(1.0, s)) for a, s in got] == [fasttext(t, max_chars) for t in texts]
+
+
+def test_without_the_compiled_model_each_text_goes_to_fasttext(monkeypatch):
+    texts = random_texts(6, 20)
+    monkeypatch.setattr(language, "_compiled", lambda: None)  # as where numba is missing
+    monkeypatch.setattr(language, "_predict", functools.lru_cache(maxsize=1)(
+        language._predict.__wrapped__))  # fmt: skip
+    assert not hasattr(language._predict(), "__self__")  # fastText's own predict
+    assert identify_all(pa.array(texts), 9) == [fasttext(t, 9) for t in texts]
