@@ -362,6 +362,8 @@ class Predictor:
             self._cache = _empty_cache(self._cache_words)
 
     def _run(self, data, offsets, max_chars, text) -> tuple[np.ndarray, np.ndarray]:
+        data = data.view()
+        data.flags.writeable = False  # one compiled signature, whoever owns the bytes
         node = np.empty(len(offsets) - 1, np.int64)
         score = np.empty(len(offsets) - 1, np.float32)
         with self._lock:
