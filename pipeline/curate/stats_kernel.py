@@ -1,0 +1,377 @@
+"""The measures of curate/text.py over a batch of documents, compiled with numba (pure: no I/O):
+words, lines and paragraphs as byte spans of an Arrow string array's buffers, and the counts
+the Gopher and FineWeb rules take from them, with no Python call per word or line.
+
+The units are text.py's, on UTF-8: words are runs of characters that are not str.isspace (the
+set str.split uses; `SPACE` is built from str.isspace itself); a line is the words between two
+newlines, from its first word's start to its last word's end (text.split("\\n") then strip,
+blank lines left out); a paragraph likewise between whitespace runs holding two newlines or
+more (what re.split(r"\\n\\s*\\n") cuts at, \\s being str.isspace too). Lengths are in code
+points, as len; two items are equal when their bytes are (so duplicates are exact: a hash
+match is confirmed byte for byte). Prefixes and suffixes are compared as bytes, which for
+UTF-8 is comparing characters. tests/unit/test_curate_stats_kernel.py checks each measure
+against text.py on ASCII and non-ASCII texts.
+
+numba is optional: `available()` is False where it is not installed (or cannot compile), and
+the filters judge each document with text.py. Compiled on first use into kernel_cache's shared
+folder, under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
+from pipeline.dedup.text_kernel import _string_buffers, batch_bounds
+
+try:
+    import numba
+
+    _jit = numba.njit(cache=True, nogil=True)
+except ImportError:  # pragma: no cover - exercised where numba is not installed
+    numba = None
+
+    def _jit(function):
+        return function
+
+
+# str.isspace of every code point up to U+3000, the last one it accepts (checked in the tests)
+SPACE = np.array([chr(c).isspace() for c in range(0x3001)], np.bool_)
+BATCH_BYTES = 1 << 20  # text measured per kernel call: bounds the span arrays' memory
+
+
+@_jit
+def _words(data, offsets, space, starts, ends, cps, gap_cps, gap_lines, first, newlines):
+    """Each word's byte span, its code points, and the code points and newlines of the gap
+    before it (from the previous word, or the document's start); `first[d]`: document d's first
+    word (first[n] = all words); `newlines[d]`: its newlines."""
+    w = 0
+    for doc in range(offsets.shape[0] - 1):
+        i, stop = offsets[doc], offsets[doc + 1]
+        first[doc] = w
+        gap, lines, total_lines = 0, 0, 0
+        in_word = False
+        k = 0
+        while i < stop:
+            c = data[i]
+            n = 1
+            if c < 0x80:
+                blank = space[c]
+            elif c < 0xE0:
+                n = 2
+                cp = ((np.int64(c) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                blank = cp < space.shape[0] and space[cp]
+            elif c < 0xF0:
+                n = 3
+                cp = ((np.int64(c) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                cp |= np.int64(data[i + 2]) & 0x3F
+                blank = cp < space.shape[0] and space[cp]
+            else:
+                n = 4
+                blank = False  # past U+FFFF: no space
+            if blank:
+                if in_word:
+                    ends[w], cps[w] = i, k
+                    w += 1
+                    in_word = False
+                gap += 1
+                if c == 10:
+                    lines += 1
+                    total_lines += 1
+            elif in_word:
+                k += 1
+            else:
+                starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
+                in_word, k, gap, lines = True, 1, 0, 0
+            i += n
+        if in_word:
+            ends[w], cps[w] = stop, k
+            w += 1
+        newlines[doc] = total_lines
+    first[offsets.shape[0] - 1] = w
+    return w
+
+
+@_jit
+def _groups(starts, ends, cps, gap_cps, gap_lines, first, min_newlines, out_s, out_e, out_c,
+            out_first):  # fmt: skip
+    """Words grouped into items (lines: min_newlines 1, paragraphs: 2): an item ends where the
+    gap before the next word holds min_newlines newlines or more."""
+    m = 0
+    for doc in range(first.shape[0] - 1):
+        out_first[doc] = m
+        for w in range(first[doc], first[doc + 1]):
+            if w == first[doc] or gap_lines[w] >= min_newlines:
+                out_s[m], out_e[m], out_c[m] = starts[w], ends[w], cps[w]
+                m += 1
+            else:
+                out_e[m - 1] = ends[w]
+                out_c[m - 1] += gap_cps[w] + cps[w]
+    out_first[first.shape[0] - 1] = m
+    return m
+
+
+@_jit
+def _hash(data, s, e):
+    h = np.uint64(0xCBF29CE484222325)  # FNV-1a
+    for i in range(s, e):
+        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
+    return h
+
+
+@_jit
+def _same(data, a_s, a_e, b_s, b_e):
+    if a_e - a_s != b_e - b_s:
+        return False
+    for k in range(a_e - a_s):
+        if data[a_s + k] != data[b_s + k]:
+            return False
+    return True
+
+
+@_jit
+def _ids(data, starts, ends, first, ids):
+    """ids[i]: 1, 2, ... per document, in order of first occurrence of each distinct item."""
+    for doc in range(first.shape[0] - 1):
+        a, b = first[doc], first[doc + 1]
+        bits = 1
+        while (1 << bits) < 2 * (b - a):
+            bits += 1
+        mask = (1 << bits) - 1
+        slot_item = np.full(1 << bits, -1, np.int64)
+        slot_hash = np.zeros(1 << bits, np.uint64)
+        distinct = 0
+        for i in range(a, b):
+            h = _hash(data, starts[i], ends[i])
+            s = np.int64(h & np.uint64(mask))
+            while slot_item[s] >= 0 and not (
+                slot_hash[s] == h and _same(data, starts[slot_item[s]], ends[slot_item[s]],
+                                            starts[i], ends[i])
+            ):  # fmt: skip
+                s = (s + 1) & mask
+            if slot_item[s] < 0:
+                slot_item[s], slot_hash[s] = i, h
+                distinct += 1
+                ids[i] = distinct
+            else:
+                ids[i] = ids[slot_item[s]]
+
+
+@_jit
+def _duplicates(ids, cps, first, out):
+    """Per document: items that repeat an earlier one and their code points (text.duplicates),
+    and the code points of all items."""
+    for doc in range(first.shape[0] - 1):
+        seen = 0
+        dup, dup_chars, chars = 0, 0, 0
+        for i in range(first[doc], first[doc + 1]):
+            chars += cps[i]
+            if ids[i] <= seen:
+                dup += 1
+                dup_chars += cps[i]
+            else:
+                seen = ids[i]
+        out[doc, 0], out[doc, 1], out[doc, 2] = dup, dup_chars, chars
+
+
+@_jit
+def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, out):
+    """Per document: items that start (at_end False) or end with any of the patterns."""
+    for doc in range(first.shape[0] - 1):
+        hits = 0
+        for i in range(first[doc], first[doc + 1]):
+            for p in range(pat_offsets.shape[0] - 1):
+                ps, pe = pat_offsets[p], pat_offsets[p + 1]
+                size = pe - ps
+                if size > ends[i] - starts[i]:
+                    continue
+                at = ends[i] - size if at_end else starts[i]
+                match = True
+                for k in range(size):
+                    if data[at + k] != pat_data[ps + k]:
+                        match = False
+                        break
+                if match:
+                    hits += 1
+                    break
+        out[doc] = hits
+
+
+@_jit
+def _ascii_words(data, offsets, starts, ends, first, punct, stop_data, stop_offsets, out):
+    """Per ASCII document: "#" and "..." (non-overlapping) in its text, its words holding a
+    letter, and its words that, stripped of `punct` at both ends and lower-cased, are a stop
+    word (text.bare); other documents are left as they are."""
+    for doc in range(offsets.shape[0] - 1):
+        ascii_only = True
+        hashes, dots, run = 0, 0, 0
+        for i in range(offsets[doc], offsets[doc + 1]):
+            c = data[i]
+            if c >= 0x80:
+                ascii_only = False
+                break
+            hashes += c == 35
+            if c == 46:
+                run += 1
+                if run == 3:
+                    dots += 1
+                    run = 0
+            else:
+                run = 0
+        if not ascii_only:
+            continue
+        alpha, stop = 0, 0
+        for w in range(first[doc], first[doc + 1]):
+            s, e = starts[w], ends[w]
+            for i in range(s, e):
+                c = data[i] | 0x20
+                if 97 <= c <= 122:
+                    alpha += 1
+                    break
+            while s < e and punct[data[s]]:
+                s += 1
+            while e > s and punct[data[e - 1]]:
+                e -= 1
+            for p in range(stop_offsets.shape[0] - 1):
+                ps, pe = stop_offsets[p], stop_offsets[p + 1]
+                if pe - ps != e - s:
+                    continue
+                match = True
+                for k in range(e - s):
+                    c = data[s + k]
+                    if 65 <= c <= 90:
+                        c += 32
+                    if c != stop_data[ps + k]:
+                        match = False
+                        break
+                if match:
+                    stop += 1
+                    break
+        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = hashes, dots, alpha, stop
+
+
+@dataclass
+class Items:
+    """Words, lines or paragraphs of a batch: byte spans, code points, and `first[d]` the index
+    of document d's first item (first[n]: the number of items)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    cps: np.ndarray
+    first: np.ndarray
+
+    def per_doc(self) -> np.ndarray:
+        return np.diff(self.first)
+
+
+@dataclass
+class Measured:
+    """One batch's text (UTF-8 bytes, document offsets) and its words, for the functions below."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    words: Items
+    gap_cps: np.ndarray
+    gap_lines: np.ndarray
+    newlines: np.ndarray
+
+    def _grouped(self, min_newlines: int) -> Items:
+        n, w = len(self.offsets) - 1, len(self.words.starts)
+        s, e, c = np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64)
+        first = np.empty(n + 1, np.int64)
+        m = _groups(self.words.starts, self.words.ends, self.words.cps, self.gap_cps,
+                    self.gap_lines, self.words.first, min_newlines, s, e, c, first)  # fmt: skip
+        return Items(s[:m], e[:m], c[:m], first)
+
+    def lines(self) -> Items:
+        return self._grouped(1)
+
+    def paragraphs(self) -> Items:
+        return self._grouped(2)
+
+    def ids(self, items: Items) -> np.ndarray:
+        """Each item's id in its document: 1, 2, ... in order of first occurrence."""
+        out = np.empty(len(items.starts), np.uint64)
+        _ids(self.data, items.starts, items.ends, items.first, out)
+        return out
+
+    def duplicates(self, items: Items) -> np.ndarray:
+        """(documents, 3): items repeating an earlier one, their code points, all code points."""
+        out = np.empty((len(self.offsets) - 1, 3), np.int64)
+        _duplicates(self.ids(items), items.cps, items.first, out)
+        return out
+
+    def affixed(self, items: Items, patterns: tuple[str, ...], at_end: bool) -> np.ndarray:
+        """Per document: items starting (or, at_end, ending) with any of the patterns."""
+        pat_data, pat_offsets = _patterns(patterns)
+        out = np.empty(len(self.offsets) - 1, np.int64)
+        _affixed(self.data, items.starts, items.ends, items.first, pat_data, pat_offsets,
+                 at_end, out)  # fmt: skip
+        return out
+
+    def ascii_words(self, punctuation: str, stop_words: tuple[str, ...]) -> np.ndarray:
+        """(documents, 4) for ASCII documents: "#" count, "..." count, words holding a letter,
+        stop words (text.bare of the word in `stop_words`); a row of -1 for the others."""
+        punct = np.zeros(128, np.bool_)
+        punct[[ord(c) for c in punctuation if ord(c) < 128]] = True
+        stop_data, stop_offsets = _patterns(stop_words)
+        out = np.full((len(self.offsets) - 1, 4), -1, np.int64)
+        _ascii_words(self.data, self.offsets, self.words.starts, self.words.ends,
+                     self.words.first, punct, stop_data, stop_offsets, out)  # fmt: skip
+        return out
+
+
+def _patterns(patterns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [p.encode() for p in patterns]
+    data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
+    return data, np.cumsum([0] + [len(p) for p in encoded], dtype=np.int64)
+
+
+def measure(texts: pa.Array) -> Measured:
+    """The words of a string array without nulls (a batch from `batches`)."""
+    data, offsets = _string_buffers(texts)
+    n = len(offsets) - 1
+    size = int(offsets[-1] - offsets[0]) if n else 0
+    cap = size // 2 + n + 1  # a word is one byte at least, followed by a space or the end
+    # np.empty: the pages past the words found are never touched
+    starts, ends, cps = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+    gap_cps, gap_lines = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    first, newlines = np.empty(n + 1, np.int64), np.empty(n, np.int64)
+    w = _words(data, offsets, SPACE, starts, ends, cps, gap_cps, gap_lines, first, newlines)
+    words = Items(starts[:w], ends[:w], cps[:w], first)
+    return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], newlines)
+
+
+def batches(texts: pa.Array | pa.ChunkedArray) -> Iterator[pa.Array]:
+    """Consecutive slices of about BATCH_BYTES of text (one document at least), as string
+    arrays, in order."""
+    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    for chunk in chunks:
+        if chunk.type != pa.string():
+            chunk = chunk.cast(pa.string())
+        for start, stop in batch_bounds(chunk, BATCH_BYTES):
+            yield chunk.slice(start, stop - start)
+
+
+_usable: bool | None = None
+
+
+def available() -> bool:
+    """Whether these loops run compiled here (numba installed and they compile)."""
+    global _usable
+    if _usable is None:
+        _usable = numba is not None
+        if _usable:
+            try:  # compile (or load from the cache) now, on a tiny input
+                with kernel_cache.compiling():
+                    m = measure(pa.array(["a é\n\n#...b c", ""], pa.string()))
+                    m.duplicates(m.lines())
+                    m.affixed(m.paragraphs(), ("a",), True)
+                    m.ascii_words("#", ("a",))
+            except Exception:  # noqa: BLE001 - any failure to compile: the Python paths
+                _usable = False
+    return _usable

@@ -1,0 +1,101 @@
+"""The compiled measures (curate/stats_kernel.py) are curate/text.py's, and the steps that use
+them over a batch give, document for document, the reasons of their plain per-document
+definitions (`judge`): on ASCII and non-ASCII text, empty and whitespace-only documents,
+every whitespace str.split knows, and documents on both sides of the thresholds."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pyarrow as pa
+import pytest
+
+from pipeline.curate import stats_kernel
+from pipeline.curate import text as t
+from pipeline.curate.base import REGISTRY
+
+pytestmark = pytest.mark.skipif(not stats_kernel.available(), reason="numba is not installed")
+
+SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+PIECES = (
+    ["the", "of", "and", "with", "to", "The", "THE", "word", "é", "naïve", "日本", "x", "#", "...",
+     "…", "•", "-", "*", "‣", "'the'", "(to)", "“of”", "1234", "a.b", "!", "?", ".", "”", "’",
+     "\U0001f600", "İ", "\u212a"]
+    + [" "] * 12 + ["\n"] * 6 + ["\n\n", " \n \n", "\r\n", "\t"] + SPACES
+)  # fmt: skip
+
+
+def random_texts(rng: random.Random, count: int, ascii_only: bool = False) -> list[str]:
+    pieces = [p for p in PIECES if p.isascii()] if ascii_only else PIECES
+    texts = ["", " ", "\n\n\n", " \t\u3000\n", "word", "- a\n- a\n"]
+    for _ in range(count):
+        chosen = [rng.choice(pieces) for _ in range(rng.randint(0, 120))]
+        texts.append("".join(chosen))
+    return texts
+
+
+def spans(m: stats_kernel.Measured, items: stats_kernel.Items, doc: int) -> list[str]:
+    a, b = items.first[doc], items.first[doc + 1]
+    return [bytes(m.data[s:e]).decode() for s, e in zip(items.starts[a:b], items.ends[a:b],
+                                                         strict=True)]  # fmt: skip
+
+
+def test_space_table_is_str_isspace_and_re_whitespace():
+    assert [chr(c) for c in range(len(stats_kernel.SPACE)) if stats_kernel.SPACE[c]] == SPACES
+    assert all(re.fullmatch(r"\s", c) for c in SPACES)
+
+
+def test_words_lines_and_paragraphs_are_text_pys():
+    texts = random_texts(random.Random(0), 400)
+    m = stats_kernel.measure(pa.array(texts, pa.string()))
+    lines, paras = m.lines(), m.paragraphs()
+    for d, text in enumerate(texts):
+        assert spans(m, m.words, d) == t.words(text), text
+        assert spans(m, lines, d) == t.lines(text), text
+        assert spans(m, paras, d) == t.paragraphs(text), text
+        a, b = m.words.first[d], m.words.first[d + 1]
+        assert m.words.cps[a:b].tolist() == list(map(len, t.words(text)))
+        assert lines.cps[lines.first[d] : lines.first[d + 1]].tolist() == list(
+            map(len, t.lines(text)))  # fmt: skip
+        assert m.newlines[d] == text.count("\n")
+        dup, dup_chars, chars = m.duplicates(lines)[d]
+        assert (dup, dup_chars, chars) == (*t.duplicates(t.lines(text)),
+                                           sum(map(len, t.lines(text))))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["gopher_quality", "gopher_repetition", "fineweb_quality"])
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_batch_reasons_are_the_per_document_reasons(name, ascii_only):
+    rng = random.Random(1)
+    texts = random_texts(rng, 300, ascii_only)
+    # documents near each default threshold: many short lines, repeats, bullets, ellipses
+    line = "the cat sat with the dog and that was good to see."
+    texts += ["\n".join([line] * k + [f"{line} {i}" for i in range(10 - k)]) for k in range(8)]
+    texts += ["\n".join(["- " + line] * k + [line] * (10 - k)) for k in range(8, 11)]
+    texts += ["\n".join([line + "..."] * k + [line] * (10 - k)) for k in range(2, 5)]
+    texts += [(line + " ") * 4 + "#" * k for k in range(3, 8)]
+    texts += [" ".join(["the", "of"] * k + ["w%d" % i for i in range(40)]) for k in range(30)]
+    cls = REGISTRY[name]
+    step = cls(cls.Params())
+    table = pa.table({"text": pa.chunked_array([texts[:100], texts[100:]], pa.string())})
+    assert step(table).why == [step.judge(x) for x in texts]
+    # and where bounds make the later rules decide
+    loose = {"gopher_quality": {"min_words": 0, "max_mean_word_length": 100},
+             "gopher_repetition": {"max_dup_lines": 1.0, "max_dup_paragraphs": 1.0},
+             "fineweb_quality": {"min_punct_lines": 0.0, "max_short_lines": 1.0}}[name]  # fmt: skip
+    step = cls(cls.Params(**loose))
+    got = step(table).why
+    assert got == [step.judge(x) for x in texts]
+    assert len(set(got)) > 3  # several rules decide
+
+
+def test_gopher_quality_judges_only_non_ascii_documents_in_python(monkeypatch):
+    cls = REGISTRY["gopher_quality"]
+    step = cls(cls.Params())
+    judged = []
+    plain = cls.judge
+    monkeypatch.setattr(cls, "judge", lambda self, x: judged.append(x) or plain(self, x))
+    texts = ["the cat and the dog. " * 20, "naïve the of and to " * 20, ""]
+    assert step(pa.table({"text": texts})).why[1:] == [plain(step, x) for x in texts[1:]]
+    assert judged == [texts[1]]
