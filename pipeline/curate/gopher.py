@@ -159,30 +159,30 @@ class GopherRepetition(Filter):
 
     def judge(self, text: str) -> str | None:
         lines, paras = t.lines(text), t.paragraphs(text)
-        return self._decide(
+        reason = self._line_reason(
             (*t.duplicates(lines), len(lines), sum(map(len, lines))),
             (*t.duplicates(paras), len(paras), sum(map(len, paras))),
-            lambda rules: NGrams(t.words(text)).first_exceeded(rules),
         )
+        if reason:
+            return reason
+        return self._ngram_reason(*NGrams(t.words(text)).first_exceeded(self._rules()))
 
-    def _decide(self, lines, paras, ngrams) -> str | None:
-        """The first rule broken, from (repeated items, their characters, items, characters) of
-        the lines and of the paragraphs, and `ngrams(rules)`: NGrams.first_exceeded's answer,
-        asked only when the line and paragraph rules passed."""
+    def _line_reason(self, lines, paras) -> str | None:
+        """The first line or paragraph rule broken, from (repeated items, their characters,
+        items, characters) of the lines and of the paragraphs."""
         p: RepetitionParams = self.params
-        reason = first(
+        return first(
             above("dup_lines", fraction(lines[0], lines[2]), p.max_dup_lines),
             above("dup_paragraphs", fraction(paras[0], paras[2]), p.max_dup_paragraphs),
             above("dup_line_chars", fraction(lines[1], lines[3]), p.max_dup_line_chars),
             above("dup_paragraph_chars", fraction(paras[1], paras[3]), p.max_dup_paragraph_chars),
         )
-        if reason:
-            return reason
-        rules = self._rules()
-        r, value = ngrams(rules)
+
+    def _ngram_reason(self, r: int, value: float) -> str | None:
+        """The reason for NGrams.first_exceeded's answer (r < 0: none)."""
         if r < 0:
             return None
-        n, kind, bound = rules[r]
+        n, kind, bound = self._rules()[r]
         return above(f"{'top' if kind == TOP else 'dup'}_{n}gram_chars", value, bound)
 
     def _rules(self) -> list[tuple[int, int, float]]:
@@ -192,26 +192,28 @@ class GopherRepetition(Filter):
 
     def __call__(self, batch: pa.Table) -> Verdicts:
         """judge's reasons, every measure compiled (curate/stats_kernel.py, ngram_kernel.py)."""
-        if not (stats_kernel.available() and ngram_kernel.available()):
+        rules = self._rules()
+        if not (stats_kernel.available() and ngram_kernel.available()) or any(
+            n < 1 for n, _, _ in rules
+        ):
             return super().__call__(batch)
         why: list[str | None] = []
         for texts in stats_kernel.batches(batch["text"]):
             m = stats_kernel.measure(texts)
             lines, paras = m.lines(), m.paragraphs()
-            ids, lengths, first_word = m.ids(m.words), m.words.cps, m.words.first.tolist()
-
-            def ngrams(rules, d):
-                a, b = first_word[d], first_word[d + 1]
-                return ngram_kernel.first_exceeded(ids[a:b], lengths[a:b], rules)
-
             per_doc = zip(
                 m.duplicates(lines).tolist(), lines.per_doc().tolist(),
                 m.duplicates(paras).tolist(), paras.per_doc().tolist(), strict=True,
             )  # fmt: skip
-            for d, ((dl, dlc, lc), nl, (dp, dpc, pc_), np_) in enumerate(per_doc):
-                why.append(self._decide(
-                    (dl, dlc, nl, lc), (dp, dpc, np_, pc_), lambda r, d=d: ngrams(r, d)
-                ))  # fmt: skip
+            found = [
+                self._line_reason((dl, dl_chars, nl, l_chars), (dp, dp_chars, n_p, p_chars))
+                for (dl, dl_chars, l_chars), nl, (dp, dp_chars, p_chars), n_p in per_doc
+            ]
+            todo = np.array([w is None for w in found], np.bool_)
+            ngram = ngram_kernel.first_exceeded_batch(
+                m.ids(m.words), m.words.cps, m.words.first, todo, rules
+            )
+            why += [w or self._ngram_reason(r, v) for w, r, v in zip(found, *ngram, strict=True)]
         return Verdicts(why)
 
 

@@ -41,101 +41,106 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
 # str.isspace of every code point up to U+3000, the last one it accepts (checked in the tests)
 SPACE = np.array([chr(c).isspace() for c in range(0x3001)], np.bool_)
+_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_SPREAD = np.uint64(0xBF58476D1CE4E5B9)  # a table slot from a hash's top bits, times this
 BATCH_BYTES = 1 << 20  # text measured per kernel call: bounds the span arrays' memory
 
 
 @_jit
-def _words(data, offsets, space, starts, ends, cps, gap_cps, gap_lines, first, newlines):
-    """Each word's byte span, its code points, and the code points and newlines of the gap
-    before it (from the previous word, or the document's start); `first[d]`: document d's first
-    word (first[n] = all words); `newlines[d]`: its newlines."""
+def _words(data, offsets, space, starts, ends, cps, hashes, gap_cps, gap_lines, first,
+           newlines):  # fmt: skip
+    """Each word's byte span, code points and hash (FNV-1a of its bytes), and the code points
+    and newlines of the gap before it (from the previous word, or the document's start);
+    `first[d]`: document d's first word (first[n] = all words); `newlines[d]`: its newlines.
+    One loop, characters decoded in it (a decoding helper returning a tuple ran 3x slower)."""
     w = 0
     for doc in range(offsets.shape[0] - 1):
         i, stop = offsets[doc], offsets[doc + 1]
         first[doc] = w
-        gap, lines, total_lines = 0, 0, 0
+        newlines_before, gap, lines, k = 0, 0, 0, 0
+        h = _FNV_OFFSET
         in_word = False
-        k = 0
         while i < stop:
-            c = data[i]
-            n = 1
+            c = np.int64(data[i])
             if c < 0x80:
                 blank = space[c]
-            elif c < 0xE0:
-                n = 2
-                cp = ((np.int64(c) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
-                blank = cp < space.shape[0] and space[cp]
-            elif c < 0xF0:
-                n = 3
-                cp = ((np.int64(c) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
-                cp |= np.int64(data[i + 2]) & 0x3F
-                blank = cp < space.shape[0] and space[cp]
+                n = 1
             else:
-                n = 4
-                blank = False  # past U+FFFF: no space
+                if c < 0xE0:
+                    cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                    n = 2
+                elif c < 0xF0:
+                    cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                    cp |= np.int64(data[i + 2]) & 0x3F
+                    n = 3
+                else:
+                    cp = space.shape[0]  # past U+FFFF: no space
+                    n = 4
+                blank = cp < space.shape[0] and space[cp]
             if blank:
                 if in_word:
-                    ends[w], cps[w] = i, k
+                    ends[w], cps[w], hashes[w] = i, k, h
                     w += 1
                     in_word = False
                 gap += 1
                 if c == 10:
                     lines += 1
-                    total_lines += 1
-            elif in_word:
-                k += 1
             else:
-                starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
-                in_word, k, gap, lines = True, 1, 0, 0
+                if not in_word:
+                    in_word = True
+                    starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
+                    newlines_before += lines
+                    gap, lines, k = 0, 0, 0
+                    h = _FNV_OFFSET
+                k += 1
+                for j in range(n):
+                    h = (h ^ np.uint64(data[i + j])) * _FNV_PRIME
             i += n
         if in_word:
-            ends[w], cps[w] = stop, k
+            ends[w], cps[w], hashes[w] = stop, k, h
             w += 1
-        newlines[doc] = total_lines
+        newlines[doc] = newlines_before + lines
     first[offsets.shape[0] - 1] = w
     return w
 
 
 @_jit
-def _groups(starts, ends, cps, gap_cps, gap_lines, first, min_newlines, out_s, out_e, out_c,
-            out_first):  # fmt: skip
+def _groups(words, gap_cps, gap_lines, min_newlines, out_s, out_e, out_c, out_h, out_first):
     """Words grouped into items (lines: min_newlines 1, paragraphs: 2): an item ends where the
-    gap before the next word holds min_newlines newlines or more."""
+    gap before the next word holds min_newlines newlines or more. An item's hash is of its
+    words' hashes (items with the same words and other gaps share it: _ids compares bytes)."""
+    starts, ends, cps, hashes, first = words
     m = 0
     for doc in range(first.shape[0] - 1):
         out_first[doc] = m
         for w in range(first[doc], first[doc + 1]):
             if w == first[doc] or gap_lines[w] >= min_newlines:
-                out_s[m], out_e[m], out_c[m] = starts[w], ends[w], cps[w]
+                out_s[m], out_e[m], out_c[m], out_h[m] = starts[w], ends[w], cps[w], hashes[w]
                 m += 1
             else:
                 out_e[m - 1] = ends[w]
                 out_c[m - 1] += gap_cps[w] + cps[w]
+                out_h[m - 1] = out_h[m - 1] * _MUL + hashes[w]
     out_first[first.shape[0] - 1] = m
     return m
-
-
-@_jit
-def _hash(data, s, e):
-    h = np.uint64(0xCBF29CE484222325)  # FNV-1a
-    for i in range(s, e):
-        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
-    return h
 
 
 @_jit
 def _same(data, a_s, a_e, b_s, b_e):
     if a_e - a_s != b_e - b_s:
         return False
-    for k in range(a_e - a_s):
+    for k in range(a_e - a_s):  # noqa: SIM110 - compiled: no generator
         if data[a_s + k] != data[b_s + k]:
             return False
     return True
 
 
 @_jit
-def _ids(data, starts, ends, first, ids):
-    """ids[i]: 1, 2, ... per document, in order of first occurrence of each distinct item."""
+def _ids(data, items, ids):
+    """ids[i]: 1, 2, ... per document, in order of first occurrence of each distinct item (equal
+    bytes: a hash match is confirmed byte for byte)."""
+    starts, ends, _, hashes, first = items
     for doc in range(first.shape[0] - 1):
         a, b = first[doc], first[doc + 1]
         bits = 1
@@ -143,18 +148,17 @@ def _ids(data, starts, ends, first, ids):
             bits += 1
         mask = (1 << bits) - 1
         slot_item = np.full(1 << bits, -1, np.int64)
-        slot_hash = np.zeros(1 << bits, np.uint64)
         distinct = 0
         for i in range(a, b):
-            h = _hash(data, starts[i], ends[i])
-            s = np.int64(h & np.uint64(mask))
-            while slot_item[s] >= 0 and not (
-                slot_hash[s] == h and _same(data, starts[slot_item[s]], ends[slot_item[s]],
-                                            starts[i], ends[i])
-            ):  # fmt: skip
+            h = hashes[i]
+            s = np.int64((h * _SPREAD) >> np.uint64(64 - bits))
+            while slot_item[s] >= 0:
+                j = slot_item[s]
+                if hashes[j] == h and _same(data, starts[j], ends[j], starts[i], ends[i]):
+                    break
                 s = (s + 1) & mask
             if slot_item[s] < 0:
-                slot_item[s], slot_hash[s] = i, h
+                slot_item[s] = i
                 distinct += 1
                 ids[i] = distinct
             else:
@@ -256,16 +260,20 @@ def _ascii_words(data, offsets, starts, ends, first, punct, stop_data, stop_offs
 
 @dataclass
 class Items:
-    """Words, lines or paragraphs of a batch: byte spans, code points, and `first[d]` the index
-    of document d's first item (first[n]: the number of items)."""
+    """Words, lines or paragraphs of a batch: byte spans, code points, hashes, and `first[d]`
+    the index of document d's first item (first[n]: the number of items)."""
 
     starts: np.ndarray
     ends: np.ndarray
     cps: np.ndarray
+    hashes: np.ndarray
     first: np.ndarray
 
     def per_doc(self) -> np.ndarray:
         return np.diff(self.first)
+
+    def fields(self) -> tuple[np.ndarray, ...]:
+        return self.starts, self.ends, self.cps, self.hashes, self.first
 
 
 @dataclass
@@ -282,10 +290,10 @@ class Measured:
     def _grouped(self, min_newlines: int) -> Items:
         n, w = len(self.offsets) - 1, len(self.words.starts)
         s, e, c = np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64)
-        first = np.empty(n + 1, np.int64)
-        m = _groups(self.words.starts, self.words.ends, self.words.cps, self.gap_cps,
-                    self.gap_lines, self.words.first, min_newlines, s, e, c, first)  # fmt: skip
-        return Items(s[:m], e[:m], c[:m], first)
+        h, first = np.empty(w, np.uint64), np.empty(n + 1, np.int64)
+        m = _groups(self.words.fields(), self.gap_cps, self.gap_lines, min_newlines, s, e, c, h,
+                    first)  # fmt: skip
+        return Items(s[:m], e[:m], c[:m], h[:m], first)
 
     def lines(self) -> Items:
         return self._grouped(1)
@@ -296,7 +304,7 @@ class Measured:
     def ids(self, items: Items) -> np.ndarray:
         """Each item's id in its document: 1, 2, ... in order of first occurrence."""
         out = np.empty(len(items.starts), np.uint64)
-        _ids(self.data, items.starts, items.ends, items.first, out)
+        _ids(self.data, items.fields(), out)
         return out
 
     def duplicates(self, items: Items) -> np.ndarray:
@@ -338,11 +346,12 @@ def measure(texts: pa.Array) -> Measured:
     size = int(offsets[-1] - offsets[0]) if n else 0
     cap = size // 2 + n + 1  # a word is one byte at least, followed by a space or the end
     # np.empty: the pages past the words found are never touched
-    starts, ends, cps = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
-    gap_cps, gap_lines = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    starts, ends, cps, gap_cps, gap_lines = (np.empty(cap, np.int64) for _ in range(5))
+    hashes = np.empty(cap, np.uint64)
     first, newlines = np.empty(n + 1, np.int64), np.empty(n, np.int64)
-    w = _words(data, offsets, SPACE, starts, ends, cps, gap_cps, gap_lines, first, newlines)
-    words = Items(starts[:w], ends[:w], cps[:w], first)
+    w = _words(data, offsets, SPACE, starts, ends, cps, hashes, gap_cps, gap_lines, first,
+               newlines)  # fmt: skip
+    words = Items(starts[:w], ends[:w], cps[:w], hashes[:w], first)
     return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], newlines)
 
 

@@ -75,7 +75,7 @@ def test_batch_reasons_are_the_per_document_reasons(name, ascii_only):
     texts += ["\n".join(["- " + line] * k + [line] * (10 - k)) for k in range(8, 11)]
     texts += ["\n".join([line + "..."] * k + [line] * (10 - k)) for k in range(2, 5)]
     texts += [(line + " ") * 4 + "#" * k for k in range(3, 8)]
-    texts += [" ".join(["the", "of"] * k + ["w%d" % i for i in range(40)]) for k in range(30)]
+    texts += [" ".join(["the", "of"] * k + [f"w{i}" for i in range(40)]) for k in range(30)]
     cls = REGISTRY[name]
     step = cls(cls.Params())
     table = pa.table({"text": pa.chunked_array([texts[:100], texts[100:]], pa.string())})
