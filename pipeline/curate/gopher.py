@@ -101,9 +101,9 @@ class GopherQuality(Filter):
         )
 
     def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons; ASCII documents measured compiled (curate/stats_kernel.py), the
-        others judged in Python (str.isalpha and str.lower are Unicode's there)."""
-        if not stats_kernel.available():
+        """judge's reasons, measured compiled (curate/stats_kernel.py; judge where a stop word is
+        not ASCII or longer than 7 characters)."""
+        if not (stats_kernel.available() and stats_kernel.packable(self.params.stop_words)):
             return super().__call__(batch)
         why: list[str | None] = []
         for texts in stats_kernel.batches(batch["text"]):
@@ -112,16 +112,13 @@ class GopherQuality(Filter):
             per_doc = zip(
                 m.words.per_doc().tolist(),
                 _sums(m.words.cps, m.words.first),
-                m.ascii_words(t.BARE_STRIP, self.params.stop_words).tolist(),
+                m.word_classes(t.BARE_STRIP, self.params.stop_words).tolist(),
                 lines.per_doc().tolist(),
                 m.affixed(lines, BULLETS, at_end=False).tolist(),
                 m.affixed(lines, ELLIPSES, at_end=True).tolist(),
                 strict=True,
             )
-            for d, (n, chars, (hashes, dots, alpha, stop), *marks) in enumerate(per_doc):
-                if hashes < 0:  # not ASCII
-                    why.append(self.judge(texts[d].as_py()))
-                    continue
+            for n, chars, (hashes, dots, alpha, stop), *marks in per_doc:
                 shape = (chars, hashes, dots, *marks)
                 why.append(self._decide(n, lambda s=shape: s, lambda c=(alpha, stop): c))
         return Verdicts(why)

@@ -19,6 +19,7 @@ folder, under its lock.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -206,18 +207,36 @@ def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, out):
 
 
 @_jit
-def _ascii_words(data, offsets, starts, ends, first, punct, stop_data, stop_offsets, out):
-    """Per ASCII document: "#" and "..." (non-overlapping) in its text, its words holding a
-    letter, and its words that, stripped of `punct` at both ends and lower-cased, are a stop
-    word (text.bare); other documents are left as they are."""
+def _decode(data, i):
+    """The code point of the UTF-8 character at data[i] (not ASCII)."""
+    c = np.int64(data[i])
+    if c < 0xE0:
+        return ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+    if c < 0xF0:
+        return ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (data[i + 2] & 0x3F)
+    return ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | (
+        (np.int64(data[i + 2]) & 0x3F) << 6) | (data[i + 3] & 0x3F)  # fmt: skip
+
+
+@_jit
+def _size(c):
+    return 1 if c < 0x80 else (2 if c < 0xE0 else (3 if c < 0xF0 else 4))
+
+
+@_jit
+def _word_classes(data, offsets, starts, ends, first, alpha_table, punct, stop_keys, out):
+    """Per document: "#", "..." (non-overlapping) and "…" in its text, its words holding a
+    letter (alpha_table: str.isalpha per code point), and its words that, stripped of `punct`
+    characters at both ends and lower-cased, are a stop word (text.bare; the stop words are
+    ASCII: a character lowers to ASCII only when it is ASCII or U+212A, KELVIN SIGN, "k")."""
     for doc in range(offsets.shape[0] - 1):
-        ascii_only = True
-        hashes, dots, run = 0, 0, 0
+        hashes, dots, run, ellipses = 0, 0, 0, 0
         for i in range(offsets[doc], offsets[doc + 1]):
             c = data[i]
             if c >= 0x80:
-                ascii_only = False
-                break
+                # U+2026 is E2 80 A6: its last byte is no other character's first
+                if c == 0xA6 and data[i - 1] == 0x80 and data[i - 2] == 0xE2:
+                    ellipses += 1
             hashes += c == 35
             if c == 46:
                 run += 1
@@ -226,36 +245,56 @@ def _ascii_words(data, offsets, starts, ends, first, punct, stop_data, stop_offs
                     run = 0
             else:
                 run = 0
-        if not ascii_only:
-            continue
         alpha, stop = 0, 0
         for w in range(first[doc], first[doc + 1]):
             s, e = starts[w], ends[w]
-            for i in range(s, e):
-                c = data[i] | 0x20
-                if 97 <= c <= 122:
-                    alpha += 1
+            i = s
+            while i < e:
+                c = np.int64(data[i])
+                if c < 0x80:
+                    if 97 <= (c | 0x20) <= 122:
+                        alpha += 1
+                        break
+                    i += 1
+                else:
+                    if alpha_table[_decode(data, i)]:
+                        alpha += 1
+                        break
+                    i += _size(c)
+            while s < e:  # bare: punctuation stripped from both ends
+                cp = np.int64(data[s]) if data[s] < 0x80 else _decode(data, s)
+                if cp >= punct.shape[0] or not punct[cp]:
                     break
-            while s < e and punct[data[s]]:
-                s += 1
-            while e > s and punct[data[e - 1]]:
-                e -= 1
-            for p in range(stop_offsets.shape[0] - 1):
-                ps, pe = stop_offsets[p], stop_offsets[p + 1]
-                if pe - ps != e - s:
-                    continue
-                match = True
-                for k in range(e - s):
-                    c = data[s + k]
+                s += _size(data[s])
+            while e > s:
+                last = e - 1
+                while data[last] & 0xC0 == 0x80:
+                    last -= 1
+                cp = np.int64(data[last]) if data[last] < 0x80 else _decode(data, last)
+                if cp >= punct.shape[0] or not punct[cp]:
+                    break
+                e = last
+            key, n = 0, 0  # the bare word lowered, packed as stop_keys are (`packed`)
+            i = s
+            while i < e and n <= 7:
+                c = np.int64(data[i])
+                if c >= 0x80:
+                    if _decode(data, i) != 0x212A:
+                        break
+                    c, i = 107, i + 3
+                else:
                     if 65 <= c <= 90:
                         c += 32
-                    if c != stop_data[ps + k]:
-                        match = False
+                    i += 1
+                key |= c << (8 * n)
+                n += 1
+            if i == e and n <= 7:
+                key |= n << 56
+                for p in range(stop_keys.shape[0]):
+                    if stop_keys[p] == key:
+                        stop += 1
                         break
-                if match:
-                    stop += 1
-                    break
-        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = hashes, dots, alpha, stop
+        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = hashes, dots + ellipses, alpha, stop
 
 
 @dataclass
@@ -321,16 +360,32 @@ class Measured:
                  at_end, out)  # fmt: skip
         return out
 
-    def ascii_words(self, punctuation: str, stop_words: tuple[str, ...]) -> np.ndarray:
-        """(documents, 4) for ASCII documents: "#" count, "..." count, words holding a letter,
-        stop words (text.bare of the word in `stop_words`); a row of -1 for the others."""
-        punct = np.zeros(128, np.bool_)
-        punct[[ord(c) for c in punctuation if ord(c) < 128]] = True
-        stop_data, stop_offsets = _patterns(stop_words)
-        out = np.full((len(self.offsets) - 1, 4), -1, np.int64)
-        _ascii_words(self.data, self.offsets, self.words.starts, self.words.ends,
-                     self.words.first, punct, stop_data, stop_offsets, out)  # fmt: skip
+    def word_classes(self, punctuation: str, stop_words: tuple[str, ...]) -> np.ndarray:
+        """(documents, 4): "#" count, ellipses ("..." and "…"), words holding a letter, stop
+        words (text.bare of the word, with `punctuation`, in `stop_words`: `packable`)."""
+        punct = np.zeros(max(map(ord, punctuation), default=0) + 1, np.bool_)
+        punct[[ord(c) for c in punctuation]] = True
+        out = np.empty((len(self.offsets) - 1, 4), np.int64)
+        _word_classes(self.data, self.offsets, self.words.starts, self.words.ends,
+                      self.words.first, _alpha(), punct, packed(stop_words), out)  # fmt: skip
         return out
+
+
+def packable(stop_words: tuple[str, ...]) -> bool:
+    """Whether word_classes takes these stop words: ASCII, 7 characters at most."""
+    return all(w.isascii() and len(w) <= 7 for w in stop_words)
+
+
+def packed(stop_words: tuple[str, ...]) -> np.ndarray:
+    """Each stop word as one integer: its bytes (little-endian) and its length in the top byte."""
+    return np.array([int.from_bytes(w.encode(), "little") | len(w) << 56 for w in stop_words],
+                    np.int64)  # fmt: skip
+
+
+@functools.cache
+def _alpha() -> np.ndarray:
+    """str.isalpha of every code point (built once per process: ~0.1 s)."""
+    return np.array([chr(c).isalpha() for c in range(0x110000)], np.bool_)
 
 
 def _patterns(patterns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -380,7 +435,7 @@ def available() -> bool:
                     m = measure(pa.array(["a é\n\n#...b c", ""], pa.string()))
                     m.duplicates(m.lines())
                     m.affixed(m.paragraphs(), ("a",), True)
-                    m.ascii_words("#", ("a",))
+                    m.word_classes("#", ("a",))
             except Exception:  # noqa: BLE001 - any failure to compile: the Python paths
                 _usable = False
     return _usable

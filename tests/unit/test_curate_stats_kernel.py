@@ -90,12 +90,32 @@ def test_batch_reasons_are_the_per_document_reasons(name, ascii_only):
     assert len(set(got)) > 3  # several rules decide
 
 
-def test_gopher_quality_judges_only_non_ascii_documents_in_python(monkeypatch):
+def test_gopher_quality_stop_words_lower_as_python_does():
+    """A stop word holding "k" matches a word with U+212A (KELVIN SIGN), which lowers to "k";
+    "İ" lowers to two characters and matches nothing."""
     cls = REGISTRY["gopher_quality"]
-    step = cls(cls.Params())
+    loose = {"min_words": 0, "min_mean_word_length": 0, "max_ellipsis_word_ratio": 1.0,
+             "max_ellipsis_lines": 1.0, "min_alpha_words": 0.0}  # fmt: skip
+    step = cls(cls.Params(**loose, min_stop_words=3, stop_words=("ok", "k", "i", "the")))
+    texts = ["o\u212a \u212a x", "\u212a ok (O\u212a)", "İ i the", "“the” «the» the…"]
+    texts += random_texts(random.Random(2), 300)
+    table = pa.table({"text": texts})
+    got = step(table).why
+    assert got == [step.judge(x) for x in texts]
+    assert got[:4] == ["stop_words=2 < 3", None, "stop_words=2 < 3", None]
+
+
+def test_gopher_quality_judges_in_python_only_stop_words_it_cannot_pack(monkeypatch):
+    cls = REGISTRY["gopher_quality"]
     judged = []
     plain = cls.judge
     monkeypatch.setattr(cls, "judge", lambda self, x: judged.append(x) or plain(self, x))
     texts = ["the cat and the dog. " * 20, "naïve the of and to " * 20, ""]
-    assert step(pa.table({"text": texts})).why[1:] == [plain(step, x) for x in texts[1:]]
-    assert judged == [texts[1]]
+    for stop_words, python in ((STOP, []), ((*STOP, "naïve"), texts), ((*STOP, "although"), texts)):
+        step = cls(cls.Params(stop_words=stop_words))
+        judged.clear()
+        assert step(pa.table({"text": texts})).why == [plain(step, x) for x in texts]
+        assert judged == python
+
+
+STOP = ("the", "be", "to", "of", "and", "that", "have", "with")
