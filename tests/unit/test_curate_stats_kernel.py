@@ -46,6 +46,13 @@ def test_space_table_is_str_isspace_and_re_whitespace():
     assert all(re.fullmatch(r"\s", c) for c in SPACES)
 
 
+def test_letter_table_is_str_isalpha():
+    table = stats_kernel._alpha()
+    assert len(table) == 0x110000
+    points = [*range(0x10000), *range(0x10000, 0x110000, 7)]
+    assert table[points].tolist() == [chr(c).isalpha() for c in points]
+
+
 def test_words_lines_and_paragraphs_are_text_pys():
     texts = random_texts(random.Random(0), 400)
     m = stats_kernel.measure(pa.array(texts, pa.string()))
