@@ -9,6 +9,11 @@ occurrence; 0 when none occurs twice), kind 1: the word characters inside any ha
 twice, each counted once; both over all word characters. Returns the first rule whose fraction
 exceeds its bound and that fraction, or (-1, 0.0).
 
+`first_exceeded_batch` answers for every document of a batch in one call, each level n tallying
+only the positions where both (n-1)-grams it holds repeat (every occurrence of a repeated
+n-gram is among them): the same answers, unless two different n-grams share a 64-bit hash that
+their (n-1)-grams do not, where the full tally would count the collision as a repeat.
+
 numba is optional: `available()` is False where it is not installed (or cannot compile), and
 gopher.py uses NGrams. Compiled on first use and cached on disk (cache=True).
 """
