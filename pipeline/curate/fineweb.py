@@ -17,7 +17,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import stats_kernel
+from pipeline.curate import measures
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, fraction, register
 
@@ -66,13 +66,13 @@ class FineWebQuality(Filter):
         return above("newlines_per_word", fraction(newlines, words()), p.max_newlines_per_word)
 
     def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, every measure compiled (curate/stats_kernel.py)."""
-        if not stats_kernel.available():
+        """judge's reasons, every measure compiled (curate/measures.py)."""
+        if not measures.available():
             return super().__call__(batch)
         p: FineWebParams = self.params
         why: list[str | None] = []
-        for texts in stats_kernel.batches(batch["text"]):
-            m = stats_kernel.measure(texts)
+        for texts in measures.batches(batch["text"]):
+            m = measures.measure(texts)
             lines = m.lines()
             short = np.concatenate([[0], np.cumsum(lines.cps <= p.short_line_chars)])
             per_doc = zip(

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import ngram_kernel, stats_kernel
+from pipeline.curate import measures, ngram_kernel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, first, fraction, register
 
@@ -101,13 +101,13 @@ class GopherQuality(Filter):
         )
 
     def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, measured compiled (curate/stats_kernel.py; judge where a stop word is
+        """judge's reasons, measured compiled (curate/measures.py; judge where a stop word is
         not ASCII or longer than 7 characters)."""
-        if not (stats_kernel.available() and stats_kernel.packable(self.params.stop_words)):
+        if not (measures.available() and measures.packable(self.params.stop_words)):
             return super().__call__(batch)
         why: list[str | None] = []
-        for texts in stats_kernel.batches(batch["text"]):
-            m = stats_kernel.measure(texts)
+        for texts in measures.batches(batch["text"]):
+            m = measures.measure(texts)
             lines = m.lines()
             per_doc = zip(
                 m.words.per_doc().tolist(),
@@ -188,15 +188,15 @@ class GopherRepetition(Filter):
         return rules + [(n, DUPLICATED, b) for n, b in sorted(p.max_dup_ngram_chars.items())]
 
     def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, every measure compiled (curate/stats_kernel.py, ngram_kernel.py)."""
+        """judge's reasons, every measure compiled (curate/measures.py, ngram_kernel.py)."""
         rules = self._rules()
-        if not (stats_kernel.available() and ngram_kernel.available()) or any(
+        if not (measures.available() and ngram_kernel.available()) or any(
             n < 1 for n, _, _ in rules
         ):
             return super().__call__(batch)
         why: list[str | None] = []
-        for texts in stats_kernel.batches(batch["text"]):
-            m = stats_kernel.measure(texts)
+        for texts in measures.batches(batch["text"]):
+            m = measures.measure(texts)
             lines, paras = m.lines(), m.paragraphs()
             per_doc = zip(
                 m.duplicates(lines).tolist(), lines.per_doc().tolist(),

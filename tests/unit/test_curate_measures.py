@@ -1,4 +1,4 @@
-"""The compiled measures (curate/stats_kernel.py) are curate/text.py's, and the steps that use
+"""The compiled measures (curate/measures.py) are curate/text.py's, and the steps that use
 them over a batch give, document for document, the reasons of their plain per-document
 definitions (`judge`): on ASCII and non-ASCII text, empty and whitespace-only documents,
 every whitespace str.split knows, and documents on both sides of the thresholds."""
@@ -11,11 +11,11 @@ import re
 import pyarrow as pa
 import pytest
 
-from pipeline.curate import stats_kernel
+from pipeline.curate import measures
 from pipeline.curate import text as t
 from pipeline.curate.base import REGISTRY
 
-pytestmark = pytest.mark.skipif(not stats_kernel.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not measures.available(), reason="numba is not installed")
 
 SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
 PIECES = (
@@ -35,19 +35,19 @@ def random_texts(rng: random.Random, count: int, ascii_only: bool = False) -> li
     return texts
 
 
-def spans(m: stats_kernel.Measured, items: stats_kernel.Items, doc: int) -> list[str]:
+def spans(m: measures.Measured, items: measures.Items, doc: int) -> list[str]:
     a, b = items.first[doc], items.first[doc + 1]
     return [bytes(m.data[s:e]).decode() for s, e in zip(items.starts[a:b], items.ends[a:b],
                                                          strict=True)]  # fmt: skip
 
 
 def test_space_table_is_str_isspace_and_re_whitespace():
-    assert [chr(c) for c in range(len(stats_kernel.SPACE)) if stats_kernel.SPACE[c]] == SPACES
+    assert [chr(c) for c in range(len(measures.SPACE)) if measures.SPACE[c]] == SPACES
     assert all(re.fullmatch(r"\s", c) for c in SPACES)
 
 
 def test_letter_table_is_str_isalpha():
-    table = stats_kernel._alpha()
+    table = measures._alpha()
     assert len(table) == 0x110000
     points = [*range(0x10000), *range(0x10000, 0x110000, 7)]
     assert table[points].tolist() == [chr(c).isalpha() for c in points]
@@ -55,7 +55,7 @@ def test_letter_table_is_str_isalpha():
 
 def test_words_lines_and_paragraphs_are_text_pys():
     texts = random_texts(random.Random(0), 400)
-    m = stats_kernel.measure(pa.array(texts, pa.string()))
+    m = measures.measure(pa.array(texts, pa.string()))
     lines, paras = m.lines(), m.paragraphs()
     for d, text in enumerate(texts):
         assert spans(m, m.words, d) == t.words(text), text
