@@ -71,8 +71,7 @@ class FineWebQuality(Filter):
             return super().__call__(batch)
         p: FineWebParams = self.params
         why: list[str | None] = []
-        for texts in measures.batches(batch["text"]):
-            m = measures.measure(texts)
+        for m in measures.measured(batch["text"]):
             lines = m.lines()
             short = np.concatenate([[0], np.cumsum(lines.cps <= p.short_line_chars)])
             per_doc = zip(

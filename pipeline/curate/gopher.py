@@ -106,8 +106,7 @@ class GopherQuality(Filter):
         if not (measures.available() and measures.packable(self.params.stop_words)):
             return super().__call__(batch)
         why: list[str | None] = []
-        for texts in measures.batches(batch["text"]):
-            m = measures.measure(texts)
+        for m in measures.measured(batch["text"]):
             lines = m.lines()
             per_doc = zip(
                 m.words.per_doc().tolist(),
@@ -195,8 +194,7 @@ class GopherRepetition(Filter):
         ):
             return super().__call__(batch)
         why: list[str | None] = []
-        for texts in measures.batches(batch["text"]):
-            m = measures.measure(texts)
+        for m in measures.measured(batch["text"]):
             lines, paras = m.lines(), m.paragraphs()
             per_doc = zip(
                 m.duplicates(lines).tolist(), lines.per_doc().tolist(),

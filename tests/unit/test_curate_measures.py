@@ -97,6 +97,19 @@ def test_batch_reasons_are_the_per_document_reasons(name, ascii_only):
     assert len(set(got)) > 3  # several rules decide
 
 
+@pytest.mark.parametrize("name", ["gopher_quality", "gopher_repetition", "fineweb_quality"])
+def test_batch_reasons_hold_across_batches_sharing_buffers(name, monkeypatch):
+    """Many batches of a few hundred bytes, larger and smaller than the first: each writes its
+    words over the previous one's."""
+    monkeypatch.setattr(measures, "BATCH_BYTES", 300)
+    texts = random_texts(random.Random(6), 200)
+    texts[10] = "the cat sat with the dog. " * 200  # a batch larger than the buffers so far
+    cls = REGISTRY[name]
+    step = cls(cls.Params())
+    assert len(list(measures.batches(pa.array(texts)))) > 20
+    assert step(pa.table({"text": texts})).why == [step.judge(x) for x in texts]
+
+
 def test_gopher_quality_stop_words_lower_as_python_does():
     """A stop word holding "k" matches a word with U+212A (KELVIN SIGN), which lowers to "k";
     "İ" lowers to two characters and matches nothing."""
