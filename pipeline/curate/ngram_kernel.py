@@ -15,12 +15,14 @@ n-gram is among them): the same answers, unless two different n-grams share a 64
 their (n-1)-grams do not, where the full tally would count the collision as a repeat.
 
 numba is optional: `available()` is False where it is not installed (or cannot compile), and
-gopher.py uses NGrams. Compiled on first use and cached on disk (cache=True).
+gopher.py uses NGrams. Compiled on first use into kernel_cache's shared folder, under its lock.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
 
 try:  # optional: gopher.NGrams gives the same values
     import numba
@@ -268,9 +270,12 @@ def available() -> bool:
     if _usable is None:
         _usable = numba is not None
         if _usable:
-            try:  # compile (or load from the cache) now, on tiny inputs
-                first_exceeded(np.arange(1, 4, dtype=np.uint64), np.ones(3, np.int64),
-                               [(2, 0, 0.5), (3, 1, 0.5)])  # fmt: skip
+            try:  # compile (or load from the cache) the batch path now, on tiny inputs, with
+                # the types curate/measures.py passes (first_exceeded compiles on its first call)
+                with kernel_cache.compiling():  # one compiling process per machine
+                    first_exceeded_batch(np.arange(1, 4, dtype=np.uint64), np.ones(3, np.int32),
+                                         np.array([0, 3]), np.ones(1, np.bool_),
+                                         [(2, 0, 0.5), (3, 1, 0.5)])  # fmt: skip
             except Exception:  # noqa: BLE001 - any failure to compile: the numpy path
                 _usable = False
     return _usable
