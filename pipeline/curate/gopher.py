@@ -110,23 +110,16 @@ class GopherQuality(Filter):
             lines = m.lines()
             per_doc = zip(
                 m.words.per_doc().tolist(),
-                _sums(m.words.cps, m.words.first),
                 m.word_classes(t.BARE_STRIP, self.params.stop_words).tolist(),
                 lines.per_doc().tolist(),
                 m.affixed(lines, BULLETS, at_end=False).tolist(),
                 m.affixed(lines, ELLIPSES, at_end=True).tolist(),
                 strict=True,
             )
-            for n, chars, (hashes, dots, alpha, stop), *marks in per_doc:
+            for n, (chars, hashes, dots, alpha, stop), *marks in per_doc:
                 shape = (chars, hashes, dots, *marks)
                 why.append(self._decide(n, lambda s=shape: s, lambda c=(alpha, stop): c))
         return Verdicts(why)
-
-
-def _sums(values: np.ndarray, first: np.ndarray) -> list[int]:
-    """Per document, the sum of its items' values."""
-    total = np.concatenate([[0], np.cumsum(values)])
-    return (total[first[1:]] - total[first[:-1]]).tolist()
 
 
 def _top_ngram_defaults() -> dict[int, float]:

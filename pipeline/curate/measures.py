@@ -100,13 +100,15 @@ class Measured:
         return out
 
     def word_classes(self, punctuation: str, stop_words: tuple[str, ...]) -> np.ndarray:
-        """(documents, 4): "#" count, ellipses ("..." and "…"), words holding a letter, stop
-        words (text.bare of the word, with `punctuation`, in `stop_words`: `packable`)."""
+        """(documents, 5): word characters, "#" count, ellipses ("..." and "…"), words holding a
+        letter, stop words (text.bare of the word, with `punctuation`, in `stop_words`:
+        `packable`)."""
         punct = np.zeros(max(map(ord, punctuation), default=0) + 1, np.bool_)
         punct[[ord(c) for c in punctuation]] = True
-        out = np.empty((len(self.offsets) - 1, 4), np.int64)
-        k._word_classes(self.data, self.offsets, self.words.starts, self.words.ends,
-                      self.words.first, _alpha(), punct, packed(stop_words), out)  # fmt: skip
+        out = np.empty((len(self.offsets) - 1, 5), np.int64)
+        w = self.words
+        k._word_classes(self.data, self.offsets, w.starts, w.ends, w.cps, w.first, _alpha(), punct,
+                        packed(stop_words), out)  # fmt: skip
         return out
 
 

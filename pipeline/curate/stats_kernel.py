@@ -208,29 +208,33 @@ def _size(c):
 
 
 @_jit
-def _word_classes(data, offsets, starts, ends, first, alpha_table, punct, stop_keys, out):
-    """Per document: "#", "..." (non-overlapping) and "…" in its text, its words holding a
-    letter (alpha_table: str.isalpha per code point), and its words that, stripped of `punct`
-    characters at both ends and lower-cased, are a stop word (text.bare; the stop words are
-    ASCII: a character lowers to ASCII only when it is ASCII or U+212A, KELVIN SIGN, "k")."""
+def _word_classes(data, offsets, starts, ends, cps, first, alpha_table, punct, stop_keys, out):
+    """Per document: its word characters, "#", "..." (non-overlapping) and "…" in its text, its
+    words holding a letter (alpha_table: str.isalpha per code point), and its words that,
+    stripped of `punct` characters at both ends and lower-cased, are a stop word (text.bare;
+    the stop words are ASCII: a character lowers to ASCII only when it is ASCII or U+212A,
+    KELVIN SIGN, "k")."""
     for doc in range(offsets.shape[0] - 1):
         hashes, dots, run, ellipses = 0, 0, 0, 0
         for i in range(offsets[doc], offsets[doc + 1]):
             c = data[i]
+            if c < 0x80:
+                if c == 35:
+                    hashes += 1
+                elif c == 46:
+                    run += 1
+                    if run == 3:
+                        dots += 1
+                        run = 0
+                    continue
             # U+2026 is E2 80 A6 (a continuation byte: never a text's first)
-            if c == 0xA6 and data[i - 1] == 0x80 and data[i - 2] == 0xE2:
+            elif c == 0xA6 and data[i - 1] == 0x80 and data[i - 2] == 0xE2:
                 ellipses += 1
-            hashes += c == 35
-            if c == 46:
-                run += 1
-                if run == 3:
-                    dots += 1
-                    run = 0
-            else:
-                run = 0
-        alpha, stop = 0, 0
+            run = 0
+        alpha, stop, chars = 0, 0, 0
         for w in range(first[doc], first[doc + 1]):
             s, e = starts[w], ends[w]
+            chars += cps[w]
             i = s
             while i < e:
                 c = np.int64(data[i])
@@ -277,4 +281,5 @@ def _word_classes(data, offsets, starts, ends, first, alpha_table, punct, stop_k
                     if stop_keys[p] == key:
                         stop += 1
                         break
-        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = hashes, dots + ellipses, alpha, stop
+        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = chars, hashes, dots + ellipses, alpha
+        out[doc, 4] = stop
