@@ -211,6 +211,9 @@ def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
             rep[words] = False
             at_n = 1
         while at_n < n:
+            if best_count < 2:  # nothing repeats at this level: nothing longer does (rep is
+                at_n = n  # all False, h is not needed: a shorter n starts again from ids)
+                break
             at_n += 1
             m = words - at_n + 1
             for i in range(m):
