@@ -35,9 +35,10 @@ class Verdicts:
 
 @dataclass
 class Rewrites:
-    """A transform's output: the new texts, how many documents changed, spans replaced by kind."""
+    """A transform's output: the new texts (a list, or an Arrow string array), how many documents
+    changed, spans replaced by kind."""
 
-    texts: list[str]
+    texts: list[str] | pa.Array
     changed: int = 0
     spans: Counter = field(default_factory=Counter)
 

@@ -132,7 +132,10 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
         result = step(out.kept)
         if isinstance(result, Rewrites):
             at = out.kept.column_names.index("text")
-            out.kept = out.kept.set_column(at, "text", pa.array(result.texts, pa.string()))
+            texts = result.texts
+            if not isinstance(texts, pa.Array):
+                texts = pa.array(texts, pa.string())
+            out.kept = out.kept.set_column(at, "text", texts)
             out.changed_by_rule[step.name] += result.changed
             for kind, n in result.spans.items():
                 out.spans[f"{step.name}.{kind}"] += n

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from itertools import repeat
 
+import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
+from pipeline.curate import measures
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, above, below, fraction, register
+from pipeline.curate.base import Filter, Verdicts, above, below, fraction, register
 
 STOP_CHARS = (".", "'", '"', "!", "?", "”", "’")
 
@@ -36,25 +39,53 @@ class FineWebQuality(Filter):
     Params = FineWebParams
 
     def judge(self, text: str) -> str | None:
-        p: FineWebParams = self.params
         lines = t.lines(text)
+        lengths = list(map(len, lines))
+        return self._decide(
+            len(lines),
+            lambda: sum(map(str.endswith, lines, repeat(self.params.stop_chars))),
+            lambda: (t.duplicates(lines)[1], sum(lengths)),
+            lambda: sum(map(self.params.short_line_chars.__ge__, lengths)),
+            text.count("\n"),
+            lambda: len(t.words(text)),
+        )
+
+    def _decide(self, lines, punct, dup_chars, short, newlines, words) -> str | None:
+        """The first rule broken, from the line count, the newline count and the other
+        measures as callables, each called only when the rules before it passed."""
+        p: FineWebParams = self.params
         if not lines:
             return "lines=0 < 1"
-        # each rule measured only when the ones before it passed: the same first reason
-        punct = sum(map(str.endswith, lines, repeat(p.stop_chars))) / len(lines)
-        lengths = list(map(len, lines))
-        reason = below("punct_lines", punct, p.min_punct_lines) or above(
-            "dup_line_chars", fraction(t.duplicates(lines)[1], sum(lengths)), p.max_dup_line_chars
-        ) or above(
-            "short_lines",
-            sum(map(p.short_line_chars.__ge__, lengths)) / len(lines),
-            p.max_short_lines,
-        )  # fmt: skip
+        reason = below("punct_lines", punct() / lines, p.min_punct_lines) or above(
+            "dup_line_chars", fraction(*dup_chars()), p.max_dup_line_chars
+        ) or above("short_lines", short() / lines, p.max_short_lines)  # fmt: skip
         if reason:
             return reason
-        newlines = text.count("\n")
         if not newlines:  # 0 per word, whatever the words
             return None
-        return above(
-            "newlines_per_word", fraction(newlines, len(t.words(text))), p.max_newlines_per_word
-        )
+        return above("newlines_per_word", fraction(newlines, words()), p.max_newlines_per_word)
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        """judge's reasons, every measure compiled (curate/measures.py)."""
+        if not measures.available():
+            return super().__call__(batch)
+        p: FineWebParams = self.params
+        why: list[str | None] = []
+        for m in measures.measured(batch["text"]):
+            lines = m.lines()
+            short = np.concatenate([[0], np.cumsum(lines.cps <= p.short_line_chars)])
+            per_doc = zip(
+                lines.per_doc().tolist(),
+                m.affixed(lines, p.stop_chars, at_end=True).tolist(),
+                m.duplicates(lines)[:, 1:].tolist(),
+                (short[lines.first[1:]] - short[lines.first[:-1]]).tolist(),
+                m.newlines.tolist(),
+                m.words.per_doc().tolist(),
+                strict=True,
+            )
+            why += [
+                self._decide(n, lambda x=punct: x, lambda x=dup: x, lambda x=s: x, nl,
+                             lambda x=w: x)  # fmt: skip
+                for n, punct, dup, s, nl, w in per_doc
+            ]
+        return Verdicts(why)

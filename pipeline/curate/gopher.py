@@ -14,12 +14,13 @@ from collections import Counter
 from itertools import compress, count, filterfalse, repeat
 
 import numpy as np
+import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import ngram_kernel
+from pipeline.curate import measures, ngram_kernel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, above, below, first, fraction, register
+from pipeline.curate.base import Filter, Verdicts, above, below, first, fraction, register
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "-", "*", "‣", "◦", "▪", "●")
@@ -48,50 +49,77 @@ class GopherQuality(Filter):
     Params = QualityParams
 
     def judge(self, text: str) -> str | None:
-        p: QualityParams = self.params
         words = t.words(text)
-        n = len(words)
-        reason = first(
-            below("words", n, p.min_words), above("words", n, p.max_words)
-        )
+
+        def shape() -> tuple[int, int, int, int, int, int]:
+            lines = t.lines(text)
+            return (
+                sum(map(len, words)),
+                text.count("#"),
+                text.count("...") + text.count("…"),
+                len(lines),
+                sum(map(str.startswith, lines, repeat(BULLETS))),
+                sum(map(str.endswith, lines, repeat(ELLIPSES))),
+            )
+
+        def classes() -> tuple[int, int]:
+            # once per distinct word, weighted by its count
+            counts = Counter(words)
+            alpha = sum(compress(counts.values(), map(str.isalpha, counts)))  # letters only
+            mixed = filterfalse(str.isalpha, counts)
+            alpha += sum(counts[w] for w in mixed if any(map(str.isalpha, w)))
+            stop = frozenset(self.params.stop_words)
+            bare = map(stop.__contains__, t.bare_words(counts))
+            return alpha, sum(compress(counts.values(), bare))
+
+        return self._decide(len(words), shape, classes)
+
+    def _decide(self, n: int, shape, classes) -> str | None:
+        """The first rule broken, from the word count, `shape()`: (word characters, "#",
+        ellipses, lines, bullet lines, ellipsis lines) and `classes()`: (words holding a
+        letter, stop words), each measured only when the rules before it passed."""
+        p: QualityParams = self.params
+        reason = first(below("words", n, p.min_words), above("words", n, p.max_words))
         if reason or n == 0:
             return reason or "words=0 < 1"
-        # The per-word rules are measured once per distinct word, weighted by its count, and
-        # only when every rule before them passed: the same values, the same first reason.
-        mean = sum(map(len, words)) / n
-        lines = t.lines(text)
+        chars, hashes, ellipses, lines, bullets, ellipsis_lines = shape()
+        mean = chars / n
         reason = first(
             below("mean_word_length", mean, p.min_mean_word_length),
             above("mean_word_length", mean, p.max_mean_word_length),
-            above("hash_word_ratio", text.count("#") / n, p.max_hash_word_ratio),
-            above(
-                "ellipsis_word_ratio",
-                (text.count("...") + text.count("…")) / n,
-                p.max_ellipsis_word_ratio,
-            ),
-            above(
-                "bullet_lines",
-                fraction(sum(map(str.startswith, lines, repeat(BULLETS))), len(lines)),
-                p.max_bullet_lines,
-            ),
-            above(
-                "ellipsis_lines",
-                fraction(sum(map(str.endswith, lines, repeat(ELLIPSES))), len(lines)),
-                p.max_ellipsis_lines,
-            ),
+            above("hash_word_ratio", hashes / n, p.max_hash_word_ratio),
+            above("ellipsis_word_ratio", ellipses / n, p.max_ellipsis_word_ratio),
+            above("bullet_lines", fraction(bullets, lines), p.max_bullet_lines),
+            above("ellipsis_lines", fraction(ellipsis_lines, lines), p.max_ellipsis_lines),
         )
         if reason:
             return reason
-        counts = Counter(words)
-        alpha = sum(compress(counts.values(), map(str.isalpha, counts)))  # letters only
-        mixed = filterfalse(str.isalpha, counts)
-        alpha += sum(counts[w] for w in mixed if any(map(str.isalpha, w)))
-        reason = below("alpha_words", alpha / n, p.min_alpha_words)
-        if reason:
-            return reason
-        stop = frozenset(p.stop_words)
-        hits = sum(compress(counts.values(), map(stop.__contains__, t.bare_words(counts))))
-        return below("stop_words", hits, p.min_stop_words)
+        alpha, stop = classes()
+        return first(
+            below("alpha_words", alpha / n, p.min_alpha_words),
+            below("stop_words", stop, p.min_stop_words),
+        )
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        """judge's reasons, measured compiled (curate/measures.py; judge where a stop word is
+        not ASCII or longer than 7 characters)."""
+        if not (measures.available() and measures.packable(self.params.stop_words)):
+            return super().__call__(batch)
+        why: list[str | None] = []
+        for m in measures.measured(batch["text"]):
+            lines = m.lines()
+            per_doc = zip(
+                m.words.per_doc().tolist(),
+                m.word_classes(t.BARE_STRIP, self.params.stop_words).tolist(),
+                lines.per_doc().tolist(),
+                m.affixed(lines, BULLETS, at_end=False).tolist(),
+                m.affixed(lines, ELLIPSES, at_end=True).tolist(),
+                strict=True,
+            )
+            for n, (chars, hashes, dots, alpha, stop), *marks in per_doc:
+                shape = (chars, hashes, dots, *marks)
+                why.append(self._decide(n, lambda s=shape: s, lambda c=(alpha, stop): c))
+        return Verdicts(why)
 
 
 def _top_ngram_defaults() -> dict[int, float]:
@@ -119,33 +147,62 @@ class GopherRepetition(Filter):
     Params = RepetitionParams
 
     def judge(self, text: str) -> str | None:
-        p: RepetitionParams = self.params
         lines, paras = t.lines(text), t.paragraphs(text)
-        dup_lines, dup_line_chars = t.duplicates(lines)
-        dup_paras, dup_para_chars = t.duplicates(paras)
-        reason = first(
-            above("dup_lines", fraction(dup_lines, len(lines)), p.max_dup_lines),
-            above("dup_paragraphs", fraction(dup_paras, len(paras)), p.max_dup_paragraphs),
-            above(
-                "dup_line_chars",
-                fraction(dup_line_chars, sum(map(len, lines))),
-                p.max_dup_line_chars,
-            ),
-            above(
-                "dup_paragraph_chars",
-                fraction(dup_para_chars, sum(map(len, paras))),
-                p.max_dup_paragraph_chars,
-            ),
+        reason = self._line_reason(
+            (*t.duplicates(lines), len(lines), sum(map(len, lines))),
+            (*t.duplicates(paras), len(paras), sum(map(len, paras))),
         )
         if reason:
             return reason
-        rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
-        rules += [(n, DUPLICATED, bound) for n, bound in sorted(p.max_dup_ngram_chars.items())]
-        r, value = NGrams(t.words(text)).first_exceeded(rules)
+        return self._ngram_reason(*NGrams(t.words(text)).first_exceeded(self._rules()))
+
+    def _line_reason(self, lines, paras) -> str | None:
+        """The first line or paragraph rule broken, from (repeated items, their characters,
+        items, characters) of the lines and of the paragraphs."""
+        p: RepetitionParams = self.params
+        return first(
+            above("dup_lines", fraction(lines[0], lines[2]), p.max_dup_lines),
+            above("dup_paragraphs", fraction(paras[0], paras[2]), p.max_dup_paragraphs),
+            above("dup_line_chars", fraction(lines[1], lines[3]), p.max_dup_line_chars),
+            above("dup_paragraph_chars", fraction(paras[1], paras[3]), p.max_dup_paragraph_chars),
+        )
+
+    def _ngram_reason(self, r: int, value: float) -> str | None:
+        """The reason for NGrams.first_exceeded's answer (r < 0: none)."""
         if r < 0:
             return None
-        n, kind, bound = rules[r]
+        n, kind, bound = self._rules()[r]
         return above(f"{'top' if kind == TOP else 'dup'}_{n}gram_chars", value, bound)
+
+    def _rules(self) -> list[tuple[int, int, float]]:
+        p: RepetitionParams = self.params
+        rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
+        return rules + [(n, DUPLICATED, b) for n, b in sorted(p.max_dup_ngram_chars.items())]
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        """judge's reasons, every measure compiled (curate/measures.py, ngram_kernel.py)."""
+        rules = self._rules()
+        if not (measures.available() and ngram_kernel.available()) or any(
+            n < 1 for n, _, _ in rules
+        ):
+            return super().__call__(batch)
+        why: list[str | None] = []
+        for m in measures.measured(batch["text"]):
+            lines, paras = m.lines(), m.paragraphs()
+            per_doc = zip(
+                m.duplicates(lines).tolist(), lines.per_doc().tolist(),
+                m.duplicates(paras).tolist(), paras.per_doc().tolist(), strict=True,
+            )  # fmt: skip
+            found = [
+                self._line_reason((dl, dl_chars, nl, l_chars), (dp, dp_chars, n_p, p_chars))
+                for (dl, dl_chars, l_chars), nl, (dp, dp_chars, p_chars), n_p in per_doc
+            ]
+            todo = np.array([w is None for w in found], np.bool_)
+            ngram = ngram_kernel.first_exceeded_batch(
+                m.ids(m.words), m.words.cps, m.words.first, todo, rules
+            )
+            why += [w or self._ngram_reason(r, v) for w, r, v in zip(found, *ngram, strict=True)]
+        return Verdicts(why)
 
 
 TOP, DUPLICATED = 0, 1  # n-gram rules: the most frequent one's characters, or all repeated

@@ -9,13 +9,20 @@ occurrence; 0 when none occurs twice), kind 1: the word characters inside any ha
 twice, each counted once; both over all word characters. Returns the first rule whose fraction
 exceeds its bound and that fraction, or (-1, 0.0).
 
+`first_exceeded_batch` answers for every document of a batch in one call, each level n tallying
+only the positions where both (n-1)-grams it holds repeat (every occurrence of a repeated
+n-gram is among them): the same answers, unless two different n-grams share a 64-bit hash that
+their (n-1)-grams do not, where the full tally would count the collision as a repeat.
+
 numba is optional: `available()` is False where it is not installed (or cannot compile), and
-gopher.py uses NGrams. Compiled on first use and cached on disk (cache=True).
+gopher.py uses NGrams. Compiled on first use into kernel_cache's shared folder, under its lock.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
 
 try:  # optional: gopher.NGrams gives the same values
     import numba
@@ -123,6 +130,140 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
     return -1, 0.0
 
 
+@_jit
+def _unigrams(ids, rep):  # pragma: no cover - compiled
+    """Level 1 from the word ids (1..distinct): rep[i] = word i occurs twice or more; returns
+    (the most frequent id's count, its first position), the smallest id among equals."""
+    counts = np.zeros(ids.shape[0] + 2, np.int64)
+    for i in range(ids.shape[0]):
+        counts[ids[i]] += 1
+    best = 1
+    for v in range(2, counts.shape[0]):
+        if counts[v] > counts[best]:
+            best = v
+    at = 0
+    for i in range(ids.shape[0]):
+        rep[i] = counts[ids[i]] >= 2
+        if ids[i] == best and at == 0 and counts[best] > 0:
+            at = i + 1
+    return counts[best], max(at - 1, 0)
+
+
+@_jit
+def _level(h, m, rep):  # pragma: no cover - compiled
+    """From rep (level n-1: its n-gram at i occurs twice or more) to level n over h[:m]: an
+    n-gram occurs twice only where both (n-1)-grams it holds do, so only those positions are
+    tallied, and every occurrence of a repeated n-gram is among them. Returns (the most
+    frequent hash's count, its first position), the smallest hash among equals (count 1: no
+    n-gram repeats)."""
+    candidates = 0
+    for i in range(m):
+        if rep[i] and rep[i + 1]:
+            candidates += 1
+    if candidates == 0:
+        for i in range(m):
+            rep[i] = False
+        return 1, 0
+    grams = np.empty(candidates, np.uint64)
+    where = np.empty(candidates, np.int64)
+    c = 0
+    for i in range(m):
+        if rep[i] and rep[i + 1]:
+            grams[c], where[c] = h[i], i
+            c += 1
+    slot_of, counts, keys, first = _tally(grams)
+    for i in range(m):
+        rep[i] = False
+    best = -1
+    for s in range(counts.shape[0]):
+        if counts[s] != 0 and (
+            best < 0 or counts[s] > counts[best]
+            or (counts[s] == counts[best] and keys[s] < keys[best])
+        ):  # fmt: skip
+            best = s
+    for j in range(candidates):
+        if counts[slot_of[j]] > 1:
+            rep[where[j]] = True
+    return counts[best], where[first[best]]
+
+
+@_jit
+def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
+    """_first_exceeded's answer (every n at least 1), each level tallying only the positions
+    where the level below repeats."""
+    words = ids.shape[0]
+    total = 0
+    for i in range(words):
+        total += lengths[i]
+    h = ids.copy()
+    rep = np.empty(words + 1, np.bool_)
+    at_n = 0
+    best_count, best_at = 1, 0
+    for r in range(ns.shape[0]):
+        n = ns[r]
+        if words < n or total == 0:
+            if bounds[r] < 0.0:  # fraction 0 exceeds no bound of 0 or more
+                return r, 0.0
+            continue
+        if n < at_n or at_n == 0:
+            h[:] = ids
+            best_count, best_at = _unigrams(ids, rep)
+            rep[words] = False
+            at_n = 1
+        while at_n < n:
+            if best_count < 2:  # nothing repeats at this level: nothing longer does (rep is
+                at_n = n  # all False, h is not needed: a shorter n starts again from ids)
+                break
+            at_n += 1
+            m = words - at_n + 1
+            for i in range(m):
+                h[i] = h[i] * MUL + ids[i + at_n - 1]
+            best_count, best_at = _level(h, m, rep)
+            rep[m] = False
+        value = 0.0
+        if kinds[r] == 0:
+            if best_count >= 2:
+                chars = 0
+                for k in range(best_at, best_at + n):
+                    chars += lengths[k]
+                value = float(best_count * chars) / float(total)
+        else:
+            chars, open_ = 0, 0
+            for k in range(words):
+                if k < words - n + 1 and rep[k]:
+                    open_ = n
+                if open_ > 0:
+                    chars += lengths[k]
+                    open_ -= 1
+            value = float(chars) / float(total)
+        if value > bounds[r]:
+            return r, value
+    return -1, 0.0
+
+
+@_jit
+def _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value):
+    for d in range(first.shape[0] - 1):  # pragma: no cover - compiled
+        if todo[d]:
+            a, b = first[d], first[d + 1]
+            out_rule[d], out_value[d] = _pruned(ids[a:b], lengths[a:b], ns, kinds, bounds)
+
+
+def first_exceeded_batch(
+    ids: np.ndarray, lengths: np.ndarray, first: np.ndarray, todo: np.ndarray,
+    rules: list[tuple[int, int, float]],
+) -> tuple[list[int], list[float]]:  # fmt: skip
+    """first_exceeded for each document d with todo[d] (its words ids[first[d]:first[d+1]]),
+    in one call; (-1, 0.0) for the others. Every n of the rules is 1 or more."""
+    n = len(first) - 1
+    out_rule, out_value = np.full(n, -1, np.int64), np.zeros(n, np.float64)
+    ns = np.array([r[0] for r in rules], np.int64)
+    kinds = np.array([r[1] for r in rules], np.int8)
+    bounds = np.array([r[2] for r in rules], np.float64)
+    _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value)
+    return out_rule.tolist(), out_value.tolist()
+
+
 _usable: bool | None = None
 
 
@@ -132,9 +273,12 @@ def available() -> bool:
     if _usable is None:
         _usable = numba is not None
         if _usable:
-            try:  # compile (or load from the cache) now, on tiny inputs
-                first_exceeded(np.arange(1, 4, dtype=np.uint64), np.ones(3, np.int64),
-                               [(2, 0, 0.5), (3, 1, 0.5)])  # fmt: skip
+            try:  # compile (or load from the cache) the batch path now, on tiny inputs, with
+                # the types curate/measures.py passes (first_exceeded compiles on its first call)
+                with kernel_cache.compiling():  # one compiling process per machine
+                    first_exceeded_batch(np.arange(1, 4, dtype=np.uint64), np.ones(3, np.int32),
+                                         np.array([0, 3]), np.ones(1, np.bool_),
+                                         [(2, 0, 0.5), (3, 1, 0.5)])  # fmt: skip
             except Exception:  # noqa: BLE001 - any failure to compile: the numpy path
                 _usable = False
     return _usable

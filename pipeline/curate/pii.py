@@ -10,14 +10,18 @@ outside the replaced spans is unchanged, byte for byte.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import string
 from collections import Counter
 from collections.abc import Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from pipeline.core.model import StrictModel
-from pipeline.curate.base import Transform, register
+from pipeline.curate.base import Rewrites, Transform, register
 
 EMAIL = re.compile(
     r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
@@ -26,10 +30,12 @@ IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\d)")
 IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 
 
-# What every match of IPV4 and of IPV6 holds: a text without it has none (a cheap scan, as
-# these start with a literal).
+# What every match of IPV4 and of IPV6 holds, starting at its first "." or ":" (a cheap scan,
+# as these start with a literal), and, for Arrow's RE2 over a batch, patterns every text
+# holding one of them matches (a digit of \d is ASCII's or past U+007F: no Unicode table).
 _IPV4_HINT = re.compile(r"\.\d{1,3}\.\d")
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_CANDIDATE = (r"\.[0-9\x{80}-\x{10FFFF}]{1,3}\.[0-9\x{80}-\x{10FFFF}]", _IPV6_HINT.pattern)
 _LOCAL_PART = frozenset(string.ascii_letters + string.digits + "._%+-")  # EMAIL's, before "@"
 
 
@@ -50,13 +56,30 @@ class Pii(Transform):
         p: PiiParams = self.params
         if p.email and "@" in text:
             text = _replace(text, _emails(text), _any, p.email_placeholder, "email", spans)
-        if p.ip and _IPV4_HINT.search(text):
-            text = _replace(text, IPV4.finditer(text), _global(ipaddress.IPv4Address),
-                            p.ipv4_placeholder, "ipv4", spans)  # fmt: skip
-        if p.ip and _IPV6_HINT.search(text):
-            text = _replace(text, IPV6.finditer(text), _global(ipaddress.IPv6Address),
-                            p.ipv6_placeholder, "ipv6", spans)  # fmt: skip
-        return text
+        if p.ip:
+            text = _replace(text, _anchored(text, IPV4, _IPV4_HINT, 3),
+                            _global(ipaddress.IPv4Address), p.ipv4_placeholder, "ipv4", spans)
+            text = _replace(text, _anchored(text, IPV6, _IPV6_HINT, 4),
+                            _global(ipaddress.IPv6Address), p.ipv6_placeholder, "ipv6", spans)
+        return text  # fmt: skip
+
+    def __call__(self, batch: pa.Table) -> Rewrites:
+        """rewrite's texts; a document without "@" or an IP hint (_CANDIDATE, checked over the
+        batch by Arrow) is left as it is without a Python call."""
+        p: PiiParams = self.params
+        texts = batch["text"].combine_chunks()
+        found = [pc.match_substring(texts, "@")] if p.email else []
+        found += [pc.match_substring_regex(texts, hint) for hint in _CANDIDATE] if p.ip else []
+        if not found or not pc.any(wanted := functools.reduce(pc.or_, found)).as_py():
+            return Rewrites(texts)
+        spans: Counter = Counter()
+        before = texts.filter(wanted).to_pylist()
+        after = [self.rewrite(x, spans) for x in before]
+        changed = sum(a != b for a, b in zip(before, after, strict=True))
+        if not changed:
+            return Rewrites(texts, 0, spans)
+        out = pc.replace_with_mask(texts, wanted, pa.array(after, pa.string()))
+        return Rewrites(out, changed, spans)
 
 
 def _emails(text: str) -> Iterator[re.Match[str]]:
@@ -76,6 +99,23 @@ def _emails(text: str) -> Iterator[re.Match[str]]:
                 end = match.end()
                 break
         at = text.find("@", max(at + 1, end))
+
+
+def _anchored(text: str, regex: re.Pattern, hint: re.Pattern, back: int) -> Iterator[re.Match]:
+    """regex.finditer's matches, regex tried only from `back` characters before each of hint's
+    matches up to it: each match of IPV4 (IPV6) starts 1 to 3 (0 to 4) characters before its
+    first "." (":"), where a hint match starts (an earlier one cannot overlap it: the
+    lookbehind forbids a digit, "." or ":" before the match)."""
+    end = 0  # positions before it are tried or inside a match
+    for h in hint.finditer(text):
+        for start in range(max(h.start() - back, end), h.start() + 1):
+            match = regex.match(text, start)
+            if match:
+                yield match
+                end = match.end()  # past h.start(): see the docstring
+                break
+        else:
+            end = max(end, h.start() + 1)
 
 
 def _replace(text, matches, wanted, placeholder, kind, spans) -> str:

@@ -29,17 +29,17 @@ def paragraphs(text: str) -> list[str]:
     return list(filter(None, map(str.strip, _PARAGRAPH.split(text))))
 
 
-_BARE_STRIP = string.punctuation + "…«»“”‘’"
+BARE_STRIP = string.punctuation + "…«»“”‘’"
 
 
 def bare(word: str) -> str:
     """A word without its leading and trailing punctuation, lower-cased."""
-    return word.strip(_BARE_STRIP).lower()
+    return word.strip(BARE_STRIP).lower()
 
 
 def bare_words(words: Iterable[str]) -> Iterator[str]:
     """`bare` of each word, without a Python call per word."""
-    return map(str.lower, map(str.strip, words, repeat(_BARE_STRIP)))
+    return map(str.lower, map(str.strip, words, repeat(BARE_STRIP)))
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:

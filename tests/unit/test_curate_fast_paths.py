@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from pipeline.bench import curate as bench
@@ -55,6 +58,60 @@ def test_email_search_at_each_at_sign_finds_the_regex_matches():
         assert [m.span() for m in pii._emails(text)] == [
             m.span() for m in pii.EMAIL.finditer(text)
         ], text
+
+
+@pytest.mark.skipif(not ngram_kernel.available(), reason="numba is not installed")
+def test_batched_ngram_rules_give_the_per_document_answers():
+    """One call for a batch, each level tallying only where the level below repeats: the
+    per-document kernel's rule and value, for every rule order (n going down resets)."""
+    rng = random.Random(4)
+    docs = [random_words(rng) for _ in range(400)] + [[], ["a"], ["a", "a"]]
+    grams = [NGrams(words) for words in docs]
+    ids = np.concatenate([g.ids for g in grams])
+    lengths = np.concatenate([g.lengths for g in grams])
+    first = np.cumsum([0] + [len(words) for words in docs])
+    default = [(2, TOP, 0.5), (3, TOP, 0.45), (4, TOP, 0.4)]
+    default += [(n, DUPLICATED, 1.5 - n / 10) for n in range(5, 11)]
+    seen = set()
+    for rules in (default, default[::-1], [(n, k, -1.0) for n in (1, 3, 2, 10) for k in (0, 1)]):
+        todo = np.array([i % 5 != 0 for i in range(len(docs))])
+        want = [ngram_kernel.first_exceeded(g.ids, g.lengths, rules) if t else (-1, 0.0)
+                for g, t in zip(grams, todo, strict=True)]  # fmt: skip
+        got = ngram_kernel.first_exceeded_batch(ids, lengths, first, todo, rules)
+        assert list(zip(*got, strict=True)) == want
+        seen |= {r for r, _ in want}
+    assert len(seen) > 5  # several rules decide
+
+
+def test_ip_search_at_each_hint_finds_the_regex_matches():
+    rng = random.Random(3)
+    pieces = list("0123456789.:aAfF x_-@\n") + [
+        "1.2.3.4", "::1", "fe80::", "9.9.9", "2001:db8", "١", "٢.", "8.8.8.8", "1234.5.6.7",
+        "1:2:3:4:5:6:7:8", "::", "a@b.co", "é", ".1.2", "ff:ff:"]  # fmt: skip
+    found = 0
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        for regex, hint, back in ((pii.IPV4, pii._IPV4_HINT, 3), (pii.IPV6, pii._IPV6_HINT, 4)):
+            want = [m.span() for m in regex.finditer(text)]
+            assert [m.span() for m in pii._anchored(text, regex, hint, back)] == want, text
+            found += len(want)
+    assert found > 1000
+
+
+def test_pii_batch_rewrites_only_candidates_and_gives_rewrites_texts():
+    rng = random.Random(5)
+    pieces = ["1.2.3.4", "8.8.8.8", "2001:4860::8888", "::1", "x@y.org", "a", " ", "\n", "١.٢.٣.٤",
+              "10:30:45", "é", ".", ":"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(600)]
+    for params in ({}, {"email": False}, {"ip": False}, {"email": False, "ip": False}):
+        step = pii.Pii(pii.PiiParams(**params))
+        spans = Counter()
+        plain = [step.rewrite(x, spans) for x in texts]
+        out = step(pa.table({"text": pa.chunked_array([texts[:250], texts[250:]])}))
+        assert out.texts.to_pylist() == plain and out.spans == spans
+        assert out.changed == sum(a != b for a, b in zip(texts, plain, strict=True))
+    assert spans == Counter() and sum(Counter(pii.Pii(pii.PiiParams())(
+        pa.table({"text": texts})).spans).values()) > 100  # fmt: skip
 
 
 def test_ip_hints_hold_in_every_text_the_ip_regexes_match():
