@@ -44,6 +44,7 @@ TASKS = {
         neardup.near_buckets,
         neardup.near_fetch,
         neardup.star_task,
+        neardup.star_fold,
         neardup.members_task,
         neardup.near_keep,
     )

@@ -106,21 +106,29 @@ def test_independent_of_partitions_and_units(sample, tmp_path):
     assert other.manifest["shards"] == result.manifest["shards"]
 
 
-def test_one_pass_exchanges_remove_the_same_and_write_no_pass_1_object(sample, tmp_path):
+def test_small_run_shortcuts_remove_the_same_and_write_no_pass_1_object(
+    sample, tmp_path, monkeypatch
+):
+    """The sample's exchanges are small (plan.direct: at most dedup.exchange_small_gets GETs),
+    so their readers GET the writers' objects, and its candidate graph is labelled in one task
+    (neardup.star_fold). Without either, pass 1 runs and the star rounds run across tasks."""
+    from pipeline.run import neardup
+
     _, result, layout = sample
-    # 1 KiB requests: every piece of the requests', candidates' and removals' exchanges is at
-    # least half a request (plan.direct), so their readers GET the writers' objects
-    _, other, other_layout = run_sample(tmp_path, "dedup.exchange_request_bytes=1KiB")
-    for name in ("req", "cand", "near-removed"):
-        assert not Path(other_layout.exchange("near", name).path).exists(), name
-        assert Path(layout.exchange("near", name).path).exists(), name  # 16 MiB: two passes
+    monkeypatch.setattr(neardup, "FOLD_EDGES", 0)  # the driver's choice: rounds, queued ahead
+    _, other, other_layout = run_sample(tmp_path, "dedup.exchange_small_gets=0")
+    for stage, name in [("exact", n) for n in ("hashes", "exact-removed")] + [
+        ("near", n) for n in ("req", "cand", "near-removed")
+    ]:
+        assert not Path(layout.exchange(stage, name).path).exists(), name
+        assert Path(other_layout.exchange(stage, name).path).exists(), name
     assert layout.removed.read_parquet().equals(other_layout.removed.read_parquet())
     assert other.manifest["shards"] == result.manifest["shards"]
     near = [
         [s["io"] for s in json.loads(lay.stats.read_bytes())["stages"] if s["stage"] == "near"][0]
         for lay in (layout, other_layout)
     ]
-    assert near[1]["bytes_written"] < near[0]["bytes_written"]
+    assert near[0]["bytes_written"] < near[1]["bytes_written"]
 
 
 def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
