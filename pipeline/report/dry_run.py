@@ -380,15 +380,21 @@ def _audit(c: _Cut) -> StagePlan:
 
 
 def _select(c: _Cut) -> StagePlan:
-    """Per unit: its token index and its removals in, the index of what dedup kept out."""
-    m, removed = c.m, c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    """A task per unit bucket: the bucket's removals in (the ranges the audit reads), then per
+    unit its token index in and the index of what dedup kept out."""
+    m, nb, removed = c.m, _removed_buckets(c), c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    groups = _exchange(c, c.p, nb, removed).groups
     return StagePlan(
         "select",
-        m,
-        {"get": m * (gets(c.index_bytes / m) + 1), "put": m * puts(c.index_bytes / m), "head": m},
+        nb,
+        {
+            "get": m * gets(c.index_bytes / m) + 2 * groups * nb,
+            "put": m * puts(c.index_bytes / m),
+            "head": m,
+        },
         c.index_bytes + removed,
         c.index_bytes * (1 - REMOVED_PER_DOC),
-        WORKER_BASE_MB + 3 * c.index_bytes / m / MiB,
+        WORKER_BASE_MB + 3 * (c.index_bytes / m + removed / nb) / MiB,
     )
 
 

@@ -228,18 +228,42 @@ def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:
         previous, inbox, large = current, after, ahead
 
 
-def audit_stage(
-    waves: Waves, layout: RunLayout, exact: Removals, near: Removals | None, reads: Reads
-) -> AuditResult:
-    """The exact (and near) removals and the read pass's (curation rules, the takedown list)
-    merged bucket by bucket into the run's audit."""
-    merge = waves.task("merge_audit")
-    near_ranges = near.by_bucket if near is not None else None
+@dataclass(frozen=True)
+class ByBucket:
+    """Every removal of the run by unit bucket (`bounds`, sections.unit_bounds): per bucket,
+    the exact then near removals' ranges, and the units with read-pass audit rows (curation,
+    the takedown list: read_unit's own file). What the audit merges into removed.parquet, and
+    what select reads per bucket without waiting for it."""
+
+    bounds: list[str]
+    exact: list[list[Range]]
+    near: list[list[Range]] | None
+    read_pass: list[list[str]]
+
+    def ranges(self) -> list[list[Range]]:
+        """Per bucket: its exact, then its near removals' ranges."""
+        near = self.near if self.near is not None else [[] for _ in self.exact]
+        return [e + n for e, n in zip(self.exact, near, strict=True)]
+
+
+def by_bucket(exact: Removals, near: Removals | None, reads: Reads) -> ByBucket:
     down: list[list[str]] = [[] for _ in exact.bounds]
     units = [r.unit for r in reads.results if r.removed_takedown or r.removed_filtered]
     for unit, bucket in zip(
         units, unit_bucket(exact.bounds, pa.array(units, pa.string())), strict=True
     ):
         down[bucket].append(unit)
-    [audit] = waves.run("audit", [merge.remote(layout, exact.by_bucket, near_ranges, down)])
+    return ByBucket(exact.bounds, exact.by_bucket, near.by_bucket if near else None, down)
+
+
+def audit_tasks(waves: Waves, layout: RunLayout, removed: ByBucket) -> list:
+    """The audit's task, submitted (audit_stage waits for it): the exact (and near) removals
+    and the read pass's (curation rules, the takedown list) merged bucket by bucket."""
+    merge = waves.task("merge_audit")
+    return [merge.remote(layout, removed.exact, removed.near, removed.read_pass)]
+
+
+def audit_stage(waves: Waves, submitted: list) -> AuditResult:
+    """The run's audit (removed.parquet), from audit_tasks' task."""
+    [audit] = waves.run("audit", submitted)
     return audit

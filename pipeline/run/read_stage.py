@@ -24,7 +24,7 @@ from pipeline.formats.manifest import table_digest
 from pipeline.reuse_keys import takedown_keyed
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback
-from pipeline.run.waves import Waves
+from pipeline.run.waves import Later, Waves
 
 
 @dataclass(frozen=True)
@@ -191,14 +191,27 @@ def check_quarantine(
     units: Units,
     reads: Reads,
     quarantined: Counter,
-) -> None:
+) -> Later:
     """The quarantine listing (the documents the tokenizer quarantined are the read tasks'
-    too); RunError past ingest.max_error_rate of the records, or of the listed bytes for files
-    whose records could not be counted (forbidden, undecodable)."""
+    too), merged beside the next stages (the run waits for it before its commit: `Later`);
+    RunError past ingest.max_error_rate of the records, or of the listed bytes for files
+    whose records could not be counted (forbidden, undecodable), once the listing it names is
+    written. The rates come from the read tasks' counts, not from the listing."""
     cfg, layout = listing.cfg, listing.layout
-    rate, merge = cfg.ingest.max_error_rate, waves.task("merge_quarantine")
+    merge = waves.task("merge_quarantine")
     origins = units.origin_of if cfg.named_sources else None  # rows name their source
-    [_] = waves.run("quarantine", [merge.remote(layout, units.ids, origins)])
+    merging = waves.later("quarantine", [merge.remote(layout, units.ids, origins)])
+    try:
+        _check_rates(listing, reads, quarantined)
+    except RunError:
+        waves.finish(merging)
+        raise
+    return merging
+
+
+def _check_rates(listing: Listing, reads: Reads, quarantined: Counter) -> None:
+    cfg, layout = listing.cfg, listing.layout
+    rate = cfg.ingest.max_error_rate
     docs_in, n_bad = reads.docs_in, sum(quarantined.values())
     if docs_in and n_bad / docs_in > rate:
         raise RunError(

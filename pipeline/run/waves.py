@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -36,6 +37,7 @@ TASKS = {
         read_dedup_tasks.merge_audit,
         tokenize_tasks.tokenize_probe,
         tokenize_tasks.select_unit,
+        tokenize_tasks.select_bucket,
         pack_tasks.exchange_bucket,
         pack_tasks.pack_shard,
         pack_tasks.pack_shard_direct,
@@ -136,7 +138,24 @@ class Waves:
         results: list[TaskResult] = (
             futures if self.inline else _gather(futures, bar, tick=self.keep_lease)
         )
-        self.own_io(stats)  # lease renewals while it ran
+        return self._count(report, stats, results, t0, redo)
+
+    def later(self, name: str, futures: list) -> Later:
+        """A wave of one stage that the next stages need not wait for (its tasks run beside
+        theirs): its report and stats.json entry take their place in the stage order now;
+        `finish` waits for it and counts it there, its seconds those the driver waited."""
+        self.close_last()
+        report, stats, _ = self._report(name, False)
+        return Later(report, stats, futures)
+
+    def finish(self, later: Later) -> list:
+        """Wait for a `later` wave and count it into its own report."""
+        t0 = time.perf_counter()
+        results = later.futures if self.inline else _gather(later.futures, None, self.keep_lease)
+        return self._count(later.report, later.stats, results, t0, False)
+
+    def _count(self, report: StageReport, stats: dict, results: list, t0: float, redo: bool):
+        self.own_io(self.stats[-1])  # lease renewals while it ran
         io: Counter = Counter()
         for r in results:
             io.update(r.io)
@@ -200,7 +219,16 @@ class Waves:
         return report, stats, True
 
 
-def _gather(futures: list, bar: tqdm, tick=None) -> list:
+@dataclass(frozen=True)
+class Later:
+    """A wave submitted with `Waves.later`: its report and stats entry, and its futures."""
+
+    report: StageReport
+    stats: dict[str, Any]
+    futures: list
+
+
+def _gather(futures: list, bar: tqdm | None, tick=None) -> list:
     """Wait for a wave's tasks, advancing the stage's bar; results keep the submission order.
 
     `tick` is called at least every few seconds while waiting (the driver renews its lease)."""
@@ -212,5 +240,6 @@ def _gather(futures: list, bar: tqdm, tick=None) -> list:
             tick()
         for ref in ready:
             results[ref] = ray.get(ref)
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
     return [results[f] for f in futures]
