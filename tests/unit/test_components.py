@@ -105,12 +105,36 @@ def test_star_rounds_queued_ahead_of_the_driver_stop_where_the_rounds_converge()
     from pipeline.run.dedup_stage import _star_rounds
     from pipeline.run.waves import Waves
 
+    class Counted(Waves):  # tasks submitted by the time the driver waits for fingerprints
+        submitted, at_get = 0, []
+
+        def task(self, name):
+            inner, waves = super().task(name), self
+
+            class Task:
+                def options(self, **kw):
+                    return self
+
+                def remote(self, *args):
+                    waves.submitted += 1
+                    return inner.remote(*args)
+
+            return Task()
+
+        def get(self, refs):
+            self.at_get.append(self.submitted)
+            return super().get(refs)
+
     rng = np.random.default_rng(21)
     edges, parts = random_graph(rng, 300, 330), 4
     routed = route(undirected(edges), parts)
-    inbox = _star_rounds(Waves(inline=True), [[piece] for piece in routed])
+    waves = Counted(inline=True)
+    inbox = _star_rounds(waves, [[piece] for piece in routed])
     nodes, labels = reference_components(edges)
     assert _labels_of(inbox, parts) == dict(zip(nodes.tolist(), labels.tolist(), strict=True))
+    # at each wait the next round is already queued: 3 steps of `parts` tasks at the first
+    rounds = len(waves.at_get)
+    assert rounds > 2 and waves.at_get == [3 * parts + 2 * parts * r for r in range(rounds)]
 
 
 def test_long_chain_and_pluggable_map():

@@ -156,6 +156,34 @@ def test_a_pass_1_of_too_few_tasks_is_cut_finer_within_a_bound_of_gets():
     )
 
 
+def test_a_reader_gets_its_ranges_several_at_a_time_in_order():
+    """A one-pass reader GETs a range of every writer: FETCHES in flight, not one by one."""
+    import threading
+    import time
+
+    class SlowObject:  # a Location's read_bytes with a first-byte latency
+        flight = peak = 0
+        lock = threading.Lock()
+
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def read_bytes(self, a: int, b: int) -> bytes:
+            with SlowObject.lock:
+                SlowObject.flight += 1
+                SlowObject.peak = max(SlowObject.peak, SlowObject.flight)
+            time.sleep(0.02)
+            with SlowObject.lock:
+                SlowObject.flight -= 1
+            return self.data[a:b]
+
+    tables = [pa.table({"key": [i], "writer": [i]}, schema=SCHEMA) for i in range(40)]
+    ranges = [(SlowObject(d), 0, len(d)) for d in map(sections.encode, tables)]
+    rows = sections.read_part(ranges, SCHEMA)
+    assert rows["key"].to_pylist() == list(range(40))
+    assert SlowObject.peak == sections.FETCHES
+
+
 def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_path):
     import pyarrow.parquet as pq
 
