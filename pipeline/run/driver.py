@@ -95,9 +95,7 @@ def run_stages(
     with clock.phase("stages"):
         units = Units.of(listing.listed.units)
         reads = read_units(waves, listing, units)
-        merging = check_quarantine(waves, listing, units, reads, reads.quarantined)
-        if not allow_empty:
-            input_guard.check_documents(cfg, reads.docs, reads.docs_in)
+        check_quarantine(waves, listing, units, reads, reads.quarantined, allow_empty)
         exact = exact_dedup(waves, cfg.dedup, layout, units, reads)
         near = None
         if cfg.dedup.near.enabled:
@@ -111,7 +109,6 @@ def run_stages(
         audit = audit_stage(waves, auditing)
         tokenized = tokenize_stage(waves, selecting, units.ids, reads.engine)
         packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
-        waves.finish(merging)
     counted = Counted(reads, audit, tokenized, reads.quarantined)
     with clock.phase("commit"):
         return commit(waves, listing, units, counted, packed, started, allow_empty)

@@ -22,9 +22,10 @@ from pipeline.core.storage import Location
 from pipeline.formats import takedowns
 from pipeline.formats.manifest import table_digest
 from pipeline.reuse_keys import takedown_keyed
+from pipeline.run import input_guard
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback
-from pipeline.run.waves import Later, Waves
+from pipeline.run.waves import Waves
 
 
 @dataclass(frozen=True)
@@ -191,22 +192,25 @@ def check_quarantine(
     units: Units,
     reads: Reads,
     quarantined: Counter,
-) -> Later:
+    allow_empty: bool = False,
+) -> None:
     """The quarantine listing (the documents the tokenizer quarantined are the read tasks'
-    too), merged beside the next stages (the run waits for it before its commit: `Later`);
-    RunError past ingest.max_error_rate of the records, or of the listed bytes for files
-    whose records could not be counted (forbidden, undecodable), once the listing it names is
-    written. The rates come from the read tasks' counts, not from the listing."""
+    too), merged beside exact dedup's first wave (Waves.later); RunError past
+    ingest.max_error_rate of the records, or of the listed bytes for files whose records could
+    not be counted (forbidden, undecodable), or, unless `allow_empty`, when no document is left
+    (input_guard.check_documents), once the listing is written. The rates come from the read
+    tasks' counts, not from the listing."""
     cfg, layout = listing.cfg, listing.layout
     merge = waves.task("merge_quarantine")
     origins = units.origin_of if cfg.named_sources else None  # rows name their source
     merging = waves.later("quarantine", [merge.remote(layout, units.ids, origins)])
     try:
         _check_rates(listing, reads, quarantined)
+        if not allow_empty:
+            input_guard.check_documents(listing.cfg, reads.docs, reads.docs_in)
     except RunError:
-        waves.finish(merging)
+        waves.finish(merging)  # the listing the error names is written
         raise
-    return merging
 
 
 def _check_rates(listing: Listing, reads: Reads, quarantined: Counter) -> None:
