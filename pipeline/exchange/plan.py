@@ -109,7 +109,7 @@ def direct(
     request_bytes / 2, the W·N GETs (per read of a part) are <= 2·total / request_bytes, still
     linear in the bytes, and the rows cross storage once instead of three times (written,
     regrouped, read). Also whatever the pieces' size while the W·N GETs are at most
-    `small_gets` (dedup.exchange_direct_gets): a bound, not a growth."""
+    `small_gets` (dedup.exchange_small_gets): a bound, not a growth."""
     gets = reads * writers * parts
     return writers > 0 and (gets <= small_gets or 2 * int(total_bytes) >= gets * request_bytes)
 
