@@ -135,3 +135,19 @@ def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
     _, result, _ = run_sample(tmp_path, "dedup.near.enabled=false")
     assert result.manifest["counts"]["removed_near"] == 0
     assert result.manifest["counts"]["removed_exact"] > 0
+
+
+def test_select_runs_a_task_per_unit_bucket_naming_what_the_audit_lists(sample):
+    """select reads each unit bucket's removals once, beside the audit, not removed.parquet once
+    per unit: a task per bucket, and every unit's kept index is the one the audit's rows name
+    (select_unit, which reads removed.parquet, finds it written)."""
+    from pipeline.exchange.sections import unit_bounds
+    from pipeline.run.tokenize_tasks import select_unit
+
+    cfg, result, layout = sample
+    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+    stages = {s["stage"]: s for s in json.loads(layout.stats.read_bytes())["stages"]}
+    buckets = len(unit_bounds(units, cfg.dedup.partitions))
+    assert stages["select"]["tasks"] == buckets < len(units)
+    for unit in units:
+        assert select_unit(layout, unit).reused, unit
