@@ -94,6 +94,20 @@ def test_each_removed_document_resembles_a_kept_one(sample):
         assert np.isclose(minhash.estimated_jaccard(*minhash.narrowed(sigs)), r["similarity"])
 
 
+def _selected_by_bucket(layout: RunLayout, partitions: int) -> None:
+    """select reads each unit bucket's removals once, beside the audit, not removed.parquet once
+    per unit: a task per bucket, and every unit's kept index is the one the audit's rows name
+    (select_unit, which reads removed.parquet, finds it written)."""
+    from pipeline.exchange.sections import unit_bounds
+    from pipeline.run.tokenize_tasks import select_unit
+
+    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+    stages = {s["stage"]: s for s in json.loads(layout.stats.read_bytes())["stages"]}
+    assert stages["select"]["tasks"] == len(unit_bounds(units, partitions)) < len(units)
+    for unit in units:
+        assert select_unit(layout, unit).reused, unit
+
+
 def test_independent_of_partitions_and_units(sample, tmp_path):
     _, result, layout = sample
     _, other, other_layout = run_sample(tmp_path, "dedup.partitions=1", "ingest.unit_bytes=16MiB")
@@ -116,7 +130,11 @@ def test_small_run_shortcuts_remove_the_same_and_write_no_pass_1_object(
 
     _, result, layout = sample
     monkeypatch.setattr(neardup, "FOLD_EDGES", 0)  # the driver's choice: rounds, queued ahead
-    _, other, other_layout = run_sample(tmp_path, "dedup.exchange_small_gets=0")
+    # (and 2 partitions: 2 unit buckets of the sample's 4 units, for select)
+    _, other, other_layout = run_sample(
+        tmp_path, "dedup.exchange_small_gets=0", "dedup.partitions=2"
+    )
+    _selected_by_bucket(other_layout, 2)
     for stage, name in [("exact", n) for n in ("hashes", "exact-removed")] + [
         ("near", n) for n in ("req", "cand", "near-removed")
     ]:
@@ -136,18 +154,3 @@ def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
     assert result.manifest["counts"]["removed_near"] == 0
     assert result.manifest["counts"]["removed_exact"] > 0
 
-
-def test_select_runs_a_task_per_unit_bucket_naming_what_the_audit_lists(sample):
-    """select reads each unit bucket's removals once, beside the audit, not removed.parquet once
-    per unit: a task per bucket, and every unit's kept index is the one the audit's rows name
-    (select_unit, which reads removed.parquet, finds it written)."""
-    from pipeline.exchange.sections import unit_bounds
-    from pipeline.run.tokenize_tasks import select_unit
-
-    cfg, result, layout = sample
-    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
-    stages = {s["stage"]: s for s in json.loads(layout.stats.read_bytes())["stages"]}
-    buckets = len(unit_bounds(units, cfg.dedup.partitions))
-    assert stages["select"]["tasks"] == buckets < len(units)
-    for unit in units:
-        assert select_unit(layout, unit).reused, unit
