@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import ByteSize, Field, field_validator
 
 from pipeline.core.model import Bytes, Seed, StrictModel
+from pipeline.exchange.plan import SMALL_GETS
 from pipeline.reuse_keys import changes
 
 # Keys that change how or where bytes move, never which.
@@ -288,6 +289,15 @@ class DedupConfig(StrictModel):
     exchange_task_bytes: Bytes = Field(
         default=ByteSize(4 * 2**30),
         description="most bytes one regroup task of a dedup exchange moves",
+        json_schema_extra=NO_BYTES,
+    )
+    # a constant, so requests stay linear in the data (exchange/plan.py SMALL_GETS)
+    exchange_small_gets: int = Field(
+        default=SMALL_GETS,
+        ge=0,
+        description="GETs a small dedup exchange may spend to save a wave: one of at most this"
+        " many GETs reads the writers' objects directly, and a pass 1 with fewer tasks than"
+        " partitions is cut finer within it; 0: neither",
         json_schema_extra=NO_BYTES,
     )
     near: NearDedupConfig = Field(

@@ -141,6 +141,16 @@ def star_labels(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return u[first], np.minimum(u, smallest)[first]
 
 
+def folded_stars(pieces: Sequence[np.ndarray], num_partitions: int) -> list[np.ndarray]:
+    """The star rounds' outcome computed in this process, for a graph small enough for one
+    task: each component as the star the rounds converge to (both directions of (node, label),
+    label = smallest key), routed by partition, so `star_labels` gives the same labels."""
+    nodes, labels = connected_components(list(pieces), num_partitions=1)
+    leaves = nodes != labels
+    star = np.stack([nodes[leaves], labels[leaves]], axis=1)
+    return route(np.concatenate([star, star[:, ::-1]]), num_partitions)
+
+
 def connected_components(
     edges: np.ndarray | Sequence[np.ndarray],
     num_partitions: int = 4,

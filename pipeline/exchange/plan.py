@@ -3,13 +3,22 @@
 Pass 1 runs one task per (group, bucket); pass 2 reads each part's section of the G objects
 of its bucket (format and request counts: exchange/sections.py). K and G follow the writers'
 and parts' sizes, not the corpus, so that requests stay linear in the data until one pass-1
-task would move more than a cap (`capped_cut`).
+task would move more than a cap (`capped_cut`). A small exchange, where bytes alone would give
+fewer pass-1 tasks than the stage's other waves (`min_tasks`), gets more tasks while each pass
+adds at most SMALL_GETS GETs (`floored_cut`); one of at most SMALL_GETS GETs in all runs in
+one pass (`direct`). Both bounds are constants: requests stay linear in the data.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+# GETs a small exchange may spend to save a wave: below it an exchange reads the writers'
+# objects directly (one wave fewer, no pass-1 object), and a pass 1 of too few tasks is cut
+# finer. At 50 ms a GET and a reader task per part, a few hundred GETs cost less than one
+# pass-1 wave's driver round trip and its single-task wait.
+SMALL_GETS = 512
 
 
 @dataclass(frozen=True)
@@ -44,28 +53,65 @@ def exchange_plan(
     request_bytes: int,
     task_bytes: int | None = None,
     reads: int = 1,
+    min_tasks: int = 1,
+    small_gets: int = SMALL_GETS,
 ) -> ExchangePlan:
     """The cut of one exchange of `total_bytes` from `writers` into `parts`:
     K = clamp(writer bytes / request_bytes, 1, N) and G = clamp(part bytes / request_bytes,
     1, W), so that both passes move pieces of at least request_bytes where the sizes allow.
 
     `task_bytes` caps what one pass-1 task moves (capped_cut): past it requests grow as
-    sqrt(W·N·D / task_bytes), not W·N; below it (every benchmark size) they stay linear."""
+    sqrt(W·N·D / task_bytes), not W·N; below it (every benchmark size) they stay linear.
+    `min_tasks` (the stage's partitions) floors the pass-1 task count within `small_gets`
+    (floored_cut)."""
     writers, total_bytes = max(1, writers), int(total_bytes)
     buckets = max(1, min(parts, int(total_bytes / writers // request_bytes)))
     groups = max(1, min(writers, int(total_bytes / max(1, parts) // request_bytes)))
     buckets, groups = capped_cut(buckets, groups, parts, writers, total_bytes, task_bytes, reads)
+    buckets, groups = floored_cut(buckets, groups, parts, writers, min_tasks, reads, small_gets)
     return ExchangePlan(parts, buckets, groups)
 
 
-def direct(parts: int, writers: int, total_bytes: int, request_bytes: int, reads: int = 1) -> bool:
+def floored_cut(
+    buckets: int,
+    groups: int,
+    parts: int,
+    writers: int,
+    min_tasks: int,
+    reads: int = 1,
+    small_gets: int = SMALL_GETS,
+) -> tuple[int, int]:
+    """(K, G) raised towards G·K >= min_tasks, so that the workers are not left waiting on one
+    pass-1 task: groups first (each adds reads·N pass-2 GETs), then buckets (each adds W
+    pass-1 GETs, and an index GET per writer once K > 1), neither pass past `small_gets` GETs.
+    A cut that already has the tasks, or whose GETs are past the bound, is unchanged."""
+    if buckets * groups >= min_tasks:
+        return buckets, groups
+    most_groups = max(groups, min(writers, small_gets // max(1, reads * parts)))
+    groups = min(most_groups, max(groups, -(-min_tasks // buckets)))
+    if buckets * groups < min_tasks:
+        most_buckets = max(buckets, min(parts, small_gets // (2 * writers)))
+        buckets = min(most_buckets, max(buckets, -(-min_tasks // groups)))
+    return buckets, groups
+
+
+def direct(
+    parts: int,
+    writers: int,
+    total_bytes: int,
+    request_bytes: int,
+    reads: int = 1,
+    small_gets: int = SMALL_GETS,
+) -> bool:
     """Whether a dedup exchange runs in one pass: each part's reader GETs its section of every
     writer's object itself (exchange/sections.writer_ranges), no pass-1 object is written. Pack's
     one_pass rule (tokens/pack.py): while a writer's piece of a part, total / (W·N), is at least
     request_bytes / 2, the W·N GETs (per read of a part) are <= 2·total / request_bytes, still
     linear in the bytes, and the rows cross storage once instead of three times (written,
-    regrouped, read)."""
-    return writers > 0 and 2 * int(total_bytes) >= reads * writers * parts * request_bytes
+    regrouped, read). Also whatever the pieces' size while the W·N GETs are at most
+    `small_gets` (dedup.exchange_small_gets): a bound, not a growth."""
+    gets = reads * writers * parts
+    return writers > 0 and (gets <= small_gets or 2 * int(total_bytes) >= gets * request_bytes)
 
 
 def capped_cut(

@@ -131,6 +131,7 @@ class _Cut:
     bands: int
     request_bytes: int  # dedup.exchange_request_bytes
     task_bytes: int  # dedup.exchange_task_bytes
+    small_gets: int  # dedup.exchange_small_gets
 
     @property
     def per_unit(self) -> float:
@@ -211,6 +212,7 @@ def dry_run(
         bands,
         int(dedup_request_bytes or dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
+        dedup.exchange_small_gets,
     )
     cut = {
         **_cut_counts(c, listing.num_rows),
@@ -272,9 +274,11 @@ class _Exchange:
 
 
 def _exchange(c: _Cut, writers: int, parts: int, size: float, reads: int = 1) -> _Exchange:
-    if direct(parts, writers, int(size), c.request_bytes, reads):  # one pass: no pass 1
+    if direct(parts, writers, int(size), c.request_bytes, reads, c.small_gets):  # no pass 1
         return _Exchange(0, writers + reads * writers * parts, 0, 0, 0, 1, writers)
-    plan = exchange_plan(parts, writers, int(size), c.request_bytes, c.task_bytes, reads)
+    plan = exchange_plan(
+        parts, writers, int(size), c.request_bytes, c.task_bytes, reads, c.p, c.small_gets
+    )
     gk = plan.groups * plan.buckets
     return _Exchange(
         gk,
@@ -329,7 +333,9 @@ def _near(c: _Cut) -> StagePlan:
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
     band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
     bands, directory = docs * c.band_rows, docs * DIR_ROW_BYTES
-    plan = exchange_plan(p, m, int(bands), c.request_bytes, c.task_bytes)
+    plan = exchange_plan(
+        p, m, int(bands), c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
+    )
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
@@ -374,15 +380,21 @@ def _audit(c: _Cut) -> StagePlan:
 
 
 def _select(c: _Cut) -> StagePlan:
-    """Per unit: its token index and its removals in, the index of what dedup kept out."""
-    m, removed = c.m, c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    """A task per unit bucket: the bucket's removals in (the ranges the audit reads), then per
+    unit its token index in and the index of what dedup kept out."""
+    m, nb, removed = c.m, _removed_buckets(c), c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    groups = _exchange(c, c.p, nb, removed).groups
     return StagePlan(
         "select",
-        m,
-        {"get": m * (gets(c.index_bytes / m) + 1), "put": m * puts(c.index_bytes / m), "head": m},
+        nb,
+        {
+            "get": m * gets(c.index_bytes / m) + 2 * groups * nb,
+            "put": m * puts(c.index_bytes / m),
+            "head": m,
+        },
         c.index_bytes + removed,
         c.index_bytes * (1 - REMOVED_PER_DOC),
-        WORKER_BASE_MB + 3 * c.index_bytes / m / MiB,
+        WORKER_BASE_MB + 3 * (c.index_bytes / m + removed / nb) / MiB,
     )
 
 

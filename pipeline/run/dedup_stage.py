@@ -2,9 +2,10 @@
 
 Each step is a wave of Ray tasks (run/read_dedup_tasks.py, run/neardup.py) run through `Waves`.
 Between steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs
-pass 1 (`regroup`, exchange/regroup.py) and hands each partition's reader the ranges it GETs. The
-removals of both dedups end up in unit buckets (`Removals.bounds`), which the audit merges bucket by
-bucket.
+pass 1 (`regroup`, exchange/regroup.py), or none for a small exchange (plan.direct), and hands
+each partition's reader the ranges it GETs. The removals of both dedups end up in unit buckets
+(`Removals.bounds`, `ByBucket`), which the audit merges bucket by bucket and select reads bucket
+by bucket, beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pipeline.exchange.sections import (
     unit_bucket,
     writer_ranges,
 )
+from pipeline.run import neardup
 from pipeline.run.read_stage import Reads, Units
 from pipeline.run.results import AuditResult
 from pipeline.run.waves import Waves
@@ -52,12 +54,14 @@ def exchange(
 ) -> dict[int, list[Range]]:
     """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
     writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
-    writer group). Where the writers' pieces are large enough (plan.direct) there is no pass 1:
-    the ranges are the writers' own sections."""
+    writer group). Where the writers' pieces are large enough, or the exchange small enough
+    (plan.direct), there is no pass 1: the ranges are the writers' own sections."""
     total, request = sum(w.size for w in writers), int(dedup.exchange_request_bytes)
-    if direct(n, len(writers), total, request, reads):
+    small = dedup.exchange_small_gets
+    if direct(n, len(writers), total, request, reads, small):
         return writer_ranges(writers, n)
-    plan = exchange_plan(n, len(writers), total, request, int(dedup.exchange_task_bytes), reads)
+    plan = exchange_plan(n, len(writers), total, request, int(dedup.exchange_task_bytes), reads,
+                         dedup.partitions, small)  # fmt: skip
     folder, groups = folder / plan.name, plan.unit_groups(writers)
     task = waves.task("regroup")
     regrouped = waves.run(
@@ -161,7 +165,7 @@ def _candidates(
     waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads
 ) -> _Candidates:
     """The band hashes exchanged by band partition, candidate edges per bucket, and their
-    components' star rounds."""
+    components: star rounds, or one task where the edges are few (neardup.star_fold)."""
     dedup, n = cfg.dedup, cfg.dedup.partitions
     plan = exchange_plan(
         n,
@@ -169,6 +173,8 @@ def _candidates(
         reads.docs * dedup.near.bands * 16,  # a band row: band hash, key (exact removals: fewer)
         int(dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
+        min_tasks=n,
+        small_gets=dedup.exchange_small_gets,
     )
     groups = plan.unit_groups([(u, i, units.origin_of[u]) for i, u in enumerate(units.ids)])
     band_group = waves.task("near_band_group")
@@ -187,38 +193,78 @@ def _candidates(
         waves.task("near_buckets").options(num_returns=n + 1).remote(p, bands[p], n)
         for p in range(n)
     ]
-    waves.run("near", [refs[0] for refs in buckets], merge=True)
+    counted = waves.run("near", [refs[0] for refs in buckets], merge=True)
     candidates = [[refs[1 + q] for refs in buckets] for q in range(n)]
+    if neardup.folds(sum(r.candidates for r in counted), n):
+        fold = waves.task("star_fold").options(num_returns=n + 1)
+        folded = fold.remote(n, *[ref for piece in candidates for ref in piece])
+        return _Candidates(directory, candidates, [[folded[1 + q]] for q in range(n)])
     return _Candidates(directory, candidates, _star_rounds(waves, candidates))
 
 
 def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:
     """Alternate large/small star rounds until a large round changes nothing; the edge
-    pieces go task to task through the object store, the driver sees fingerprints only."""
+    pieces go task to task through the object store, the driver sees fingerprints only.
+
+    While the driver waits for a large step's fingerprints, that round's small step and the
+    next large step are already queued (their inputs are object refs), so rounds follow each
+    other without a driver round trip between them; the two steps queued past convergence are
+    left to finish unused (each at most one step's edges, which never grow)."""
     n = len(inbox)
-    star, previous = waves.task("star_task").options(num_returns=n + 1), None
+    star = waves.task("star_task").options(num_returns=n + 1)
+
+    def step(kind: str, pieces: list[list]) -> list:
+        return [star.remote(kind, n, *pieces[p]) for p in range(n)]
+
+    def routed(tasks: list) -> list[list]:
+        return [[refs[1 + p] for refs in tasks] for p in range(n)]
+
+    large, previous = step("large", inbox), None
     while True:
-        large = [star.remote("large", n, *inbox[p]) for p in range(n)]
+        after = routed(step("small", routed(large)))
+        ahead = step("large", after)
         current = components.combine_fingerprints(waves.get([refs[0] for refs in large]))
         if current == previous:
             return inbox
-        previous = current
-        small = [star.remote("small", n, *[refs[1 + p] for refs in large]) for p in range(n)]
-        inbox = [[refs[1 + p] for refs in small] for p in range(n)]
+        previous, inbox, large = current, after, ahead
 
 
-def audit_stage(
-    waves: Waves, layout: RunLayout, exact: Removals, near: Removals | None, reads: Reads
-) -> AuditResult:
-    """The exact (and near) removals and the read pass's (curation rules, the takedown list)
-    merged bucket by bucket into the run's audit."""
-    merge = waves.task("merge_audit")
-    near_ranges = near.by_bucket if near is not None else None
+@dataclass(frozen=True)
+class ByBucket:
+    """Every removal of the run by unit bucket (`bounds`, sections.unit_bounds): per bucket,
+    the exact then near removals' ranges, and the units with read-pass audit rows (curation,
+    the takedown list: read_unit's own file). What the audit merges into removed.parquet, and
+    what select reads per bucket without waiting for it."""
+
+    bounds: list[str]
+    exact: list[list[Range]]
+    near: list[list[Range]] | None
+    read_pass: list[list[str]]
+
+    def ranges(self) -> list[list[Range]]:
+        """Per bucket: its exact, then its near removals' ranges."""
+        near = self.near if self.near is not None else [[] for _ in self.exact]
+        return [e + n for e, n in zip(self.exact, near, strict=True)]
+
+
+def by_bucket(exact: Removals, near: Removals | None, reads: Reads) -> ByBucket:
     down: list[list[str]] = [[] for _ in exact.bounds]
     units = [r.unit for r in reads.results if r.removed_takedown or r.removed_filtered]
     for unit, bucket in zip(
         units, unit_bucket(exact.bounds, pa.array(units, pa.string())), strict=True
     ):
         down[bucket].append(unit)
-    [audit] = waves.run("audit", [merge.remote(layout, exact.by_bucket, near_ranges, down)])
+    return ByBucket(exact.bounds, exact.by_bucket, near.by_bucket if near else None, down)
+
+
+def audit_tasks(waves: Waves, layout: RunLayout, removed: ByBucket) -> list:
+    """The audit's task, submitted (audit_stage waits for it): the exact (and near) removals
+    and the read pass's (curation rules, the takedown list) merged bucket by bucket."""
+    merge = waves.task("merge_audit")
+    return [merge.remote(layout, removed.exact, removed.near, removed.read_pass)]
+
+
+def audit_stage(waves: Waves, submitted: list) -> AuditResult:
+    """The run's audit (removed.parquet), from audit_tasks' task."""
+    [audit] = waves.run("audit", submitted)
     return audit

@@ -23,7 +23,7 @@ from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import input_guard
 from pipeline.run.clock import PhaseClock
 from pipeline.run.commit_stage import Counted, already_committed, commit
-from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_dedup
+from pipeline.run.dedup_stage import audit_stage, audit_tasks, by_bucket, exact_dedup, near_dedup
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray, start_workers
 from pipeline.run.read_stage import (
@@ -34,7 +34,7 @@ from pipeline.run.read_stage import (
     read_units,
 )
 from pipeline.run.results import RunResult
-from pipeline.run.tokenize_stage import tokenize_stage
+from pipeline.run.tokenize_stage import select_tasks, tokenize_stage
 from pipeline.run.waves import Waves
 
 
@@ -95,15 +95,19 @@ def run_stages(
     with clock.phase("stages"):
         units = Units.of(listing.listed.units)
         reads = read_units(waves, listing, units)
-        check_quarantine(waves, listing, units, reads, reads.quarantined)
-        if not allow_empty:
-            input_guard.check_documents(cfg, reads.docs, reads.docs_in)
+        check_quarantine(waves, listing, units, reads, reads.quarantined, allow_empty)
         exact = exact_dedup(waves, cfg.dedup, layout, units, reads)
         near = None
         if cfg.dedup.near.enabled:
             near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
-        audit = audit_stage(waves, layout, exact, near, reads)
-        tokenized = tokenize_stage(waves, layout, units.ids, reads.engine)
+        removed = by_bucket(exact, near, reads)
+        # submitted together: select's tasks run beside the audit's single task
+        auditing = audit_tasks(waves, layout, removed)
+        selecting = select_tasks(
+            waves, layout, units.ids, removed.bounds, removed.ranges(), removed.read_pass
+        )
+        audit = audit_stage(waves, auditing)
+        tokenized = tokenize_stage(waves, selecting, units.ids, reads.engine)
         packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
     counted = Counted(reads, audit, tokenized, reads.quarantined)
     with clock.phase("commit"):

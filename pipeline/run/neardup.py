@@ -1,7 +1,8 @@
 """Near-duplicate removal as Ray task bodies: storage in, pure core (minhash, components), out.
 
 Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
-star edges) -> components.star_step rounds over the candidate edges -> near_members (per key
+star edges) -> components.star_step rounds over the candidate edges (one star_fold task when
+they are few) -> near_members (per key
 partition: requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates'
 signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
 
@@ -319,6 +320,26 @@ def _keep(m: pa.Table, near) -> pa.Table:
         schema=REMOVED_SCHEMA,
     )
     return removed
+
+
+# Candidate edges (one way) that one task labels itself instead of star rounds across tasks:
+# ~64 MB of edges both ways at most, labelled in seconds, where the rounds would cost a wave
+# of tasks and a driver round trip each; and the pieces it takes (P x P object refs).
+FOLD_EDGES = 2**21
+FOLD_PIECES = 4096
+
+
+def folds(edges: int, n: int) -> bool:
+    """Whether `edges` candidate edges routed to `n` partitions are labelled by star_fold."""
+    return edges <= FOLD_EDGES and n * n <= FOLD_PIECES
+
+
+def star_fold(n: int, *pieces: np.ndarray) -> tuple:
+    """The star rounds' outcome in one task (components.folded_stars) for a candidate graph of
+    at most FOLD_EDGES edges: (edge count, piece_0, ..., piece_{n-1}), one piece per partition
+    where the rounds leave several."""
+    stars = components.folded_stars(pieces, n)
+    return (sum(len(p) for p in stars), *stars)
 
 
 def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:

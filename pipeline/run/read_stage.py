@@ -22,6 +22,7 @@ from pipeline.core.storage import Location
 from pipeline.formats import takedowns
 from pipeline.formats.manifest import table_digest
 from pipeline.reuse_keys import takedown_keyed
+from pipeline.run import input_guard
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback
 from pipeline.run.waves import Waves
@@ -191,14 +192,30 @@ def check_quarantine(
     units: Units,
     reads: Reads,
     quarantined: Counter,
+    allow_empty: bool = False,
 ) -> None:
     """The quarantine listing (the documents the tokenizer quarantined are the read tasks'
-    too); RunError past ingest.max_error_rate of the records, or of the listed bytes for files
-    whose records could not be counted (forbidden, undecodable)."""
+    too), merged beside exact dedup's first wave (Waves.later); RunError past
+    ingest.max_error_rate of the records, or of the listed bytes for files whose records could
+    not be counted (forbidden, undecodable), or, unless `allow_empty`, when no document is left
+    (input_guard.check_documents), once the listing is written. The rates come from the read
+    tasks' counts, not from the listing."""
     cfg, layout = listing.cfg, listing.layout
-    rate, merge = cfg.ingest.max_error_rate, waves.task("merge_quarantine")
+    merge = waves.task("merge_quarantine")
     origins = units.origin_of if cfg.named_sources else None  # rows name their source
-    [_] = waves.run("quarantine", [merge.remote(layout, units.ids, origins)])
+    merging = waves.later("quarantine", [merge.remote(layout, units.ids, origins)])
+    try:
+        _check_rates(listing, reads, quarantined)
+        if not allow_empty:
+            input_guard.check_documents(listing.cfg, reads.docs, reads.docs_in)
+    except RunError:
+        waves.finish(merging)  # the listing the error names is written
+        raise
+
+
+def _check_rates(listing: Listing, reads: Reads, quarantined: Counter) -> None:
+    cfg, layout = listing.cfg, listing.layout
+    rate = cfg.ingest.max_error_rate
     docs_in, n_bad = reads.docs_in, sum(quarantined.values())
     if docs_in and n_bad / docs_in > rate:
         raise RunError(

@@ -272,6 +272,18 @@ class TokenizeResult(TaskResult):
         return self.docs
 
 
+@dataclass(kw_only=True)
+class SelectResult(TaskResult):
+    """select_bucket's: one TokenizeResult per unit of its bucket, in unit order (`reused`:
+    every unit's kept index was there)."""
+
+    units: list[TokenizeResult]
+
+    @property
+    def stage_docs(self) -> int:
+        return sum(u.docs for u in self.units)
+
+
 # -- pack ------------------------------------------------------------------------------------
 @dataclass(kw_only=True)
 class RegroupResult(TaskResult):

@@ -12,7 +12,8 @@ tokenize_tasks.tokenize_docs), so the text is read once and never written back:
    every unit with tokenizers, rewriting the token files that wave wrote: no token file made by
    an engine that disagreed on this data is used.
 3. After dedup, the `select` stage writes, per unit, the index of the documents dedup kept
-   (tokenize_tasks.select_unit): pack reads those documents' tokens from the unit's token file.
+   (tokenize_tasks.select_bucket, a task per unit bucket, beside the audit's task): pack reads
+   those documents' tokens from the unit's token file.
 The engine and the reason go into the manifest (`tokenizer.engine`, `tokenizer.engine_reason`)
 and the run summary.
 """
@@ -24,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.run.results import ReadResult, RunError, TokenizeResult
+from pipeline.exchange.sections import Range, unit_bucket
+from pipeline.run.results import ReadResult, RunError, SelectResult, TokenizeResult
 from pipeline.run.waves import Waves
 
 
@@ -82,13 +85,38 @@ def with_fallback(
     return results, {"engine": engine, "engine_reason": reason}
 
 
+def select_tasks(
+    waves: Waves,
+    layout: RunLayout,
+    unit_ids: list[str],
+    bounds: list[str],
+    ranges: list[list[Range]],
+    read_pass: list[list[str]],
+) -> list:
+    """`select`'s tasks, submitted beside the audit's (tokenize_stage waits for them): one per
+    unit bucket (`bounds`), each reading its bucket's removals once, where the audit reads
+    them (tokenize_tasks.select_bucket): the exact and near removals' `ranges` and the units
+    with read-pass audit rows, per bucket (dedup_stage.ByBucket)."""
+    task, ids = waves.task("select_bucket"), sorted(unit_ids)
+    at = unit_bucket(bounds, pa.array(ids, pa.string())) if ids else []
+    units: list[list[str]] = [[] for _ in bounds]
+    for unit, bucket in zip(ids, at, strict=True):
+        units[bucket].append(unit)
+    return [
+        task.remote(layout, units[b], ranges[b], read_pass[b])
+        for b in range(len(units))
+        if units[b]
+    ]
+
+
 def tokenize_stage(
-    waves: Waves, layout: RunLayout, unit_ids: list[str], engine: dict[str, Any]
+    waves: Waves, submitted: list, unit_ids: list[str], engine: dict[str, Any]
 ) -> Tokenized:
-    """The index of what dedup kept of every unit's token file (`select`)."""
-    task = waves.task("select_unit")
-    results = waves.run("select", [task.remote(layout, u) for u in unit_ids])
-    return Tokenized(results, engine)
+    """The index of what dedup kept of every unit's token file (`select`), from select_tasks'
+    tasks; one result per unit, in `unit_ids` order."""
+    batches: list[SelectResult] = waves.run("select", submitted)
+    by_unit = {r.unit: r for batch in batches for r in batch.units}
+    return Tokenized([by_unit[u] for u in unit_ids], engine)
 
 
 def _say(line: str) -> None:

@@ -23,8 +23,9 @@ from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key
 from pipeline.dedup import exact
+from pipeline.exchange import sections
 from pipeline.ingest.records import QUARANTINE_SCHEMA, SPECIAL_TOKEN_TEXT
-from pipeline.run.results import ProbeResult, TokenizeResult
+from pipeline.run.results import ProbeResult, SelectResult, TokenizeResult
 from pipeline.run.timer import TaskTimer
 from pipeline.tokens import framed, pack
 from pipeline.tokens.check import (
@@ -137,10 +138,42 @@ def tokenize_docs(
 def select_unit(layout: RunLayout, unit_id: str) -> TokenizeResult:
     """The index of the documents of a unit's token file that dedup kept, each with its offset
     (in tokens) into the file (tokens/pack.py): what pack reads. Named by the digest of the
-    unit's removals, so a takedown or another dedup outcome writes its own."""
+    unit's removals, so a takedown or another dedup outcome writes its own. Its removals come
+    from the run's removed.parquet (select_bucket reads them where the audit does)."""
     timer = TaskTimer()
     with layout.removed.open_read() as f:
         removed = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit_id)])
+    return _select(layout, unit_id, removed, timer)
+
+
+def select_bucket(
+    layout: RunLayout, unit_ids: list[str], ranges: list[sections.Range], read_pass: list[str]
+) -> SelectResult:
+    """select_unit for the units of one unit bucket (exchange/sections.unit_bounds), their
+    removals read once from where the audit (read_dedup_tasks.merge_audit) reads this bucket's:
+    the exact and near removals' `ranges` and the read-pass audit rows of the units in
+    `read_pass`. The same rows as removed.parquet's for these units, so select need not wait
+    for the audit."""
+    timer = TaskTimer()
+    rows = sections.read_part(ranges, exact.REMOVED_SCHEMA).select(_BY_UNIT)
+    own = [layout.read_removed(u).read_parquet(columns=_BY_UNIT) for u in read_pass]
+    removed = pa.concat_tables([rows, *own]) if own else rows
+    units = removed["unit_id"].to_numpy(zero_copy_only=False).astype(str)
+    selected = [
+        _select(layout, u, removed.filter(pa.array(units == u)).select(["source", "row"]))
+        for u in unit_ids
+    ]
+    return timer.result(SelectResult, units=selected, reused=all(r.reused for r in selected))
+
+
+_BY_UNIT = ["unit_id", "source", "row"]
+
+
+def _select(
+    layout: RunLayout, unit_id: str, removed: pa.Table, timer: TaskTimer | None = None
+) -> TokenizeResult:
+    """A unit's kept index from its removals (source, row); reused when already written."""
+    timer = timer or TaskTimer()
     removed = removed.sort_by([("source", "ascending"), ("row", "ascending")])
     digest = removals_digest(removed)
     kept_loc = layout.tokens_index(unit_id, digest)

@@ -2,8 +2,10 @@
 
 A stage function (run/*_stage.py) gets a `Waves` and submits its tasks through `waves.task(name)`;
 `waves.run(stage, futures)` waits for them and adds them to the stage's report (the summary
-table) and its stats.json entry (formats/run_stats.py). Nothing of a stage's data lives here:
-stages pass their typed results to each other explicitly (run/driver.py).
+table) and its stats.json entry (formats/run_stats.py); a wave the next stage need not wait for
+goes through `waves.later`, and the next wave waits for it once its own tasks are submitted.
+Nothing of a stage's data lives here: stages pass their typed results to each other explicitly
+(run/driver.py).
 
 `Waves(inline=True)` runs every task in this process, one after the other, with the same
 functions and arguments (benchmarks time a stage without Ray: bench/tokenize.py).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -36,6 +39,7 @@ TASKS = {
         read_dedup_tasks.merge_audit,
         tokenize_tasks.tokenize_probe,
         tokenize_tasks.select_unit,
+        tokenize_tasks.select_bucket,
         pack_tasks.exchange_bucket,
         pack_tasks.pack_shard,
         pack_tasks.pack_shard_direct,
@@ -44,6 +48,7 @@ TASKS = {
         neardup.near_buckets,
         neardup.near_fetch,
         neardup.star_task,
+        neardup.star_fold,
         neardup.members_task,
         neardup.near_keep,
     )
@@ -111,6 +116,7 @@ class Waves:
         self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
+        self.pending: list[Later] = []  # `later` waves not waited for yet
 
     def task(self, name: str):
         """The task `name` of TASKS, ready to `.remote(...)` (in this process when inline)."""
@@ -127,7 +133,10 @@ class Waves:
     def run(self, name: str, futures: list, merge: bool = False, redo: bool = False) -> list:
         """Wait for one wave of tasks; with merge, count it into the previous report of that
         name. Its report adds up the results' own documents and bytes (stage_docs, stage_bytes);
-        a redo wave reruns the previous one's work, so its documents replace that wave's."""
+        a redo wave reruns the previous one's work, so its documents replace that wave's.
+        A `later` wave is waited for first: this wave's tasks, already submitted, run beside it."""
+        for later in list(self.pending):
+            self.finish(later)
         t0 = time.perf_counter()
         self.close_last()
         report, stats, new_stage = self._report(name, merge)
@@ -135,7 +144,30 @@ class Waves:
         results: list[TaskResult] = (
             futures if self.inline else _gather(futures, bar, tick=self.keep_lease)
         )
-        self.own_io(stats)  # lease renewals while it ran
+        return self._count(report, stats, results, t0, redo)
+
+    def later(self, name: str, futures: list) -> Later:
+        """A stage's wave that the next wave's tasks may run beside (nothing of the next stage
+        needs it): its report and stats.json entry take their place in the stage order now;
+        the next `run`, once that wave's tasks are submitted, or `finish`, waits for it and
+        counts it there (its bar too), its seconds those the driver waited."""
+        self.close_last()
+        report, stats, _ = self._report(name, False)
+        self.pending.append(Later(report, stats, futures))
+        return self.pending[-1]
+
+    def finish(self, later: Later) -> list:
+        """Wait for a `later` wave (once) and count it into its own report."""
+        if not any(p is later for p in self.pending):
+            return []
+        self.pending = [p for p in self.pending if p is not later]
+        t0 = time.perf_counter()
+        bar = self.bars.wave(later.report.name, len(later.futures), True)
+        results = later.futures if self.inline else _gather(later.futures, bar, self.keep_lease)
+        return self._count(later.report, later.stats, results, t0, False)
+
+    def _count(self, report: StageReport, stats: dict, results: list, t0: float, redo: bool):
+        self.own_io(self.stats[-1])  # lease renewals while it ran
         io: Counter = Counter()
         for r in results:
             io.update(r.io)
@@ -197,6 +229,15 @@ class Waves:
         self.reports.append(report)
         self.stats.append(stats)
         return report, stats, True
+
+
+@dataclass(frozen=True, eq=False)
+class Later:
+    """A wave submitted with `Waves.later`: its report and stats entry, and its futures."""
+
+    report: StageReport
+    stats: dict[str, Any]
+    futures: list
 
 
 def _gather(futures: list, bar: tqdm, tick=None) -> list:

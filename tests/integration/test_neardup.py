@@ -94,6 +94,20 @@ def test_each_removed_document_resembles_a_kept_one(sample):
         assert np.isclose(minhash.estimated_jaccard(*minhash.narrowed(sigs)), r["similarity"])
 
 
+def _selected_by_bucket(layout: RunLayout, partitions: int) -> None:
+    """select reads each unit bucket's removals once, beside the audit, not removed.parquet once
+    per unit: a task per bucket, and every unit's kept index is the one the audit's rows name
+    (select_unit, which reads removed.parquet, finds it written)."""
+    from pipeline.exchange.sections import unit_bounds
+    from pipeline.run.tokenize_tasks import select_unit
+
+    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+    stages = {s["stage"]: s for s in json.loads(layout.stats.read_bytes())["stages"]}
+    assert stages["select"]["tasks"] == len(unit_bounds(units, partitions)) < len(units)
+    for unit in units:
+        assert select_unit(layout, unit).reused, unit
+
+
 def test_independent_of_partitions_and_units(sample, tmp_path):
     _, result, layout = sample
     _, other, other_layout = run_sample(tmp_path, "dedup.partitions=1", "ingest.unit_bytes=16MiB")
@@ -106,24 +120,37 @@ def test_independent_of_partitions_and_units(sample, tmp_path):
     assert other.manifest["shards"] == result.manifest["shards"]
 
 
-def test_one_pass_exchanges_remove_the_same_and_write_no_pass_1_object(sample, tmp_path):
+def test_small_run_shortcuts_remove_the_same_and_write_no_pass_1_object(
+    sample, tmp_path, monkeypatch
+):
+    """The sample's exchanges are small (plan.direct: at most dedup.exchange_small_gets GETs),
+    so their readers GET the writers' objects, and its candidate graph is labelled in one task
+    (neardup.star_fold). Without either, pass 1 runs and the star rounds run across tasks."""
+    from pipeline.run import neardup
+
     _, result, layout = sample
-    # 1 KiB requests: every piece of the requests', candidates' and removals' exchanges is at
-    # least half a request (plan.direct), so their readers GET the writers' objects
-    _, other, other_layout = run_sample(tmp_path, "dedup.exchange_request_bytes=1KiB")
-    for name in ("req", "cand", "near-removed"):
-        assert not Path(other_layout.exchange("near", name).path).exists(), name
-        assert Path(layout.exchange("near", name).path).exists(), name  # 16 MiB: two passes
+    monkeypatch.setattr(neardup, "FOLD_EDGES", 0)  # the driver's choice: rounds, queued ahead
+    # (and 2 partitions: 2 unit buckets of the sample's 4 units, for select)
+    _, other, other_layout = run_sample(
+        tmp_path, "dedup.exchange_small_gets=0", "dedup.partitions=2"
+    )
+    _selected_by_bucket(other_layout, 2)
+    for stage, name in [("exact", n) for n in ("hashes", "exact-removed")] + [
+        ("near", n) for n in ("req", "cand", "near-removed")
+    ]:
+        assert not Path(layout.exchange(stage, name).path).exists(), name
+        assert Path(other_layout.exchange(stage, name).path).exists(), name
     assert layout.removed.read_parquet().equals(other_layout.removed.read_parquet())
     assert other.manifest["shards"] == result.manifest["shards"]
     near = [
         [s["io"] for s in json.loads(lay.stats.read_bytes())["stages"] if s["stage"] == "near"][0]
         for lay in (layout, other_layout)
     ]
-    assert near[1]["bytes_written"] < near[0]["bytes_written"]
+    assert near[0]["bytes_written"] < near[1]["bytes_written"]
 
 
 def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
     _, result, _ = run_sample(tmp_path, "dedup.near.enabled=false")
     assert result.manifest["counts"]["removed_near"] == 0
     assert result.manifest["counts"]["removed_exact"] > 0
+

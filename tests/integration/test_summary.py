@@ -68,7 +68,8 @@ def test_one_progress_bar_per_stage_advancing_over_its_steps(sample):
         tasks = int(rows[name][6])  # the `tasks` column ("2.9 MB" is two words)
         assert f" {tasks}/{tasks} " in bar, bar  # the one bar counted every step's tasks
     near = next(b for b in bars if b.strip().startswith("near"))
-    assert int(re.search(r"step (\d+)", near).group(1)) > 5  # its many steps, on one bar
+    # its many steps (band groups, buckets, members, fetch, keep), on one bar
+    assert int(re.search(r"step (\d+)", near).group(1)) >= 5
 
 
 def test_files_and_documents_have_their_own_columns(sample):

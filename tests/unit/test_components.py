@@ -8,6 +8,7 @@ from pipeline.dedup.components import (
     StepResult,
     combine_fingerprints,
     connected_components,
+    folded_stars,
     keep_rule,
     near_duplicate_removals,
     node_keys,
@@ -72,6 +73,68 @@ def test_hand_driven_partition_tasks_match_the_local_driver():
     )
     nodes, labels = reference_components(edges)
     assert got == dict(zip(nodes.tolist(), labels.tolist(), strict=True)) and rounds < 20
+
+
+def _labels_of(inbox: list[list[np.ndarray]], parts: int) -> dict[int, int]:
+    """node -> label from each partition's pieces, each node in its own partition only."""
+    got: dict[int, int] = {}
+    for p, pieces in enumerate(inbox):
+        nodes, labels = star_labels(pieces)
+        assert (route(np.stack([nodes, nodes], axis=1), parts)[p] == nodes[:, None]).all()
+        got.update(zip(nodes.tolist(), labels.tolist(), strict=True))
+    return got
+
+
+@pytest.mark.parametrize("parts", [1, 3, 8])
+def test_a_small_graph_folded_into_one_task_gives_the_rounds_labels(parts):
+    """star_fold's core: the converged stars made in one process, routed by partition."""
+    rng = np.random.default_rng(parts)
+    edges = random_graph(rng, 400, 420)
+    folded = folded_stars(route(undirected(edges), parts), parts)
+    assert len(folded) == parts
+    nodes, labels = reference_components(edges)
+    assert _labels_of([[p] for p in folded], parts) == dict(
+        zip(nodes.tolist(), labels.tolist(), strict=True)
+    )
+    assert [len(p) for p in folded_stars([], parts)] == [0] * parts
+
+
+def test_star_rounds_queued_ahead_of_the_driver_stop_where_the_rounds_converge():
+    """The driver's rounds (run/dedup_stage.py) with each round queued before the previous
+    round's fingerprints are in: the same labels as union-find."""
+    from pipeline.run.dedup_stage import _star_rounds
+    from pipeline.run.waves import Waves
+
+    class Counted(Waves):  # tasks submitted by the time the driver waits for fingerprints
+        submitted, at_get = 0, []
+
+        def task(self, name):
+            inner, waves = super().task(name), self
+
+            class Task:
+                def options(self, **kw):
+                    return self
+
+                def remote(self, *args):
+                    waves.submitted += 1
+                    return inner.remote(*args)
+
+            return Task()
+
+        def get(self, refs):
+            self.at_get.append(self.submitted)
+            return super().get(refs)
+
+    rng = np.random.default_rng(21)
+    edges, parts = random_graph(rng, 300, 330), 4
+    routed = route(undirected(edges), parts)
+    waves = Counted(inline=True)
+    inbox = _star_rounds(waves, [[piece] for piece in routed])
+    nodes, labels = reference_components(edges)
+    assert _labels_of(inbox, parts) == dict(zip(nodes.tolist(), labels.tolist(), strict=True))
+    # at each wait the next round is already queued: 3 steps of `parts` tasks at the first
+    rounds = len(waves.at_get)
+    assert rounds > 2 and waves.at_get == [3 * parts + 2 * parts * r for r in range(rounds)]
 
 
 def test_long_chain_and_pluggable_map():

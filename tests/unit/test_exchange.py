@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.core.storage import IO, Location
 from pipeline.exchange import sections
-from pipeline.exchange.plan import direct, exchange_plan
+from pipeline.exchange.plan import SMALL_GETS, ExchangePlan, direct, exchange_plan
 from pipeline.exchange.regroup import regroup
 
 SCHEMA = pa.schema([("key", pa.int64()), ("writer", pa.int64())])
@@ -66,7 +66,9 @@ def test_one_pass_reads_the_writers_sections_same_rows_same_order_and_only_when_
     writers, _ = _writers(root, 5, n, 300)
     total = sum(w.size for w in writers)
     per_piece = total / (5 * n)
-    assert direct(n, 5, total, int(2 * per_piece)) and not direct(n, 5, total, int(3 * per_piece))
+    big = {"small_gets": 0}  # the rule for large pieces alone (not the small exchange's)
+    assert direct(n, 5, total, int(2 * per_piece), **big)
+    assert not direct(n, 5, total, int(3 * per_piece), **big)
     _, regrouped = _exchange(root, writers, n, 10**9)
     before = IO.snapshot()
     ranges = sections.writer_ranges(writers, n)
@@ -125,6 +127,61 @@ def test_plan_caps_what_one_regroup_task_moves_and_balances_the_two_get_terms():
     assert exchange_plan(16, 128, 7 * 10**6, 1, 4 * gib) == exchange_plan(
         16, 128, 7 * 10**6, 1
     )
+
+
+def test_a_small_exchange_runs_in_one_pass_while_its_gets_stay_under_a_constant():
+    tiny, request = 100_000, 16 * 2**20  # pieces far below half a request
+    assert direct(8, 32, tiny, request)  # 256 GETs: no pass-1 wave
+    assert direct(8, 64, tiny, request) and not direct(8, 65, tiny, request)  # 512 | 520
+    assert not direct(8, 32, tiny, request, small_gets=0)
+    assert not direct(9314, 37253, 200 * 10**9, request)  # 10 TB: the two passes
+
+
+def test_a_pass_1_of_too_few_tasks_is_cut_finer_within_a_bound_of_gets():
+    request, task = 16 * 2**20, 4 * 2**30
+    # the benchmark's band exchange: 32 units, 8 partitions; bytes alone give one task
+    assert exchange_plan(8, 32, 5 * 10**6, request, task) == ExchangePlan(8, 1, 1)
+    floored = exchange_plan(8, 32, 5 * 10**6, request, task, min_tasks=8)
+    assert floored.groups * floored.buckets >= 8
+    assert floored.groups * 8 <= SMALL_GETS and 32 * floored.buckets <= SMALL_GETS
+    # few writers: buckets too, each writer's index and range GETs within the bound
+    few = exchange_plan(64, 3, 10**5, request, task, min_tasks=64)
+    assert few.groups == 3 and few.buckets > 1 and 2 * 3 * few.buckets <= SMALL_GETS
+    # where the GETs are past the bound, or the tasks are there, the cut is the bytes' one
+    assert exchange_plan(9314, 37253, 200 * 10**9, request, task, min_tasks=9314) == (
+        exchange_plan(9314, 37253, 200 * 10**9, request, task)
+    )
+    assert exchange_plan(8, 32, 5 * 10**6, request, task, min_tasks=8, small_gets=0) == (
+        ExchangePlan(8, 1, 1)
+    )
+
+
+def test_a_reader_gets_its_ranges_several_at_a_time_in_order():
+    """A one-pass reader GETs a range of every writer: FETCHES in flight, not one by one."""
+    import threading
+    import time
+
+    class SlowObject:  # a Location's read_bytes with a first-byte latency
+        flight = peak = 0
+        lock = threading.Lock()
+
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def read_bytes(self, a: int, b: int) -> bytes:
+            with SlowObject.lock:
+                SlowObject.flight += 1
+                SlowObject.peak = max(SlowObject.peak, SlowObject.flight)
+            time.sleep(0.02)
+            with SlowObject.lock:
+                SlowObject.flight -= 1
+            return self.data[a:b]
+
+    tables = [pa.table({"key": [i], "writer": [i]}, schema=SCHEMA) for i in range(40)]
+    ranges = [(SlowObject(d), 0, len(d)) for d in map(sections.encode, tables)]
+    rows = sections.read_part(ranges, SCHEMA)
+    assert rows["key"].to_pylist() == list(range(40))
+    assert SlowObject.peak == sections.FETCHES
 
 
 def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_path):
