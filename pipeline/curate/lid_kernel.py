@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.dedup import kernel_cache
+
+kernel_cache.install_locator()  # before the first njit: where numba caches these loops
+
 try:
     import numba
 

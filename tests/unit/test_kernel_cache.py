@@ -59,3 +59,25 @@ def test_a_second_checkout_loads_what_the_first_compiled(tmp_path):
     assert not list((second / "pipeline/dedup").glob("__pycache__/*.nb?"))  # nothing in-tree
     (second / "pipeline/dedup/cache_probe.py").write_text(_PROBE + "\n# edited\n")
     assert _hits_and_misses(second, cache) == [0, 1]  # an edit: compiled afresh
+
+
+_CURATE_FOLDERS = (
+    "import json; from pipeline.curate import ngram_kernel, lid_kernel;"
+    " print(json.dumps([ngram_kernel._tally._cache._cache_path,"
+    " lid_kernel._hidden._cache._cache_path]))"
+)
+
+
+def test_curation_loops_are_cached_in_the_shared_folder_whatever_is_imported_first(tmp_path):
+    """gopher's and the language step's loops, imported before any dedup module (as a worker
+    that reads imports them), are cached in the content-keyed folder like dedup's: a new
+    checkout or job dir does not compile them again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env |= {"PYTHONPATH": str(REPO), "PIPELINE_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CURATE_FOLDERS], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    folders = [Path(f) for f in json.loads(done.stdout.splitlines()[-1])]
+    assert [f.parent for f in folders] == [tmp_path / "numba"] * 2, folders
+    assert [f.name.split("-")[0] for f in folders] == ["ngram_kernel", "lid_kernel"]
