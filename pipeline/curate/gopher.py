@@ -17,7 +17,6 @@ import numpy as np
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import ngram_kernel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, above, below, first, fraction, register
 
@@ -170,6 +169,8 @@ class NGrams:
     def first_exceeded(self, rules: list[tuple[int, int, float]]) -> tuple[int, float]:
         """(index of the first rule (n, TOP or DUPLICATED, bound) whose fraction exceeds its
         bound, that fraction), or (-1, 0.0)."""
+        from pipeline.curate import ngram_kernel  # numba: imported where a document is scored
+
         if ngram_kernel.available():
             return ngram_kernel.first_exceeded(self.ids, self.lengths, rules)
         for r, (n, kind, bound) in enumerate(rules):

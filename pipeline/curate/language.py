@@ -21,7 +21,6 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import lid_kernel
 from pipeline.curate.base import Filter, Verdicts, register
 
 
@@ -46,6 +45,8 @@ def _model() -> Any:
 def _predict() -> Callable[[str], tuple[str, float]]:
     """fastText's predict (label, score) for one line: compiled (curate/lid_kernel.py, the
     same values) where numba runs and the model is the kind it reads, else fastText's own."""
+    from pipeline.curate import lid_kernel  # numba: imported where a document is scored
+
     compiled = lid_kernel.load(model_path(), _model().f)
     if compiled is not None:
         return compiled.predict
