@@ -53,7 +53,7 @@ def run_pipeline(
         with clock.phase("worker start"):
             start_workers(kernels)
     finally:
-        early.settle()  # the compile child is done: the workers waited for its compile lock
+        early.settle()  # the compile is done: the workers waited for its lock
     started = dt.datetime.now(dt.timezone.utc)
     waves = Waves(show_progress)
     try:

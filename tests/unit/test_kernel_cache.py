@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import REPO
 
 # A loop of the package's shape (njit, cache=True) in a file of its own, so the test compiles
@@ -81,3 +82,22 @@ def test_curation_loops_are_cached_in_the_shared_folder_whatever_is_imported_fir
     folders = [Path(f) for f in json.loads(done.stdout.splitlines()[-1])]
     assert [f.parent for f in folders] == [tmp_path / "numba"] * 2, folders
     assert [f.name.split("-")[0] for f in folders] == ["ngram_kernel", "lid_kernel"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority takes CAP_SYS_NICE")
+def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
+    """The compile children start at nice 10 (behind Ray's start); once Ray is up the workers
+    wait for them, and `hurry` gives them the driver's priority back."""
+    from pipeline.dedup import kernel_cache
+
+    niced = "import os, sys, time; os.nice(10); print(flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", niced], stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # it has lowered its priority
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine + 10
+        kernel_cache.hurry([child])
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine
+    finally:
+        kernel_cache.finish([child])
+    assert child.returncode is not None
