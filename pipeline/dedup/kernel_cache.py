@@ -11,8 +11,8 @@ checks each entry against the file's content hash, the signature and the CPU.
 
 Compiling takes `compiling()`, an exclusive lock (fcntl, reentrant within a process) in that
 folder: workers that start together wait for the first one and load what it wrote instead of
-compiling the same loops side by side. `warm_in_background()` starts that compile in child
-processes (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
+compiling the same loops side by side. `warm_in_background()` starts that compile in a child
+process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
 whether this machine has already done it (a marker written after a full compile).
 
 Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
@@ -109,38 +109,32 @@ def mark_ready() -> None:
     _ready_marker().touch()
 
 
-def warm_in_background() -> list[subprocess.Popen]:
-    """The child processes that compile every kernel (dedup/warm_kernels.py), none when they
-    are already compiled here (or numba is missing). One holds the lock and compiles them in
-    order; where there is a second core, another compiles the last ones (UTF-8 words, the
-    normalisation) at the same time, without the lock, and the first loads what it wrote. The
-    caller ends them with `finish`."""
+def warm_in_background() -> subprocess.Popen | None:
+    """A child process that compiles every kernel (dedup/warm_kernels.py), or None when they
+    are already compiled here (or numba is missing). The caller ends it with `finish`."""
     if ready():
-        return []
-    module = [sys.executable, "-m", "pipeline.dedup.warm_kernels"]
-    beside = [[*module, "--beside"]] if (os.cpu_count() or 1) > 1 else []
-    return [
-        subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        for argv in [module, *beside]
-    ]
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.dedup.warm_kernels"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
-def hurry(children: list[subprocess.Popen]) -> None:
-    """Once Ray is up, the workers wait for the compile: its children back to this process's
-    priority (they start at nice 10, behind Ray's start), where the OS lets it be raised (it
-    takes CAP_SYS_NICE; otherwise they stay at nice 10)."""
-    mine = os.getpriority(os.PRIO_PROCESS, 0)
-    for child in children:
+def hurry(child: subprocess.Popen | None) -> None:
+    """Once Ray is up, the workers wait for the compile: its child back to this process's
+    priority (it starts at nice 10, behind Ray's start), where the OS lets it be raised (that
+    takes CAP_SYS_NICE; otherwise it stays at nice 10)."""
+    if child is not None:
         with contextlib.suppress(OSError):  # gone already, or not allowed
-            os.setpriority(os.PRIO_PROCESS, child.pid, mine)
+            os.setpriority(os.PRIO_PROCESS, child.pid, os.getpriority(os.PRIO_PROCESS, 0))
 
 
-def finish(children: list[subprocess.Popen]) -> None:
-    """Stop the warming children that still run (a compile cut short leaves no partial entry:
+def finish(child: subprocess.Popen | None) -> None:
+    """Stop the warming child if it still runs (a compile cut short leaves no partial entry:
     numba writes each one to a temporary file and renames it)."""
-    for child in children:
+    if child is not None:
         if child.poll() is None:
             child.terminate()
         child.wait()

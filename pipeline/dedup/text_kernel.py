@@ -556,11 +556,5 @@ def available() -> bool:
 def _compile_now() -> None:
     """Every loop, for the argument types the callers pass."""
     ascii_word_hashes(pa.array(["A b"], pa.string()), " ", "", 0)
-    compile_late()
-
-
-def compile_late() -> None:
-    """The loops _compile_now compiles after the ASCII one (dedup/warm_kernels.py compiles them
-    at the same time in a second process, which writes them to the cache first)."""
     utf8_word_hashes(pa.array(["é b"], pa.string()), "", 0)
     content_hashes(pa.array([" é  b"], pa.string()))

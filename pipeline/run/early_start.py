@@ -1,12 +1,12 @@
 """What a run starts before its driver's own imports, so that they overlap: the kernels' compile
-children (dedup/kernel_cache.py, on a machine that has not compiled them yet) and, for a local
+child (dedup/kernel_cache.py, on a machine that has not compiled them yet) and, for a local
 run, Ray (run/ray_env.ensure_ray) in a thread. The thread mostly waits on the processes Ray
 spawns; the driver imports its stages (~1-2 s) meanwhile.
 
 `EarlyStart.begin(cfg)` starts both and the phase clock; `wait_for_ray()` (the `ray start`
 phase: from the thread's start until Ray is up, whatever the driver did meanwhile) re-raises
-what ray.init raised; `finish_compile()` ends the compile children once the workers hold the
-kernels; `settle()`, in a `finally`, waits for ray.init to return and ends the children on any
+what ray.init raised; `finish_compile()` ends the compile child once the workers hold the
+kernels; `settle()`, in a `finally`, waits for ray.init to return and ends the child on any
 path, so nothing outlives the command half-started. The thread outlives ray.init, parked, for
 as long as the process runs: Ray's processes are killed when the thread that spawned them
 ends. A cluster run (an address) starts nothing early: ray.init only connects there, and its
@@ -30,7 +30,7 @@ from pipeline.run.clock import PhaseClock
 class EarlyStart:
     def __init__(self, cfg: Config, clock: PhaseClock) -> None:
         self.cfg, self.clock = cfg, clock
-        self.compile_children: list[subprocess.Popen] = []
+        self.compile_child: subprocess.Popen | None = None
         self.compiled_kernels = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -41,8 +41,8 @@ class EarlyStart:
     def begin(cls, cfg: Config, clock: PhaseClock | None = None) -> EarlyStart:
         early = cls(cfg, clock or PhaseClock())
         if ray_env.is_local(cfg) and (cfg.dedup.exact or cfg.dedup.near.enabled):
-            early.compile_children = kernel_cache.warm_in_background()
-            early.compiled_kernels = bool(early.compile_children)
+            early.compile_child = kernel_cache.warm_in_background()
+            early.compiled_kernels = early.compile_child is not None
         if ray_env.is_local(cfg) and not ray_env.ray_is_up():
             _sigterm_exits()  # what ray.init does in the main thread, which the thread cannot
             early._thread = threading.Thread(target=early._start_ray, name="ray-start", daemon=True)
@@ -67,7 +67,7 @@ class EarlyStart:
                 ray_env.ensure_ray(self.cfg)
         else:
             self._wait_for_thread()
-        kernel_cache.hurry(self.compile_children)
+        kernel_cache.hurry(self.compile_child)
 
     def _wait_for_thread(self) -> None:
         self._up.wait()
@@ -78,8 +78,8 @@ class EarlyStart:
             raise error
 
     def finish_compile(self) -> None:
-        kernel_cache.finish(self.compile_children)
-        self.compile_children = []
+        kernel_cache.finish(self.compile_child)
+        self.compile_child = None
 
     def settle(self) -> None:
         if self._thread is not None:

@@ -86,8 +86,8 @@ def test_curation_loops_are_cached_in_the_shared_folder_whatever_is_imported_fir
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority takes CAP_SYS_NICE")
 def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
-    """The compile children start at nice 10 (behind Ray's start); once Ray is up the workers
-    wait for them, and `hurry` gives them the driver's priority back."""
+    """The compile child starts at nice 10 (behind Ray's start); once Ray is up the workers
+    wait for it, and `hurry` gives it the driver's priority back."""
     from pipeline.dedup import kernel_cache
 
     niced = "import os, sys, time; os.nice(10); print(flush=True); time.sleep(60)"
@@ -96,8 +96,8 @@ def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
         child.stdout.readline()  # it has lowered its priority
         mine = os.getpriority(os.PRIO_PROCESS, 0)
         assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine + 10
-        kernel_cache.hurry([child])
+        kernel_cache.hurry(child)
         assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine
     finally:
-        kernel_cache.finish([child])
+        kernel_cache.finish(child)
     assert child.returncode is not None
