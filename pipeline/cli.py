@@ -97,7 +97,9 @@ def _check_storage(cfg, *uris: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.core.lease import LeaseHeld
+    from pipeline.run.driver import run_pipeline
     from pipeline.run.results import RunError
+    from pipeline.run.summary import print_summary
 
     cfg = _load(args)
     if args.dry_run:  # the output is never touched: only the inputs must be reachable
@@ -107,21 +109,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n".join(dry_run_lines(cfg)))
         return 0
     _check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
-    from pipeline.run.early_start import EarlyStart
-
-    early = EarlyStart.begin(cfg)  # Ray starts while the driver's modules are imported
     try:
-        from pipeline.run.driver import run_pipeline
-        from pipeline.run.summary import print_summary
-
-        result = run_pipeline(
-            cfg, show_progress=not args.quiet, allow_empty=args.allow_empty, early=early
-        )
+        result = run_pipeline(cfg, show_progress=not args.quiet, allow_empty=args.allow_empty)
     except (RunError, LeaseHeld) as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
-    finally:
-        early.settle()
     print_summary(result)
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 
 from tqdm import tqdm
@@ -17,14 +18,14 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
+from pipeline.dedup import kernel_cache
 from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import input_guard
 from pipeline.run.clock import PhaseClock
 from pipeline.run.commit_stage import Counted, already_committed, commit
 from pipeline.run.dedup_stage import audit_stage, exact_dedup, near_dedup
-from pipeline.run.early_start import EarlyStart
 from pipeline.run.pack_stage import pack_stage
-from pipeline.run.ray_env import start_workers
+from pipeline.run.ray_env import ensure_ray, start_workers
 from pipeline.run.read_stage import (
     Listing,
     Units,
@@ -37,23 +38,19 @@ from pipeline.run.tokenize_stage import tokenize_stage
 from pipeline.run.waves import Waves
 
 
-def run_pipeline(
-    cfg: Config,
-    show_progress: bool = True,
-    allow_empty: bool = False,
-    early: EarlyStart | None = None,
-) -> RunResult:
-    """allow_empty: publish even an empty or shrunken input (run/input_guard.py). early: Ray and
-    the kernels' compile, started before the driver's imports (the command line's run)."""
-    early = early or EarlyStart.begin(cfg)
-    clock = early.clock
+def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = False) -> RunResult:
+    """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
+    clock = PhaseClock()
     kernels = cfg.dedup.exact or cfg.dedup.near.enabled
+    compile_child = kernel_cache.warm_in_background() if kernels and _local(cfg) else None
     try:
-        early.wait_for_ray()
+        with clock.phase("ray start"):
+            ensure_ray(cfg)
+        kernel_cache.hurry(compile_child)  # the workers will wait for it from here
         with clock.phase("worker start"):
             start_workers(kernels)
     finally:
-        early.settle()  # the compile is done: the workers waited for its lock
+        kernel_cache.finish(compile_child)  # done: the workers waited for its compile lock
     started = dt.datetime.now(dt.timezone.utc)
     waves = Waves(show_progress)
     try:
@@ -77,8 +74,13 @@ def run_pipeline(
     with clock.phase("report"):
         _after_commit(listing.cfg, layout.dataset, result)
     result.timing = clock.split()
-    result.compiled_kernels = early.compiled_kernels
+    result.compiled_kernels = compile_child is not None
     return result
+
+
+def _local(cfg: Config) -> bool:
+    """Whether the run's workers are on this machine (no cluster address)."""
+    return not (cfg.ray.address or os.environ.get("RAY_ADDRESS"))
 
 
 def run_stages(

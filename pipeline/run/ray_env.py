@@ -29,41 +29,26 @@ WORKER_ENV = {
 }
 
 
-class _Notice(logging.Filter):
-    """Drops one Ray notice (the records of its logger that start with `text`); every other
-    record of that logger and of every other logger passes."""
+class _LocalAuthNotice(logging.Filter):
+    """Drops one Ray notice: that a new local instance turned token authentication on, which it
+    does by default and a local user can do nothing about. Every other record of that logger
+    (such as the warning that authentication is off) and of every other logger passes.
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    (Setting RAY_AUTH_MODE=token instead would need Ray's cached config reloaded: ray is already
+    imported, and a driver that sees the variable only later fails to reach its own GCS.)"""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.text)
+        return not record.getMessage().startswith(_AUTH_NOTICE)
 
 
-# That a new local instance turned token authentication on, which it does by default and a
-# local user can do nothing about (the warning that authentication is off still shows).
-# (Setting RAY_AUTH_MODE=token instead would need Ray's cached config reloaded: ray is already
-# imported, and a driver that sees the variable only later fails to reach its own GCS.)
 _AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-_LOCAL_AUTH_NOTICE = _Notice("Token authentication is enabled for this Ray cluster")
-# That ray.init, called from a thread (run/early_start.py), left SIGTERM alone: that thread
-# installs the same handler from the main thread.
-_THREAD_NOTICE = _Notice("SIGTERM handler is not set because current thread is not the main")
+_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+_LOCAL_AUTH_NOTICE = _LocalAuthNotice()
 
 
 def hide_local_auth_notice() -> None:
     """Before a local ray.init (here and in the benchmarks): that one notice is not printed."""
     logging.getLogger(_AUTH_LOGGER).addFilter(_LOCAL_AUTH_NOTICE)
-
-
-def is_local(cfg: Config) -> bool:
-    """Whether the run's workers are on this machine (no cluster address)."""
-    return not (cfg.ray.address or os.environ.get("RAY_ADDRESS"))
-
-
-def ray_is_up() -> bool:
-    return ray.is_initialized()
 
 
 def worker_runtime_env() -> dict | None:
@@ -88,7 +73,6 @@ def ensure_ray(cfg: Config) -> None:
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=worker_runtime_env())
     else:
         hide_local_auth_notice()
-        logging.getLogger("ray._private.worker").addFilter(_THREAD_NOTICE)
         # A local instance's workers inherit WORKER_ENV from the raylet this ray.init spawns; as
         # a runtime env instead, the workers Ray starts with the job could not take tasks and
         # each task would wait for a worker of that env (~2-3 s before the first one).
