@@ -17,7 +17,6 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import measures
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, fraction, register
 
@@ -67,6 +66,8 @@ class FineWebQuality(Filter):
 
     def __call__(self, batch: pa.Table) -> Verdicts:
         """judge's reasons, every measure compiled (curate/measures.py)."""
+        from pipeline.curate import measures  # numba: imported where a document is scored
+
         if not measures.available():
             return super().__call__(batch)
         p: FineWebParams = self.params

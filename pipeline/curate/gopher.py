@@ -18,7 +18,6 @@ import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import measures, ngram_kernel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, first, fraction, register
 
@@ -103,6 +102,8 @@ class GopherQuality(Filter):
     def __call__(self, batch: pa.Table) -> Verdicts:
         """judge's reasons, measured compiled (curate/measures.py; judge where a stop word is
         not ASCII or longer than 7 characters)."""
+        from pipeline.curate import measures  # numba: imported where a document is scored
+
         if not (measures.available() and measures.packable(self.params.stop_words)):
             return super().__call__(batch)
         why: list[str | None] = []
@@ -181,6 +182,8 @@ class GopherRepetition(Filter):
 
     def __call__(self, batch: pa.Table) -> Verdicts:
         """judge's reasons, every measure compiled (curate/measures.py, ngram_kernel.py)."""
+        from pipeline.curate import measures, ngram_kernel  # numba: where a document is scored
+
         rules = self._rules()
         if not (measures.available() and ngram_kernel.available()) or any(
             n < 1 for n, _, _ in rules
@@ -227,6 +230,8 @@ class NGrams:
     def first_exceeded(self, rules: list[tuple[int, int, float]]) -> tuple[int, float]:
         """(index of the first rule (n, TOP or DUPLICATED, bound) whose fraction exceeds its
         bound, that fraction), or (-1, 0.0)."""
+        from pipeline.curate import ngram_kernel  # numba: imported where a document is scored
+
         if ngram_kernel.available():
             return ngram_kernel.first_exceeded(self.ids, self.lengths, rules)
         for r, (n, kind, bound) in enumerate(rules):

@@ -16,15 +16,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import lid_kernel
 from pipeline.curate.base import Filter, Verdicts, register
+
+if TYPE_CHECKING:
+    from pipeline.curate import lid_kernel
 
 
 class LanguageParams(StrictModel):
@@ -46,6 +48,8 @@ def _model() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _compiled() -> lid_kernel.Predictor | None:
+    from pipeline.curate import lid_kernel  # numba: imported where a document is scored
+
     return lid_kernel.load(model_path(), _model().f)
 
 

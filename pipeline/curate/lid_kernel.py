@@ -29,6 +29,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pipeline.curate import lid_model
+from pipeline.dedup import kernel_cache
+
+kernel_cache.install_locator()  # before the first njit: where numba caches these loops
 
 try:
     import numba

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
+from pipeline.dedup import kernel_cache
+
+kernel_cache.install_locator()  # before the first njit: where numba caches these loops
 
 try:  # optional: gopher.NGrams gives the same values
     import numba

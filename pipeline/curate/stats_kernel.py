@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.dedup import kernel_cache  # noqa: F401  before the first njit: where numba caches
+from pipeline.dedup import kernel_cache
+
+kernel_cache.install_locator()  # before the first njit: where numba caches these loops
 
 try:
     import numba

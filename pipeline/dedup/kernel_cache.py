@@ -15,7 +15,9 @@ compiling the same loops side by side. `warm_in_background()` starts that compil
 process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
 whether this machine has already done it (a marker written after a full compile).
 
-Only files of the pipeline package are located here; numba caches other libraries as usual.
+Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
+stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of the pipeline
+package are located here, and numba caches other libraries as usual.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -51,13 +54,12 @@ def _content_key(path: Path) -> str:
 
 
 def _ready_marker() -> Path:
-    """Named after both kernel files, numba's version and Python's: any change, a new marker."""
-    import numba
-
+    """Named after both kernel files, numba's version and Python's: any change, a new marker.
+    numba's version from its metadata: a run's driver asks without importing numba (~0.5 s)."""
     digest = hashlib.sha256()
     for name in _KERNELS:
         digest.update((_PACKAGE / name).read_bytes())
-    digest.update(f"{numba.__version__} {sys.version}".encode())
+    digest.update(f"{importlib.metadata.version('numba')} {sys.version}".encode())
     return numba_dir() / f"ready-{digest.hexdigest()[:16]}"
 
 
@@ -65,7 +67,7 @@ def ready() -> bool:
     """Whether this machine has compiled the current kernels (warm_kernels.py finished here)."""
     try:
         return _ready_marker().exists()
-    except ImportError:  # no numba: nothing to compile
+    except importlib.metadata.PackageNotFoundError:  # no numba: nothing to compile
         return True
 
 
@@ -120,6 +122,15 @@ def warm_in_background() -> subprocess.Popen | None:
     )
 
 
+def hurry(child: subprocess.Popen | None) -> None:
+    """Once Ray is up, the workers wait for the compile: its child back to this process's
+    priority (it starts at nice 10, behind Ray's start), where the OS lets it be raised (that
+    takes CAP_SYS_NICE; otherwise it stays at nice 10)."""
+    if child is not None:
+        with contextlib.suppress(OSError):  # gone already, or not allowed
+            os.setpriority(os.PRIO_PROCESS, child.pid, os.getpriority(os.PRIO_PROCESS, 0))
+
+
 def finish(child: subprocess.Popen | None) -> None:
     """Stop the warming child if it still runs (a compile cut short leaves no partial entry:
     numba writes each one to a temporary file and renames it)."""
@@ -129,7 +140,11 @@ def finish(child: subprocess.Popen | None) -> None:
         child.wait()
 
 
-def _install_locator() -> None:
+def install_locator() -> None:
+    """Cache this package's compiled loops in the content-keyed folder. Called by each module
+    of njit functions before its first one (numba picks a function's cache folder when it is
+    decorated); idempotent. Not done on import: a driver that only asks `ready()` does not
+    import numba."""
     try:
         from numba.core import caching
     except ImportError:
@@ -158,6 +173,3 @@ def _install_locator() -> None:
     classes = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
     if isinstance(classes, list) and not any(c.__name__ == "_ContentKeyedLocator" for c in classes):
         classes.insert(0, _ContentKeyedLocator)
-
-
-_install_locator()

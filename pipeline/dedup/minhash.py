@@ -21,8 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.dedup import minhash_kernel, text_kernel
-
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
@@ -103,6 +101,8 @@ def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.nda
         tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
         words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
     else:
+        from pipeline.dedup import text_kernel
+
         tokens = pc.utf8_split_whitespace(pc.utf8_lower(text_kernel.nfc(texts)))
         words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
     return words, pc.list_parent_indices(tokens).to_numpy()
@@ -136,6 +136,8 @@ def _hashed_words(
     Otherwise each distinct token of the batch is hashed once by xxhash (dictionary-encoded as
     binary: the same groups as strings, and Arrow's binary hash table is ~2.5x faster). Tokens
     left empty by the trim are dropped from the hashes, not from the strings (no string copy)."""
+    from pipeline.dedup import text_kernel
+
     if compiled and ascii_only:  # split, lowered, trimmed and hashed in one compiled pass
         return text_kernel.ascii_word_hashes(texts, ASCII_SPACES, string.punctuation, seed)
     if compiled:  # split, trimmed and hashed in one compiled pass
@@ -239,6 +241,9 @@ def signatures(
     minhash_kernel's compiled loop where numba is available (`compiled`: unless False), else in
     numpy; both give the same values.
     """
+    # here: importing numba (~0.5 s) is paid by the workers that sign, not by the driver
+    from pipeline.dedup import minhash_kernel
+
     fused = compiled and minhash_kernel.available()
     chunks = _string_chunks(texts)
     out = np.full((sum(map(len, chunks)), params.num_perm), EMPTY_VALUE, dtype=np.uint32)
@@ -267,6 +272,8 @@ def _sign_chunk(
     batch_bytes: int,
     chunk_shingles: int,
 ) -> None:
+    from pipeline.dedup import minhash_kernel, text_kernel
+
     for start, stop in text_kernel.batch_bounds(texts, batch_bytes):
         batch = texts.slice(start, stop - start)
         # ASCII documents and the others go through different (equivalent) kernels; a row's

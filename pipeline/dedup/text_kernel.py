@@ -31,6 +31,8 @@ import xxhash
 
 from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
 
+kernel_cache.install_locator()
+
 try:
     import numba
 
@@ -48,6 +50,9 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
 
 U = np.uint64
+# An int literal passed to a compiled function makes numba compile one copy of that function per
+# value (and of everything it calls): offsets go through _I, typed int64 like any other index.
+_I = np.int64
 _P32_1, _P32_2, _P32_3 = U(0x9E3779B1), U(0x85EBCA77), U(0xC2B2AE3D)
 _P64_1, _P64_2, _P64_3 = U(0x9E3779B185EBCA87), U(0xC2B2AE3D27D4EB4F), U(0x165667B19E3779F9)
 _P64_4, _P64_5 = U(0x85EBCA77C2B2AE63), U(0x27D4EB2F165667C5)
@@ -69,6 +74,19 @@ SECRET = np.frombuffer(
     ),
     np.uint8,
 )
+
+
+def _secret_word(at: int, size: int = 8) -> np.uint64:
+    return U(int.from_bytes(SECRET[at : at + size].tobytes(), "little"))
+
+
+# The default secret's words that inputs of up to 16 bytes mix in, as constants
+_FLIP_9TO16 = (_secret_word(24) ^ _secret_word(32), _secret_word(40) ^ _secret_word(48))
+_FLIP_4TO8 = _secret_word(8) ^ _secret_word(16)
+_FLIP_1TO3 = _secret_word(0, 4) ^ _secret_word(4, 4)
+_FLIP_EMPTY = _secret_word(56) ^ _secret_word(64)
+# The default secret's 64-bit word at every byte offset, as inputs of 17-240 bytes read it
+_SECRET_AT = np.array([_secret_word(at) for at in range(SECRET.size - 7)], np.uint64)
 
 
 def long_secret(seed: int) -> np.ndarray:
@@ -163,9 +181,10 @@ def _rrmxmx(h, length):
 
 
 @_jit
-def _mix16(d, i, secret, s, seed):
-    lo = _r64(d, i) ^ (_r64(secret, s) + seed)
-    hi = _r64(d, i + 8) ^ (_r64(secret, s + 8) - seed)
+def _mix16(d, i, s, seed):
+    """XXH3_mix16B of d[i : i + 16] with the default secret at byte s."""
+    lo = _r64(d, i) ^ (_SECRET_AT[s] + seed)
+    hi = _r64(d, i + 8) ^ (_SECRET_AT[s + 8] - seed)
     return _fold64(lo, hi)
 
 
@@ -173,23 +192,23 @@ def _mix16(d, i, secret, s, seed):
 def _upto16(d, i, n, seed):
     length = U(n)
     if n > 8:
-        flip1 = (_r64(SECRET, 24) ^ _r64(SECRET, 32)) + seed
-        flip2 = (_r64(SECRET, 40) ^ _r64(SECRET, 48)) - seed
+        flip1 = _FLIP_9TO16[0] + seed
+        flip2 = _FLIP_9TO16[1] - seed
         lo = _r64(d, i) ^ flip1
         hi = _r64(d, i + n - 8) ^ flip2
         return _avalanche(length + _swap64(lo) + hi + _fold64(lo, hi))
     if n >= 4:
         seed ^= _swap32(seed & _LOW32) << _S32
         first, last = _r32(d, i), _r32(d, i + n - 4)
-        flip = (_r64(SECRET, 8) ^ _r64(SECRET, 16)) - seed
+        flip = _FLIP_4TO8 - seed
         return _rrmxmx((last + (first << _S32)) ^ flip, length)
     if n > 0:
         combined = (
             (U(d[i]) << _S16) | (U(d[i + (n >> 1)]) << _S24) | U(d[i + n - 1]) | (length << _S8)
         )
-        flip = (_r32(SECRET, 0) ^ _r32(SECRET, 4)) + seed
+        flip = _FLIP_1TO3 + seed
         return _xxh64_avalanche(combined ^ flip)
-    return _xxh64_avalanche(seed ^ (_r64(SECRET, 56) ^ _r64(SECRET, 64)))
+    return _xxh64_avalanche(seed ^ _FLIP_EMPTY)
 
 
 @_jit
@@ -199,21 +218,21 @@ def _upto240(d, i, n, seed):
         if n > 32:
             if n > 64:
                 if n > 96:
-                    acc += _mix16(d, i + 48, SECRET, 96, seed)
-                    acc += _mix16(d, i + n - 64, SECRET, 112, seed)
-                acc += _mix16(d, i + 32, SECRET, 64, seed)
-                acc += _mix16(d, i + n - 48, SECRET, 80, seed)
-            acc += _mix16(d, i + 16, SECRET, 32, seed)
-            acc += _mix16(d, i + n - 32, SECRET, 48, seed)
-        acc += _mix16(d, i, SECRET, 0, seed)
-        acc += _mix16(d, i + n - 16, SECRET, 16, seed)
+                    acc += _mix16(d, i + 48, _I(96), seed)
+                    acc += _mix16(d, i + n - 64, _I(112), seed)
+                acc += _mix16(d, i + 32, _I(64), seed)
+                acc += _mix16(d, i + n - 48, _I(80), seed)
+            acc += _mix16(d, i + 16, _I(32), seed)
+            acc += _mix16(d, i + n - 32, _I(48), seed)
+        acc += _mix16(d, i, _I(0), seed)
+        acc += _mix16(d, i + n - 16, _I(16), seed)
         return _avalanche(acc)
     for r in range(8):
-        acc += _mix16(d, i + 16 * r, SECRET, 16 * r, seed)
-    tail = _mix16(d, i + n - 16, SECRET, 136 - 17, seed)
+        acc += _mix16(d, i + 16 * r, 16 * r, seed)
+    tail = _mix16(d, i + n - 16, _I(136 - 17), seed)
     acc = _avalanche(acc)
     for r in range(8, n // 16):
-        tail += _mix16(d, i + 16 * r, SECRET, 16 * (r - 8) + 3, seed)
+        tail += _mix16(d, i + 16 * r, 16 * (r - 8) + 3, seed)
     return _avalanche(acc + tail)
 
 
@@ -244,7 +263,7 @@ def _long(d, i, n, secret, acc):
             acc[k] = a * _P32_1
     for s in range(((n - 1) - block * blocks) // 64):
         _stripe(acc, d, i + blocks * block + 64 * s, secret, 8 * s)
-    _stripe(acc, d, i + n - 64, secret, 192 - 64 - 7)
+    _stripe(acc, d, i + n - 64, secret, _I(192 - 64 - 7))
     out = U(n) * _P64_1
     for k in range(4):
         lo = acc[2 * k] ^ _r64(secret, 11 + 16 * k)

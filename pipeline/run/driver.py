@@ -46,6 +46,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
     try:
         with clock.phase("ray start"):
             ensure_ray(cfg)
+        kernel_cache.hurry(compile_child)  # the workers will wait for it from here
         with clock.phase("worker start"):
             start_workers(kernels)
     finally:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import REPO
 
 # A loop of the package's shape (njit, cache=True) in a file of its own, so the test compiles
@@ -59,3 +60,44 @@ def test_a_second_checkout_loads_what_the_first_compiled(tmp_path):
     assert not list((second / "pipeline/dedup").glob("__pycache__/*.nb?"))  # nothing in-tree
     (second / "pipeline/dedup/cache_probe.py").write_text(_PROBE + "\n# edited\n")
     assert _hits_and_misses(second, cache) == [0, 1]  # an edit: compiled afresh
+
+
+_CURATE_FOLDERS = (
+    "import json; from pipeline.curate import ngram_kernel, stats_kernel, lid_kernel;"
+    " print(json.dumps([ngram_kernel._tally._cache._cache_path,"
+    " stats_kernel._words._cache._cache_path, lid_kernel._predict_all._cache._cache_path]))"
+)
+
+
+def test_curation_loops_are_cached_in_the_shared_folder_whatever_is_imported_first(tmp_path):
+    """gopher's, the batch measures' and the language step's loops, imported before any dedup module (as a worker
+    that reads imports them), are cached in the content-keyed folder like dedup's: a new
+    checkout or job dir does not compile them again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env |= {"PYTHONPATH": str(REPO), "PIPELINE_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CURATE_FOLDERS], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    folders = [Path(f) for f in json.loads(done.stdout.splitlines()[-1])]
+    assert [f.parent for f in folders] == [tmp_path / "numba"] * 3, folders
+    assert [f.name.split("-")[0] for f in folders] == ["ngram_kernel", "stats_kernel", "lid_kernel"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority takes CAP_SYS_NICE")
+def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
+    """The compile child starts at nice 10 (behind Ray's start); once Ray is up the workers
+    wait for it, and `hurry` gives it the driver's priority back."""
+    from pipeline.dedup import kernel_cache
+
+    niced = "import os, sys, time; os.nice(10); print(flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", niced], stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # it has lowered its priority
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine + 10
+        kernel_cache.hurry(child)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == mine
+    finally:
+        kernel_cache.finish(child)
+    assert child.returncode is not None

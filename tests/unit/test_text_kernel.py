@@ -1,8 +1,11 @@
 """dedup/text_kernel.py's compiled loops against the reference implementations: the xxhash
 package for XXH3-64, Python's str methods for words and normalisation (core/text.py)."""
 
+import json
+import os
 import random
 import string
+import subprocess
 import sys
 import unicodedata
 
@@ -11,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import xxhash
+from support import REPO
 
 from pipeline.core.text import content_hash
 from pipeline.dedup import text_kernel
@@ -123,3 +127,29 @@ def test_nfc_of_text_already_nfc_is_the_batch_itself():
     """Non-ASCII text that is NFC already (most of it) is not copied."""
     batch = pa.array(["café", "naïve", "plain", "Å"])
     assert text_kernel.nfc(batch) is batch
+
+
+_SIGNATURES = """
+import json
+from pipeline.dedup import text_kernel as k
+import numpy as np
+data, acc = np.zeros(300, np.uint8), np.empty(8, np.uint64)
+for n in (0, 3, 8, 16, 100, 240, 300):
+    k.xxh3_64(data, 0, n, np.uint64(1), k.long_secret(1), acc)
+helpers = ("_r64", "_r32", "_mix16", "_upto16", "_upto240", "_long", "_stripe")
+print(json.dumps({name: len(getattr(k, name).signatures) for name in helpers}))
+"""
+
+
+def test_each_hash_helper_is_compiled_once(tmp_path):
+    """An int literal passed to a compiled function would compile a copy of it (and of what it
+    calls) per value: the first compile after install took twice as long. Here each helper is
+    compiled for one signature (into an empty cache, so nothing is loaded instead)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
+    env |= {"PYTHONPATH": str(REPO), "PIPELINE_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNATURES], env=env, capture_output=True, text=True, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = json.loads(done.stdout.splitlines()[-1])
+    assert counts == dict.fromkeys(counts, 1), counts
