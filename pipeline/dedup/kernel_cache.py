@@ -16,8 +16,8 @@ process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `r
 whether this machine has already done it (a marker written after a full compile).
 
 Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
-stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of the pipeline
-package are located here, and numba caches other libraries as usual.
+stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of
+the pipeline package are located here, and numba caches other libraries as usual.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
 """
 

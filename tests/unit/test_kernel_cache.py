@@ -70,9 +70,9 @@ _CURATE_FOLDERS = (
 
 
 def test_curation_loops_are_cached_in_the_shared_folder_whatever_is_imported_first(tmp_path):
-    """gopher's, the batch measures' and the language step's loops, imported before any dedup module (as a worker
-    that reads imports them), are cached in the content-keyed folder like dedup's: a new
-    checkout or job dir does not compile them again."""
+    """gopher's, the batch measures' and the language step's loops, imported before any dedup
+    module (as a worker that reads imports them), are cached in the content-keyed folder like
+    dedup's: a new checkout or job dir does not compile them again."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CACHE")}
     env |= {"PYTHONPATH": str(REPO), "PIPELINE_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(
