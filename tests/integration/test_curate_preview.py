@@ -21,15 +21,14 @@ def test_preview_counts_each_step_and_writes_nothing(tmp_path: Path, capsys) -> 
     assert cli.main(["curate-preview", "--config", str(config), "--sample", "200"]) == 0
     out = capsys.readouterr().out
     assert not (tmp_path / "out").exists()
-    for source in ("docs", "web"):
-        block = out.split(f"source {source}:")[1].split("source ")[0]
-        read = int(re.search(r"documents\s+([\d,]+) read", block).group(1).replace(",", ""))
-        assert read == 200
-        removed = [int(n) for n in re.findall(r"filter: removes (\d+) of", block)]
-        kept = int(re.search(r"kept\s+(\d+)", block).group(1))
-        assert kept + sum(removed) == read  # every document counted once
-        assert re.search(r"language\s+filter: removes \d+ of 200", block)
-        assert "pii                transform:" in block
+    block = out.split("source web-curated:")[1]
+    read = int(re.search(r"documents\s+([\d,]+) read", block).group(1).replace(",", ""))
+    assert read == 200
+    removed = [int(n) for n in re.findall(r"filter: removes (\d+) of", block)]
+    kept = int(re.search(r"kept\s+(\d+)", block).group(1))
+    assert kept + sum(removed) == read  # every document counted once
+    assert re.search(r"language\s+filter: removes \d+ of 200", block)
+    assert "pii                transform:" in block
     assert re.search(r": (language=|language_score=|dup_\w+=|alpha_words=|sentences=)", out)
 
 
@@ -45,3 +44,18 @@ curate: [{{gopher_quality: {{min_words: many}}}}]
     assert cli.main(["curate-preview", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "curate" in err[0] and "gopher_quality: min_words" in err[0]
+
+
+def test_the_shipped_chain_takes_input_and_output(tmp_path: Path, capsys) -> None:
+    """configs/curate-web.yaml is one `input:`, so --input/--output point it at other data."""
+    data = tmp_path / "crawl"
+    data.mkdir()
+    (data / "pages.jsonl").write_text(
+        '{"id": "p1", "text": "The quick brown fox jumps over the lazy dog and runs away."}\n'
+    )
+    out = tmp_path / "out"
+    argv = ["curate-preview", "--config", str(REPO / "configs" / "curate-web.yaml")]
+    assert cli.main([*argv, "--input", str(data), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"documents\s+1 read", printed)
+    assert not out.exists()
