@@ -912,6 +912,26 @@ def _config_parser(sub: argparse._SubParsersAction) -> None:
     config.set_defaults(func=cmd_config)
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    from pipeline.dedup import warm_kernels
+
+    return warm_kernels.main(tuple(args.steps))
+
+
+def _warm_parser(sub: argparse._SubParsersAction) -> None:
+    warm = sub.add_parser(
+        "warm",
+        help="compile the compiled loops once, after install (runs then compile nothing)",
+        description="Compile dedup's and the curation steps' numba loops into the machine's"
+        " shared cache (PIPELINE_CACHE_DIR, else ~/.cache/pipeline), as the README's install"
+        " does: a run finds them there and compiles nothing. Exit 1 where they cannot compile.",
+    )
+    warm.add_argument(
+        "steps", nargs="*", metavar="STEP", help="curation steps to warm (default: every one)"
+    )
+    warm.set_defaults(func=cmd_warm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = cli_args.Parser(
         prog="python -m pipeline",
@@ -932,6 +952,7 @@ def build_parser() -> argparse.ArgumentParser:
         _remove_parser,
         _curate_preview_parser,
         _lift_parser,
+        _warm_parser,
     ):
         add(sub)
     parser.description = f"{__doc__}\n\ncommands: {', '.join(sub.choices)}"

@@ -3,15 +3,17 @@
     python -m pipeline bench startup [--config configs/sample.yaml] [--warm 3]
 
 Runs `python -m pipeline run --config CONFIG --output FRESH --quiet` as a user would, each time
-into a fresh output folder (nothing reused). The first run gets an empty kernel cache (a fresh
-PIPELINE_CACHE_DIR: dedup's loops are compiled, as on a machine's first run after install);
-the `--warm` runs after it share that cache. Per run it prints the wall time, the summary's
+into a fresh output folder (nothing reused). The first run gets a fresh kernel cache
+(PIPELINE_CACHE_DIR) into which, as the README's install does, `python -m pipeline warm` has
+compiled the loops (its seconds printed as `install warm`); with `--no-install-warm` the cache is
+empty and the run compiles them itself, in the background as Ray starts. The `--warm` runs after
+it share that cache. Per run it prints the wall time, the summary's
 time line (Ray start, worker start, stages, commit, report, other: run/clock.py) and `outside`:
 the interpreter's start, imports and Ray's shutdown, which the run's own clock cannot see; the
 CPU seconds of its process tree (the driver, Ray's processes and workers, adopted and reaped
 here), which a shared machine's load does not inflate as the wall time; and the load average
 around it. Last line JSON: `first_wall_s`, `warm_wall_s` (each warm run), `cpu_s` (each run),
-`warm_median_s`, `first_minus_warm_s`, `phases` (per run),
+`warm_median_s`, `first_minus_warm_s`, `install_warm_s` (null without it), `phases` (per run),
 `loadavg`, and `targets`: warm median <= 10 s, first <= warm median + 10 s.
 """
 
@@ -41,7 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, default=CONFIG, help="the run's config")
     parser.add_argument("--warm", type=int, default=3, help="warm runs after the first")
+    parser.add_argument(
+        "--no-install-warm",
+        dest="install_warm",
+        action="store_false",
+        help="leave the cache empty before the first run (no `pipeline warm` at install)",
+    )
     return parser
+
+
+def install_warm(cache: Path) -> float:
+    """`python -m pipeline warm` into `cache`, as the README's install runs it: its seconds."""
+    env = {**os.environ, "PIPELINE_CACHE_DIR": str(cache)}
+    t0 = time.perf_counter()
+    argv = [sys.executable, "-m", "pipeline", "warm"]
+    subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
+    return round(time.perf_counter() - t0, 3)
 
 
 def phases_of(stdout: str) -> dict[str, float]:
@@ -95,7 +112,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     _adopt_orphans()
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
-        cache = Path(tmp) / "cache"  # empty: the first run compiles
+        cache = Path(tmp) / "cache"  # empty: the first run compiles, unless warmed at install
+        installed = install_warm(cache) if args.install_warm else None
+        if installed is not None:
+            print(f"install warm {installed:.2f} s (python -m pipeline warm)")
         runs = [timed_run(args.config, Path(tmp) / f"out{i}", cache) for i in range(1 + args.warm)]
     columns = ["ray start", "worker start", "stages", "commit", "report", "other", "outside"]
     print(
@@ -117,6 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
         "warm_median_s": round(median, 3),
         "warm_spread_s": round(max(warm) - min(warm), 3) if warm else None,
         "first_minus_warm_s": round(first - median, 3),
+        "install_warm_s": installed,
         "phases": [r["phases"] for r in runs],
         "loadavg": [[r["load_before"], r["load_after"]] for r in runs],
         "cpus": os.cpu_count(),

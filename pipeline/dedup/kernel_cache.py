@@ -12,8 +12,9 @@ checks each entry against the file's content hash, the signature and the CPU.
 Compiling takes `compiling()`, an exclusive lock (fcntl, reentrant within a process) in that
 folder: workers that start together wait for the first one and load what it wrote instead of
 compiling the same loops side by side. `warm_in_background()` starts that compile in a child
-process (warm_kernels.py) when a run starts, so that it overlaps Ray's start; `ready()` says
-whether this machine has already done it (a marker written after a full compile).
+process (warm_kernels.py) when a run starts, so that it overlaps Ray's start, with the loops of
+the run's curation steps (curate/warm.py); `ready()` says whether this machine has already done
+it (a marker written after a full compile).
 
 Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
 stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of
@@ -53,20 +54,27 @@ def _content_key(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def _ready_marker() -> Path:
-    """Named after both kernel files, numba's version and Python's: any change, a new marker.
-    numba's version from its metadata: a run's driver asks without importing numba (~0.5 s)."""
-    digest = hashlib.sha256()
-    for name in _KERNELS:
-        digest.update((_PACKAGE / name).read_bytes())
-    digest.update(f"{importlib.metadata.version('numba')} {sys.version}".encode())
-    return numba_dir() / f"ready-{digest.hexdigest()[:16]}"
+def _ready_marker(step: str | None = None) -> Path:
+    """Dedup's marker is named after both kernel files, numba's version and Python's; a
+    curation step's after its name, those versions and the content of pipeline/curate/: any
+    change, a new marker. numba's version from its metadata: a run's driver asks without
+    importing numba (~0.5 s)."""
+    digest = hashlib.sha256(f"{importlib.metadata.version('numba')} {sys.version}".encode())
+    if step is None:
+        for name in _KERNELS:
+            digest.update((_PACKAGE / name).read_bytes())
+        return numba_dir() / f"ready-{digest.hexdigest()[:16]}"
+    digest.update(step.encode())
+    for path in sorted((_PACKAGE / "curate").glob("*.py")):
+        digest.update(path.read_bytes())
+    return numba_dir() / f"ready-{step}-{digest.hexdigest()[:16]}"
 
 
-def ready() -> bool:
-    """Whether this machine has compiled the current kernels (warm_kernels.py finished here)."""
+def ready(steps: tuple[str, ...] = ()) -> bool:
+    """Whether this machine has compiled the current dedup kernels (warm_kernels.py finished
+    here), and those of each curation step in `steps`."""
     try:
-        return _ready_marker().exists()
+        return all(_ready_marker(step).exists() for step in (None, *steps))
     except importlib.metadata.PackageNotFoundError:  # no numba: nothing to compile
         return True
 
@@ -104,18 +112,22 @@ def compiling() -> Iterator[None]:
                 lock.close()  # releases the flock
 
 
-def mark_ready() -> None:
-    """After every kernel compiled (dedup/warm_kernels.py): `ready()` is True from now on."""
-    _ready_marker().touch()
+def mark_ready(steps: tuple[str, ...] = ()) -> None:
+    """After dedup's kernels and those of `steps` compiled (dedup/warm_kernels.py): `ready` is
+    True for them from now on."""
+    numba_dir().mkdir(parents=True, exist_ok=True)
+    for step in (None, *steps):
+        _ready_marker(step).touch()
 
 
-def warm_in_background() -> subprocess.Popen | None:
-    """A child process that compiles every kernel (dedup/warm_kernels.py), or None when they
-    are already compiled here (or numba is missing). The caller ends it with `finish`."""
-    if ready():
+def warm_in_background(steps: tuple[str, ...] = ()) -> subprocess.Popen | None:
+    """A child process that compiles every dedup kernel and those of the curation `steps`
+    (dedup/warm_kernels.py), or None when they are already compiled here (or numba is
+    missing). The caller ends it with `finish`."""
+    if ready(steps):
         return None
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.dedup.warm_kernels"],
+        [sys.executable, "-m", "pipeline.dedup.warm_kernels", *steps],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

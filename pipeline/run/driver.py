@@ -18,6 +18,7 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
+from pipeline.curate import warm as curate_warm
 from pipeline.dedup import kernel_cache
 from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import input_guard
@@ -42,13 +43,15 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
     """allow_empty: publish even an empty or shrunken input (run/input_guard.py)."""
     clock = PhaseClock()
     kernels = cfg.dedup.exact or cfg.dedup.near.enabled
-    compile_child = kernel_cache.warm_in_background() if kernels and _local(cfg) else None
+    steps = tuple(curate_warm.step_names(cfg.chain_of(src) for src in cfg.sources))
+    warming = (kernels or steps) and _local(cfg)
+    compile_child = kernel_cache.warm_in_background(steps) if warming else None
     try:
         with clock.phase("ray start"):
             ensure_ray(cfg)
         kernel_cache.hurry(compile_child)  # the workers will wait for it from here
         with clock.phase("worker start"):
-            start_workers(kernels)
+            start_workers(kernels, steps)
     finally:
         kernel_cache.finish(compile_child)  # done: the workers waited for its compile lock
     started = dt.datetime.now(dt.timezone.utc)

@@ -102,18 +102,23 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def start_workers(kernels: bool) -> None:
+def start_workers(kernels: bool, steps: tuple[str, ...] = ()) -> None:
     """Start the workers the first wave will use (one per CPU, up to 16) and, with `kernels`,
-    load dedup's compiled loops in each (compiled first where this machine has not yet: see
-    dedup/kernel_cache.py), so that these seconds show as worker start, not as a stage's."""
+    load dedup's compiled loops in each, and those of the curation `steps` (compiled first
+    where this machine has not yet: see dedup/kernel_cache.py), so that these seconds show as
+    worker start, not as a stage's."""
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    ray.get([_worker_ready.remote(kernels) for _ in range(max(1, min(cpus, 16)))])
+    ray.get([_worker_ready.remote(kernels, steps) for _ in range(max(1, min(cpus, 16)))])
 
 
 @ray.remote(num_cpus=1)
-def _worker_ready(kernels: bool) -> int:
+def _worker_ready(kernels: bool, steps: tuple[str, ...] = ()) -> int:
     if kernels:
         from pipeline.dedup import minhash_kernel
 
         minhash_kernel.available()
+    if steps:
+        from pipeline.curate import warm
+
+        warm.warm(steps)
     return os.getpid()

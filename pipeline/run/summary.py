@@ -89,7 +89,7 @@ def format_summary(result: RunResult) -> str:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
         lines.append(f"files skipped     {reasons}  (listed in {listing})")
     if result.timing:
-        note = "  (dedup kernels compiled: first run here)" if result.compiled_kernels else ""
+        note = "  (kernels compiled: first run here)" if result.compiled_kernels else ""
         lines.append(timing_line(result.timing, note))
     lines.append(f"committed         {result.version.uri}")
     if result.retention_actions is not None:

@@ -101,3 +101,31 @@ def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
     finally:
         kernel_cache.finish(child)
     assert child.returncode is not None
+
+
+def test_each_curation_step_is_marked_ready_on_its_own(tmp_path, monkeypatch):
+    """A run is ready when dedup's kernels and each of its steps' are: a step warmed once
+    is not compiled again for a chain that adds another one."""
+    from pipeline.dedup import kernel_cache
+
+    monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
+    assert not kernel_cache.ready()
+    kernel_cache.mark_ready(("language", "gopher_quality"))
+    assert kernel_cache.ready() and kernel_cache.ready(("gopher_quality", "language"))
+    assert not kernel_cache.ready(("language", "c4"))  # c4 never warmed here
+    assert kernel_cache.warm_in_background(("language",)) is None  # nothing left to compile
+
+
+def test_warm_compiles_a_runs_kernels_once_so_that_the_run_starts_no_compile(capsys):
+    from pipeline import cli
+    from pipeline.curate.warm import step_names
+    from pipeline.dedup import kernel_cache
+
+    chains = [[{"language": {"languages": ["en"]}}, {"gopher_quality": {}}], [{"language": {}}]]
+    steps = tuple(step_names(chains))
+    assert steps == ("language", "gopher_quality")
+    assert cli.main(["warm", *steps]) == 0
+    out = capsys.readouterr().out
+    assert "already compiled" in out or "into" in out and "dedup, language, gopher_quality" in out
+    assert kernel_cache.ready(steps)
+    assert kernel_cache.warm_in_background(steps) is None
