@@ -67,6 +67,22 @@ def _offsets(sizes: list[list[int]]) -> dict:
 ROWS = Codec((_merged_rows,), _offsets, RegroupResult)  # dedup: one IPC stream per partition
 
 
+def rows_codec(
+    encode: Callable[[pa.Table], bytes], decode: Callable[[bytes], pa.Table]
+) -> Codec:
+    """ROWS for rows whose sections have a format of their own (dedup/band_rows.py): a
+    partition's sections of several writers are decoded, joined and encoded as one."""
+
+    def merged(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        chunks = list(chunks)
+        if len(chunks) == 1:  # already one section
+            yield chunks[0]
+        elif chunks:
+            yield encode(pa.concat_tables([decode(c) for c in chunks]))
+
+    return Codec((merged,), _offsets, RegroupResult)
+
+
 def regroup(
     folder: Location,
     plan: ExchangePlan,
@@ -93,18 +109,21 @@ def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Sect
     ]
 
 
-def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
+def span_piece(
+    rows: pa.Table,
+    parts: np.ndarray,
+    span: range,
+    encode: Callable[[pa.Table], bytes] | None = None,
+) -> list[Section]:
     """A writer's piece for `grouped` made in memory: the rows of each partition of `span`
-    (their partition index `parts`), one section each."""
+    (their partition index `parts`), one section each: an Arrow IPC stream, or `encode`'s
+    bytes for rows with a format of their own (`rows_codec`)."""
     inside = (parts >= span.start) & (parts < span.stop)
     if not inside.any():
         return []
     pieces = sections.split_rows(rows.filter(pa.array(inside)), parts[inside])
-    encode = sections.encode
-    return [
-        (encode(pieces[p], compression=sections.ROWS_COMPRESSION),) if p in pieces else None
-        for p in span
-    ]
+    encode = encode or (lambda t: sections.encode(t, compression=sections.ROWS_COMPRESSION))
+    return [(encode(pieces[p]),) if p in pieces else None for p in span]
 
 
 def grouped(

@@ -13,6 +13,7 @@ Format, the cut and the request arithmetic: docs/formats.md, "Sectioned objects"
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -73,10 +74,18 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
     """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1,
     then the index; returns the object's size (what the writer's result carries)."""
     pieces = split_rows(rows, parts) if rows.num_rows else {}
+    return write_sections(
+        loc, {p: encode(t, compression=ROWS_COMPRESSION) for p, t in pieces.items()}, n
+    )
+
+
+def write_sections(loc: Location, encoded: dict[int, bytes], n: int) -> int:
+    """One writer's object from its sections' bytes (part -> bytes; a part not there: empty),
+    then the index; returns the object's size."""
     offsets = [0]
     with loc.atomic_writer() as out:
         for p in range(n):
-            data = encode(pieces[p], compression=ROWS_COMPRESSION) if p in pieces else b""
+            data = encoded.get(p, b"")
             out.write(data)
             offsets.append(offsets[-1] + len(data))
         out.write(np.asarray(offsets, dtype="<i8").tobytes())
@@ -145,9 +154,12 @@ def writer_ranges(writers: list[SectionedObject], n: int) -> dict[int, list[Rang
     return ranges
 
 
-def read_part(ranges: list[Range], schema: pa.Schema) -> pa.Table:
-    """A part's rows: one GET per range (FETCHES in flight), in order."""
-    return concat([decode(data) for data in fetched(ranges)], schema)
+def read_part(
+    ranges: list[Range], schema: pa.Schema, codec: Callable[[bytes], pa.Table] = decode
+) -> pa.Table:
+    """A part's rows: one GET per range (FETCHES in flight), in order, each range a section
+    that `codec` decodes (Arrow IPC, or a format's own: dedup/band_rows.py)."""
+    return concat([codec(data) for data in fetched(ranges)], schema)
 
 
 # GETs in flight for one reader's ranges: a one-pass exchange's reader GETs a range of every

@@ -186,7 +186,9 @@ def _candidates(
             for k in range(plan.buckets)
         ],
     )
-    bands_at, dir_at = (layout.exchange("near", name) / plan.name for name in ("bands", "dir"))
+    bands_at, dir_at = (
+        layout.exchange("near", name) / plan.name for name in neardup.BAND_EXCHANGES
+    )
     bands = part_ranges(bands_at, plan, [r.bands for r in banded])
     directory = part_ranges(dir_at, plan, [r.directory for r in banded])
     buckets = [

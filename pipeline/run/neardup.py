@@ -22,18 +22,13 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.dedup import components, minhash
+from pipeline.dedup import band_rows, components, minhash
+from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
-from pipeline.exchange.regroup import ROWS, grouped, span_piece
-from pipeline.run.near_signing import (
-    BAND_SCHEMA,
-    band_key,
-    record_keys,
-    sigs_of,
-    unit_sigs,
-)
+from pipeline.exchange.regroup import ROWS, grouped, rows_codec, span_piece
+from pipeline.run.near_signing import band_key, record_keys, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
     BucketsResult,
@@ -47,6 +42,12 @@ from pipeline.run.timer import TaskTimer
 def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
     """`table` as one object at `loc`, sectioned by each row's partition (0..n-1); its size."""
     return sections.write_sectioned(loc, table, parts, n)
+
+
+# The band and directory exchanges' folders (layout.exchange): the band rows' format names its
+# folder, so that a rerun never reuses pass-1 objects of another format.
+BAND_EXCHANGES = (f"bands-{band_rows.FORMAT}", "dir")
+BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band exchange
 
 
 # -- per unit group ---------------------------------------------------------------------------
@@ -85,7 +86,10 @@ def _unit_bands(
     for j in range(2 * span.start, 2 * span.stop):
         lo, hi = int(offsets[j]) - a, int(offsets[j + 1]) - a
         if hi > lo:
-            rows = sections.decode(piece[lo:hi])
+            if j % 2 == 0:
+                rows = band_rows.decoded(piece[lo:hi])
+            else:
+                rows = pa.table({"key": band_rows.keys_decoded(piece[lo:hi])})
             rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
             out[2 * (j % 2)].append(rows)
             out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
@@ -109,7 +113,7 @@ def near_band_group(
     (exchange/regroup.grouped). The signatures are not read here (near_fetch reads candidates')."""
     timer = TaskTimer()
     span = plan.bucket_parts(bucket)
-    folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
+    folders = [layout.exchange("near", name) / plan.name for name in BAND_EXCHANGES]
     dir_pieces: list = []
     docs = 0
 
@@ -120,14 +124,14 @@ def near_band_group(
                 layout, unit, span, plan.buckets == 1, cfg, origin
             )
             docs += keys.num_rows
-            yield span_piece(bands, band_parts, span)
+            yield span_piece(bands, band_parts, span, band_rows.encoded)
             directory = keys.append_column(
                 "unit", pa.array(np.full(keys.num_rows, index), pa.int32())
             )
             dir_pieces.append(span_piece(directory, key_parts, span))
 
     dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
-    bands = grouped(folders[0], plan, group, bucket, ROWS, band_pieces(), reuse=dir_done)
+    bands = grouped(folders[0], plan, group, bucket, BANDS, band_pieces(), reuse=dir_done)
     directory = grouped(folders[1], plan, group, bucket, ROWS, dir_pieces)
     return timer.result(
         BandGroupResult,
@@ -153,7 +157,7 @@ def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
     Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
     store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
-    rows = sections.read_part(bands, BAND_SCHEMA)
+    rows = sections.read_part(bands, BAND_SCHEMA, band_rows.decoded)
     edges = (
         minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
         if rows.num_rows

@@ -86,14 +86,14 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
     cfg, result, _ = _run(tmp_path, "sig", "dedup.exchange_request_bytes=4KiB")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     units = _unit_ids(layout)
-    [folder] = list(Path(layout.exchange("near", "bands").path).iterdir())
+    [folder] = list(Path(layout.exchange("near", neardup.BAND_EXCHANGES[0]).path).iterdir())
     s, k, g = (int(x[1:]) for x in folder.name.split("-"))
     plan = ExchangePlan(s, k, g)
     assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
     groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
     objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
         p.relative_to(layout.run.path): p.read_bytes()
-        for name in ("bands", "dir")
+        for name in neardup.BAND_EXCHANGES
         for p in sorted(Path((layout.exchange("near", name) / plan.name).path).iterdir())
     }
 
