@@ -17,6 +17,7 @@ import pyarrow as pa
 from pydantic import ByteSize
 
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
+from pipeline.dedup import band_rows
 from pipeline.dedup.minhash import STORED_BITS
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
@@ -41,7 +42,7 @@ TOKEN_BYTES = 2  # bytes per token without a config's tokenizer: uint16 (formats
 # on more bytes, not fewer
 TOKEN_STORED_RATIO = 0.56
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
-BAND_HASH_BYTES = 8  # a band row: its band hash, then its key (zstd: `band_row_bytes`)
+KEY_BYTES = 8  # a document's key in its band object's key section (dedup/band_rows.py)
 DIR_ROW_BYTES = 10  # near dedup's directory row: key, unit index (zstd: the unit repeats)
 REQUEST_ROW_BYTES = 20  # a candidate's signature request: key, label, unit index
 # assumed per document (web-like corpora): documents with a candidate pair after banding
@@ -146,24 +147,30 @@ class _Cut:
         return self.docs * INDEX_ROW_BYTES
 
     @property
-    def band_rows(self) -> float:  # one document's band rows, as sections hold them
-        return band_row_bytes(self.bands, self.p)
+    def band_doc(self) -> float:
+        return band_object_doc_bytes(self.docs / self.m, self.bands, self.p)
 
-    @property
-    def band_doc(self) -> float:  # one document's band rows and key row in its band object
-        return self.band_rows + 8
+    def pass_1_band_rows(self, groups: int) -> float:
+        """One document's band rows in the band exchange's pass-1 objects (G unit groups)."""
+        return band_row_bytes(self.bands, self.p, self.docs * self.bands / (self.p * groups))
 
     @property
     def hash_bytes(self) -> int:
         return self.docs * HASH_ROW_BYTES
 
 
-def band_row_bytes(bands: int, partitions: int) -> float:
-    """One document's band rows in zstd-compressed sections (exchange/sections.py): a random
-    8-byte hash each, and its key once per partition its bands fall in (a key repeated in the
-    rows that follow costs ~1/4 byte: 9.1 B a row at 4 partitions measured, 16 uncompressed)."""
-    hit = partitions * (1 - (1 - 1 / partitions) ** bands)  # partitions its bands fall in
-    return BAND_HASH_BYTES * bands + 8 * hit + (bands - hit) / 4
+def band_object_doc_bytes(unit_docs: float, bands: int, partitions: int) -> float:
+    """One document's share of its unit's band object (run/near_signing.write_band_object):
+    its band rows in sections of one unit's rows each, its key, the index (2P + 1 offsets)."""
+    rows = band_row_bytes(bands, partitions, unit_docs * bands / partitions)
+    return rows + KEY_BYTES + 8 * (2 * partitions + 1) / unit_docs
+
+
+def band_row_bytes(bands: int, partitions: int, section_rows: float) -> float:
+    """One document's band rows where a section holds `section_rows` rows (of one partition),
+    as dedup/band_rows.py stores them (its size model, band_rows.section_bytes)."""
+    per_row = band_rows.section_bytes(section_rows, partitions, bands) / max(section_rows, 1e-9)
+    return bands * per_row
 
 
 def dry_run(
@@ -332,10 +339,11 @@ def _near(c: _Cut) -> StagePlan:
     Signatures are 8-bit (minhash.STORED_BITS), band rows zstd-compressed (band_row_bytes)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
     band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
-    bands, directory = docs * c.band_rows, docs * DIR_ROW_BYTES
+    cut_bytes = band_rows.exchange_bytes(docs, c.bands, m, p)  # as run/dedup_stage cuts it
     plan = exchange_plan(
-        p, m, int(bands), c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
+        p, m, cut_bytes, c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
     )
+    bands, directory = docs * c.pass_1_band_rows(plan.groups), docs * DIR_ROW_BYTES
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)

@@ -18,7 +18,7 @@ from pipeline.config import Config
 from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.dedup import components
+from pipeline.dedup import band_rows, components
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.exchange.sections import (
     Range,
@@ -170,7 +170,7 @@ def _candidates(
     plan = exchange_plan(
         n,
         len(units.ids),
-        reads.docs * dedup.near.bands * 16,  # a band row: band hash, key (exact removals: fewer)
+        band_rows.exchange_bytes(reads.docs, dedup.near.bands, len(units.ids), n),
         int(dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
         min_tasks=n,

@@ -11,12 +11,13 @@ from pipeline.exchange import sections
 RNG = np.random.default_rng(7)
 
 
-def _rows(n: int, partition: int, partitions: int) -> pa.Table:
-    """n band rows whose hashes all fall in `partition` of `partitions` (a range of hashes)."""
-    lo = partition * 2**64 // partitions
-    width = (partition + 1) * 2**64 // partitions - lo
-    hashes = np.array([lo + int(x * width) for x in RNG.random(n)], dtype=np.uint64)
-    hashes[: n // 4] = hashes[n // 4 : 2 * (n // 4)]  # shared band hashes: candidate buckets
+def _rows(n: int, partition: int, partitions: int, shared: bool = True) -> pa.Table:
+    """n band rows whose hashes all fall in `partition` of `partitions` (a range of hashes),
+    a quarter of them sharing a hash with another row (a candidate bucket) where `shared`."""
+    lo, hi = partition * 2**64 // partitions, (partition + 1) * 2**64 // partitions
+    hashes = RNG.integers(lo, hi - 1, n, dtype=np.uint64, endpoint=True)
+    if shared:
+        hashes[: n // 4] = hashes[n // 4 : 2 * (n // 4)]
     keys = RNG.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
     return pa.table({"band_hash": hashes, "key": keys}, band_rows.BAND_SCHEMA)
 
@@ -60,3 +61,37 @@ def test_sections_of_10tb_size_are_smaller_than_an_arrow_stream_of_the_rows():
     keys = RNG.integers(-(2**63), 2**63 - 1, 7, dtype=np.int64)
     table = pa.table({"band_hash": pa.nulls(7, pa.uint64()), "key": keys}, band_rows.BAND_SCHEMA)
     assert len(band_rows.keys_encoded(keys)) * 8 < arrow(table)
+
+
+@pytest.mark.parametrize("partitions", [4, 9314])
+def test_the_size_model_follows_the_codec(partitions):
+    """band_rows.section_bytes, what plan and the band exchange's cut assume, within 6 % of
+    what a section takes from 100 rows (10 TB's read-pass sections: ~230) to 200k (its pass-1)."""
+    for n in (100, 230, 2_000, 20_000, 200_000):
+        written = len(band_rows.encoded(_rows(n, partitions // 2, partitions, shared=False)))
+        assert abs(band_rows.section_bytes(n, partitions) / written - 1) < 0.06, (n, written)
+
+
+@pytest.mark.parametrize(
+    ("docs", "partitions", "within"),
+    [(2_000, 4, 0.1), (10_000, 3, 0.1), (10_000, 16, 0.1), (3_000, 9314, 0.06)]
+    + [(10_000, 1000, 0.06)],
+)
+def test_plan_sizes_a_band_object_as_the_read_task_writes_it(tmp_path, docs, partitions, within):
+    """report/dry_run's model of the read pass's band object against the object itself: close
+    where a section's keys are distinct (many partitions: 10 TB's), looser where they repeat."""
+    from support import SAMPLE_CONFIG
+
+    from pipeline.config import load_config
+    from pipeline.core.storage import Location
+    from pipeline.report.dry_run import band_object_doc_bytes
+    from pipeline.run.near_signing import write_band_object
+
+    cfg = load_config(
+        SAMPLE_CONFIG, overrides=[f"dedup.partitions={partitions}"], check_paths=False
+    )
+    sigs = RNG.integers(0, 2**32, (docs, cfg.dedup.near.num_perm), dtype=np.uint32)
+    keys = RNG.integers(-(2**63), 2**63 - 1, docs, dtype=np.int64)
+    size = write_band_object(Location.from_uri(str(tmp_path / "u.bin")), keys, sigs, cfg)
+    planned = band_object_doc_bytes(docs, cfg.dedup.near.bands, partitions) * docs
+    assert abs(planned / size - 1) < within, (planned, size)
