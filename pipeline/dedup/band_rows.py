@@ -7,11 +7,15 @@ the hash, byte plane by byte plane, and zstd drops the planes above it (the part
 implied by the section). No per-section schema: a section is one zstd frame, ~10 bytes of
 framing where an Arrow stream spends ~470, at 10 TB a few hundred rows a section.
 
-    band section: one zstd frame (level 1, content size in its header) of 16·n bytes:
-        gaps  8·n bytes, plane-major: byte 0 (least significant) of every gap, then byte 1, ...
-              byte 7; gap_0 = hash_0, gap_i = hash_i - hash_(i-1) (mod 2^64)
-        keys  8·n bytes, int64 little-endian
-      rows sorted by (band_hash, key)
+    band section: one zstd frame (level 1, content size in its header) of a kind byte, then
+      kind 0 (keys as they are)       gaps (8·n), keys (8·n)
+      kind 1 (keys by dictionary)     d uint32, gaps (8·n), indexes (4·n), keys (8·d)
+        gaps     plane-major: byte 0 (least significant) of every gap, then byte 1, ... byte 7;
+                 gap_0 = hash_0, gap_i = hash_i - hash_(i-1) (mod 2^64)
+        keys     int64 little-endian: kind 0 each row's, kind 1 the d distinct keys, ascending
+        indexes  kind 1: each row's key's position among those d, uint32 plane-major
+      rows sorted by (band_hash, key); kind 1 where the rows hold at most half as many keys
+      (few partitions: a document's 32 band rows meet in a section; at 10 TB kind 0)
     key section: the keys, int64 little-endian, 8·n bytes (random: nothing to compress)
 
 Contract: decoded(encoded(rows)) holds the same rows sorted by (band_hash, key), whatever order
@@ -44,10 +48,26 @@ def encoded(rows: pa.Table) -> bytes:
     hashes = rows["band_hash"].to_numpy().astype(np.uint64, copy=False)
     keys = rows["key"].to_numpy().astype(np.int64, copy=False)
     order = np.lexsort((keys, hashes))
-    gaps = np.diff(hashes[order], prepend=np.uint64(0))  # uint64: wraps, as the cumsum does
-    planes = gaps.astype("<u8").view(np.uint8).reshape(-1, 8).T
-    raw = np.ascontiguousarray(planes).tobytes() + keys[order].astype("<i8").tobytes()
-    return zstandard.ZstdCompressor(level=LEVEL).compress(raw)
+    hashes, keys = hashes[order], keys[order]
+    gaps = _planes(np.diff(hashes, prepend=np.uint64(0)).astype("<u8"))  # wraps, as cumsum
+    distinct, index = np.unique(keys, return_inverse=True)
+    if 2 * len(distinct) <= len(keys):
+        head = bytes([1]) + np.uint32(len(distinct)).astype("<u4").tobytes()
+        body = gaps + _planes(index.astype("<u4")) + distinct.astype("<i8").tobytes()
+    else:
+        head, body = bytes([0]), gaps + keys.astype("<i8").tobytes()
+    return zstandard.ZstdCompressor(level=LEVEL).compress(head + body)
+
+
+def _planes(values: np.ndarray) -> bytes:
+    """Fixed-width little-endian values byte plane by byte plane (least significant first)."""
+    width = values.dtype.itemsize
+    return np.ascontiguousarray(values.view(np.uint8).reshape(-1, width).T).tobytes()
+
+
+def _unplaned(data: np.ndarray, n: int, dtype: str) -> np.ndarray:
+    width = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(data[: width * n].reshape(width, n).T).view(dtype).reshape(-1)
 
 
 def decoded(data: bytes | memoryview) -> pa.Table:
@@ -55,9 +75,16 @@ def decoded(data: bytes | memoryview) -> pa.Table:
     if not len(data):
         return BAND_SCHEMA.empty_table()
     raw = np.frombuffer(zstandard.ZstdDecompressor().decompress(data), dtype=np.uint8)
-    n = len(raw) // 16
-    gaps = np.ascontiguousarray(raw[: 8 * n].reshape(8, n).T).view("<u8").reshape(-1)
-    keys = raw[8 * n :].view("<i8")
+    if raw[0] == 0:
+        n = (len(raw) - 1) // 16
+        gaps = _unplaned(raw[1:], n, "<u8")
+        keys = raw[1 + 8 * n :].view("<i8")
+    else:
+        d = int(raw[1:5].view("<u4")[0])
+        n = (len(raw) - 5 - 8 * d) // 12
+        gaps = _unplaned(raw[5:], n, "<u8")
+        index = _unplaned(raw[5 + 8 * n :], n, "<u4")
+        keys = raw[5 + 12 * n :].view("<i8")[index]
     return pa.table(
         {
             "band_hash": pa.array(np.cumsum(gaps, dtype=np.uint64), pa.uint64()),
@@ -70,18 +97,23 @@ def decoded(data: bytes | memoryview) -> pa.Table:
 def section_bytes(rows: float, partitions: int, bands: int = 1) -> float:
     """The model of a band section's size (report/dry_run.py, and the band exchange's cut in
     run/dedup_stage.py): `rows` rows of one of `partitions` partitions, of documents of `bands`
-    band rows each. A row: its gap's entropy (rows 2^64 / (P·n) apart on average: log2 of that
-    plus 1.44 bits, exponential gaps), its key (8 bytes; a document has bands / hit rows where
-    its bands hit a partition, and a repeat that zstd level 1 finds costs ~2.2: all of them in
-    up to 256 KiB of section, fewer past it), half a byte of what zstd leaves; plus the frame's
-    16 bytes. Within ~6 % of `encoded` from 100 to 200k rows of distinct keys, ~10 % where keys
-    repeat (few partitions); tests/unit/test_band_rows.py."""
+    band rows each (bands / hit rows a document where its bands hit a partition). A row: its
+    gap's entropy (rows 2^64 / (P·n) apart on average: log2 of that plus 1.44 bits,
+    exponential gaps), half a byte of what zstd leaves, and its key: kind 1 (a key's rows >= 2)
+    log2(d) bits of index and 8 bytes a distinct key; kind 0 8 bytes, ~2.2 for a repeat zstd
+    level 1 finds (all of them in up to 256 KiB of section, fewer past it); plus the frame's 16
+    bytes. Within ~6 % of `encoded` from 100 to 200k rows of distinct keys, ~10 % where keys
+    repeat; tests/unit/test_band_rows.py."""
     if rows <= 0:
         return 0.0
     gap_bits = max(0.0, 64 - np.log2(partitions * rows)) + 1.44
     hit = partitions * (1 - (1 - 1 / partitions) ** bands)  # partitions a document's bands hit
-    repeats, found = bands / hit, min(1.0, 2**18 / (16 * rows))
-    key = 8 / repeats + (1 - 1 / repeats) * (found * 2.2 + (1 - found) * 8)
+    repeats = bands / hit
+    if repeats >= 2:  # kind 1
+        key = 8 / repeats + np.log2(max(2.0, rows / repeats)) / 8
+    else:
+        found = min(1.0, 2**18 / (16 * rows))
+        key = 8 / repeats + (1 - 1 / repeats) * (found * 2.2 + (1 - found) * 8)
     return rows * (0.5 + gap_bits / 8 + key) + 16
 
 
