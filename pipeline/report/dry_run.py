@@ -133,6 +133,7 @@ class _Cut:
     request_bytes: int  # dedup.exchange_request_bytes
     task_bytes: int  # dedup.exchange_task_bytes
     small_gets: int  # dedup.exchange_small_gets
+    stored_ratio: float = TOKEN_STORED_RATIO  # the token files' stored / raw bytes
 
     @property
     def per_unit(self) -> float:
@@ -189,6 +190,8 @@ def dry_run(
     rates: dict[str, float] | None = None,
     prices: PricesConfig | None = None,
     token_bytes_per_id: int = TOKEN_BYTES,
+    token_ratio: float = TOKEN_BYTES_RATIO,
+    stored_ratio: float = TOKEN_STORED_RATIO,
 ) -> tuple[dict, list[StagePlan]]:
     """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out). Each
     default is the config models' default for the same key (see the module docstring);
@@ -199,7 +202,7 @@ def dry_run(
     listing = synthetic_listing(corpus_bytes, file_bytes)
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
-    token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO * token_bytes_per_id / 2)
+    token_bytes = int(corpus_bytes * token_ratio * token_bytes_per_id / 2)
     plan = pack_plan(
         token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes, docs=docs
     )
@@ -220,6 +223,7 @@ def dry_run(
         int(dedup_request_bytes or dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
         dedup.exchange_small_gets,
+        stored_ratio,
     )
     cut = {
         **_cut_counts(c, listing.num_rows),
@@ -241,7 +245,7 @@ def _read(c: _Cut) -> StagePlan:
     """The pieces in; the token file (every document, before dedup), its index and quarantine
     list, the documents file (no text), quarantine, one sectioned hash object, signatures and
     their band hashes, a marker out."""
-    unit_docs, stored = c.docs / c.m, c.token_bytes * TOKEN_STORED_RATIO
+    unit_docs, stored = c.docs / c.m, c.token_bytes * c.stored_ratio
     return StagePlan(
         "read+hash",
         c.m,
@@ -406,28 +410,29 @@ def _select(c: _Cut) -> StagePlan:
     )
 
 
-def _token_ranges(gets: int, stored: float, units: int) -> float:
+def _token_ranges(gets: int, stored: float, units: int, ratio: float) -> float:
     """Bytes `gets` range GETs of equal token pieces of `stored` bytes in all read from framed
     token files (tokens/framed.py): each piece and the compressed frame it reads past its ends
     (on average one frame in all), never more than its unit's file."""
-    frame = FRAME_BYTES * TOKEN_STORED_RATIO
+    frame = FRAME_BYTES * ratio
     return gets * min(stored / gets + frame, stored / units)
 
 
 def _pack(c: _Cut) -> StagePlan:
     """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
     no read back, a HEAD per .bin and .idx); or, one pass, S shard tasks reading each unit's
-    index and token range. Token files and exchange sections are stored compressed
-    (TOKEN_STORED_RATIO), shards are not; the requests are the same either way (a range is
-    one GET of the frames that hold it)."""
-    g, k, s, t, m = c.g, c.k, c.s, c.token_bytes, c.m
-    stored = t * TOKEN_STORED_RATIO
+    index and token range. Token files and exchange sections are stored compressed (the cut's
+    stored_ratio: TOKEN_STORED_RATIO unless given), shards are not; the requests are the same
+    either way (a range is one GET of the frames that hold it)."""
+    g, k, s, t, m, ratio = c.g, c.k, c.s, c.token_bytes, c.m, c.stored_ratio
+    stored = t * c.stored_ratio
     shards_out = s * (puts(c.shard_bytes) + 1)
     rss = WORKER_BASE_MB + 4 * c.shard_bytes / MiB
     if c.one_pass:
         index_reads = s * c.docs * INDEX_ROW_BYTES
         gets = {"get": 2 * m * s, "put": shards_out, "head": 2 * s}
-        return StagePlan("pack", s, gets, _token_ranges(m * s, stored, m) + index_reads, t, rss)
+        read = _token_ranges(m * s, stored, m, ratio) + index_reads
+        return StagePlan("pack", s, gets, read, t, rss)
     return StagePlan(
         "pack",
         g * k + s,
@@ -436,7 +441,7 @@ def _pack(c: _Cut) -> StagePlan:
             "put": g * k * (puts(stored / (g * k)) + 1) + shards_out,
             "head": g * k + 2 * s,
         },
-        _token_ranges(m * k, stored, m) + stored,  # pass 1's unit ranges, pass 2's sections
+        _token_ranges(m * k, stored, m, ratio) + stored,  # pass 1's unit ranges, pass 2's sections
         stored + t,  # the exchange objects, the shards
         rss,
     )
