@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from pipeline.core.storage import Location
 from pipeline.exchange.plan import ExchangePlan
+from pipeline.exchange.row_codec import decode_rows, encode_rows
 
 # A dedup row section's buffers are zstd-compressed (Arrow IPC's own buffer compression, which
 # `decode` undoes): a near band section holds each document's key once per band of it there (at
@@ -74,9 +75,7 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
     """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1,
     then the index; returns the object's size (what the writer's result carries)."""
     pieces = split_rows(rows, parts) if rows.num_rows else {}
-    return write_sections(
-        loc, {p: encode(t, compression=ROWS_COMPRESSION) for p, t in pieces.items()}, n
-    )
+    return write_sections(loc, {p: encode_rows(t) for p, t in pieces.items()}, n)
 
 
 def write_sections(loc: Location, encoded: dict[int, bytes], n: int) -> int:
@@ -155,10 +154,11 @@ def writer_ranges(writers: list[SectionedObject], n: int) -> dict[int, list[Rang
 
 
 def read_part(
-    ranges: list[Range], schema: pa.Schema, codec: Callable[[bytes], pa.Table] = decode
+    ranges: list[Range], schema: pa.Schema, codec: Callable[[bytes], pa.Table] | None = None
 ) -> pa.Table:
-    """A part's rows: one GET per range (FETCHES in flight), in order, each range a section
-    that `codec` decodes (Arrow IPC, or a format's own: dedup/band_rows.py)."""
+    """A part's rows: one GET per range (FETCHES in flight), in order, each range a dedup row
+    section of `schema` (exchange/row_codec.py), or one `codec` decodes (dedup/band_rows.py)."""
+    codec = codec or (lambda data: decode_rows(data, schema))
     return concat([codec(data) for data in fetched(ranges)], schema)
 
 

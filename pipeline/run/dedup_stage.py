@@ -18,7 +18,8 @@ from pipeline.config import Config
 from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.dedup import band_rows, components
+from pipeline.dedup import band_rows, components, exact
+from pipeline.exchange import row_codec
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.exchange.sections import (
     Range,
@@ -50,24 +51,26 @@ def exchange(
     stage: str,
     writers: list[SectionedObject],
     n: int,
+    schema: pa.Schema,
     reads: int = 1,
 ) -> dict[int, list[Range]]:
-    """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
-    writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
-    writer group). Where the writers' pieces are large enough, or the exchange small enough
-    (plan.direct), there is no pass 1: the ranges are the writers' own sections."""
+    """Pass 1 of a dedup exchange (exchange/sections.py) of rows of `schema` into `folder`
+    (layout.exchange, one folder per cut and row format): the writers' objects regrouped;
+    returns, per partition, the ranges its reader(s) GET (one per writer group). Where the
+    writers' pieces are large enough, or the exchange small enough (plan.direct), there is no
+    pass 1: the ranges are the writers' own sections."""
     total, request = sum(w.size for w in writers), int(dedup.exchange_request_bytes)
     small = dedup.exchange_small_gets
     if direct(n, len(writers), total, request, reads, small):
         return writer_ranges(writers, n)
     plan = exchange_plan(n, len(writers), total, request, int(dedup.exchange_task_bytes), reads,
                          dedup.partitions, small)  # fmt: skip
-    folder, groups = folder / plan.name, plan.unit_groups(writers)
+    folder, groups = folder / f"{plan.name}-{row_codec.FORMAT}", plan.unit_groups(writers)
     task = waves.task("regroup")
     regrouped = waves.run(
         stage,
         [
-            task.remote(folder, plan, g, k, groups[g])
+            task.remote(folder, plan, g, k, groups[g], schema)
             for g in range(plan.groups)
             for k in range(plan.buckets)
         ],
@@ -80,7 +83,8 @@ def _removals(
     waves: Waves, dedup: DedupConfig, layout: RunLayout, stage: str, name: str, writers, bounds
 ) -> Removals:
     """A dedup's removal objects regrouped by unit bucket (the audit's merge reads one each)."""
-    ranges = exchange(waves, dedup, layout.exchange(stage, name), stage, writers, len(bounds))
+    folder = layout.exchange(stage, name)
+    ranges = exchange(waves, dedup, folder, stage, writers, len(bounds), exact.REMOVED_SCHEMA)
     return Removals(bounds, [ranges[b] for b in range(len(bounds))])
 
 
@@ -93,7 +97,8 @@ def exact_dedup(
     bounds = unit_bounds(units.ids, n)
     if dedup.exact:
         hashes = [SectionedObject(layout.exact_hashes(r.unit), r.hash_size) for r in reads.results]
-        ranges = exchange(waves, dedup, layout.exchange("exact", "hashes"), "exact", hashes, n)
+        folder = layout.exchange("exact", "hashes")
+        ranges = exchange(waves, dedup, folder, "exact", hashes, n, exact.HASH_SCHEMA)
     else:
         ranges = {p: [] for p in range(n)}
     task, shared = waves.task("exact_partition"), waves.put(bounds)
@@ -129,7 +134,10 @@ def near_dedup(
     ]
     asked = waves.run("near", [refs[0] for refs in members], merge=True)
     asking = [SectionedObject(layout.near_requests(r.part), r.size) for r in asked]
-    requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
+    folder = layout.exchange("near", "req")
+    requests = exchange(
+        waves, dedup, folder, "near", asking, len(bounds), neardup.REQUEST_SCHEMA
+    )
     unit_ids, fetch = waves.put(units.ids), waves.task("near_fetch")
     fetched = waves.run(
         "near",
@@ -137,7 +145,8 @@ def near_dedup(
         merge=True,
     )
     sent = [SectionedObject(layout.near_cands(r.part), r.size) for r in fetched]
-    cands = exchange(waves, dedup, layout.exchange("near", "cand"), "near", sent, n)
+    folder = layout.exchange("near", "cand")
+    cands = exchange(waves, dedup, folder, "near", sent, n, neardup.cand_schema(cfg))
     keep, shared = waves.task("near_keep"), waves.put(bounds)
     kept = waves.run(
         "near",

@@ -51,6 +51,24 @@ def params_of(cfg: Config) -> minhash.MinHashParams:
     )
 
 
+def sig_schema(cfg: Config) -> pa.Schema:
+    """The columns of a signature file (the module docstring), its signatures narrowed."""
+    width = cfg.dedup.near.num_perm * minhash.STORED_BITS // 8
+    return pa.schema(
+        [
+            ("key", pa.int64()),
+            ("doc_id", pa.string()),
+            ("source", pa.string()),
+            ("row", pa.int64()),
+            ("unit_id", pa.string()),
+            ("length", pa.int64()),
+            ("sig", pa.binary(width)),
+            ("origin", pa.string()),
+            ("origin_rank", pa.int32()),
+        ]
+    )
+
+
 def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
     pairs = zip(sources, rows, strict=True)
     keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]

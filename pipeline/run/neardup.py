@@ -25,10 +25,10 @@ from pipeline.core.layout import RunLayout
 from pipeline.dedup import band_rows, components, minhash
 from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
-from pipeline.exchange import sections
+from pipeline.exchange import row_codec, sections
 from pipeline.exchange.plan import ExchangePlan
-from pipeline.exchange.regroup import ROWS, grouped, rows_codec, span_piece
-from pipeline.run.near_signing import band_key, record_keys, sigs_of, unit_sigs
+from pipeline.exchange.regroup import grouped, row_sections, rows_codec, span_piece
+from pipeline.run.near_signing import band_key, record_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
     BucketsResult,
@@ -46,11 +46,16 @@ def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
 
 # The band and directory exchanges' folders (layout.exchange): the band rows' format names its
 # folder, so that a rerun never reuses pass-1 objects of another format.
-BAND_EXCHANGES = (f"bands-{band_rows.FORMAT}", "dir")
+BAND_EXCHANGES = (f"bands-{band_rows.FORMAT}", f"dir-{row_codec.FORMAT}")
 BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band exchange
 
 
 # -- per unit group ---------------------------------------------------------------------------
+def cand_schema(cfg: Config) -> pa.Schema:
+    """A candidate's row in near_fetch's exchange: its signature row, then its label."""
+    return sig_schema(cfg).append(pa.field("label", pa.int64()))
+
+
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
     """Node keys of the unit's exact duplicates (the rule of near_signing.signed_rows)."""
     with layout.exact_removed_all.open_read() as f:
@@ -132,7 +137,7 @@ def near_band_group(
 
     dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
     bands = grouped(folders[0], plan, group, bucket, BANDS, band_pieces(), reuse=dir_done)
-    directory = grouped(folders[1], plan, group, bucket, ROWS, dir_pieces)
+    directory = grouped(folders[1], plan, group, bucket, row_sections(DIR_SCHEMA), dir_pieces)
     return timer.result(
         BandGroupResult,
         group=group,
@@ -241,7 +246,7 @@ def near_fetch(
         size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_cands(bucket), n)
         return timer.result(FetchResult, part=bucket, size=size, units_read=0, members=0)
     label = _lookup(keys, labels, table["key"].to_numpy())
-    table = table.append_column("label", pa.array(label, pa.int64()))
+    table = table.append_column("label", pa.array(label, pa.int64())).cast(cand_schema(cfg))
     parts = components.node_partition(label, n)
     size = _sections(table, parts, layout.near_cands(bucket), n)
     return timer.result(
@@ -267,7 +272,7 @@ def near_keep(
     pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
     removed, verified = None, 0
     if len(pairs):
-        m = sections.read_part(members, pa.schema([])).sort_by("key")
+        m = sections.read_part(members, cand_schema(cfg)).sort_by("key")
         keys, sigs = m["key"].to_numpy(), sigs_of(m["sig"], near.num_perm)
         rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
         sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
