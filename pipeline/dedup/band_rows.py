@@ -31,7 +31,7 @@ import zstandard
 
 BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
 FORMAT = "gaps1"  # in band_key and the pass-1 folder: a format change never reuses older objects
-LEVEL = 1  # as sections.ROWS_COMPRESSION: the planes of random bits are as big at any level
+LEVEL = 1  # the planes of random bits are as big at any level, level 1 the fastest
 
 
 def partition_of(hashes: np.ndarray, n: int) -> np.ndarray:

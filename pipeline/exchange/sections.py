@@ -1,4 +1,5 @@
-"""Sectioned objects: how an exchange moves rows through storage, and their section codec.
+"""Sectioned objects: how an exchange moves rows through storage (a dedup section's rows:
+exchange/row_codec.py; near's band rows: dedup/band_rows.py; pack's: tokens/pack.py).
 
 A writer writes ONE object per exchange, a section per part then the section offsets; pass 1
 (exchange/regroup.py) regroups writers into group objects by bucket of parts; a part's reader
@@ -23,13 +24,6 @@ import pyarrow as pa
 from pipeline.core.storage import Location
 from pipeline.exchange.plan import ExchangePlan
 from pipeline.exchange.row_codec import decode_rows, encode_rows
-
-# A dedup row section's buffers are zstd-compressed (Arrow IPC's own buffer compression, which
-# `decode` undoes): a near band section holds each document's key once per band of it there (at
-# 4 partitions 16 -> 9 B a row), ids and sources repeat; random hashes and signatures stay as big.
-# Level 1, not Arrow's default 3: the same size on these rows (random hashes dominate), encoded
-# about 3x faster (measured on band-like and signature-like tables).
-ROWS_COMPRESSION = pa.Codec("zstd", compression_level=1)
 
 
 def encode(
