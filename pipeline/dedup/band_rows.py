@@ -12,7 +12,8 @@ framing where an Arrow stream spends ~470, at 10 TB a few hundred rows a section
       kind 1 (keys by dictionary)     d uint32, gaps (8·n), indexes (4·n), keys (8·d)
         gaps     plane-major: byte 0 (least significant) of every gap, then byte 1, ... byte 7;
                  gap_0 = hash_0, gap_i = hash_i - hash_(i-1) (mod 2^64)
-        keys     int64 little-endian: kind 0 each row's, kind 1 the d distinct keys, ascending
+        keys     int64, plane-major: kind 0 each row's, kind 1 the d distinct keys, ascending (a
+                 document id, unit << 32 | position, has zero planes zstd drops)
         indexes  kind 1: each row's key's position among those d, uint32 plane-major
       rows sorted by (band_hash, key); kind 1 where the rows hold at most half as many keys
       (few partitions: a document's 32 band rows meet in a section; at 10 TB kind 0)
@@ -25,12 +26,14 @@ so a section's bytes depend only on its set of rows. Lossless: the candidates ar
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import zstandard
 
 BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
-FORMAT = "gaps1"  # in band_key and the pass-1 folder: a format change never reuses older objects
+FORMAT = "pos1"  # in band_key and the pass-1 folder: a format change never reuses older objects
 LEVEL = 1  # the planes of random bits are as big at any level, level 1 the fastest
 
 
@@ -53,9 +56,9 @@ def encoded(rows: pa.Table) -> bytes:
     distinct, index = np.unique(keys, return_inverse=True)
     if 2 * len(distinct) <= len(keys):
         head = bytes([1]) + np.uint32(len(distinct)).astype("<u4").tobytes()
-        body = gaps + _planes(index.astype("<u4")) + distinct.astype("<i8").tobytes()
+        body = gaps + _planes(index.astype("<u4")) + _planes(distinct.astype("<i8"))
     else:
-        head, body = bytes([0]), gaps + keys.astype("<i8").tobytes()
+        head, body = bytes([0]), gaps + _planes(keys.astype("<i8"))
     return zstandard.ZstdCompressor(level=LEVEL).compress(head + body)
 
 
@@ -78,13 +81,13 @@ def decoded(data: bytes | memoryview) -> pa.Table:
     if raw[0] == 0:
         n = (len(raw) - 1) // 16
         gaps = _unplaned(raw[1:], n, "<u8")
-        keys = raw[1 + 8 * n :].view("<i8")
+        keys = _unplaned(raw[1 + 8 * n :], n, "<i8")
     else:
         d = int(raw[1:5].view("<u4")[0])
         n = (len(raw) - 5 - 8 * d) // 12
         gaps = _unplaned(raw[5:], n, "<u8")
         index = _unplaned(raw[5 + 8 * n :], n, "<u4")
-        keys = raw[5 + 12 * n :].view("<i8")[index]
+        keys = _unplaned(raw[5 + 12 * n :], d, "<i8")[index]
     return pa.table(
         {
             "band_hash": pa.array(np.cumsum(gaps, dtype=np.uint64), pa.uint64()),
@@ -94,34 +97,35 @@ def decoded(data: bytes | memoryview) -> pa.Table:
     )
 
 
-def section_bytes(rows: float, partitions: int, bands: int = 1) -> float:
+def section_bytes(rows: float, partitions: int, bands: int = 1, ids: float = 2**64) -> float:
     """The model of a band section's size (report/dry_run.py, and the band exchange's cut in
     run/dedup_stage.py): `rows` rows of one of `partitions` partitions, of documents of `bands`
-    band rows each (bands / hit rows a document where its bands hit a partition). A row: its
-    gap's entropy (rows 2^64 / (P·n) apart on average: log2 of that plus 1.44 bits,
-    exponential gaps), half a byte of what zstd leaves, and its key: kind 1 (a key's rows >= 2)
-    log2(d) bits of index and 8 bytes a distinct key; kind 0 8 bytes, ~2.2 for a repeat zstd
-    level 1 finds (all of them in up to 256 KiB of section, fewer past it); plus the frame's 16
-    bytes. Within ~6 % of `encoded` from 100 to 200k rows of distinct keys, ~10 % where keys
-    repeat; tests/unit/test_band_rows.py."""
+    band rows each (bands / hit rows a document where its bands hit a partition), named by ids
+    of `ids` possible values (a unit's positions; a group's unit << 32 | position). A row: its
+    gap's entropy (rows 2^64 / (P·n) apart on average: log2 of that plus 1.44 bits, exponential
+    gaps), half a byte of what zstd leaves, and its id: log2(ids) bits (kind 0), or log2(d)
+    bits of index and the d distinct ids (kind 1, a document's rows meeting in a section); plus
+    the frame's ~25 bytes. Within ~6 % of `encoded` where ids are those of 10 TB's sections,
+    ~10 % elsewhere (tests/unit/test_band_rows.py)."""
     if rows <= 0:
         return 0.0
     gap_bits = max(0.0, 64 - np.log2(partitions * rows)) + 1.44
     hit = partitions * (1 - (1 - 1 / partitions) ** bands)  # partitions a document's bands hit
-    repeats = bands / hit
+    repeats, id_bytes = bands / hit, math.log2(max(2.0, ids)) / 8
     if repeats >= 2:  # kind 1
-        key = 8 / repeats + np.log2(max(2.0, rows / repeats)) / 8
+        key = id_bytes / repeats + np.log2(max(2.0, rows / repeats)) / 8
     else:
-        found = min(1.0, 2**18 / (16 * rows))
-        key = 8 / repeats + (1 - 1 / repeats) * (found * 2.2 + (1 - found) * 8)
-    return rows * (0.5 + gap_bits / 8 + key) + 16
+        key = id_bytes + 0.1
+    return rows * (0.5 + gap_bits / 8 + key) + 25
 
 
 def exchange_bytes(docs: int, bands: int, writers: int, partitions: int) -> int:
-    """The band rows' bytes in the writers' sections, `docs` documents in `writers` units: what
-    the band exchange is cut from (exchange/plan.exchange_plan)."""
-    per_section = docs * bands / max(1, writers * partitions)
-    return int(section_bytes(per_section, partitions, bands) * writers * partitions)
+    """The band rows' bytes in the writers' sections, `docs` documents in `writers` units (each
+    row naming its document by position): what the band exchange is cut from
+    (exchange/plan.exchange_plan)."""
+    unit_docs = docs / max(1, writers)
+    per_section = unit_docs * bands / max(1, partitions)
+    return int(section_bytes(per_section, partitions, bands, unit_docs) * writers * partitions)
 
 
 def keys_encoded(keys: np.ndarray) -> bytes:

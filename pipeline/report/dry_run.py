@@ -43,7 +43,6 @@ TOKEN_BYTES = 2  # bytes per token without a config's tokenizer: uint16 (formats
 TOKEN_STORED_RATIO = 0.56
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
 KEY_BYTES = 8  # a document's key in its band object's key section (dedup/band_rows.py)
-DIR_ROW_BYTES = 10  # near dedup's directory row: key, unit index (zstd: the unit repeats)
 REQUEST_ROW_BYTES = 20  # a candidate's signature request: key, label, unit index
 # assumed per document (web-like corpora): documents with a candidate pair after banding
 # (whose signatures near_fetch moves; make_corpus, dup-heavy by design, has 0.45), removals
@@ -152,8 +151,10 @@ class _Cut:
         return band_object_doc_bytes(self.docs / self.m, self.bands, self.p)
 
     def pass_1_band_rows(self, groups: int) -> float:
-        """One document's band rows in the band exchange's pass-1 objects (G unit groups)."""
-        return band_row_bytes(self.bands, self.p, self.docs * self.bands / (self.p * groups))
+        """One document's band rows in the band exchange's pass-1 objects (G unit groups, a
+        document named by unit and position)."""
+        rows = self.docs * self.bands / (self.p * groups)
+        return band_row_bytes(self.bands, self.p, rows, self.docs / groups)
 
     @property
     def hash_bytes(self) -> int:
@@ -162,16 +163,18 @@ class _Cut:
 
 def band_object_doc_bytes(unit_docs: float, bands: int, partitions: int) -> float:
     """One document's share of its unit's band object (run/near_signing.write_band_object):
-    its band rows in sections of one unit's rows each, its key, the index (2P + 1 offsets)."""
-    rows = band_row_bytes(bands, partitions, unit_docs * bands / partitions)
-    return rows + KEY_BYTES + 8 * (2 * partitions + 1) / unit_docs
+    its band rows (named by position) in sections of one unit's rows each, its key in the keys
+    section, the index (P + 2 offsets)."""
+    rows = band_row_bytes(bands, partitions, unit_docs * bands / partitions, unit_docs)
+    return rows + KEY_BYTES + 8 * (partitions + 2) / unit_docs
 
 
-def band_row_bytes(bands: int, partitions: int, section_rows: float) -> float:
-    """One document's band rows where a section holds `section_rows` rows (of one partition),
-    as dedup/band_rows.py stores them (its size model, band_rows.section_bytes)."""
-    per_row = band_rows.section_bytes(section_rows, partitions, bands) / max(section_rows, 1e-9)
-    return bands * per_row
+def band_row_bytes(bands: int, partitions: int, section_rows: float, ids: float) -> float:
+    """One document's band rows where a section holds `section_rows` rows (of one partition)
+    naming documents by `ids` possible ids, as dedup/band_rows.py stores them (its size model,
+    band_rows.section_bytes)."""
+    per_row = band_rows.section_bytes(section_rows, partitions, bands, ids)
+    return bands * per_row / max(section_rows, 1e-9)
 
 
 def dry_run(
@@ -334,20 +337,23 @@ def _exact(c: _Cut) -> StagePlan:
 
 
 def _near(c: _Cut) -> StagePlan:
-    """G x K band tasks (each unit's band object read once, a range per bucket; the band and
-    directory exchanges' pass-1 objects out: rows written once, read once); P bucket tasks
+    """G x K band tasks (each unit's band object read once, a range per bucket, and its keys
+    section by every bucket's task; the band exchange's pass-1 objects out: rows written once,
+    read once); P bucket tasks
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
     (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
     unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
     removals' exchange (run/neardup.py); each of those three in one pass where plan.direct says.
-    Signatures are 8-bit (minhash.STORED_BITS), band rows zstd-compressed (band_row_bytes)."""
+    Signatures are 8-bit (minhash.STORED_BITS), band rows as dedup/band_rows.py stores them
+    (band_row_bytes), a document named by unit and position (no directory)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
     band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
     cut_bytes = band_rows.exchange_bytes(docs, c.bands, m, p)  # as run/dedup_stage cuts it
     plan = exchange_plan(
         p, m, cut_bytes, c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
     )
-    bands, directory = docs * c.pass_1_band_rows(plan.groups), docs * DIR_ROW_BYTES
+    bands = docs * c.pass_1_band_rows(plan.groups)
+    keys_again = docs * KEY_BYTES * (plan.buckets - 1)  # every bucket's task reads the keys
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
@@ -359,17 +365,17 @@ def _near(c: _Cut) -> StagePlan:
     ]
     # written twice, read twice; in one pass (plan.direct) once each (exchange/sections.py)
     regrouped = sum(x.copies * size for x, size in exchanges)
-    per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
+    per_unit = (3 if k > 1 else 1) + 1  # its band object's index, range and keys; its removals
     stage = StagePlan(
         "near",
         gk + 3 * p + nb,
         {
-            "get": m * k * per_unit + 2 * p * plan.groups + m * gets(sigs / m),
-            "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
-            "head": m * k + gk * 2 + m,
+            "get": m * k * per_unit + p * plan.groups + m * gets(sigs / m),
+            "put": gk * (puts(bands / gk) + 1) + 2 * p + nb,
+            "head": m * k + gk + m,
         },
-        band_objects + bands + directory + sigs + regrouped,
-        bands + directory + regrouped,
+        band_objects + keys_again + bands + sigs + regrouped,
+        bands + regrouped,
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
     return _plus(stage, *(x for x, _ in exchanges))

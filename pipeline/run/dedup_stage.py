@@ -127,7 +127,7 @@ def near_dedup(
     members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
         members_task.remote(
-            layout, q, found.directory[q], unit_buckets, n, len(found.inbox[q]),
+            layout, q, unit_buckets, n, len(found.inbox[q]),
             *found.inbox[q], *found.candidates[q],
         )  # fmt: skip
         for q in range(n)
@@ -162,10 +162,9 @@ def near_dedup(
 
 @dataclass(frozen=True)
 class _Candidates:
-    """Banding's results, per partition: the directory's ranges (document key -> unit), the
-    candidate edges (object refs) and the star rounds' final edge pieces."""
+    """Banding's results, per partition: the candidate edges (object refs) and the star rounds'
+    final edge pieces."""
 
-    directory: dict[int, list[Range]]
     candidates: list[list]
     inbox: list[list]
 
@@ -195,11 +194,8 @@ def _candidates(
             for k in range(plan.buckets)
         ],
     )
-    bands_at, dir_at = (
-        layout.exchange("near", name) / plan.name for name in neardup.BAND_EXCHANGES
-    )
+    bands_at = layout.exchange("near", neardup.BAND_EXCHANGE) / plan.name
     bands = part_ranges(bands_at, plan, [r.bands for r in banded])
-    directory = part_ranges(dir_at, plan, [r.directory for r in banded])
     buckets = [
         waves.task("near_buckets").options(num_returns=n + 1).remote(p, bands[p], n)
         for p in range(n)
@@ -209,8 +205,8 @@ def _candidates(
     if neardup.folds(sum(r.candidates for r in counted), n):
         fold = waves.task("star_fold").options(num_returns=n + 1)
         folded = fold.remote(n, *[ref for piece in candidates for ref in piece])
-        return _Candidates(directory, candidates, [[folded[1 + q]] for q in range(n)])
-    return _Candidates(directory, candidates, _star_rounds(waves, candidates))
+        return _Candidates(candidates, [[folded[1 + q]] for q in range(n)])
+    return _Candidates(candidates, _star_rounds(waves, candidates))
 
 
 def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:

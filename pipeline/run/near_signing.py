@@ -9,14 +9,14 @@ shared by the runs that read the unit the same way:
         of the num_perm values, little-endian, as one fixed-size binary: b-bit MinHash, compared
         by minhash.estimated_jaccard), origin, origin_rank (the named input and its position in
         `inputs`: dedup/exact.py). Read by near_fetch only, once, for units with a candidate.
-    <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of 2P sections
-        (P = dedup.partitions): section 2p holds the rows (band_hash, key) of band partition p
-        (band_rows.partition_of: a range of hashes; `bands` rows per document, minhash.band_hashes
-        of the full 32-bit values, before narrowing: the candidates are those of 32-bit MinHash),
-        section 2p + 1 the keys of key partition p (components.node_partition), both in
-        dedup/band_rows.py's format (sorted hashes as gaps, byte plane by byte plane; raw keys);
-        every document, exact duplicates included; then the index. A bucket of consecutive
-        partitions is one contiguous range: near_band_group reads each row once.
+    <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of P + 1 sections
+        (P = dedup.partitions): section p holds the rows (band_hash, position) of band partition
+        p (band_rows.partition_of: a range of hashes; `bands` rows per document,
+        minhash.band_hashes of the full 32-bit values, before narrowing: the candidates are those
+        of 32-bit MinHash), a document named by its position in the signature file; section P
+        the documents' keys in that order (band_rows.keys_encoded; near_band_group drops exact
+        duplicates by them); every document, exact duplicates included; then the index. A bucket
+        of consecutive partitions is one contiguous range: near_band_group reads each row once.
 
 A done unit without either file (near dedup off when it was read, or the file deleted by
 retention) is read again by the read stage (read_dedup_tasks._outputs_present): no text is kept
@@ -34,7 +34,7 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.dedup import band_rows, components, minhash
+from pipeline.dedup import band_rows, minhash
 from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.exchange import sections
 
@@ -162,25 +162,19 @@ def signed_rows(
 
 
 def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Config) -> int:
-    """The read task's band object of a unit (exchange/sections.py, 2P sections): section 2p
-    holds the rows (band_hash, key) of band partition p, section 2p + 1 the keys of key
-    partition p (dedup/band_rows.py's format); every document, exact duplicates included. A
-    bucket of partitions is one contiguous range of it, so near_band_group reads each row
-    once."""
+    """The read task's band object of a unit (exchange/sections.py, P + 1 sections): section p
+    holds the rows (band_hash, position) of band partition p, a document named by its position
+    in the unit's signature file (dedup/band_rows.py), section P the documents' keys in that
+    order; every document, exact duplicates included. A bucket of partitions is one contiguous
+    range of it, so near_band_group reads each row once."""
     params, n = params_of(cfg), cfg.dedup.partitions
     bands = minhash.band_hashes(sigs, params).reshape(-1)  # full 32-bit `sigs`, not narrowed
-    rows = pa.table(
-        {"band_hash": pa.array(bands, pa.uint64()), "key": np.repeat(keys, params.bands)},
-        schema=BAND_SCHEMA,
-    )
+    positions = np.repeat(np.arange(len(keys), dtype=np.int64), params.bands)
+    rows = pa.table({"band_hash": pa.array(bands, pa.uint64()), "key": positions}, BAND_SCHEMA)
     by_band = sections.split_rows(rows, band_rows.partition_of(bands, n)) if len(bands) else {}
-    key_parts = components.node_partition(keys, n)
-    order = np.argsort(key_parts, kind="stable")
-    bounds = np.searchsorted(key_parts[order], np.arange(n + 1))
-    encoded = {2 * p: band_rows.encoded(t) for p, t in by_band.items()}
-    for p in np.flatnonzero(np.diff(bounds)).tolist():
-        encoded[2 * p + 1] = band_rows.keys_encoded(keys[order[bounds[p] : bounds[p + 1]]])
-    return sections.write_sections(loc, encoded, 2 * n)
+    encoded = {p: band_rows.encoded(t) for p, t in by_band.items()}
+    encoded[n] = band_rows.keys_encoded(keys)
+    return sections.write_sections(loc, encoded, n + 1)
 
 
 def unit_sigs(layout: RunLayout, unit: str, cfg: Config) -> pa.Table:
