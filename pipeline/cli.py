@@ -521,6 +521,8 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
         shard_bytes=args.shard_bytes,
         file_bytes=args.file_bytes,
         rates=rates,
+        token_ratio=args.token_ratio,
+        stored_ratio=args.stored_ratio,
     )
     for line in dry_run.dry_run_lines(cut, stages):
         print(line)
@@ -774,7 +776,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
 def _plan_parser(sub: argparse._SubParsersAction) -> None:
     from pipeline.config_sections import IngestConfig, PackConfig
     from pipeline.core.units import MB
-    from pipeline.report.dry_run import DOC_BYTES
+    from pipeline.report.dry_run import DOC_BYTES, TOKEN_BYTES_RATIO, TOKEN_STORED_RATIO
     from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S
 
     units = IngestConfig().unit_bytes.human_readable()
@@ -862,6 +864,18 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
         type=cli_args.size,
         default="1GiB",
         help="size of each input file (default 1GiB)",
+    )
+    scale.add_argument(
+        "--token-ratio",
+        type=float,
+        help="token bytes per text byte at 2 B a token (default"
+        f" {TOKEN_BYTES_RATIO}; a corpus's own: a run's tokens x 2 / text bytes)",
+    )
+    scale.add_argument(
+        "--stored-ratio",
+        type=float,
+        help="stored / raw bytes of the token files (default"
+        f" {TOKEN_STORED_RATIO}; a corpus's own: its token files' zstd ratio)",
     )
     scale.add_argument(
         "--rates",

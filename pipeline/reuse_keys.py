@@ -26,8 +26,9 @@ STAGES: tuple[str, ...] = get_args(Stage)
 # 5: a token file holds each split in one block, its index a `valid` column;
 # 6: token files' dtype follows the tokenizer's largest id; the read pass's removals (curation,
 #    takedown list) are one audit file per unit, with a `detail` column;
-# 7: quarantine rows carry the `doc_id` the record would have had).
-LAYOUT_VERSION = 7
+# 7: quarantine rows carry the `doc_id` the record would have had;
+# 8: a unit's hash object holds row sections (exchange/row_codec.py), not Arrow streams).
+LAYOUT_VERSION = 8
 _KEY = "changes_bytes_of"
 
 

@@ -3,11 +3,11 @@
 A pass-1 task reads one bucket (a run of consecutive parts) of each writer of one group and
 writes it back as one object laid out part by part (`grouped`). What it reads is a piece per
 writer: that writer's section of each part of the bucket, each section F fields of bytes
-(dedup's rows: one field, an Arrow IPC stream; pack: the tokens, then their index rows). The
-pieces wait in a local temporary file, so memory holds one part of the group at a time, not
-the group's rows; then each part's sections are merged across writers field by field (the
-`Codec`'s merges) and written. A marker written after the object, shaped by the codec, makes a
-rerun reuse it (resume).
+(dedup's rows: one field, a row section, exchange/row_codec.py; pack: the tokens, then their
+index rows). The pieces wait in a local temporary file, so memory holds one part of the group
+at a time, not the group's rows; then each part's sections are merged across writers field by
+field (the `Codec`'s merges) and written. A marker written after the object, shaped by the
+codec, makes a rerun reuse it (resume).
 
 A step whose writers would only route rows they read (near dedup's band routing) calls
 `grouped` itself with pieces made in memory (`span_piece`): its pass 1 is that step.
@@ -27,6 +27,7 @@ import pyarrow as pa
 from pipeline.core.storage import Location
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
+from pipeline.exchange.row_codec import decode_rows, encode_rows
 from pipeline.run.markers import load_marker, write_marker
 from pipeline.run.results import RegroupResult, TaskResult
 from pipeline.run.timer import TaskTimer
@@ -49,22 +50,29 @@ class Codec:
     result: type[TaskResult]
 
 
-def _merged_rows(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """One partition's rows, the writers' IPC streams in order, as one IPC stream."""
-    chunks = list(chunks)
-    if len(chunks) == 1:  # already one stream
-        yield chunks[0]
-    elif chunks:
-        tables = [sections.decode(c) for c in chunks]
-        rows = pa.concat_tables(tables, promote_options="default")
-        yield sections.encode(rows, compression=sections.ROWS_COMPRESSION)
-
-
 def _offsets(sizes: list[list[int]]) -> dict:
     return {"offsets": list(accumulate((s for (s,) in sizes), initial=0))}
 
 
-ROWS = Codec((_merged_rows,), _offsets, RegroupResult)  # dedup: one IPC stream per partition
+def row_sections(schema: pa.Schema) -> Codec:
+    """Dedup rows of `schema`, one row section per partition (exchange/row_codec.py)."""
+    return rows_codec(encode_rows, lambda data: decode_rows(data, schema))
+
+
+def rows_codec(
+    encode: Callable[[pa.Table], bytes], decode: Callable[[bytes], pa.Table]
+) -> Codec:
+    """ROWS for rows whose sections have a format of their own (dedup/band_rows.py): a
+    partition's sections of several writers are decoded, joined and encoded as one."""
+
+    def merged(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        chunks = list(chunks)
+        if len(chunks) == 1:  # already one section
+            yield chunks[0]
+        elif chunks:
+            yield encode(pa.concat_tables([decode(c) for c in chunks]))
+
+    return Codec((merged,), _offsets, RegroupResult)
 
 
 def regroup(
@@ -73,15 +81,17 @@ def regroup(
     group: int,
     bucket: int,
     writers: list[sections.SectionedObject],
+    schema: pa.Schema,
 ) -> RegroupResult:
-    """The group's rows of the bucket's partitions as one sectioned object in `folder`."""
+    """The group's rows (of `schema`) of the bucket's partitions as one sectioned object in
+    `folder`."""
     span, n, whole = plan.bucket_parts(bucket), plan.parts, plan.buckets == 1
     pieces = (
         _bucket_piece(*sections.read_bucket(w, span, n, whole), span)
         for w in writers
         if w.size > sections.index_bytes(n)
     )  # a writer whose object is an index and no rows: nothing to read
-    return grouped(folder, plan, group, bucket, ROWS, pieces)
+    return grouped(folder, plan, group, bucket, row_sections(schema), pieces)
 
 
 def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Section]:
@@ -93,18 +103,21 @@ def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Sect
     ]
 
 
-def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
+def span_piece(
+    rows: pa.Table,
+    parts: np.ndarray,
+    span: range,
+    encode: Callable[[pa.Table], bytes] | None = None,
+) -> list[Section]:
     """A writer's piece for `grouped` made in memory: the rows of each partition of `span`
-    (their partition index `parts`), one section each."""
+    (their partition index `parts`), one section each: a row section (exchange/row_codec.py),
+    or `encode`'s bytes for rows with a format of their own (`rows_codec`)."""
     inside = (parts >= span.start) & (parts < span.stop)
     if not inside.any():
         return []
     pieces = sections.split_rows(rows.filter(pa.array(inside)), parts[inside])
-    encode = sections.encode
-    return [
-        (encode(pieces[p], compression=sections.ROWS_COMPRESSION),) if p in pieces else None
-        for p in span
-    ]
+    encode = encode or encode_rows
+    return [(encode(pieces[p]),) if p in pieces else None for p in span]
 
 
 def grouped(

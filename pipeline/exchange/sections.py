@@ -1,4 +1,5 @@
-"""Sectioned objects: how an exchange moves rows through storage, and their section codec.
+"""Sectioned objects: how an exchange moves rows through storage (a dedup section's rows:
+exchange/row_codec.py; near's band rows: dedup/band_rows.py; pack's: tokens/pack.py).
 
 A writer writes ONE object per exchange, a section per part then the section offsets; pass 1
 (exchange/regroup.py) regroups writers into group objects by bucket of parts; a part's reader
@@ -13,6 +14,7 @@ Format, the cut and the request arithmetic: docs/formats.md, "Sectioned objects"
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,13 +23,7 @@ import pyarrow as pa
 
 from pipeline.core.storage import Location
 from pipeline.exchange.plan import ExchangePlan
-
-# A dedup row section's buffers are zstd-compressed (Arrow IPC's own buffer compression, which
-# `decode` undoes): a near band section holds each document's key once per band of it there (at
-# 4 partitions 16 -> 9 B a row), ids and sources repeat; random hashes and signatures stay as big.
-# Level 1, not Arrow's default 3: the same size on these rows (random hashes dominate), encoded
-# about 3x faster (measured on band-like and signature-like tables).
-ROWS_COMPRESSION = pa.Codec("zstd", compression_level=1)
+from pipeline.exchange.row_codec import decode_rows, encode_rows
 
 
 def encode(
@@ -73,10 +69,16 @@ def write_sectioned(loc: Location, rows: pa.Table, parts: np.ndarray, n: int) ->
     """One writer's object: `rows` cut by their partition index `parts` into sections 0..n-1,
     then the index; returns the object's size (what the writer's result carries)."""
     pieces = split_rows(rows, parts) if rows.num_rows else {}
+    return write_sections(loc, {p: encode_rows(t) for p, t in pieces.items()}, n)
+
+
+def write_sections(loc: Location, encoded: dict[int, bytes], n: int) -> int:
+    """One writer's object from its sections' bytes (part -> bytes; a part not there: empty),
+    then the index; returns the object's size."""
     offsets = [0]
     with loc.atomic_writer() as out:
         for p in range(n):
-            data = encode(pieces[p], compression=ROWS_COMPRESSION) if p in pieces else b""
+            data = encoded.get(p, b"")
             out.write(data)
             offsets.append(offsets[-1] + len(data))
         out.write(np.asarray(offsets, dtype="<i8").tobytes())
@@ -145,9 +147,13 @@ def writer_ranges(writers: list[SectionedObject], n: int) -> dict[int, list[Rang
     return ranges
 
 
-def read_part(ranges: list[Range], schema: pa.Schema) -> pa.Table:
-    """A part's rows: one GET per range (FETCHES in flight), in order."""
-    return concat([decode(data) for data in fetched(ranges)], schema)
+def read_part(
+    ranges: list[Range], schema: pa.Schema, codec: Callable[[bytes], pa.Table] | None = None
+) -> pa.Table:
+    """A part's rows: one GET per range (FETCHES in flight), in order, each range a dedup row
+    section of `schema` (exchange/row_codec.py), or one `codec` decodes (dedup/band_rows.py)."""
+    codec = codec or (lambda data: decode_rows(data, schema))
+    return concat([codec(data) for data in fetched(ranges)], schema)
 
 
 # GETs in flight for one reader's ranges: a one-pass exchange's reader GETs a range of every

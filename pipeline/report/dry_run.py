@@ -17,6 +17,7 @@ import pyarrow as pa
 from pydantic import ByteSize
 
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
+from pipeline.dedup import band_rows
 from pipeline.dedup.minhash import STORED_BITS
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
@@ -41,8 +42,7 @@ TOKEN_BYTES = 2  # bytes per token without a config's tokenizer: uint16 (formats
 # on more bytes, not fewer
 TOKEN_STORED_RATIO = 0.56
 HASH_ROW_BYTES = 80  # exact hash row per document (hash, ids), Parquet
-BAND_HASH_BYTES = 8  # a band row: its band hash, then its key (zstd: `band_row_bytes`)
-DIR_ROW_BYTES = 10  # near dedup's directory row: key, unit index (zstd: the unit repeats)
+KEY_BYTES = 8  # a document's key in its band object's key section (dedup/band_rows.py)
 REQUEST_ROW_BYTES = 20  # a candidate's signature request: key, label, unit index
 # assumed per document (web-like corpora): documents with a candidate pair after banding
 # (whose signatures near_fetch moves; make_corpus, dup-heavy by design, has 0.45), removals
@@ -132,6 +132,7 @@ class _Cut:
     request_bytes: int  # dedup.exchange_request_bytes
     task_bytes: int  # dedup.exchange_task_bytes
     small_gets: int  # dedup.exchange_small_gets
+    stored_ratio: float = TOKEN_STORED_RATIO  # the token files' stored / raw bytes
 
     @property
     def per_unit(self) -> float:
@@ -146,24 +147,34 @@ class _Cut:
         return self.docs * INDEX_ROW_BYTES
 
     @property
-    def band_rows(self) -> float:  # one document's band rows, as sections hold them
-        return band_row_bytes(self.bands, self.p)
+    def band_doc(self) -> float:
+        return band_object_doc_bytes(self.docs / self.m, self.bands, self.p)
 
-    @property
-    def band_doc(self) -> float:  # one document's band rows and key row in its band object
-        return self.band_rows + 8
+    def pass_1_band_rows(self, groups: int) -> float:
+        """One document's band rows in the band exchange's pass-1 objects (G unit groups, a
+        document named by unit and position)."""
+        rows = self.docs * self.bands / (self.p * groups)
+        return band_row_bytes(self.bands, self.p, rows, self.docs / groups)
 
     @property
     def hash_bytes(self) -> int:
         return self.docs * HASH_ROW_BYTES
 
 
-def band_row_bytes(bands: int, partitions: int) -> float:
-    """One document's band rows in zstd-compressed sections (exchange/sections.py): a random
-    8-byte hash each, and its key once per partition its bands fall in (a key repeated in the
-    rows that follow costs ~1/4 byte: 9.1 B a row at 4 partitions measured, 16 uncompressed)."""
-    hit = partitions * (1 - (1 - 1 / partitions) ** bands)  # partitions its bands fall in
-    return BAND_HASH_BYTES * bands + 8 * hit + (bands - hit) / 4
+def band_object_doc_bytes(unit_docs: float, bands: int, partitions: int) -> float:
+    """One document's share of its unit's band object (run/near_signing.write_band_object):
+    its band rows (named by position) in sections of one unit's rows each, its key in the keys
+    section, the index (P + 2 offsets)."""
+    rows = band_row_bytes(bands, partitions, unit_docs * bands / partitions, unit_docs)
+    return rows + KEY_BYTES + 8 * (partitions + 2) / unit_docs
+
+
+def band_row_bytes(bands: int, partitions: int, section_rows: float, ids: float) -> float:
+    """One document's band rows where a section holds `section_rows` rows (of one partition)
+    naming documents by `ids` possible ids, as dedup/band_rows.py stores them (its size model,
+    band_rows.section_bytes)."""
+    per_row = band_rows.section_bytes(section_rows, partitions, bands, ids)
+    return bands * per_row / max(section_rows, 1e-9)
 
 
 def dry_run(
@@ -182,6 +193,8 @@ def dry_run(
     rates: dict[str, float] | None = None,
     prices: PricesConfig | None = None,
     token_bytes_per_id: int = TOKEN_BYTES,
+    token_ratio: float = TOKEN_BYTES_RATIO,
+    stored_ratio: float = TOKEN_STORED_RATIO,
 ) -> tuple[dict, list[StagePlan]]:
     """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out). Each
     default is the config models' default for the same key (see the module docstring);
@@ -192,7 +205,7 @@ def dry_run(
     listing = synthetic_listing(corpus_bytes, file_bytes)
     units_table = cut_units(listing, unit_bytes)
     m = len(set(units_table["unit_id"].to_pylist()))
-    token_bytes = int(corpus_bytes * TOKEN_BYTES_RATIO * token_bytes_per_id / 2)
+    token_bytes = int(corpus_bytes * token_ratio * token_bytes_per_id / 2)
     plan = pack_plan(
         token_bytes, m, shard_bytes, exchange_request_bytes, exchange_task_bytes, docs=docs
     )
@@ -213,6 +226,7 @@ def dry_run(
         int(dedup_request_bytes or dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
         dedup.exchange_small_gets,
+        stored_ratio,
     )
     cut = {
         **_cut_counts(c, listing.num_rows),
@@ -234,7 +248,7 @@ def _read(c: _Cut) -> StagePlan:
     """The pieces in; the token file (every document, before dedup), its index and quarantine
     list, the documents file (no text), quarantine, one sectioned hash object, signatures and
     their band hashes, a marker out."""
-    unit_docs, stored = c.docs / c.m, c.token_bytes * TOKEN_STORED_RATIO
+    unit_docs, stored = c.docs / c.m, c.token_bytes * c.stored_ratio
     return StagePlan(
         "read+hash",
         c.m,
@@ -323,19 +337,23 @@ def _exact(c: _Cut) -> StagePlan:
 
 
 def _near(c: _Cut) -> StagePlan:
-    """G x K band tasks (each unit's band object read once, a range per bucket; the band and
-    directory exchanges' pass-1 objects out: rows written once, read once); P bucket tasks
+    """G x K band tasks (each unit's band object read once, a range per bucket, and its keys
+    section by every bucket's task; the band exchange's pass-1 objects out: rows written once,
+    read once); P bucket tasks
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
     (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
     unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
     removals' exchange (run/neardup.py); each of those three in one pass where plan.direct says.
-    Signatures are 8-bit (minhash.STORED_BITS), band rows zstd-compressed (band_row_bytes)."""
+    Signatures are 8-bit (minhash.STORED_BITS), band rows as dedup/band_rows.py stores them
+    (band_row_bytes), a document named by unit and position (no directory)."""
     m, p, docs, nb = c.m, c.p, c.docs, _removed_buckets(c)
     band_objects, sigs = docs * c.band_doc, docs * c.sig_doc
-    bands, directory = docs * c.band_rows, docs * DIR_ROW_BYTES
+    cut_bytes = band_rows.exchange_bytes(docs, c.bands, m, p)  # as run/dedup_stage cuts it
     plan = exchange_plan(
-        p, m, int(bands), c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
+        p, m, cut_bytes, c.request_bytes, c.task_bytes, min_tasks=p, small_gets=c.small_gets
     )
+    bands = docs * c.pass_1_band_rows(plan.groups)
+    keys_again = docs * KEY_BYTES * (plan.buckets - 1)  # every bucket's task reads the keys
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
@@ -347,17 +365,17 @@ def _near(c: _Cut) -> StagePlan:
     ]
     # written twice, read twice; in one pass (plan.direct) once each (exchange/sections.py)
     regrouped = sum(x.copies * size for x, size in exchanges)
-    per_unit = (2 if k > 1 else 1) + 1  # its band object's index and range, its removals
+    per_unit = (3 if k > 1 else 1) + 1  # its band object's index, range and keys; its removals
     stage = StagePlan(
         "near",
         gk + 3 * p + nb,
         {
-            "get": m * k * per_unit + 2 * p * plan.groups + m * gets(sigs / m),
-            "put": gk * (puts((bands + directory) / gk) + 3) + 2 * p + nb,
-            "head": m * k + gk * 2 + m,
+            "get": m * k * per_unit + p * plan.groups + m * gets(sigs / m),
+            "put": gk * (puts(bands / gk) + 1) + 2 * p + nb,
+            "head": m * k + gk + m,
         },
-        band_objects + bands + directory + sigs + regrouped,
-        bands + directory + regrouped,
+        band_objects + keys_again + bands + sigs + regrouped,
+        bands + regrouped,
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
     return _plus(stage, *(x for x, _ in exchanges))
@@ -398,28 +416,29 @@ def _select(c: _Cut) -> StagePlan:
     )
 
 
-def _token_ranges(gets: int, stored: float, units: int) -> float:
+def _token_ranges(gets: int, stored: float, units: int, ratio: float) -> float:
     """Bytes `gets` range GETs of equal token pieces of `stored` bytes in all read from framed
     token files (tokens/framed.py): each piece and the compressed frame it reads past its ends
     (on average one frame in all), never more than its unit's file."""
-    frame = FRAME_BYTES * TOKEN_STORED_RATIO
+    frame = FRAME_BYTES * ratio
     return gets * min(stored / gets + frame, stored / units)
 
 
 def _pack(c: _Cut) -> StagePlan:
     """Pass 1 (G x K exchange tasks) and pass 2 (S shard tasks, each checked as it is written:
     no read back, a HEAD per .bin and .idx); or, one pass, S shard tasks reading each unit's
-    index and token range. Token files and exchange sections are stored compressed
-    (TOKEN_STORED_RATIO), shards are not; the requests are the same either way (a range is
-    one GET of the frames that hold it)."""
-    g, k, s, t, m = c.g, c.k, c.s, c.token_bytes, c.m
-    stored = t * TOKEN_STORED_RATIO
+    index and token range. Token files and exchange sections are stored compressed (the cut's
+    stored_ratio: TOKEN_STORED_RATIO unless given), shards are not; the requests are the same
+    either way (a range is one GET of the frames that hold it)."""
+    g, k, s, t, m, ratio = c.g, c.k, c.s, c.token_bytes, c.m, c.stored_ratio
+    stored = t * c.stored_ratio
     shards_out = s * (puts(c.shard_bytes) + 1)
     rss = WORKER_BASE_MB + 4 * c.shard_bytes / MiB
     if c.one_pass:
         index_reads = s * c.docs * INDEX_ROW_BYTES
         gets = {"get": 2 * m * s, "put": shards_out, "head": 2 * s}
-        return StagePlan("pack", s, gets, _token_ranges(m * s, stored, m) + index_reads, t, rss)
+        read = _token_ranges(m * s, stored, m, ratio) + index_reads
+        return StagePlan("pack", s, gets, read, t, rss)
     return StagePlan(
         "pack",
         g * k + s,
@@ -428,7 +447,7 @@ def _pack(c: _Cut) -> StagePlan:
             "put": g * k * (puts(stored / (g * k)) + 1) + shards_out,
             "head": g * k + 2 * s,
         },
-        _token_ranges(m * k, stored, m) + stored,  # pass 1's unit ranges, pass 2's sections
+        _token_ranges(m * k, stored, m, ratio) + stored,  # pass 1's unit ranges, pass 2's sections
         stored + t,  # the exchange objects, the shards
         rss,
     )

@@ -18,7 +18,8 @@ from pipeline.config import Config
 from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.dedup import components
+from pipeline.dedup import band_rows, components, exact
+from pipeline.exchange import row_codec
 from pipeline.exchange.plan import direct, exchange_plan
 from pipeline.exchange.sections import (
     Range,
@@ -50,24 +51,26 @@ def exchange(
     stage: str,
     writers: list[SectionedObject],
     n: int,
+    schema: pa.Schema,
     reads: int = 1,
 ) -> dict[int, list[Range]]:
-    """Pass 1 of a dedup exchange (exchange/sections.py) into `folder` (layout.exchange): the
-    writers' objects regrouped; returns, per partition, the ranges its reader(s) GET (one per
-    writer group). Where the writers' pieces are large enough, or the exchange small enough
-    (plan.direct), there is no pass 1: the ranges are the writers' own sections."""
+    """Pass 1 of a dedup exchange (exchange/sections.py) of rows of `schema` into `folder`
+    (layout.exchange, one folder per cut and row format): the writers' objects regrouped;
+    returns, per partition, the ranges its reader(s) GET (one per writer group). Where the
+    writers' pieces are large enough, or the exchange small enough (plan.direct), there is no
+    pass 1: the ranges are the writers' own sections."""
     total, request = sum(w.size for w in writers), int(dedup.exchange_request_bytes)
     small = dedup.exchange_small_gets
     if direct(n, len(writers), total, request, reads, small):
         return writer_ranges(writers, n)
     plan = exchange_plan(n, len(writers), total, request, int(dedup.exchange_task_bytes), reads,
                          dedup.partitions, small)  # fmt: skip
-    folder, groups = folder / plan.name, plan.unit_groups(writers)
+    folder, groups = folder / f"{plan.name}-{row_codec.FORMAT}", plan.unit_groups(writers)
     task = waves.task("regroup")
     regrouped = waves.run(
         stage,
         [
-            task.remote(folder, plan, g, k, groups[g])
+            task.remote(folder, plan, g, k, groups[g], schema)
             for g in range(plan.groups)
             for k in range(plan.buckets)
         ],
@@ -80,7 +83,8 @@ def _removals(
     waves: Waves, dedup: DedupConfig, layout: RunLayout, stage: str, name: str, writers, bounds
 ) -> Removals:
     """A dedup's removal objects regrouped by unit bucket (the audit's merge reads one each)."""
-    ranges = exchange(waves, dedup, layout.exchange(stage, name), stage, writers, len(bounds))
+    folder = layout.exchange(stage, name)
+    ranges = exchange(waves, dedup, folder, stage, writers, len(bounds), exact.REMOVED_SCHEMA)
     return Removals(bounds, [ranges[b] for b in range(len(bounds))])
 
 
@@ -93,7 +97,8 @@ def exact_dedup(
     bounds = unit_bounds(units.ids, n)
     if dedup.exact:
         hashes = [SectionedObject(layout.exact_hashes(r.unit), r.hash_size) for r in reads.results]
-        ranges = exchange(waves, dedup, layout.exchange("exact", "hashes"), "exact", hashes, n)
+        folder = layout.exchange("exact", "hashes")
+        ranges = exchange(waves, dedup, folder, "exact", hashes, n, exact.HASH_SCHEMA)
     else:
         ranges = {p: [] for p in range(n)}
     task, shared = waves.task("exact_partition"), waves.put(bounds)
@@ -122,14 +127,17 @@ def near_dedup(
     members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
         members_task.remote(
-            layout, q, found.directory[q], unit_buckets, n, len(found.inbox[q]),
+            layout, q, unit_buckets, n, len(found.inbox[q]),
             *found.inbox[q], *found.candidates[q],
         )  # fmt: skip
         for q in range(n)
     ]
     asked = waves.run("near", [refs[0] for refs in members], merge=True)
     asking = [SectionedObject(layout.near_requests(r.part), r.size) for r in asked]
-    requests = exchange(waves, dedup, layout.exchange("near", "req"), "near", asking, len(bounds))
+    folder = layout.exchange("near", "req")
+    requests = exchange(
+        waves, dedup, folder, "near", asking, len(bounds), neardup.REQUEST_SCHEMA
+    )
     unit_ids, fetch = waves.put(units.ids), waves.task("near_fetch")
     fetched = waves.run(
         "near",
@@ -137,7 +145,8 @@ def near_dedup(
         merge=True,
     )
     sent = [SectionedObject(layout.near_cands(r.part), r.size) for r in fetched]
-    cands = exchange(waves, dedup, layout.exchange("near", "cand"), "near", sent, n)
+    folder = layout.exchange("near", "cand")
+    cands = exchange(waves, dedup, folder, "near", sent, n, neardup.cand_schema(cfg))
     keep, shared = waves.task("near_keep"), waves.put(bounds)
     kept = waves.run(
         "near",
@@ -153,10 +162,9 @@ def near_dedup(
 
 @dataclass(frozen=True)
 class _Candidates:
-    """Banding's results, per partition: the directory's ranges (document key -> unit), the
-    candidate edges (object refs) and the star rounds' final edge pieces."""
+    """Banding's results, per partition: the candidate edges (object refs) and the star rounds'
+    final edge pieces."""
 
-    directory: dict[int, list[Range]]
     candidates: list[list]
     inbox: list[list]
 
@@ -170,7 +178,7 @@ def _candidates(
     plan = exchange_plan(
         n,
         len(units.ids),
-        reads.docs * dedup.near.bands * 16,  # a band row: band hash, key (exact removals: fewer)
+        band_rows.exchange_bytes(reads.docs, dedup.near.bands, len(units.ids), n),
         int(dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
         min_tasks=n,
@@ -186,9 +194,8 @@ def _candidates(
             for k in range(plan.buckets)
         ],
     )
-    bands_at, dir_at = (layout.exchange("near", name) / plan.name for name in ("bands", "dir"))
+    bands_at = layout.exchange("near", neardup.BAND_EXCHANGE) / plan.name
     bands = part_ranges(bands_at, plan, [r.bands for r in banded])
-    directory = part_ranges(dir_at, plan, [r.directory for r in banded])
     buckets = [
         waves.task("near_buckets").options(num_returns=n + 1).remote(p, bands[p], n)
         for p in range(n)
@@ -198,8 +205,8 @@ def _candidates(
     if neardup.folds(sum(r.candidates for r in counted), n):
         fold = waves.task("star_fold").options(num_returns=n + 1)
         folded = fold.remote(n, *[ref for piece in candidates for ref in piece])
-        return _Candidates(directory, candidates, [[folded[1 + q]] for q in range(n)])
-    return _Candidates(directory, candidates, _star_rounds(waves, candidates))
+        return _Candidates(candidates, [[folded[1 + q]] for q in range(n)])
+    return _Candidates(candidates, _star_rounds(waves, candidates))
 
 
 def _star_rounds(waves: Waves, inbox: list[list]) -> list[list]:

@@ -9,13 +9,14 @@ shared by the runs that read the unit the same way:
         of the num_perm values, little-endian, as one fixed-size binary: b-bit MinHash, compared
         by minhash.estimated_jaccard), origin, origin_rank (the named input and its position in
         `inputs`: dedup/exact.py). Read by near_fetch only, once, for units with a candidate.
-    <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of 2P sections
-        (P = dedup.partitions): section 2p holds the rows (band_hash uint64, key int64) of band
-        partition p (band_hash mod P; `bands` rows per document, minhash.band_hashes of the
-        full 32-bit values, before narrowing: the candidates are those of 32-bit MinHash), section
-        2p + 1 the keys (band_hash null) of key partition p (components.node_partition); every
-        document, exact duplicates included; then the index. A bucket of consecutive partitions
-        is one contiguous range: near_band_group reads each row once.
+    <unit>.bands-<band_key>.bin  a sectioned object (exchange/sections.py) of P + 1 sections
+        (P = dedup.partitions): section p holds the rows (band_hash, position) of band partition
+        p (band_rows.partition_of: a range of hashes; `bands` rows per document,
+        minhash.band_hashes of the full 32-bit values, before narrowing: the candidates are those
+        of 32-bit MinHash), a document named by its position in the signature file; section P
+        the documents' keys in that order (band_rows.keys_encoded; near_band_group drops exact
+        duplicates by them); every document, exact duplicates included; then the index. A bucket
+        of consecutive partitions is one contiguous range: near_band_group reads each row once.
 
 A done unit without either file (near dedup off when it was read, or the file deleted by
 retention) is read again by the read stage (read_dedup_tasks._outputs_present): no text is kept
@@ -33,10 +34,9 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
-from pipeline.dedup import components, minhash
+from pipeline.dedup import band_rows, minhash
+from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.exchange import sections
-
-BAND_SCHEMA = pa.schema([("band_hash", pa.uint64()), ("key", pa.int64())])
 
 
 def params_of(cfg: Config) -> minhash.MinHashParams:
@@ -48,6 +48,24 @@ def params_of(cfg: Config) -> minhash.MinHashParams:
         rows=near.rows,
         threshold=near.threshold,
         seed=near.seed,
+    )
+
+
+def sig_schema(cfg: Config) -> pa.Schema:
+    """The columns of a signature file (the module docstring), its signatures narrowed."""
+    width = cfg.dedup.near.num_perm * minhash.STORED_BITS // 8
+    return pa.schema(
+        [
+            ("key", pa.int64()),
+            ("doc_id", pa.string()),
+            ("source", pa.string()),
+            ("row", pa.int64()),
+            ("unit_id", pa.string()),
+            ("length", pa.int64()),
+            ("sig", pa.binary(width)),
+            ("origin", pa.string()),
+            ("origin_rank", pa.int32()),
+        ]
     )
 
 
@@ -92,10 +110,12 @@ def signature_key(cfg: Config) -> str:
 
 
 def band_key(cfg: Config) -> str:
-    """What decides a document's band hashes: its (full) signature and the bands x rows cut."""
+    """What decides a document's band object: its (full) signature, the bands x rows cut and
+    the band rows' format."""
     near = cfg.dedup.near
     full = xxhash.xxh3_64_hexdigest(_signing(cfg).encode())[:12]
-    return xxhash.xxh3_64_hexdigest(f"{full}:{near.bands}:{near.rows}".encode())[:12]
+    what = f"{full}:{near.bands}:{near.rows}:{band_rows.FORMAT}"
+    return xxhash.xxh3_64_hexdigest(what.encode())[:12]
 
 
 def write_unit_files(
@@ -142,24 +162,19 @@ def signed_rows(
 
 
 def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Config) -> int:
-    """The read task's band object of a unit (exchange/sections.py, 2P sections): section 2p
-    holds the rows (band_hash, key) of band partition p, section 2p + 1 the documents (band_hash
-    null, key) of key partition p; every document, exact duplicates included. A bucket of
-    partitions is one contiguous range of it, so near_band_group reads each row once."""
+    """The read task's band object of a unit (exchange/sections.py, P + 1 sections): section p
+    holds the rows (band_hash, position) of band partition p, a document named by its position
+    in the unit's signature file (dedup/band_rows.py), section P the documents' keys in that
+    order; every document, exact duplicates included. A bucket of partitions is one contiguous
+    range of it, so near_band_group reads each row once."""
     params, n = params_of(cfg), cfg.dedup.partitions
     bands = minhash.band_hashes(sigs, params).reshape(-1)  # full 32-bit `sigs`, not narrowed
-    table = pa.table(
-        {
-            "band_hash": pa.concat_arrays(
-                [pa.array(bands, pa.uint64()), pa.nulls(len(keys), pa.uint64())]
-            ),
-            "key": np.concatenate([np.repeat(keys, params.bands), keys]),
-        },
-        schema=BAND_SCHEMA,
-    )
-    band_parts = (bands % np.uint64(n)).astype(np.int64)
-    parts = np.concatenate([2 * band_parts, 2 * components.node_partition(keys, n) + 1])
-    return sections.write_sectioned(loc, table, parts, 2 * n)
+    positions = np.repeat(np.arange(len(keys), dtype=np.int64), params.bands)
+    rows = pa.table({"band_hash": pa.array(bands, pa.uint64()), "key": positions}, BAND_SCHEMA)
+    by_band = sections.split_rows(rows, band_rows.partition_of(bands, n)) if len(bands) else {}
+    encoded = {p: band_rows.encoded(t) for p, t in by_band.items()}
+    encoded[n] = band_rows.keys_encoded(keys)
+    return sections.write_sections(loc, encoded, n + 1)
 
 
 def unit_sigs(layout: RunLayout, unit: str, cfg: Config) -> pa.Table:

@@ -22,18 +22,13 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
-from pipeline.dedup import components, minhash
+from pipeline.dedup import band_rows, components, minhash
+from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
-from pipeline.exchange.regroup import ROWS, grouped, span_piece
-from pipeline.run.near_signing import (
-    BAND_SCHEMA,
-    band_key,
-    record_keys,
-    sigs_of,
-    unit_sigs,
-)
+from pipeline.exchange.regroup import grouped, rows_codec, span_piece
+from pipeline.run.near_signing import band_key, record_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
     BucketsResult,
@@ -49,7 +44,18 @@ def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
     return sections.write_sectioned(loc, table, parts, n)
 
 
+# The band exchange's folder (layout.exchange): the band rows' format names it, so that a rerun
+# never reuses pass-1 objects of another format.
+BAND_EXCHANGE = f"bands-{band_rows.FORMAT}"
+BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band exchange
+
+
 # -- per unit group ---------------------------------------------------------------------------
+def cand_schema(cfg: Config) -> pa.Schema:
+    """A candidate's row in near_fetch's exchange: its signature row, then its label."""
+    return sig_schema(cfg).append(pa.field("label", pa.int64()))
+
+
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
     """Node keys of the unit's exact duplicates (the rule of near_signing.signed_rows)."""
     with layout.exact_removed_all.open_read() as f:
@@ -60,13 +66,29 @@ def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None)
     return record_keys(sources, gone["row"].to_pylist())
 
 
+UNIT_SHIFT = np.int64(32)
+POSITION_MASK = np.int64(2**32 - 1)
+
+
+def node_ids(unit_index: int, positions: np.ndarray) -> np.ndarray:
+    """A document's node id: its unit's index among the run's sorted unit ids, then its position
+    in the unit's signature file (unit << 32 | position): near_fetch finds it there, no lookup."""
+    return (np.int64(unit_index) << UNIT_SHIFT) | positions.astype(np.int64)
+
+
 def _unit_bands(
-    layout: RunLayout, unit: str, span: range, whole: bool, cfg: Config, origin: str | None
-) -> tuple[pa.Table, np.ndarray, pa.Table, np.ndarray]:
-    """The unit's band rows of the band partitions in `span` and its keys of the key partitions
-    in `span`, each with its partition, without its exact duplicates: one range of its band
-    object (after its index; the whole object in one GET when `whole`), written by its read
-    task (else made here from its documents)."""
+    layout: RunLayout,
+    unit: str,
+    index: int,
+    span: range,
+    whole: bool,
+    cfg: Config,
+    origin: str | None,
+) -> tuple[pa.Table, np.ndarray, int]:
+    """The unit's band rows (band_hash, node id) of the band partitions in `span`, each with its
+    partition, without its exact duplicates, and its document count after them: one range of its
+    band object and its keys section (the whole object in one GET when `whole`), written by its
+    read task (run/near_signing.write_band_object)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
     try:
@@ -76,22 +98,26 @@ def _unit_bands(
             f"{loc.uri}: the unit's band object is missing (deleted since the read stage?);"
             " rerun the same command: the read stage signs the unit again"
         ) from None
-    piece, offsets = sections.read_bucket(
-        sections.SectionedObject(loc, size), range(2 * span.start, 2 * span.stop), 2 * n, whole
+    piece, offsets = sections.read_bucket(sections.SectionedObject(loc, size), span, n + 1, whole)
+    a = int(offsets[span.start])
+    keys_at = int(offsets[n]), int(offsets[n + 1])
+    keys = band_rows.keys_decoded(
+        piece[keys_at[0] : keys_at[1]] if whole else loc.read_bytes(*keys_at)
     )
-    a = int(offsets[2 * span.start])
-    gone = _removed_keys(layout, unit, cfg, origin)
-    out: list = [[], [], [], []]
-    for j in range(2 * span.start, 2 * span.stop):
-        lo, hi = int(offsets[j]) - a, int(offsets[j + 1]) - a
+    gone = np.flatnonzero(np.isin(keys, _removed_keys(layout, unit, cfg, origin)))
+    tables, parts = [], []
+    for p in span:
+        lo, hi = int(offsets[p]) - a, int(offsets[p + 1]) - a
         if hi > lo:
-            rows = sections.decode(piece[lo:hi])
-            rows = rows.filter(pa.array(~np.isin(rows["key"].to_numpy(), gone)))
-            out[2 * (j % 2)].append(rows)
-            out[2 * (j % 2) + 1].append(np.full(rows.num_rows, j // 2, np.int64))
-    tables = [pa.concat_tables(t) if t else BAND_SCHEMA.empty_table() for t in out[::2]]
-    parts = [np.concatenate(p) if p else np.empty(0, np.int64) for p in out[1::2]]
-    return tables[0], parts[0], tables[1].select(["key"]), parts[1]
+            rows = band_rows.decoded(piece[lo:hi])
+            positions = rows["key"].to_numpy()
+            kept = ~np.isin(positions, gone)
+            ids = node_ids(index, positions[kept])
+            tables.append(pa.table({"band_hash": rows["band_hash"].filter(kept), "key": ids}))
+            parts.append(np.full(len(ids), p, np.int64))
+    bands = pa.concat_tables(tables).cast(BAND_SCHEMA) if tables else BAND_SCHEMA.empty_table()
+    placed = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    return bands, placed, len(keys) - len(gone)
 
 
 def near_band_group(
@@ -102,47 +128,32 @@ def near_band_group(
     units: list[tuple[str, int, str | None]],
     cfg: Config,
 ) -> BandGroupResult:
-    """Pass 1 of the band and directory exchanges, made from the band files themselves: for
-    one group of units (name, index among the run's sorted unit ids, origin), their band rows
-    (band_hash, key) of the bucket's band partitions and their directory rows (key, unit) of
-    the bucket's key partitions, each as one object laid out partition by partition
+    """Pass 1 of the band exchange, made from the band files themselves: for one group of units
+    (name, index among the run's sorted unit ids, origin), their band rows (band_hash, node id)
+    of the bucket's band partitions as one object laid out partition by partition
     (exchange/regroup.grouped). The signatures are not read here (near_fetch reads candidates')."""
     timer = TaskTimer()
     span = plan.bucket_parts(bucket)
-    folders = [layout.exchange("near", name) / plan.name for name in ("bands", "dir")]
-    dir_pieces: list = []
+    folder = layout.exchange("near", BAND_EXCHANGE) / plan.name
     docs = 0
 
     def band_pieces():
         nonlocal docs
         for unit, index, origin in units:
-            bands, band_parts, keys, key_parts = _unit_bands(
-                layout, unit, span, plan.buckets == 1, cfg, origin
+            bands, band_parts, kept = _unit_bands(
+                layout, unit, index, span, plan.buckets == 1, cfg, origin
             )
-            docs += keys.num_rows
-            yield span_piece(bands, band_parts, span)
-            directory = keys.append_column(
-                "unit", pa.array(np.full(keys.num_rows, index), pa.int32())
-            )
-            dir_pieces.append(span_piece(directory, key_parts, span))
+            docs += kept
+            yield span_piece(bands, band_parts, span, band_rows.encoded)
 
-    dir_done = (folders[1] / f"g{group:05d}-k{bucket:05d}.json").exists()
-    bands = grouped(folders[0], plan, group, bucket, ROWS, band_pieces(), reuse=dir_done)
-    directory = grouped(folders[1], plan, group, bucket, ROWS, dir_pieces)
+    bands = grouped(folder, plan, group, bucket, BANDS, band_pieces())
     return timer.result(
-        BandGroupResult,
-        group=group,
-        bucket=bucket,
-        docs=docs,
-        bands=bands,
-        directory=directory,
-        reused=bands.reused and directory.reused,
+        BandGroupResult, group=group, bucket=bucket, docs=docs, bands=bands, reused=bands.reused
     )
 
 
 # -- per partition ----------------------------------------------------------------------------
 Ranges = list[sections.Range]  # one partition's ranges of an exchange (one GET per group)
-DIR_SCHEMA = pa.schema([("key", pa.int64()), ("unit", pa.int32())])
 REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
 
@@ -153,7 +164,7 @@ def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
     Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
     store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
-    rows = sections.read_part(bands, BAND_SCHEMA)
+    rows = sections.read_part(bands, BAND_SCHEMA, band_rows.decoded)
     edges = (
         minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
         if rows.num_rows
@@ -168,7 +179,6 @@ def near_members(
     q: int,
     labelled: list[np.ndarray],
     candidates: list[np.ndarray],
-    directory: Ranges,
     unit_buckets: np.ndarray,
     n: int,
 ) -> tuple:
@@ -180,8 +190,7 @@ def near_members(
     Returns (MembersResult, edges_0, ..., edges_{n-1}); the edges stay in the object store."""
     timer = TaskTimer()
     nodes, labels = components.star_labels(labelled)
-    where = sections.read_part(directory, DIR_SCHEMA) if len(nodes) else DIR_SCHEMA.empty_table()
-    units = _lookup(where["key"].to_numpy(), where["unit"].to_numpy(), nodes)
+    units = (nodes >> UNIT_SHIFT).astype(np.int64)  # node_ids
     requests = pa.table(
         {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
         schema=REQUEST_SCHEMA,
@@ -206,7 +215,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndar
     if len(wanted) and (
         idx.max() >= len(keys) or (keys[order[np.minimum(idx, len(keys) - 1)]] != wanted).any()
     ):
-        raise RuntimeError("near dedup: a candidate names a document the directory lacks")
+        raise RuntimeError("near dedup: an edge names a document its candidates lack")
     return values[order[idx]] if len(wanted) else values[:0]
 
 
@@ -224,20 +233,22 @@ def near_fetch(
     wanted = sections.read_part(requests, REQUEST_SCHEMA)
     keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
     units = wanted["unit"].to_numpy()
-    found = []
+    found, label = [], []
     for u in np.unique(units).tolist():
         rows = unit_sigs(layout, unit_ids[u], cfg)
-        mine = keys[units == u]
-        rows = rows.filter(pa.array(np.isin(rows["key"].to_numpy(), mine)))
-        if rows.num_rows != len(mine):
+        mine = units == u
+        positions = keys[mine] & POSITION_MASK  # node_ids
+        if len(positions) and positions.max() >= rows.num_rows:
             raise RuntimeError(f"near dedup: unit {unit_ids[u]} lacks a candidate's signature")
-        found.append(rows)
-    table = pa.concat_tables(found) if found else None
-    if table is None:
+        rows = rows.take(pa.array(positions))
+        found.append(rows.set_column(0, "key", pa.array(keys[mine], pa.int64())))
+        label.append(labels[mine])
+    if not found:
         size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_cands(bucket), n)
         return timer.result(FetchResult, part=bucket, size=size, units_read=0, members=0)
-    label = _lookup(keys, labels, table["key"].to_numpy())
-    table = table.append_column("label", pa.array(label, pa.int64()))
+    label = np.concatenate(label)
+    table = pa.concat_tables(found).append_column("label", pa.array(label, pa.int64()))
+    table = table.cast(cand_schema(cfg))
     parts = components.node_partition(label, n)
     size = _sections(table, parts, layout.near_cands(bucket), n)
     return timer.result(
@@ -263,7 +274,7 @@ def near_keep(
     pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
     removed, verified = None, 0
     if len(pairs):
-        m = sections.read_part(members, pa.schema([])).sort_by("key")
+        m = sections.read_part(members, cand_schema(cfg)).sort_by("key")
         keys, sigs = m["key"].to_numpy(), sigs_of(m["sig"], near.num_perm)
         rows = _lookup(keys, np.arange(len(keys)), pairs.reshape(-1)).reshape(-1, 2)
         sims = np.asarray(minhash.estimated_jaccard(sigs[rows[:, 0]], sigs[rows[:, 1]]))
@@ -351,7 +362,6 @@ def star_task(kind: str, n: int, *pieces: np.ndarray) -> tuple:
 def members_task(
     layout: RunLayout,
     q: int,
-    directory: Ranges,
     unit_buckets: np.ndarray,
     n: int,
     labelled: int,
@@ -360,5 +370,5 @@ def members_task(
     """near_members with its pieces as separate (resolved) args: `labelled` of the last star
     round's, then the candidate edges near_buckets routed here."""
     return near_members(
-        layout, q, list(pieces[:labelled]), list(pieces[labelled:]), directory, unit_buckets, n
+        layout, q, list(pieces[:labelled]), list(pieces[labelled:]), unit_buckets, n
     )

@@ -19,6 +19,7 @@ import xxhash
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
+from pipeline.exchange.row_codec import FORMAT as ROW_FORMAT
 from pipeline.formats import takedowns
 from pipeline.formats.manifest import table_digest
 from pipeline.reuse_keys import takedown_keyed
@@ -134,7 +135,8 @@ def listing_of(cfg: Config, listed: ListResult, roots: dict[str, Location]) -> L
     """The run a listing names: the config sized to it, its digest, run id and layout."""
     cfg = cfg.for_listing(listed.listed_bytes)
     digest = table_digest(listed.inputs)
-    run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}".encode())
+    # the run's own intermediates (dedup's exchanges) follow the row format: never read as another
+    run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}:{ROW_FORMAT}".encode())
     dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
     try:  # a later run honours every takedown recorded so far: another run id, read key
         listed_down = takedowns.load(dataset)

@@ -201,13 +201,12 @@ class AuditResult(TaskResult):
 # -- near dedup (run/neardup.py) ---------------------------------------------------------------
 @dataclass(kw_only=True)
 class BandGroupResult(TaskResult):
-    """near_band_group: pass 1 of the band and directory exchanges for a group of units."""
+    """near_band_group: pass 1 of the band exchange for a group of units."""
 
     group: int
     bucket: int
     docs: int  # documents of the group after exact dedup
     bands: RegroupResult
-    directory: RegroupResult
 
     @property
     def stage_docs(self) -> int:

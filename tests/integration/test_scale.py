@@ -86,14 +86,14 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
     cfg, result, _ = _run(tmp_path, "sig", "dedup.exchange_request_bytes=4KiB")
     layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
     units = _unit_ids(layout)
-    [folder] = list(Path(layout.exchange("near", "bands").path).iterdir())
+    [folder] = list(Path(layout.exchange("near", neardup.BAND_EXCHANGE).path).iterdir())
     s, k, g = (int(x[1:]) for x in folder.name.split("-"))
     plan = ExchangePlan(s, k, g)
     assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
     groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
     objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
         p.relative_to(layout.run.path): p.read_bytes()
-        for name in ("bands", "dir")
+        for name in [neardup.BAND_EXCHANGE]
         for p in sorted(Path((layout.exchange("near", name) / plan.name).path).iterdir())
     }
 
@@ -111,7 +111,7 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
                 p.with_suffix(".hidden").rename(p)
 
     before = objects()
-    assert len(before) == 4 * plan.groups * plan.buckets  # .bin and .json of both exchanges
+    assert len(before) == 2 * plan.groups * plan.buckets  # .bin and .json of each task
     unit = next(u for u in units if layout.read_docs(u).read_parquet().num_rows)
     banded = Path(layout.read_bands(unit, near_signing.band_key(cfg)).path)
     sig_files = [Path(layout.read_sigs(u, near_signing.signature_key(cfg)).path) for u in units]

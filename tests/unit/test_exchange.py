@@ -11,8 +11,10 @@ from pipeline.core.storage import IO, Location
 from pipeline.exchange import sections
 from pipeline.exchange.plan import SMALL_GETS, ExchangePlan, direct, exchange_plan
 from pipeline.exchange.regroup import regroup
+from pipeline.exchange.row_codec import encode_rows
 
 SCHEMA = pa.schema([("key", pa.int64()), ("writer", pa.int64())])
+ARROW_ZSTD = pa.Codec("zstd", compression_level=1)  # an Arrow stream's own compression
 
 
 def _writers(root: Location, w: int, n: int, rows: int, seed: int = 0):
@@ -33,7 +35,7 @@ def _exchange(root: Location, writers, n: int, request_bytes: int):
     plan = exchange_plan(n, len(writers), total, request_bytes)
     folder, groups = root / "x" / plan.name, plan.unit_groups(writers)
     done = [
-        regroup(folder, plan, g, k, groups[g])
+        regroup(folder, plan, g, k, groups[g], SCHEMA)
         for g in range(plan.groups)
         for k in range(plan.buckets)
     ]
@@ -55,7 +57,7 @@ def test_each_partition_gets_the_rows_of_per_partition_files_in_writer_order(
         assert got.equals(expected)
         assert len(ranges[p]) <= plan.groups
     # a rerun reuses every regrouped object (its marker)
-    again = regroup(root / "x" / plan.name, plan, 0, 0, plan.unit_groups(writers)[0])
+    again = regroup(root / "x" / plan.name, plan, 0, 0, plan.unit_groups(writers)[0], SCHEMA)
     assert again.reused
 
 
@@ -81,12 +83,38 @@ def test_one_pass_reads_the_writers_sections_same_rows_same_order_and_only_when_
         )
 
 
-def test_sections_are_zstd_compressed_arrow_streams():
+def test_row_sections_are_zstd_frames_without_a_schema_and_refuse_another():
+    from pipeline.dedup.exact import HASH_SCHEMA, REMOVED_SCHEMA
+    from pipeline.exchange.row_codec import decode_rows, encode_rows
+
     keys = np.repeat(np.arange(1000, dtype=np.int64) * 7919, 8)  # a key per run of 8 rows
     table = pa.table({"key": keys, "writer": np.zeros(len(keys), np.int64)}, schema=SCHEMA)
-    data = sections.encode(table, compression=sections.ROWS_COMPRESSION)
-    assert len(data) < len(sections.encode(table)) / 4
-    assert sections.decode(data).equals(table)
+    data = encode_rows(table)
+    assert len(data) < 16 * table.num_rows / 4
+    assert decode_rows(data, SCHEMA).equals(table)
+    assert decode_rows(encode_rows(table.slice(5, 7)), SCHEMA).equals(table.slice(5, 7))
+    # 10 TB's sections: ~7 hash rows of a unit per partition, a removal or two per bucket
+    hashes = pa.table(
+        {
+            "hash": pa.array([bytes([i]) * 16 for i in range(7)], pa.binary(16)),
+            "doc_id": [f"doc-{i:09d}" for i in range(7)],
+            "source": [f"data/part-{i:05d}.jsonl" for i in range(7)],
+            "row": list(range(7)),
+            "unit_id": ["u0123456789abcdef"] * 7,
+            "origin": ["web"] * 7,
+            "origin_rank": pa.array([0] * 7, pa.int32()),
+        },
+        schema=HASH_SCHEMA,
+    )
+    arrow = sections.encode(hashes, compression=ARROW_ZSTD)
+    assert len(encode_rows(hashes)) < len(arrow) / 3
+    removed = pa.Table.from_pylist(
+        [{"doc_id": "a", "source": "s", "row": 1, "unit_id": "u", "rule": "near", "kept_id": None,
+          "kept_source": None, "kept_row": None, "similarity": 0.9, "origin": "o",
+          "kept_origin": None}], schema=REMOVED_SCHEMA)  # fmt: skip
+    assert decode_rows(encode_rows(removed), REMOVED_SCHEMA).equals(removed)
+    with pytest.raises(ValueError, match="written by other code"):
+        decode_rows(encode_rows(removed), HASH_SCHEMA)
 
 
 def test_requests_grow_linearly_when_writers_and_partitions_both_follow_the_data(tmp_path):
@@ -178,7 +206,7 @@ def test_a_reader_gets_its_ranges_several_at_a_time_in_order():
             return self.data[a:b]
 
     tables = [pa.table({"key": [i], "writer": [i]}, schema=SCHEMA) for i in range(40)]
-    ranges = [(SlowObject(d), 0, len(d)) for d in map(sections.encode, tables)]
+    ranges = [(SlowObject(d), 0, len(d)) for d in map(encode_rows, tables)]
     rows = sections.read_part(ranges, SCHEMA)
     assert rows["key"].to_pylist() == list(range(40))
     assert SlowObject.peak == sections.FETCHES
@@ -249,7 +277,7 @@ def test_dedup_marker_keeps_its_shape_and_one_writers_section_passes_through(tmp
     writers, _ = _writers(root, 1, n, 50)
     plan = exchange_plan(n, 1, writers[0].size, 10**9)
     folder = root / "x" / plan.name
-    result = regroup(folder, plan, 0, 0, writers)
+    result = regroup(folder, plan, 0, 0, writers, SCHEMA)
     marker = json.loads((folder / "g00000-k00000.json").read_bytes())
     assert list(marker) == ["group", "bucket", "object", "offsets"]
     assert marker["offsets"] == result.offsets and len(result.offsets) == n + 1

@@ -211,3 +211,21 @@ def test_dry_run_packs_in_one_pass_where_the_run_would():
     assert pack.requests["get"] == 2 * cut["units"] * cut["shards"]
     big, _ = dry_run(10 * 10**12)
     assert not big["pack_one_pass"]  # at scale the units outnumber shard / request bytes
+
+
+def test_plan_takes_a_corpus_token_ratios_for_the_token_bytes_it_moves(capsys):
+    """--token-ratio and --stored-ratio: a corpus's own ratios (a run's) instead of the plan's
+    assumed 0.77 and 0.56; pack moves r·t per crossing of the token files and t of shards."""
+    from pipeline.cli import main
+    from pipeline.report import dry_run
+
+    _, base = dry_run.dry_run(10**12)
+    _, own = dry_run.dry_run(10**12, token_ratio=0.65, stored_ratio=0.39)
+    pack, own_pack = (next(s for s in st if s.name == "pack") for st in (base, own))
+    assert own_pack.bytes_written < pack.bytes_written * 0.65 / 0.77 * 1.01
+    assert main(["plan", "--corpus-bytes", "1TB", "--token-ratio", "0.65", "--stored-ratio",
+                 "0.39"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    moved = dry_run.bytes_moved_per_input_byte(*dry_run.dry_run(10**12, token_ratio=0.65,
+                                                                stored_ratio=0.39))  # fmt: skip
+    assert f"bytes moved {moved:.2f} x input" in out
