@@ -1,0 +1,147 @@
+"""The numbers the Gopher, FineWeb and C4 filters decide from, per document of a batch, shared
+by the steps of a chain (pure: no I/O, no Ray).
+
+A `DocStats` holds, for the documents of one batch, one array per need (below), and measures
+on the first request, in one pass over the text (curate/measures.py: ~1 MB per kernel call),
+what was asked and every need the chain's steps declared: the text is scanned once for all of
+them, and a filter then only compares numbers. The chain keeps it while the text column is
+unchanged: a filter's removals `keep` the kept rows' numbers (a removed document is never
+measured again), a transform's output is measured again for the documents it rewrote only
+(`rewritten`). Gopher repetition's n-gram rules (NGRAM) are measured on request only, and
+only for the documents its line and paragraph rules leave undecided (value -1, 0.0 for the
+others).
+
+Needs are tuples (hashable, so equal needs of two steps are measured once):
+  SCAN                        (n, 4): newlines, words, word characters, sentence ends
+  ("classes", punct, stops)   (n, 4): "#", ellipses, words holding a letter, stop words
+  LINES, PARAGRAPHS           (n, 4): items, repeated items, their characters, characters
+  ("affixed", patterns, end)  (n,): lines starting (end False) or ending with a pattern
+  ("short_lines", chars)      (n,): lines of at most `chars` characters
+  ("ngram", rules, bounds)    (n, 2): first rule exceeded (-1: none) and its fraction, where
+                              no line/paragraph fraction exceeds `bounds` (gopher.py's order)
+Contract: a document's numbers depend only on its text and the need, so decisions taken from
+them are the same whatever the batch, its other documents and the steps before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+SCAN, LINES, PARAGRAPHS = ("scan",), ("lines",), ("paragraphs",)
+_WIDTH = {"scan": 4, "classes": 4, "lines": 4, "paragraphs": 4, "ngram": 2}
+
+
+class DocStats:
+    """Per-document numbers of a batch's texts (a string array without nulls)."""
+
+    def __init__(self, texts: pa.Array | pa.ChunkedArray, declared: Iterable[tuple] = ()) -> None:
+        self.texts = texts
+        self.declared = frozenset(declared)  # measured with the first request
+        self.values: dict[tuple, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def get(self, *needs: tuple) -> list[np.ndarray]:
+        """Each need's array, measuring in one pass those not measured yet (with the declared
+        ones, unless a pass already measured them)."""
+        missing = {n for n in needs if n not in self.values}
+        if missing:
+            missing |= self.declared - self.values.keys()
+            self.values.update(measure(self.texts, missing))
+        return [self.values[n] for n in needs]
+
+    def keep(self, kept: pa.Array) -> None:
+        """Only the rows where `kept` (a boolean array) is true remain."""
+        mask = kept.to_numpy(zero_copy_only=False)
+        self.texts = self.texts.filter(kept)
+        self.values = {need: values[mask] for need, values in self.values.items()}
+
+    def rewritten(self, texts: pa.Array | pa.ChunkedArray, changed: pa.Array) -> None:
+        """The texts are now `texts`, and differ where `changed` is true: those rows are
+        measured again, for every need measured so far."""
+        self.texts = texts
+        if not self.values or not changed.true_count:
+            return
+        mask = changed.to_numpy(zero_copy_only=False)
+        again = measure(texts.filter(changed), set(self.values))
+        for need, values in again.items():
+            self.values[need][mask] = values
+
+
+def measure(texts: pa.Array | pa.ChunkedArray, needs: set[tuple]) -> dict[tuple, np.ndarray]:
+    """Every need's array over `texts`, in one pass of ~1 MB batches."""
+    from pipeline.curate import measures  # numba: imported where a document is scored
+
+    n = len(texts)
+    needs = set(needs) | {SCAN}
+    for need in list(needs):
+        if need[0] == "ngram":  # its undecided documents are those of the line rules
+            needs |= {LINES, PARAGRAPHS}
+        elif need[0] in ("affixed", "short_lines"):
+            needs.add(LINES)
+    out = {need: _empty(need, n) for need in needs}
+    classes = next((need[1:] for need in needs if need[0] == "classes"), None)
+    at = 0
+    for m in measures.measured(texts, classes):
+        rows = slice(at, at + len(m.offsets) - 1)
+        at = rows.stop
+        _measure_batch(m, needs, {need: values[rows] for need, values in out.items()})
+    return out
+
+
+def _empty(need: tuple, n: int) -> np.ndarray:
+    shape = (n, _WIDTH[need[0]]) if need[0] in _WIDTH else n
+    return np.zeros(shape, np.float64 if need[0] == "ngram" else np.int64)
+
+
+def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray]) -> None:
+    """Fill `out` (views on the batch's rows) from one measured batch."""
+    from pipeline.curate import ngram_kernel
+
+    out[SCAN][:] = m.per_doc[:, :4]
+    lines = None
+    for need in sorted(needs, key=_order):
+        kind = need[0]
+        if kind == "classes":
+            out[need][:] = m.per_doc[:, 4:]
+        elif kind in ("lines", "paragraphs"):
+            items = m.lines() if kind == "lines" else m.paragraphs()
+            lines = items if kind == "lines" else lines
+            out[need][:, 0] = items.per_doc()
+            out[need][:, 1:] = m.duplicates(items)
+        elif kind == "affixed":
+            out[need][:] = m.affixed(lines, need[1], at_end=need[2])
+        elif kind == "short_lines":
+            short = np.concatenate([[0], np.cumsum(lines.cps <= need[1])])
+            out[need][:] = short[lines.first[1:]] - short[lines.first[:-1]]
+        elif kind == "ngram":
+            rules, bounds = need[1], need[2]
+            todo = undecided(out[LINES], out[PARAGRAPHS], bounds)
+            rule, value = ngram_kernel.first_exceeded_batch(
+                m.ids(m.words), m.words.cps, m.words.first, todo, list(rules)
+            )
+            out[need][:, 0], out[need][:, 1] = rule, value
+
+
+def _order(need: tuple) -> int:
+    """Lines before what is measured on them, the n-gram rules after the line rules."""
+    return {"lines": 0, "paragraphs": 1, "ngram": 3}.get(need[0], 2)
+
+
+def undecided(lines: np.ndarray, paragraphs: np.ndarray, bounds: tuple) -> np.ndarray:
+    """Rows where no fraction of gopher.GopherRepetition's line and paragraph rules exceeds its
+    bound, bounds = (dup lines, dup paragraphs, dup line chars, dup paragraph chars): the
+    fractions as base.fraction computes them (0 over 0 items)."""
+    within = np.ones(len(lines), np.bool_)
+    for items, part, whole, bound in (
+        (lines, 1, 0, bounds[0]), (paragraphs, 1, 0, bounds[1]),
+        (lines, 2, 3, bounds[2]), (paragraphs, 2, 3, bounds[3]),
+    ):  # fmt: skip
+        share = np.divide(items[:, part], items[:, whole], out=np.zeros(len(items)),
+                          where=items[:, whole] != 0)  # fmt: skip
+        within &= ~(share > bound)
+    return within
