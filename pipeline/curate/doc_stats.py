@@ -6,7 +6,7 @@ on the first request, in one pass over the text (curate/measures.py: ~1 MB per k
 what was asked and every need the chain's steps declared: the text is scanned once for all of
 them, and a filter then only compares numbers. The chain keeps it while the text column is
 unchanged: a filter's removals `keep` the kept rows' numbers (a removed document is never
-measured again), a transform's output is measured again for the documents it rewrote only
+measured again), the documents a transform rewrote are measured again when a step next asks
 (`rewritten`). Gopher repetition's n-gram rules (NGRAM) are measured on request only, and
 only for the documents its line and paragraph rules leave undecided (value -1, 0.0 for the
 others).
@@ -29,6 +29,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SCAN, LINES, PARAGRAPHS = ("scan",), ("lines",), ("paragraphs",)
 _WIDTH = {"scan": 4, "classes": 4, "lines": 4, "paragraphs": 4, "ngram": 2}
@@ -41,6 +42,7 @@ class DocStats:
         self.texts = texts
         self.declared = frozenset(declared)  # measured with the first request
         self.values: dict[tuple, np.ndarray] = {}
+        self.stale: pa.Array | None = None  # rows rewritten since their numbers were measured
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -48,6 +50,11 @@ class DocStats:
     def get(self, *needs: tuple) -> list[np.ndarray]:
         """Each need's array, measuring in one pass those not measured yet (with the declared
         ones, unless a pass already measured them)."""
+        if self.stale is not None:
+            mask, self.stale = self.stale.to_numpy(zero_copy_only=False), None
+            again = measure(self.texts.filter(mask), set(self.values))
+            for need, values in again.items():
+                self.values[need][mask] = values
         missing = {n for n in needs if n not in self.values}
         if missing:
             missing |= self.declared - self.values.keys()
@@ -59,17 +66,15 @@ class DocStats:
         mask = kept.to_numpy(zero_copy_only=False)
         self.texts = self.texts.filter(kept)
         self.values = {need: values[mask] for need, values in self.values.items()}
+        if self.stale is not None:
+            self.stale = self.stale.filter(kept)
 
     def rewritten(self, texts: pa.Array | pa.ChunkedArray, changed: pa.Array) -> None:
         """The texts are now `texts`, and differ where `changed` is true: those rows are
-        measured again, for every need measured so far."""
+        measured again, for every need measured so far, when a step next asks."""
         self.texts = texts
-        if not self.values or not changed.true_count:
-            return
-        mask = changed.to_numpy(zero_copy_only=False)
-        again = measure(texts.filter(changed), set(self.values))
-        for need, values in again.items():
-            self.values[need][mask] = values
+        if self.values and changed.true_count:
+            self.stale = changed if self.stale is None else pc.or_(self.stale, changed)
 
 
 def measure(texts: pa.Array | pa.ChunkedArray, needs: set[tuple]) -> dict[tuple, np.ndarray]:
@@ -122,7 +127,7 @@ def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray]) -> None:
             rules, bounds = need[1], need[2]
             todo = undecided(out[LINES], out[PARAGRAPHS], bounds)
             rule, value = ngram_kernel.first_exceeded_batch(
-                m.ids(m.words), m.words.cps, m.words.first, todo, list(rules)
+                m.ids(m.words, todo), m.words.cps, m.words.first, todo, list(rules)
             )
             out[need][:, 0], out[need][:, 1] = rule, value
 

@@ -20,7 +20,7 @@ from pydantic import Field
 from pipeline.core.model import Fraction, StrictModel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, first, fraction, register
-from pipeline.curate.doc_stats import LINES, PARAGRAPHS, SCAN, DocStats
+from pipeline.curate.doc_stats import LINES, PARAGRAPHS, SCAN, DocStats, undecided
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "-", "*", "‣", "◦", "▪", "●")
@@ -205,11 +205,15 @@ class GopherRepetition(Filter):
         ngram = ("ngram", tuple(self._rules()), bounds)
         lines, paras, found = stats.get(LINES, PARAGRAPHS, ngram)
         why = []
-        for (nl, dl, dl_chars, l_chars), (n_p, dp, dp_chars, p_chars), (r, v) in zip(
-            lines.tolist(), paras.tolist(), found.tolist(), strict=True
-        ):
-            reason = self._line_reason((dl, dl_chars, nl, l_chars), (dp, dp_chars, n_p, p_chars))
-            why.append(reason or self._ngram_reason(int(r), v))
+        for (nl, dl, dl_chars, l_chars), (n_p, dp, dp_chars, p_chars), (r, v), todo in zip(
+            lines.tolist(), paras.tolist(), found.tolist(),
+            undecided(lines, paras, bounds).tolist(), strict=True,
+        ):  # fmt: skip
+            if todo:
+                why.append(self._ngram_reason(int(r), v))
+            else:
+                why.append(self._line_reason((dl, dl_chars, nl, l_chars),
+                                             (dp, dp_chars, n_p, p_chars)))  # fmt: skip
         return Verdicts(why)
 
     def __call__(self, batch: pa.Table) -> Verdicts:

@@ -91,10 +91,13 @@ class Measured:
     def paragraphs(self) -> Items:
         return self._grouped(2)
 
-    def ids(self, items: Items) -> np.ndarray:
-        """Each item's id in its document: 1, 2, ... in order of first occurrence."""
+    def ids(self, items: Items, todo: np.ndarray | None = None) -> np.ndarray:
+        """Each item's id in its document: 1, 2, ... in order of first occurrence (only in the
+        documents where `todo`, when given; the others' are left unset)."""
         out = np.empty(len(items.starts), np.uint64)
-        k._ids(self.data, items.fields(), out)
+        if todo is None:
+            todo = np.ones(len(self.offsets) - 1, np.bool_)
+        k._ids(self.data, items.fields(), todo, out)
         return out
 
     def duplicates(self, items: Items) -> np.ndarray:

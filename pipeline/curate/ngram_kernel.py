@@ -190,9 +190,12 @@ def _level(h, m, rep):  # pragma: no cover - compiled
 
 
 @_jit
-def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
+def _pruned(ids, lengths, ns, kinds, bounds, rest):  # pragma: no cover - compiled
     """_first_exceeded's answer (every n at least 1), each level tallying only the positions
-    where the level below repeats."""
+    where the level below repeats. A repeated (n+1)-gram is two overlapping repeated n-grams,
+    so the words it covers are covered at level n: the duplicated fraction never grows with n,
+    and once a duplicated rule's fraction is at most rest[r] (`first_exceeded_batch`), no
+    later rule can exceed its bound."""
     words = ids.shape[0]
     total = 0
     for i in range(words):
@@ -240,15 +243,17 @@ def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
             value = float(chars) / float(total)
         if value > bounds[r]:
             return r, value
+        if kinds[r] == 1 and value <= rest[r]:
+            return -1, 0.0
     return -1, 0.0
 
 
 @_jit
-def _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value):
+def _batch(ids, lengths, first, todo, ns, kinds, bounds, rest, out_rule, out_value):
     for d in range(first.shape[0] - 1):  # pragma: no cover - compiled
         if todo[d]:
             a, b = first[d], first[d + 1]
-            out_rule[d], out_value[d] = _pruned(ids[a:b], lengths[a:b], ns, kinds, bounds)
+            out_rule[d], out_value[d] = _pruned(ids[a:b], lengths[a:b], ns, kinds, bounds, rest)
 
 
 def first_exceeded_batch(
@@ -262,8 +267,20 @@ def first_exceeded_batch(
     ns = np.array([r[0] for r in rules], np.int64)
     kinds = np.array([r[1] for r in rules], np.int8)
     bounds = np.array([r[2] for r in rules], np.float64)
-    _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value)
+    _batch(ids, lengths, first, todo, ns, kinds, bounds, _rest(rules), out_rule, out_value)
     return out_rule.tolist(), out_value.tolist()
+
+
+def _rest(rules: list[tuple[int, int, float]]) -> np.ndarray:
+    """rest[r]: for a duplicated rule followed only by duplicated rules of n as large or
+    larger, the smallest of their bounds (a fraction at most this at r exceeds none of them);
+    -inf elsewhere."""
+    rest = np.full(len(rules), -np.inf)
+    for r, (n, kind, _) in enumerate(rules):
+        later = rules[r + 1 :]
+        if kind == 1 and later and all(k == 1 and m >= n for m, k, _ in later):
+            rest[r] = min(b for _, _, b in later)
+    return rest
 
 
 _usable: bool | None = None

@@ -236,11 +236,13 @@ def _same(data, a_s, a_e, b_s, b_e):
 
 
 @_jit
-def _ids(data, items, ids):
+def _ids(data, items, todo, ids):
     """ids[i]: 1, 2, ... per document, in order of first occurrence of each distinct item (equal
-    bytes: a hash match is confirmed byte for byte)."""
+    bytes: a hash match is confirmed byte for byte), for the documents d with todo[d]."""
     starts, ends, _, hashes, first = items
     for doc in range(first.shape[0] - 1):
+        if not todo[doc]:
+            continue
         a, b = first[doc], first[doc + 1]
         bits = 1
         while (1 << bits) < 2 * (b - a):
