@@ -61,10 +61,11 @@ class DocStats:
             self.values.update(measure(self.texts, missing))
         return [self.values[n] for n in needs]
 
-    def keep(self, kept: pa.Array) -> None:
-        """Only the rows where `kept` (a boolean array) is true remain."""
+    def keep(self, kept: pa.Array, texts: pa.Array | pa.ChunkedArray) -> None:
+        """Only the rows where `kept` (a boolean array) is true remain: `texts`, the texts
+        filtered so."""
         mask = kept.to_numpy(zero_copy_only=False)
-        self.texts = self.texts.filter(kept)
+        self.texts = texts
         self.values = {need: values[mask] for need, values in self.values.items()}
         if self.stale is not None:
             self.stale = self.stale.filter(kept)

@@ -108,14 +108,14 @@ class Measured:
 
     def affixed(self, items: Items, patterns: tuple[str, ...], at_end: bool) -> np.ndarray:
         """Per document: items starting (or, at_end, ending) with any of the patterns."""
-        pat_data, pat_offsets = _patterns(patterns)
+        pat_data, pat_offsets, edge = _patterns(patterns, at_end)
         out = np.empty(len(self.offsets) - 1, np.int64)
         k._affixed(self.data, items.starts, items.ends, items.first, pat_data, pat_offsets,
-                 at_end, out)  # fmt: skip
+                 at_end, edge, out)  # fmt: skip
         return out
 
 def packable(stop_words: tuple[str, ...]) -> bool:
-    """Whether word_classes takes these stop words: ASCII, 7 characters at most."""
+    """Whether `classes` may hold these stop words: ASCII, 7 characters at most."""
     return all(w.isascii() and len(w) <= 7 for w in stop_words)
 
 
@@ -131,10 +131,17 @@ def _alpha() -> np.ndarray:
     return np.char.isalpha(np.arange(0x110000, dtype=np.uint32).view("<U1"))
 
 
-def _patterns(patterns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=16)
+def _patterns(patterns: tuple[str, ...], at_end: bool) -> tuple[np.ndarray, ...]:
+    """The patterns' bytes, their offsets, and which bytes one starts (at_end: ends) with
+    (every byte when one is empty: it starts and ends every item)."""
     encoded = [p.encode() for p in patterns]
     data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
-    return data, np.cumsum([0] + [len(p) for p in encoded], dtype=np.int64)
+    edge = np.zeros(256, np.bool_)
+    edge[[p[-1] if at_end else p[0] for p in encoded if p]] = True
+    if not all(encoded):
+        edge[:] = True
+    return data, np.cumsum([0] + [len(p) for p in encoded], dtype=np.int64), edge
 
 
 def measure(texts: pa.Array, classes: tuple[str, tuple[str, ...]] | None = None) -> Measured:
@@ -170,7 +177,8 @@ def _measure(texts: pa.Array, buffers: list[np.ndarray] | None, classes):
     w = k._words(data, offsets, KINDS[classes is not None], SPACE, classes is not None, starts,
                  ends, cps, hashes, gap_cps, gap_lines, first, per_doc)  # fmt: skip
     if classes is not None:
-        k._word_classes(data, starts, ends, first, _alpha(), punct, stop_keys, per_doc)
+        longest = max(map(len, classes[1]), default=0)
+        k._word_classes(data, starts, ends, first, _alpha(), punct, stop_keys, longest, per_doc)
     words = Items(starts[:w], ends[:w], cps[:w], hashes[:w], first)
     return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], per_doc), buffers
 

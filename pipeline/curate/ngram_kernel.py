@@ -51,9 +51,9 @@ def _tally(grams):  # pragma: no cover - compiled
         bits += 1
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
-    keys = np.zeros(1 << bits, np.uint64)
+    keys = np.empty(1 << bits, np.uint64)  # read only where counts says a slot is taken
     counts = np.zeros(1 << bits, np.int64)
-    first = np.zeros(1 << bits, np.int64)
+    first = np.empty(1 << bits, np.int64)
     slot_of = np.empty(m, np.int64)
     for i in range(m):
         s = np.int64((grams[i] * _SPREAD) >> shift)

@@ -146,11 +146,12 @@ def _size(c):
 
 
 @_jit
-def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, per_doc):
+def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, longest, per_doc):
     """per_doc[d, 6:8]: document d's words holding a letter (alpha_table: str.isalpha per code
     point), and its words that, stripped of `punct` characters at both ends and lower-cased,
     are a stop word (text.bare; stop_keys as measures.packed: ASCII, so a character lowers into
-    one only when it is ASCII or U+212A, KELVIN SIGN, "k")."""
+    one only when it is ASCII or U+212A, KELVIN SIGN, "k"); `longest`: the longest stop word's
+    characters (7 at most)."""
     for doc in range(first.shape[0] - 1):
         alpha, stop = 0, 0
         for w in range(first[doc], first[doc + 1]):
@@ -183,7 +184,7 @@ def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, per_
                 e = last
             key, n = 0, 0  # the bare word lowered, packed as stop_keys are
             i = s
-            while i < e and n <= 7:
+            while i < e and n <= longest:
                 c = np.int64(data[i])
                 if c >= 0x80:
                     if _decode(data, i) != 0x212A:
@@ -195,7 +196,7 @@ def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, per_
                     i += 1
                 key |= c << (8 * n)
                 n += 1
-            if i == e and n <= 7:
+            if i == e and n <= longest:
                 key |= n << 56
                 for p in range(stop_keys.shape[0]):
                     if stop_keys[p] == key:
@@ -284,11 +285,14 @@ def _duplicates(ids, cps, first, out):
 
 
 @_jit
-def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, out):
-    """Per document: items that start (at_end False) or end with any of the patterns."""
+def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, edge, out):
+    """Per document: items that start (at_end False) or end with any of the patterns; edge[b]:
+    whether a pattern starts (ends) with byte b (items are never empty)."""
     for doc in range(first.shape[0] - 1):
         hits = 0
         for i in range(first[doc], first[doc + 1]):
+            if not edge[data[ends[i] - 1] if at_end else data[starts[i]]]:
+                continue
             for p in range(pat_offsets.shape[0] - 1):
                 ps, pe = pat_offsets[p], pat_offsets[p + 1]
                 size = pe - ps
