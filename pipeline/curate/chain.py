@@ -130,7 +130,7 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
     measured = {id(step): step.needs() for step in steps if hasattr(step, "needs")}
     declared = {need for needs in measured.values() for need in needs or ()}
     stats = None  # the measures the steps share, made on the first step that reads them
-    for at, step in enumerate(steps):
+    for i, step in enumerate(steps):
         if not out.kept.num_rows:
             break
         if measured.get(id(step)) is not None:
@@ -144,7 +144,7 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
             texts = result.texts
             if not isinstance(texts, pa.Array):
                 texts = pa.array(texts, pa.string())
-            if stats is not None and any(measured.get(id(s)) for s in steps[at + 1 :]):
+            if stats is not None and any(measured.get(id(s)) for s in steps[i + 1 :]):
                 stats.rewritten(texts, pc.not_equal(out.kept["text"], texts).combine_chunks())
             out.kept = out.kept.set_column(at, "text", texts)
             out.changed_by_rule[step.name] += result.changed
