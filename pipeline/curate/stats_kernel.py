@@ -76,7 +76,7 @@ def _words(data, offsets, kinds, space, classes, starts, ends, cps, hashes, gap_
                 break
             starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
             newlines += lines
-            gap, lines, k, last = 0, 0, 0, 0
+            gap, lines, k = 0, 0, 0
             h = np.uint64(0)
             while i < stop:  # the word
                 c = np.int64(data[i])
@@ -95,7 +95,6 @@ def _words(data, offsets, kinds, space, classes, starts, ends, cps, hashes, gap_
                                 run += 1
                             per_doc[doc, 5] += run // 3
                             k += run
-                            last = 46
                             continue
                     h = ((h << np.uint64(8)) | (h >> np.uint64(56))) ^ np.uint64(c)
                     i += 1
@@ -117,9 +116,9 @@ def _words(data, offsets, kinds, space, classes, starts, ends, cps, hashes, gap_
                         h = ((h << np.uint64(8)) | (h >> np.uint64(56))) ^ np.uint64(data[i + j])
                     i += n
                 k += 1
-                last = c
             ends[w], cps[w], hashes[w] = i, k, (h ^ (h >> np.uint64(29))) * _MUL
             chars += k
+            last = data[i - 1]  # a character's last byte: ASCII only when the character is
             sentences += last == 46 or last == 33 or last == 63
             w += 1
         per_doc[doc, 0], per_doc[doc, 1], per_doc[doc, 2] = newlines + lines, w - first[doc], chars
