@@ -7,9 +7,9 @@ what was asked and every need the chain's steps declared: the text is scanned on
 them, and a filter then only compares numbers. The chain keeps it while the text column is
 unchanged: a filter's removals `keep` the kept rows' numbers (a removed document is never
 measured again), the documents a transform rewrote are measured again when a step next asks
-(`rewritten`). Gopher repetition's n-gram rules (NGRAM) are measured on request only, and
-only for the documents its line and paragraph rules leave undecided (value -1, 0.0 for the
-others).
+(`rewritten`). Gopher repetition's n-gram rules are measured on request only, for the
+documents its line and paragraph rules leave undecided (-1, 0.0 for the others), and the word
+classes another step declared, in the same pass, for the documents it keeps (`get`'s keeps).
 
 Needs are tuples (hashable, so equal needs of two steps are measured once):
   SCAN                        (n, 4): newlines, words, word characters, sentence ends
@@ -19,8 +19,9 @@ Needs are tuples (hashable, so equal needs of two steps are measured once):
   ("short_lines", chars)      (n,): lines of at most `chars` characters
   ("ngram", rules, bounds)    (n, 2): first rule exceeded (-1: none) and its fraction, where
                               no line/paragraph fraction exceeds `bounds` (gopher.py's order)
-Contract: a document's numbers depend only on its text and the need, so decisions taken from
-them are the same whatever the batch, its other documents and the steps before.
+Contract: a document's numbers depend only on its text and the need (word classes left 0 for
+a document the asking filter removes), so decisions taken from them are the same whatever the
+batch, its other documents and the steps before.
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ class DocStats:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def get(self, *needs: tuple) -> list[np.ndarray]:
+    def get(self, *needs: tuple, keeps=None) -> list[np.ndarray]:
         """Each need's array, measuring in one pass those not measured yet (with the declared
-        ones, unless a pass already measured them)."""
+        ones, unless a pass already measured them). `keeps`: the asking filter's kept rows, as
+        a function of the asked needs' arrays (a batch's rows); the word classes declared by
+        another step are then measured for those rows only, the others being removed next."""
         if self.stale is not None:
             mask, self.stale = self.stale.to_numpy(zero_copy_only=False), None
             again = measure(self.texts.filter(mask), set(self.values))
@@ -57,8 +60,8 @@ class DocStats:
                 self.values[need][mask] = values
         missing = {n for n in needs if n not in self.values}
         if missing:
-            missing |= self.declared - self.values.keys()
-            self.values.update(measure(self.texts, missing))
+            others = self.declared - self.values.keys() - set(needs)
+            self.values.update(measure(self.texts, missing | others, keeps if others else None))
         return [self.values[n] for n in needs]
 
     def keep(self, kept: pa.Array, texts: pa.Array | pa.ChunkedArray) -> None:
@@ -78,8 +81,10 @@ class DocStats:
             self.stale = changed if self.stale is None else pc.or_(self.stale, changed)
 
 
-def measure(texts: pa.Array | pa.ChunkedArray, needs: set[tuple]) -> dict[tuple, np.ndarray]:
-    """Every need's array over `texts`, in one pass of ~1 MB batches."""
+def measure(texts: pa.Array | pa.ChunkedArray, needs: set[tuple], keeps=None
+            ) -> dict[tuple, np.ndarray]:  # fmt: skip
+    """Every need's array over `texts`, in one pass of ~1 MB batches; the word classes only for
+    the rows `keeps` (DocStats.get) keeps, when given."""
     from pipeline.curate import measures  # numba: imported where a document is scored
 
     n = len(texts)
@@ -95,7 +100,7 @@ def measure(texts: pa.Array | pa.ChunkedArray, needs: set[tuple]) -> dict[tuple,
     for m in measures.measured(texts, classes):
         rows = slice(at, at + len(m.offsets) - 1)
         at = rows.stop
-        _measure_batch(m, needs, {need: values[rows] for need, values in out.items()})
+        _measure_batch(m, needs, {need: values[rows] for need, values in out.items()}, keeps)
     return out
 
 
@@ -104,7 +109,7 @@ def _empty(need: tuple, n: int) -> np.ndarray:
     return np.zeros(shape, np.float64 if need[0] == "ngram" else np.int64)
 
 
-def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray]) -> None:
+def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray], keeps) -> None:
     """Fill `out` (views on the batch's rows) from one measured batch."""
     from pipeline.curate import ngram_kernel
 
@@ -112,7 +117,8 @@ def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray]) -> None:
     lines = None
     for need in sorted(needs, key=_order):
         kind = need[0]
-        if kind == "classes":
+        if kind == "classes":  # last: after what `keeps` reads
+            m.word_classes(need[1:], None if keeps is None else keeps(out))
             out[need][:] = m.per_doc[:, 4:]
         elif kind in ("lines", "paragraphs"):
             items = m.lines() if kind == "lines" else m.paragraphs()
@@ -134,8 +140,9 @@ def _measure_batch(m, needs: set[tuple], out: dict[tuple, np.ndarray]) -> None:
 
 
 def _order(need: tuple) -> int:
-    """Lines before what is measured on them, the n-gram rules after the line rules."""
-    return {"lines": 0, "paragraphs": 1, "ngram": 3}.get(need[0], 2)
+    """Lines before what is measured on them, the n-gram rules after the line rules, the word
+    classes last."""
+    return {"lines": 0, "paragraphs": 1, "ngram": 3, "classes": 4}.get(need[0], 2)
 
 
 def undecided(lines: np.ndarray, paragraphs: np.ndarray, bounds: tuple) -> np.ndarray:

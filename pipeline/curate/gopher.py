@@ -203,7 +203,8 @@ class GopherRepetition(Filter):
         bounds = (p.max_dup_lines, p.max_dup_paragraphs, p.max_dup_line_chars,
                   p.max_dup_paragraph_chars)  # fmt: skip
         ngram = ("ngram", tuple(self._rules()), bounds)
-        lines, paras, found = stats.get(LINES, PARAGRAPHS, ngram)
+        lines, paras, found = stats.get(LINES, PARAGRAPHS, ngram, keeps=lambda values: undecided(
+            values[LINES], values[PARAGRAPHS], bounds) & (values[ngram][:, 0] < 0))  # fmt: skip
         why = []
         for (nl, dl, dl_chars, l_chars), (n_p, dp, dp_chars, p_chars), (r, v), todo in zip(
             lines.tolist(), paras.tolist(), found.tolist(),

@@ -114,6 +114,17 @@ class Measured:
                  at_end, edge, out)  # fmt: skip
         return out
 
+    def word_classes(self, classes: tuple[str, tuple[str, ...]], todo=None) -> None:
+        """per_doc's words holding a letter and stop words (classes: punctuation, stop words),
+        for the documents where `todo` (all when None; the others' are left 0)."""
+        punct, stop_keys = _classes(*classes)
+        if todo is None:
+            todo = np.ones(len(self.offsets) - 1, np.bool_)
+        w = self.words
+        k._word_classes(self.data, w.starts, w.ends, w.first, _alpha(), punct, stop_keys,
+                        max(map(len, classes[1]), default=0), todo, self.per_doc)  # fmt: skip
+
+
 def packable(stop_words: tuple[str, ...]) -> bool:
     """Whether `classes` may hold these stop words: ASCII, 7 characters at most."""
     return all(w.isascii() and len(w) <= 7 for w in stop_words)
@@ -147,7 +158,10 @@ def _patterns(patterns: tuple[str, ...], at_end: bool) -> tuple[np.ndarray, ...]
 def measure(texts: pa.Array, classes: tuple[str, tuple[str, ...]] | None = None) -> Measured:
     """The words of a string array without nulls (a batch from `batches`); `classes`:
     (punctuation, stop words) for PER_DOC's word classes (the stop words `packable`)."""
-    return _measure(texts, None, classes)[0]
+    m = _measure(texts, None, classes)[0]
+    if classes is not None:
+        m.word_classes(classes)
+    return m
 
 
 def measured(
@@ -155,7 +169,8 @@ def measured(
 ) -> Iterator[Measured]:
     """`measure` of each of `batches(texts)`, in order, with the word arrays of one batch
     written over the previous one's: each Measured is valid until the next is asked for (the
-    pages are faulted in once, not once per batch: a third of measure's time)."""
+    pages are faulted in once, not once per batch: a third of measure's time). With `classes`,
+    "#" and ellipses are counted; the other word classes when asked (Measured.word_classes)."""
     buffers = None
     for batch in batches(texts):
         m, buffers = _measure(batch, buffers, classes)
@@ -173,12 +188,8 @@ def _measure(texts: pa.Array, buffers: list[np.ndarray] | None, classes):
         buffers = [np.empty(cap, np.int32) for _ in range(5)] + [np.empty(cap, np.uint64)]
     starts, ends, cps, gap_cps, gap_lines, hashes = buffers
     first, per_doc = np.empty(n + 1, np.int64), np.zeros((n, len(PER_DOC)), np.int64)
-    punct, stop_keys = _classes(*classes) if classes is not None else (None, None)
     w = k._words(data, offsets, KINDS[classes is not None], SPACE, classes is not None, starts,
                  ends, cps, hashes, gap_cps, gap_lines, first, per_doc)  # fmt: skip
-    if classes is not None:
-        longest = max(map(len, classes[1]), default=0)
-        k._word_classes(data, starts, ends, first, _alpha(), punct, stop_keys, longest, per_doc)
     words = Items(starts[:w], ends[:w], cps[:w], hashes[:w], first)
     return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], per_doc), buffers
 

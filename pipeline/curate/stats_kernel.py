@@ -145,13 +145,16 @@ def _size(c):
 
 
 @_jit
-def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, longest, per_doc):
+def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, longest, todo,
+                  per_doc):  # fmt: skip
     """per_doc[d, 6:8]: document d's words holding a letter (alpha_table: str.isalpha per code
     point), and its words that, stripped of `punct` characters at both ends and lower-cased,
     are a stop word (text.bare; stop_keys as measures.packed: ASCII, so a character lowers into
     one only when it is ASCII or U+212A, KELVIN SIGN, "k"); `longest`: the longest stop word's
-    characters (7 at most)."""
+    characters (7 at most). Only the documents d with todo[d]."""
     for doc in range(first.shape[0] - 1):
+        if not todo[doc]:
+            continue
         alpha, stop = 0, 0
         for w in range(first[doc], first[doc + 1]):
             s, e = starts[w], ends[w]

@@ -210,3 +210,24 @@ def test_pii_looks_for_addresses_an_earlier_replacement_made():
         out = step(docs_of(texts))
         assert out.texts.to_pylist() == want, params
         assert out.spans == spans
+
+
+def test_word_classes_only_for_the_documents_the_first_filter_keeps(monkeypatch):
+    """gopher_repetition measures the batch for gopher_quality too, but the word classes (a
+    pass over every word) only of the documents it keeps: the others are removed next."""
+    texts = corpus(8)
+    classified: list[int] = []
+    word_classes = measures.Measured.word_classes
+
+    def spy(self, classes, todo=None):
+        classified.append(len(self.offsets) - 1 if todo is None else int(todo.sum()))
+        return word_classes(self, classes, todo)
+
+    monkeypatch.setattr(measures.Measured, "word_classes", spy)
+    names = ["gopher_repetition", "gopher_quality"]
+    out = chain.apply(chain.build(chain.parse([{n: {}} for n in names])), docs_of(texts))
+    kept_by_first = len(texts) - out.removed_by_rule["gopher_repetition"]
+    assert 0 < kept_by_first < len(texts)
+    assert sum(classified) == kept_by_first
+    removed, kept = one_by_one(names, texts)
+    assert out.kept["text"].to_pylist() == kept
