@@ -17,11 +17,14 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import Field
 
 from pipeline.core.model import StrictModel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, Transform, below, register
+from pipeline.curate.base import Filter, Transform, Verdicts, below, register
+from pipeline.curate.doc_stats import SCAN, DocStats
 
 TERMINAL = (".", "!", "?", '"', "”")
 POLICY = (
@@ -112,6 +115,48 @@ class C4(Filter):
         # counting stops at the bound: a shorter count is the whole count, as the reason says
         sentences = sum(1 for _ in islice(_SENTENCE_END.finditer(text), p.min_sentences))
         return below("sentences", sentences, p.min_sentences)
+
+    def needs(self) -> list[tuple] | None:
+        """What `decide` reads from a DocStats (None: judge reads the text, without numba)."""
+        from pipeline.curate import measures  # numba: imported where a document is scored
+
+        return [SCAN] if measures.available() else None
+
+    def decide(self, stats: DocStats) -> Verdicts:
+        """judge's reasons: "lorem ipsum" looked for (case-folded, by Arrow) in every text,
+        confirmed in the lower-cased text of those holding it; "{" by Arrow; sentence ends
+        counted in the measured words (a run of . ! ? followed by whitespace or the end ends
+        a word, and a word ending in one of them ends with such a run)."""
+        p: C4Params = self.params
+        texts = stats.texts
+        (scan,) = stats.get(SCAN)
+        n = len(texts)
+        lorem = _matches(texts, "(?i)lorem ipsum") if p.drop_lorem_ipsum else [False] * n
+        curly = _matches(texts, r"\{") if p.drop_curly_bracket else [False] * n
+        read = any(lorem) or self._bad is not None
+        plain = texts.to_pylist() if read else [None] * n
+        why: list[str | None] = []
+        for text, maybe_lorem, bracket, ends in zip(plain, lorem, curly, scan[:, 3].tolist(),
+                                                     strict=True):  # fmt: skip
+            if maybe_lorem and "lorem ipsum" in text.lower():
+                why.append("lorem_ipsum")
+            elif bracket:
+                why.append("curly_bracket")
+            elif self._bad is not None and (found := self._bad.search(text.lower())):
+                why.append(f"bad_word={found.group(0)!r}")
+            else:
+                sentences = min(ends, p.min_sentences)
+                why.append(below("sentences", sentences, p.min_sentences))
+        return Verdicts(why)
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        if self.needs() is None:
+            return super().__call__(batch)
+        return self.decide(DocStats(batch["text"]))
+
+
+def _matches(texts: pa.Array | pa.ChunkedArray, pattern: str) -> list[bool]:
+    return pc.match_substring_regex(texts, pattern).to_pylist()
 
 
 def _word_list(path: str) -> re.Pattern[str] | None:

@@ -38,6 +38,7 @@ from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     user,
 )
 from pipeline.curate.base import REGISTRY, Rewrites, Step, Verdicts
+from pipeline.curate.doc_stats import DocStats
 from pipeline.curate.user import CurationError
 
 REMOVED_SCHEMA = pa.schema(
@@ -126,15 +127,25 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
         column = f"keep.{name}"
         if column not in docs.column_names:
             out.kept = out.kept.append_column(column, pa.nulls(docs.num_rows, pa.string()))
-    for step in steps:
+    measured = {id(step): step.needs() for step in steps if hasattr(step, "needs")}
+    declared = {need for needs in measured.values() for need in needs or ()}
+    stats = None  # the measures the steps share, made on the first step that reads them
+    for i, step in enumerate(steps):
         if not out.kept.num_rows:
             break
-        result = step(out.kept)
+        if measured.get(id(step)) is not None:
+            if stats is None:
+                stats = DocStats(out.kept["text"], declared)
+            result = step.decide(stats)
+        else:
+            result = step(out.kept)
         if isinstance(result, Rewrites):
             at = out.kept.column_names.index("text")
             texts = result.texts
             if not isinstance(texts, pa.Array):
                 texts = pa.array(texts, pa.string())
+            if stats is not None and any(measured.get(id(s)) for s in steps[i + 1 :]):
+                stats.rewritten(texts, pc.not_equal(out.kept["text"], texts).combine_chunks())
             out.kept = out.kept.set_column(at, "text", texts)
             out.changed_by_rule[step.name] += result.changed
             for kind, n in result.spans.items():
@@ -154,7 +165,10 @@ def apply(steps: list[Step], docs: pa.Table) -> Outcome:
             )  # fmt: skip
         )
         out.removed_by_rule[step.name] += dropped.num_rows
-        out.kept = out.kept.filter(pc.invert(gone))
+        kept = pc.invert(gone)
+        out.kept = out.kept.filter(kept)
+        if stats is not None:
+            stats.keep(kept, out.kept["text"])
     if removed_parts:
         out.removed = pa.concat_tables(removed_parts)
     return out

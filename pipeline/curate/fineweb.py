@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from itertools import repeat
 
-import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
 from pipeline.core.model import Fraction, StrictModel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, fraction, register
+from pipeline.curate.doc_stats import LINES, SCAN, DocStats
 
 STOP_CHARS = (".", "'", '"', "!", "?", "”", "’")
 
@@ -64,29 +64,28 @@ class FineWebQuality(Filter):
             return None
         return above("newlines_per_word", fraction(newlines, words()), p.max_newlines_per_word)
 
-    def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, every measure compiled (curate/measures.py)."""
+    def needs(self) -> list[tuple] | None:
+        """What `decide` reads from a DocStats (None: judge reads the text, without numba)."""
         from pipeline.curate import measures  # numba: imported where a document is scored
 
         if not measures.available():
-            return super().__call__(batch)
+            return None
         p: FineWebParams = self.params
-        why: list[str | None] = []
-        for m in measures.measured(batch["text"]):
-            lines = m.lines()
-            short = np.concatenate([[0], np.cumsum(lines.cps <= p.short_line_chars)])
-            per_doc = zip(
-                lines.per_doc().tolist(),
-                m.affixed(lines, p.stop_chars, at_end=True).tolist(),
-                m.duplicates(lines)[:, 1:].tolist(),
-                (short[lines.first[1:]] - short[lines.first[:-1]]).tolist(),
-                m.newlines.tolist(),
-                m.words.per_doc().tolist(),
-                strict=True,
-            )
-            why += [
-                self._decide(n, lambda x=punct: x, lambda x=dup: x, lambda x=s: x, nl,
-                             lambda x=w: x)  # fmt: skip
-                for n, punct, dup, s, nl, w in per_doc
-            ]
-        return Verdicts(why)
+        return [SCAN, LINES, ("affixed", tuple(p.stop_chars), True),
+                ("short_lines", p.short_line_chars)]  # fmt: skip
+
+    def decide(self, stats: DocStats) -> Verdicts:
+        """judge's reasons, from the measured numbers."""
+        scan, lines, punct, short = stats.get(*self.needs())
+        per_doc = zip(lines.tolist(), punct.tolist(), short.tolist(), scan[:, 0].tolist(),
+                      scan[:, 1].tolist(), strict=True)  # fmt: skip
+        return Verdicts([
+            self._decide(n, lambda x=punct: x, lambda x=(dup, chars): x, lambda x=s: x, nl,
+                         lambda x=w: x)  # fmt: skip
+            for (n, _, dup, chars), punct, s, nl, w in per_doc
+        ])  # fmt: skip
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        if self.needs() is None:
+            return super().__call__(batch)
+        return self.decide(DocStats(batch["text"]))

@@ -20,6 +20,7 @@ from pydantic import Field
 from pipeline.core.model import Fraction, StrictModel
 from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, first, fraction, register
+from pipeline.curate.doc_stats import LINES, PARAGRAPHS, SCAN, DocStats, undecided
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "-", "*", "‣", "◦", "▪", "●")
@@ -99,28 +100,32 @@ class GopherQuality(Filter):
             below("stop_words", stop, p.min_stop_words),
         )
 
-    def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, measured compiled (curate/measures.py; judge where a stop word is
-        not ASCII or longer than 7 characters)."""
+    def needs(self) -> list[tuple] | None:
+        """What `decide` reads from a DocStats (None: judge reads the text, where a stop word
+        is not ASCII or longer than 7 characters, or numba is missing)."""
         from pipeline.curate import measures  # numba: imported where a document is scored
 
         if not (measures.available() and measures.packable(self.params.stop_words)):
-            return super().__call__(batch)
-        why: list[str | None] = []
-        for m in measures.measured(batch["text"]):
-            lines = m.lines()
-            per_doc = zip(
-                m.words.per_doc().tolist(),
-                m.word_classes(t.BARE_STRIP, self.params.stop_words).tolist(),
-                lines.per_doc().tolist(),
-                m.affixed(lines, BULLETS, at_end=False).tolist(),
-                m.affixed(lines, ELLIPSES, at_end=True).tolist(),
-                strict=True,
-            )
-            for n, (chars, hashes, dots, alpha, stop), *marks in per_doc:
-                shape = (chars, hashes, dots, *marks)
-                why.append(self._decide(n, lambda s=shape: s, lambda c=(alpha, stop): c))
+            return None
+        return [SCAN, ("classes", t.BARE_STRIP, tuple(self.params.stop_words)), LINES,
+                ("affixed", BULLETS, False), ("affixed", ELLIPSES, True)]  # fmt: skip
+
+    def decide(self, stats: DocStats) -> Verdicts:
+        """judge's reasons, from the measured numbers."""
+        scan, classes, lines, bullets, ellipsis_lines = stats.get(*self.needs())
+        per_doc = zip(scan[:, 1].tolist(), scan[:, 2].tolist(), classes.tolist(),
+                      lines[:, 0].tolist(), bullets.tolist(), ellipsis_lines.tolist(),
+                      strict=True)  # fmt: skip
+        why = []
+        for n, chars, (hashes, dots, alpha, stop), *marks in per_doc:
+            shape = (chars, hashes, dots, *marks)
+            why.append(self._decide(n, lambda s=shape: s, lambda c=(alpha, stop): c))
         return Verdicts(why)
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        if self.needs() is None:
+            return super().__call__(batch)
+        return self.decide(DocStats(batch["text"]))
 
 
 def _top_ngram_defaults() -> dict[int, float]:
@@ -180,32 +185,42 @@ class GopherRepetition(Filter):
         rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
         return rules + [(n, DUPLICATED, b) for n, b in sorted(p.max_dup_ngram_chars.items())]
 
-    def __call__(self, batch: pa.Table) -> Verdicts:
-        """judge's reasons, every measure compiled (curate/measures.py, ngram_kernel.py)."""
+    def needs(self) -> list[tuple] | None:
+        """What `decide` reads from a DocStats (None: judge reads the text, where numba is
+        missing or a rule's n is under 1); the n-gram rules are asked for, not declared."""
         from pipeline.curate import measures, ngram_kernel  # numba: where a document is scored
 
-        rules = self._rules()
         if not (measures.available() and ngram_kernel.available()) or any(
-            n < 1 for n, _, _ in rules
+            n < 1 for n, _, _ in self._rules()
         ):
-            return super().__call__(batch)
-        why: list[str | None] = []
-        for m in measures.measured(batch["text"]):
-            lines, paras = m.lines(), m.paragraphs()
-            per_doc = zip(
-                m.duplicates(lines).tolist(), lines.per_doc().tolist(),
-                m.duplicates(paras).tolist(), paras.per_doc().tolist(), strict=True,
-            )  # fmt: skip
-            found = [
-                self._line_reason((dl, dl_chars, nl, l_chars), (dp, dp_chars, n_p, p_chars))
-                for (dl, dl_chars, l_chars), nl, (dp, dp_chars, p_chars), n_p in per_doc
-            ]
-            todo = np.array([w is None for w in found], np.bool_)
-            ngram = ngram_kernel.first_exceeded_batch(
-                m.ids(m.words), m.words.cps, m.words.first, todo, rules
-            )
-            why += [w or self._ngram_reason(r, v) for w, r, v in zip(found, *ngram, strict=True)]
+            return None
+        return [LINES, PARAGRAPHS]
+
+    def decide(self, stats: DocStats) -> Verdicts:
+        """judge's reasons, from the measured numbers: the n-gram rules measured only for the
+        documents the line and paragraph rules keep (doc_stats.undecided: the same bounds)."""
+        p: RepetitionParams = self.params
+        bounds = (p.max_dup_lines, p.max_dup_paragraphs, p.max_dup_line_chars,
+                  p.max_dup_paragraph_chars)  # fmt: skip
+        ngram = ("ngram", tuple(self._rules()), bounds)
+        lines, paras, found = stats.get(LINES, PARAGRAPHS, ngram, keeps=lambda values: undecided(
+            values[LINES], values[PARAGRAPHS], bounds) & (values[ngram][:, 0] < 0))  # fmt: skip
+        why = []
+        for (nl, dl, dl_chars, l_chars), (n_p, dp, dp_chars, p_chars), (r, v), todo in zip(
+            lines.tolist(), paras.tolist(), found.tolist(),
+            undecided(lines, paras, bounds).tolist(), strict=True,
+        ):  # fmt: skip
+            if todo:
+                why.append(self._ngram_reason(int(r), v))
+            else:
+                why.append(self._line_reason((dl, dl_chars, nl, l_chars),
+                                             (dp, dp_chars, n_p, p_chars)))  # fmt: skip
         return Verdicts(why)
+
+    def __call__(self, batch: pa.Table) -> Verdicts:
+        if self.needs() is None:
+            return super().__call__(batch)
+        return self.decide(DocStats(batch["text"]))
 
 
 TOP, DUPLICATED = 0, 1  # n-gram rules: the most frequent one's characters, or all repeated

@@ -33,7 +33,15 @@ from pipeline.dedup.text_kernel import _string_buffers, batch_bounds
 
 # str.isspace of every code point up to U+3000, the last one it accepts (checked in the tests)
 SPACE = np.array([chr(c).isspace() for c in range(0x3001)], np.bool_)
+# each ASCII byte's kind for stats_kernel._words: 0 a word's, 1 whitespace, 2 "#" or "." when
+# the word classes are counted
+KINDS = {False: SPACE[:128].astype(np.uint8)}
+KINDS[True] = KINDS[False].copy()
+KINDS[True][[ord("#"), ord(".")]] = 2
 BATCH_BYTES = 1 << 20  # text measured per kernel call: bounds the span arrays' memory
+# the columns of Measured.per_doc; the last four only where `classes` were asked for
+PER_DOC = ("newlines", "words", "word_chars", "sentence_ends", "hashes", "ellipses",
+           "alpha_words", "stop_words")  # fmt: skip
 
 
 @dataclass
@@ -63,7 +71,11 @@ class Measured:
     words: Items
     gap_cps: np.ndarray
     gap_lines: np.ndarray
-    newlines: np.ndarray
+    per_doc: np.ndarray  # (documents, len(PER_DOC))
+
+    @property
+    def newlines(self) -> np.ndarray:
+        return self.per_doc[:, 0]
 
     def _grouped(self, min_newlines: int) -> Items:
         n, w = len(self.offsets) - 1, len(self.words.starts)
@@ -79,10 +91,13 @@ class Measured:
     def paragraphs(self) -> Items:
         return self._grouped(2)
 
-    def ids(self, items: Items) -> np.ndarray:
-        """Each item's id in its document: 1, 2, ... in order of first occurrence."""
+    def ids(self, items: Items, todo: np.ndarray | None = None) -> np.ndarray:
+        """Each item's id in its document: 1, 2, ... in order of first occurrence (only in the
+        documents where `todo`, when given; the others' are left unset)."""
         out = np.empty(len(items.starts), np.uint64)
-        k._ids(self.data, items.fields(), out)
+        if todo is None:
+            todo = np.ones(len(self.offsets) - 1, np.bool_)
+        k._ids(self.data, items.fields(), todo, out)
         return out
 
     def duplicates(self, items: Items) -> np.ndarray:
@@ -93,27 +108,25 @@ class Measured:
 
     def affixed(self, items: Items, patterns: tuple[str, ...], at_end: bool) -> np.ndarray:
         """Per document: items starting (or, at_end, ending) with any of the patterns."""
-        pat_data, pat_offsets = _patterns(patterns)
+        pat_data, pat_offsets, edge = _patterns(patterns, at_end)
         out = np.empty(len(self.offsets) - 1, np.int64)
         k._affixed(self.data, items.starts, items.ends, items.first, pat_data, pat_offsets,
-                 at_end, out)  # fmt: skip
+                 at_end, edge, out)  # fmt: skip
         return out
 
-    def word_classes(self, punctuation: str, stop_words: tuple[str, ...]) -> np.ndarray:
-        """(documents, 5): word characters, "#" count, ellipses ("..." and "…"), words holding a
-        letter, stop words (text.bare of the word, with `punctuation`, in `stop_words`:
-        `packable`)."""
-        punct = np.zeros(max(map(ord, punctuation), default=0) + 1, np.bool_)
-        punct[[ord(c) for c in punctuation]] = True
-        out = np.empty((len(self.offsets) - 1, 5), np.int64)
+    def word_classes(self, classes: tuple[str, tuple[str, ...]], todo=None) -> None:
+        """per_doc's words holding a letter and stop words (classes: punctuation, stop words),
+        for the documents where `todo` (all when None; the others' are left 0)."""
+        punct, stop_keys = _classes(*classes)
+        if todo is None:
+            todo = np.ones(len(self.offsets) - 1, np.bool_)
         w = self.words
-        k._word_classes(self.data, self.offsets, w.starts, w.ends, w.cps, w.first, _alpha(), punct,
-                        packed(stop_words), out)  # fmt: skip
-        return out
+        k._word_classes(self.data, w.starts, w.ends, w.first, _alpha(), punct, stop_keys,
+                        max(map(len, classes[1]), default=0), todo, self.per_doc)  # fmt: skip
 
 
 def packable(stop_words: tuple[str, ...]) -> bool:
-    """Whether word_classes takes these stop words: ASCII, 7 characters at most."""
+    """Whether `classes` may hold these stop words: ASCII, 7 characters at most."""
     return all(w.isascii() and len(w) <= 7 for w in stop_words)
 
 
@@ -129,28 +142,42 @@ def _alpha() -> np.ndarray:
     return np.char.isalpha(np.arange(0x110000, dtype=np.uint32).view("<U1"))
 
 
-def _patterns(patterns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=16)
+def _patterns(patterns: tuple[str, ...], at_end: bool) -> tuple[np.ndarray, ...]:
+    """The patterns' bytes, their offsets, and which bytes one starts (at_end: ends) with
+    (every byte when one is empty: it starts and ends every item)."""
     encoded = [p.encode() for p in patterns]
     data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
-    return data, np.cumsum([0] + [len(p) for p in encoded], dtype=np.int64)
+    edge = np.zeros(256, np.bool_)
+    edge[[p[-1] if at_end else p[0] for p in encoded if p]] = True
+    if not all(encoded):
+        edge[:] = True
+    return data, np.cumsum([0] + [len(p) for p in encoded], dtype=np.int64), edge
 
 
-def measure(texts: pa.Array) -> Measured:
-    """The words of a string array without nulls (a batch from `batches`)."""
-    return _measure(texts, None)[0]
+def measure(texts: pa.Array, classes: tuple[str, tuple[str, ...]] | None = None) -> Measured:
+    """The words of a string array without nulls (a batch from `batches`); `classes`:
+    (punctuation, stop words) for PER_DOC's word classes (the stop words `packable`)."""
+    m = _measure(texts, None, classes)[0]
+    if classes is not None:
+        m.word_classes(classes)
+    return m
 
 
-def measured(texts: pa.Array | pa.ChunkedArray) -> Iterator[Measured]:
+def measured(
+    texts: pa.Array | pa.ChunkedArray, classes: tuple[str, tuple[str, ...]] | None = None
+) -> Iterator[Measured]:
     """`measure` of each of `batches(texts)`, in order, with the word arrays of one batch
     written over the previous one's: each Measured is valid until the next is asked for (the
-    pages are faulted in once, not once per batch: a third of measure's time)."""
+    pages are faulted in once, not once per batch: a third of measure's time). With `classes`,
+    "#" and ellipses are counted; the other word classes when asked (Measured.word_classes)."""
     buffers = None
     for batch in batches(texts):
-        m, buffers = _measure(batch, buffers)
+        m, buffers = _measure(batch, buffers, classes)
         yield m
 
 
-def _measure(texts: pa.Array, buffers: list[np.ndarray] | None):
+def _measure(texts: pa.Array, buffers: list[np.ndarray] | None, classes):
     data, offsets = _string_buffers(texts)
     n = len(offsets) - 1
     size = int(offsets[-1] - offsets[0]) if n else 0
@@ -160,11 +187,18 @@ def _measure(texts: pa.Array, buffers: list[np.ndarray] | None):
         # offsets are, and the fewer pages written, the faster
         buffers = [np.empty(cap, np.int32) for _ in range(5)] + [np.empty(cap, np.uint64)]
     starts, ends, cps, gap_cps, gap_lines, hashes = buffers
-    first, newlines = np.empty(n + 1, np.int64), np.empty(n, np.int64)
-    w = k._words(data, offsets, SPACE, starts, ends, cps, hashes, gap_cps, gap_lines, first,
-                 newlines)  # fmt: skip
+    first, per_doc = np.empty(n + 1, np.int64), np.zeros((n, len(PER_DOC)), np.int64)
+    w = k._words(data, offsets, KINDS[classes is not None], SPACE, classes is not None, starts,
+                 ends, cps, hashes, gap_cps, gap_lines, first, per_doc)  # fmt: skip
     words = Items(starts[:w], ends[:w], cps[:w], hashes[:w], first)
-    return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], newlines), buffers
+    return Measured(data, offsets, words, gap_cps[:w], gap_lines[:w], per_doc), buffers
+
+
+@functools.lru_cache(maxsize=8)
+def _classes(punctuation: str, stop_words: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    punct = np.zeros(max(map(ord, punctuation), default=0) + 1, np.bool_)
+    punct[[ord(c) for c in punctuation]] = True
+    return punct, packed(stop_words)
 
 
 def batches(texts: pa.Array | pa.ChunkedArray) -> Iterator[pa.Array]:
@@ -189,10 +223,9 @@ def available() -> bool:
         if _usable:
             try:  # compile (or load from the cache) now, on a tiny input
                 with kernel_cache.compiling():
-                    m = measure(pa.array(["a é\n\n#...b c", ""], pa.string()))
+                    m = measure(pa.array(["a é\n\n#...b c", ""], pa.string()), ("#", ("a",)))
                     m.duplicates(m.lines())
                     m.affixed(m.paragraphs(), ("a",), True)
-                    m.word_classes("#", ("a",))
             except Exception:  # noqa: BLE001 - any failure to compile: the Python paths
                 _usable = False
     return _usable

@@ -51,9 +51,9 @@ def _tally(grams):  # pragma: no cover - compiled
         bits += 1
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
-    keys = np.zeros(1 << bits, np.uint64)
+    keys = np.empty(1 << bits, np.uint64)  # read only where counts says a slot is taken
     counts = np.zeros(1 << bits, np.int64)
-    first = np.zeros(1 << bits, np.int64)
+    first = np.empty(1 << bits, np.int64)
     slot_of = np.empty(m, np.int64)
     for i in range(m):
         s = np.int64((grams[i] * _SPREAD) >> shift)
@@ -152,47 +152,67 @@ def _unigrams(ids, rep):  # pragma: no cover - compiled
 
 
 @_jit
-def _level(h, m, rep):  # pragma: no cover - compiled
+def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
     """From rep (level n-1: its n-gram at i occurs twice or more) to level n over h[:m]: an
     n-gram occurs twice only where both (n-1)-grams it holds do, so only those positions are
     tallied, and every occurrence of a repeated n-gram is among them. Returns (the most
     frequent hash's count, its first position), the smallest hash among equals (count 1: no
-    n-gram repeats)."""
-    candidates = 0
-    for i in range(m):
-        if rep[i] and rep[i + 1]:
-            candidates += 1
-    if candidates == 0:
-        for i in range(m):
-            rep[i] = False
-        return 1, 0
-    grams = np.empty(candidates, np.uint64)
-    where = np.empty(candidates, np.int64)
+    n-gram repeats). The table lives in `scratch` (_scratch), its slots valid where their stamp
+    is `tick` (no clearing between levels); the most frequent is kept up to date as it goes."""
+    keys, counts, first, stamp, slot_of, where = scratch
     c = 0
     for i in range(m):
         if rep[i] and rep[i + 1]:
-            grams[c], where[c] = h[i], i
+            where[c] = i
             c += 1
-    slot_of, counts, keys, first = _tally(grams)
+    if c == 0:
+        for i in range(m):
+            rep[i] = False
+        return 1, 0
+    bits = 1
+    while (1 << bits) < 2 * c:
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    best = -1
+    for j in range(c):
+        g = h[where[j]]
+        s = np.int64((g * _SPREAD) >> shift)
+        while stamp[s] == tick and keys[s] != g:
+            s = (s + 1) & mask
+        if stamp[s] != tick:
+            stamp[s], keys[s], counts[s], first[s] = tick, g, 0, j
+        counts[s] += 1
+        slot_of[j] = s
+        if best < 0 or counts[s] > counts[best] or (counts[s] == counts[best] and g < keys[best]):
+            best = s
     for i in range(m):
         rep[i] = False
-    best = -1
-    for s in range(counts.shape[0]):
-        if counts[s] != 0 and (
-            best < 0 or counts[s] > counts[best]
-            or (counts[s] == counts[best] and keys[s] < keys[best])
-        ):  # fmt: skip
-            best = s
-    for j in range(candidates):
+    for j in range(c):
         if counts[slot_of[j]] > 1:
             rep[where[j]] = True
     return counts[best], where[first[best]]
 
 
 @_jit
-def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
+def _scratch(words):  # pragma: no cover - compiled
+    """_level's table (hash, count, first candidate and stamp per slot) for up to `words`
+    candidates, and its per-candidate slot and position."""
+    size = 2
+    while size < 2 * words:
+        size *= 2
+    return (np.empty(size, np.uint64), np.empty(size, np.int64), np.empty(size, np.int64),
+            np.full(size, -1, np.int64), np.empty(max(words, 1), np.int64),
+            np.empty(max(words, 1), np.int64))  # fmt: skip
+
+
+@_jit
+def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: no cover
     """_first_exceeded's answer (every n at least 1), each level tallying only the positions
-    where the level below repeats."""
+    where the level below repeats (clock[0]: the last table stamp used). A repeated
+    (n+1)-gram is two overlapping repeated n-grams, so the words it covers are covered at level
+    n: the duplicated fraction never grows with n, and once a duplicated rule's fraction is at
+    most rest[r] (`first_exceeded_batch`), no later rule can exceed its bound."""
     words = ids.shape[0]
     total = 0
     for i in range(words):
@@ -220,7 +240,8 @@ def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
             m = words - at_n + 1
             for i in range(m):
                 h[i] = h[i] * MUL + ids[i + at_n - 1]
-            best_count, best_at = _level(h, m, rep)
+            clock[0] += 1  # a new table: every slot's stamp is older
+            best_count, best_at = _level(h, m, rep, scratch, clock[0])
             rep[m] = False
         value = 0.0
         if kinds[r] == 0:
@@ -240,15 +261,23 @@ def _pruned(ids, lengths, ns, kinds, bounds):  # pragma: no cover - compiled
             value = float(chars) / float(total)
         if value > bounds[r]:
             return r, value
+        if kinds[r] == 1 and value <= rest[r]:
+            return -1, 0.0
     return -1, 0.0
 
 
 @_jit
-def _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value):
-    for d in range(first.shape[0] - 1):  # pragma: no cover - compiled
+def _batch(ids, lengths, first, todo, ns, kinds, bounds, rest, out_rule, out_value):
+    longest = 0  # pragma: no cover - compiled
+    for d in range(first.shape[0] - 1):
+        if todo[d]:
+            longest = max(longest, first[d + 1] - first[d])
+    scratch, clock = _scratch(longest), np.zeros(1, np.int64)
+    for d in range(first.shape[0] - 1):
         if todo[d]:
             a, b = first[d], first[d + 1]
-            out_rule[d], out_value[d] = _pruned(ids[a:b], lengths[a:b], ns, kinds, bounds)
+            out_rule[d], out_value[d] = _pruned(ids[a:b], lengths[a:b], ns, kinds, bounds, rest,
+                                                scratch, clock)  # fmt: skip
 
 
 def first_exceeded_batch(
@@ -262,8 +291,20 @@ def first_exceeded_batch(
     ns = np.array([r[0] for r in rules], np.int64)
     kinds = np.array([r[1] for r in rules], np.int8)
     bounds = np.array([r[2] for r in rules], np.float64)
-    _batch(ids, lengths, first, todo, ns, kinds, bounds, out_rule, out_value)
+    _batch(ids, lengths, first, todo, ns, kinds, bounds, _rest(rules), out_rule, out_value)
     return out_rule.tolist(), out_value.tolist()
+
+
+def _rest(rules: list[tuple[int, int, float]]) -> np.ndarray:
+    """rest[r]: for a duplicated rule followed only by duplicated rules of n as large or
+    larger, the smallest of their bounds (a fraction at most this at r exceeds none of them);
+    -inf elsewhere."""
+    rest = np.full(len(rules), -np.inf)
+    for r, (n, kind, _) in enumerate(rules):
+        later = rules[r + 1 :]
+        if kind == 1 and later and all(k == 1 and m >= n for m, k, _ in later):
+            rest[r] = min(b for _, _, b in later)
+    return rest
 
 
 _usable: bool | None = None

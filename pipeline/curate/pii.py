@@ -53,28 +53,41 @@ class Pii(Transform):
     Params = PiiParams
 
     def rewrite(self, text: str, spans: Counter) -> str:
+        return self._rewrite(text, spans, True, True)
+
+    def _rewrite(self, text: str, spans: Counter, ipv4: bool, ipv6: bool) -> str:
+        """rewrite, the IPv4 (IPv6) search left out where `ipv4` (`ipv6`) is false (the text
+        holds no hint of one) and no replacement before it changed the text: a hint in the
+        text as it is then would be one in the text as given."""
         p: PiiParams = self.params
+        given = text
         if p.email and "@" in text:
             text = _replace(text, _emails(text), _any, p.email_placeholder, "email", spans)
-        if p.ip:
+        if p.ip and (ipv4 or text is not given):
             text = _replace(text, _anchored(text, IPV4, _IPV4_HINT, 3),
                             _global(ipaddress.IPv4Address), p.ipv4_placeholder, "ipv4", spans)
+        if p.ip and (ipv6 or text is not given):
             text = _replace(text, _anchored(text, IPV6, _IPV6_HINT, 4),
                             _global(ipaddress.IPv6Address), p.ipv6_placeholder, "ipv6", spans)
         return text  # fmt: skip
 
     def __call__(self, batch: pa.Table) -> Rewrites:
         """rewrite's texts; a document without "@" or an IP hint (_CANDIDATE, checked over the
-        batch by Arrow) is left as it is without a Python call."""
+        batch by Arrow) is left as it is without a Python call, and a kind of address whose
+        hint a document lacks is not looked for in it."""
         p: PiiParams = self.params
         texts = batch["text"].combine_chunks()
-        found = [pc.match_substring(texts, "@")] if p.email else []
-        found += [pc.match_substring_regex(texts, hint) for hint in _CANDIDATE] if p.ip else []
-        if not found or not pc.any(wanted := functools.reduce(pc.or_, found)).as_py():
+        found = [pc.match_substring_regex(texts, "@")] if p.email else []
+        hints = [pc.match_substring_regex(texts, hint) for hint in _CANDIDATE] if p.ip else []
+        if not found + hints or not pc.any(
+            wanted := functools.reduce(pc.or_, found + hints)
+        ).as_py():
             return Rewrites(texts)
         spans: Counter = Counter()
         before = texts.filter(wanted).to_pylist()
-        after = [self.rewrite(x, spans) for x in before]
+        v4, v6 = ([h.filter(wanted).to_pylist() for h in hints] if hints
+                  else [[False] * len(before)] * 2)  # fmt: skip
+        after = [self._rewrite(x, spans, a, b) for x, a, b in zip(before, v4, v6, strict=True)]
         changed = sum(a != b for a, b in zip(before, after, strict=True))
         if not changed:
             return Rewrites(texts, 0, spans)

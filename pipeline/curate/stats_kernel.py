@@ -29,67 +29,182 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
         return function
 
 
-_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _SPREAD = np.uint64(0xBF58476D1CE4E5B9)  # a table slot from a hash's top bits, times this
 
 
 @_jit
-def _words(data, offsets, space, starts, ends, cps, hashes, gap_cps, gap_lines, first,
-           newlines):  # fmt: skip
-    """Each word's byte span, code points and hash (FNV-1a of its bytes), and the code points
-    and newlines of the gap before it (from the previous word, or the document's start);
-    `first[d]`: document d's first word (first[n] = all words); `newlines[d]`: its newlines.
-    One loop, characters decoded in it (a decoding helper returning a tuple ran 3x slower)."""
+def _words(data, offsets, kinds, space, classes, starts, ends, cps, hashes, gap_cps, gap_lines,
+           first, per_doc):  # fmt: skip
+    """Each word's byte span, code points and hash (of its bytes; equal hashes are compared
+    byte for byte where it matters), and the code points and newlines of the gap before it
+    (from the previous word, or the document's start); `first[d]`: document d's first word
+    (first[n] = all words). per_doc[d] (measures.PER_DOC): newlines, words, word code points,
+    words ending in "." "!" or "?" (C4's sentence ends: a run of them followed by whitespace
+    or the end), and, with `classes`, "#" and ellipses ("..." non-overlapping, and "…"; the
+    word classes: _word_classes). kinds[c] for an ASCII byte: 0 a word's, 1
+    whitespace (str.isspace), 2 "#" or "." with `classes`; space[cp]: str.isspace up to
+    U+3000. One loop, characters decoded in it (a decoding helper returning a tuple ran 3x
+    slower)."""
     w = 0
     for doc in range(offsets.shape[0] - 1):
         i, stop = offsets[doc], offsets[doc + 1]
         first[doc] = w
-        newlines_before, gap, lines, k = 0, 0, 0, 0
-        h = _FNV_OFFSET
-        in_word = False
-        while i < stop:
-            c = np.int64(data[i])
-            if c < 0x80:
-                blank = space[c]
-                n = 1
-            else:
-                if c < 0xE0:
-                    cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
-                    n = 2
-                elif c < 0xF0:
-                    cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
-                    cp |= np.int64(data[i + 2]) & 0x3F
-                    n = 3
+        newlines, gap, lines, chars, sentences = 0, 0, 0, 0, 0
+        while True:
+            while i < stop:  # the gap: whitespace up to the next word
+                c = np.int64(data[i])
+                if c < 0x80:
+                    if kinds[c] != 1:
+                        break
+                    gap += 1
+                    lines += c == 10
+                    i += 1
+                elif c < 0xF0:  # past U+FFFF: no whitespace
+                    if c < 0xE0:
+                        cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                    else:
+                        cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                        cp |= np.int64(data[i + 2]) & 0x3F
+                    if cp >= space.shape[0] or not space[cp]:
+                        break
+                    gap += 1
+                    i += 2 if c < 0xE0 else 3
                 else:
-                    cp = space.shape[0]  # past U+FFFF: no space
-                    n = 4
-                blank = cp < space.shape[0] and space[cp]
-            if blank:
-                if in_word:
-                    ends[w], cps[w], hashes[w] = i, k, h
-                    w += 1
-                    in_word = False
-                gap += 1
-                if c == 10:
-                    lines += 1
-            else:
-                if not in_word:
-                    in_word = True
-                    starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
-                    newlines_before += lines
-                    gap, lines, k = 0, 0, 0
-                    h = _FNV_OFFSET
+                    break
+            if i >= stop:
+                break
+            starts[w], gap_cps[w], gap_lines[w] = i, gap, lines
+            newlines += lines
+            gap, lines, k = 0, 0, 0
+            h = np.uint64(0)
+            while i < stop:  # the word
+                c = np.int64(data[i])
+                if c < 0x80:
+                    kind = kinds[c]
+                    if kind == 1:
+                        break
+                    if kind == 2:  # with classes only
+                        if c == 35:
+                            per_doc[doc, 4] += 1
+                        else:  # a run of dots, whole: its "..." do not overlap
+                            run = 0
+                            while i < stop and data[i] == 46:
+                                h = ((h << np.uint64(8)) | (h >> np.uint64(56))) ^ np.uint64(46)
+                                i += 1
+                                run += 1
+                            per_doc[doc, 5] += run // 3
+                            k += run
+                            continue
+                    h = ((h << np.uint64(8)) | (h >> np.uint64(56))) ^ np.uint64(c)
+                    i += 1
+                else:
+                    if c < 0xE0:
+                        cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                        n = 2
+                    elif c < 0xF0:
+                        cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                        cp |= np.int64(data[i + 2]) & 0x3F
+                        n = 3
+                    else:
+                        cp, n = space.shape[0], 4  # past U+FFFF: no whitespace
+                    if cp < space.shape[0] and space[cp]:
+                        break
+                    if classes and cp == 0x2026:
+                        per_doc[doc, 5] += 1
+                    for j in range(n):
+                        h = ((h << np.uint64(8)) | (h >> np.uint64(56))) ^ np.uint64(data[i + j])
+                    i += n
                 k += 1
-                for j in range(n):
-                    h = (h ^ np.uint64(data[i + j])) * _FNV_PRIME
-            i += n
-        if in_word:
-            ends[w], cps[w], hashes[w] = stop, k, h
+            ends[w], cps[w], hashes[w] = i, k, (h ^ (h >> np.uint64(29))) * _MUL
+            chars += k
+            last = data[i - 1]  # a character's last byte: ASCII only when the character is
+            sentences += last == 46 or last == 33 or last == 63
             w += 1
-        newlines[doc] = newlines_before + lines
+        per_doc[doc, 0], per_doc[doc, 1], per_doc[doc, 2] = newlines + lines, w - first[doc], chars
+        per_doc[doc, 3] = sentences
     first[offsets.shape[0] - 1] = w
     return w
+
+
+@_jit
+def _decode(data, i):
+    """The code point of the UTF-8 character at data[i] (not ASCII)."""
+    c = np.int64(data[i])
+    if c < 0xE0:
+        return ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+    if c < 0xF0:
+        return ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (data[i + 2] & 0x3F)
+    return ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | (
+        (np.int64(data[i + 2]) & 0x3F) << 6) | (data[i + 3] & 0x3F)  # fmt: skip
+
+
+@_jit
+def _size(c):
+    return 1 if c < 0x80 else (2 if c < 0xE0 else (3 if c < 0xF0 else 4))
+
+
+@_jit
+def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, longest, todo,
+                  per_doc):  # fmt: skip
+    """per_doc[d, 6:8]: document d's words holding a letter (alpha_table: str.isalpha per code
+    point), and its words that, stripped of `punct` characters at both ends and lower-cased,
+    are a stop word (text.bare; stop_keys as measures.packed: ASCII, so a character lowers into
+    one only when it is ASCII or U+212A, KELVIN SIGN, "k"); `longest`: the longest stop word's
+    characters (7 at most). Only the documents d with todo[d]."""
+    for doc in range(first.shape[0] - 1):
+        if not todo[doc]:
+            continue
+        alpha, stop = 0, 0
+        for w in range(first[doc], first[doc + 1]):
+            s, e = starts[w], ends[w]
+            i = s
+            while i < e:
+                c = np.int64(data[i])
+                if c < 0x80:
+                    if 97 <= (c | 0x20) <= 122:
+                        alpha += 1
+                        break
+                    i += 1
+                else:
+                    if alpha_table[_decode(data, i)]:
+                        alpha += 1
+                        break
+                    i += _size(c)
+            while s < e:  # bare: punctuation stripped from both ends
+                cp = np.int64(data[s]) if data[s] < 0x80 else _decode(data, s)
+                if cp >= punct.shape[0] or not punct[cp]:
+                    break
+                s += _size(data[s])
+            while e > s:
+                last = e - 1
+                while data[last] & 0xC0 == 0x80:
+                    last -= 1
+                cp = np.int64(data[last]) if data[last] < 0x80 else _decode(data, last)
+                if cp >= punct.shape[0] or not punct[cp]:
+                    break
+                e = last
+            key, n = 0, 0  # the bare word lowered, packed as stop_keys are
+            i = s
+            while i < e and n <= longest:
+                c = np.int64(data[i])
+                if c >= 0x80:
+                    if _decode(data, i) != 0x212A:
+                        break
+                    c, i = 107, i + 3
+                else:
+                    if 65 <= c <= 90:
+                        c += 32
+                    i += 1
+                key |= c << (8 * n)
+                n += 1
+            if i == e and n <= longest:
+                key |= n << 56
+                for p in range(stop_keys.shape[0]):
+                    if stop_keys[p] == key:
+                        stop += 1
+                        break
+        per_doc[doc, 6], per_doc[doc, 7] = alpha, stop
 
 
 @_jit
@@ -124,11 +239,13 @@ def _same(data, a_s, a_e, b_s, b_e):
 
 
 @_jit
-def _ids(data, items, ids):
+def _ids(data, items, todo, ids):
     """ids[i]: 1, 2, ... per document, in order of first occurrence of each distinct item (equal
-    bytes: a hash match is confirmed byte for byte)."""
+    bytes: a hash match is confirmed byte for byte), for the documents d with todo[d]."""
     starts, ends, _, hashes, first = items
     for doc in range(first.shape[0] - 1):
+        if not todo[doc]:
+            continue
         a, b = first[doc], first[doc + 1]
         bits = 1
         while (1 << bits) < 2 * (b - a):
@@ -170,11 +287,14 @@ def _duplicates(ids, cps, first, out):
 
 
 @_jit
-def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, out):
-    """Per document: items that start (at_end False) or end with any of the patterns."""
+def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, edge, out):
+    """Per document: items that start (at_end False) or end with any of the patterns; edge[b]:
+    whether a pattern starts (ends) with byte b (items are never empty)."""
     for doc in range(first.shape[0] - 1):
         hits = 0
         for i in range(first[doc], first[doc + 1]):
+            if not edge[data[ends[i] - 1] if at_end else data[starts[i]]]:
+                continue
             for p in range(pat_offsets.shape[0] - 1):
                 ps, pe = pat_offsets[p], pat_offsets[p + 1]
                 size = pe - ps
@@ -190,98 +310,3 @@ def _affixed(data, starts, ends, first, pat_data, pat_offsets, at_end, out):
                     hits += 1
                     break
         out[doc] = hits
-
-
-@_jit
-def _decode(data, i):
-    """The code point of the UTF-8 character at data[i] (not ASCII)."""
-    c = np.int64(data[i])
-    if c < 0xE0:
-        return ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
-    if c < 0xF0:
-        return ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (data[i + 2] & 0x3F)
-    return ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | (
-        (np.int64(data[i + 2]) & 0x3F) << 6) | (data[i + 3] & 0x3F)  # fmt: skip
-
-
-@_jit
-def _size(c):
-    return 1 if c < 0x80 else (2 if c < 0xE0 else (3 if c < 0xF0 else 4))
-
-
-@_jit
-def _word_classes(data, offsets, starts, ends, cps, first, alpha_table, punct, stop_keys, out):
-    """Per document: its word characters, "#", "..." (non-overlapping) and "…" in its text, its
-    words holding a letter (alpha_table: str.isalpha per code point), and its words that,
-    stripped of `punct` characters at both ends and lower-cased, are a stop word (text.bare;
-    the stop words are ASCII: a character lowers to ASCII only when it is ASCII or U+212A,
-    KELVIN SIGN, "k")."""
-    for doc in range(offsets.shape[0] - 1):
-        hashes, dots, run, ellipses = 0, 0, 0, 0
-        for i in range(offsets[doc], offsets[doc + 1]):
-            c = data[i]
-            if c < 0x80:
-                if c == 35:
-                    hashes += 1
-                elif c == 46:
-                    run += 1
-                    if run == 3:
-                        dots += 1
-                        run = 0
-                    continue
-            # U+2026 is E2 80 A6 (a continuation byte: never a text's first)
-            elif c == 0xA6 and data[i - 1] == 0x80 and data[i - 2] == 0xE2:
-                ellipses += 1
-            run = 0
-        alpha, stop, chars = 0, 0, 0
-        for w in range(first[doc], first[doc + 1]):
-            s, e = starts[w], ends[w]
-            chars += cps[w]
-            i = s
-            while i < e:
-                c = np.int64(data[i])
-                if c < 0x80:
-                    if 97 <= (c | 0x20) <= 122:
-                        alpha += 1
-                        break
-                    i += 1
-                else:
-                    if alpha_table[_decode(data, i)]:
-                        alpha += 1
-                        break
-                    i += _size(c)
-            while s < e:  # bare: punctuation stripped from both ends
-                cp = np.int64(data[s]) if data[s] < 0x80 else _decode(data, s)
-                if cp >= punct.shape[0] or not punct[cp]:
-                    break
-                s += _size(data[s])
-            while e > s:
-                last = e - 1
-                while data[last] & 0xC0 == 0x80:
-                    last -= 1
-                cp = np.int64(data[last]) if data[last] < 0x80 else _decode(data, last)
-                if cp >= punct.shape[0] or not punct[cp]:
-                    break
-                e = last
-            key, n = 0, 0  # the bare word lowered, packed as stop_keys are (`packed`)
-            i = s
-            while i < e and n <= 7:
-                c = np.int64(data[i])
-                if c >= 0x80:
-                    if _decode(data, i) != 0x212A:
-                        break
-                    c, i = 107, i + 3
-                else:
-                    if 65 <= c <= 90:
-                        c += 32
-                    i += 1
-                key |= c << (8 * n)
-                n += 1
-            if i == e and n <= 7:
-                key |= n << 56
-                for p in range(stop_keys.shape[0]):
-                    if stop_keys[p] == key:
-                        stop += 1
-                        break
-        out[doc, 0], out[doc, 1], out[doc, 2], out[doc, 3] = chars, hashes, dots + ellipses, alpha
-        out[doc, 4] = stop
