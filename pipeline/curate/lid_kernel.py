@@ -8,14 +8,17 @@ word its n-grams; a label token nothing. Hidden = the rows summed in that order 
 1/count; then a depth-first walk of the Huffman tree of the labels (left first, pruned by the
 best leaf so far), scores summed as log(p + 1e-5).
 
-Faster, same values: `predict_texts` takes many texts' UTF-8 bytes and offsets (an Arrow
-array's buffers, read in place) in one compiled call, and forms the language step's line in the
-loop (the first `max_chars` characters, newlines as spaces, then EOS) instead of copying it. A
-token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) are found
-once per distinct token and kept in a word cache; a repeated token adds those same rows in the
-same order, so every float32 sum is fastText's. The cache is the predictor's (16 MiB,
-emptied when full, tokens over 64 bytes not kept); it changes speed only, never a value.
-
+Faster, same values: `_predict_all` takes many texts' UTF-8 bytes and offsets (an Arrow array's
+buffers, read in place) in one call, and forms the language step's line in the loop (the first
+`max_chars` characters, newlines as spaces, then EOS) instead of copying it. Tokens are found 8
+bytes at a time. A token's row ids (its dictionary row, then its kept n-gram rows, in fastText's
+order) are found once per distinct token and kept in a word cache; a repeated token adds those
+same rows in the same order, so every float32 sum is fastText's. The cache is an
+open-addressing table of 64-byte slots keyed by the token's first 16 bytes (a shorter token is
+compared whole there) and its length, with up to 9 row ids in the slot; more rows, and a longer
+token's bytes, go to an arena; a token over 64 bytes is not kept, and the cache is emptied when
+full. A row is added as one 16-lane vector (lid.176's dimension; each lane's float32 additions,
+and the rows' order, are the scalar loop's). The cache changes speed only, never a value.
 `load` checks predictions against fastText's on probe texts and returns None where one differs
 or numba is missing (the caller then uses fastText). Kernels compile on first use, cached on disk.
 """
@@ -23,6 +26,7 @@ or numba is missing (the caller then uses fastText). Kernels compile on first us
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from typing import Any, NamedTuple
 
@@ -35,72 +39,111 @@ kernel_cache.install_locator()  # before the first njit: where numba caches thes
 
 try:
     import numba
+    import numba.extending
+    from llvmlite import ir
 
     _jit = numba.njit(cache=True, nogil=True)
     _inline = numba.njit(cache=True, nogil=True, inline="always")
+    _intrinsic = numba.extending.intrinsic
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     numba = None
 
     def _jit(function):
         return function
 
-    _inline = _jit
+    _inline = _intrinsic = _jit
+
+DIM = 16  # the model's dimension the additions are vectors of (lid.176's)
+LONGEST_CACHED = 64  # bytes; a longer token's rows are found each time it occurs
+INLINE_ROWS = 9  # row ids a slot holds; a token with more keeps them in the arena
+INLINE_BYTES = 16  # a longer token's bytes are kept in the arena and compared there
+# a slot, as int32: 0-3 the token's first 16 bytes (uint64 x 2, zero-padded), 4 its length
+# (0: empty), 5 its row count | kind << 16, 6 its arena record (rows, then the token's bytes)
+# or -1, 7-15 its row ids when it has at most INLINE_ROWS and INLINE_BYTES
+SLOT, LENGTH, HEAD, RECORD, ROWS = 16, 4, 5, 6, 7
+SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
 _FNV_PRIME = np.uint64(16777619)
+_MIX0 = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xC2B2AE3D27D4EB4F)
+_BELOW_21 = np.uint64(0x2121212121212121)  # bytes under 0x21: the spaces and control bytes
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_U0, _U1, _U3, _U6, _U8 = np.uint64(0), np.uint64(1), np.uint64(3), np.uint64(6), np.uint64(8)
+_U32, _U63, _U64 = np.uint64(32), np.uint64(63), np.uint64(64)
 _LABEL = np.frombuffer(b"__label__", np.uint8).copy()  # fastText's label prefix
-_SKIP, _WORD, _END = 0, 1, 2  # a token adds nothing (a label), its rows, or its row and ends
-_SPREAD = lid_model.SPREAD
-_LONGEST_CACHED = 64  # bytes; a longer token's rows are found each time it occurs
-PROBES = (
-    "The quick brown fox jumps over the lazy dog.",
-    "Le renard brun saute par-dessus le chien paresseux. Ça va très bien, merci !",
-    "Быстрая коричневая лиса прыгает через ленивую собаку.",
-    "敏捷的棕色狐狸跳过了懒狗。 日本語のテキストも少し。",
-    "zzqx __label__en x\t\ty\r\x0bz\x0c\x00 naïve ＡＢＣ 🙂 عربى",
-    "a </s> b",
-    "",
-)
 
 
-@_inline
-def _step(h, byte):
-    return ((h ^ (np.uint64(np.int64(np.int8(byte))) & _LOW32)) * _FNV_PRIME) & _LOW32
+@_intrinsic
+def _add(typingctx, x, rows, t):
+    """x += rows[t] as one addition of DIM-lane vectors: lane by lane the float32 additions of
+    the scalar loop (vectorised by hand: numba leaves that loop scalar)."""
+    sig = numba.types.void(x, rows, t)
+
+    def codegen(context, builder, sig, args):
+        lanes = ir.VectorType(ir.FloatType(), DIM)
+        start = builder.mul(context.cast(builder, args[2], sig.args[2], numba.types.int64),
+                            ir.Constant(ir.IntType(64), DIM))  # fmt: skip
+        row = context.make_array(sig.args[1])(context, builder, args[1]).data
+        row = builder.bitcast(builder.gep(row, [start]), lanes.as_pointer())
+        acc = builder.bitcast(context.make_array(sig.args[0])(context, builder, args[0]).data,
+                              lanes.as_pointer())  # fmt: skip
+        total = builder.fadd(builder.load(acc, align=4), builder.load(row, align=4))
+        builder.store(total, acc, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
-@_inline
-def _add(x, rows, t):
-    for k in range(x.shape[0]):
-        x[k] += rows[t, k]
+@_intrinsic
+def _load8(typingctx, data, i):
+    """data[i:i + 8] (uint8, i + 8 within it) as a little-endian uint64: one unaligned load."""
+    sig = numba.types.uint64(data, i)
+
+    def codegen(context, builder, sig, args):
+        at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
+        byte = builder.gep(context.make_array(sig.args[0])(context, builder, args[0]).data, [at])
+        return builder.load(builder.bitcast(byte, ir.IntType(64).as_pointer()), align=1)
+
+    return sig, codegen
 
 
-@_inline
-def _pruned(prune, h):
-    mask = prune.shape[0] - 1
-    s = (h * _SPREAD) & mask
-    while prune[s, 0] >= 0:
-        if prune[s, 0] == h:
-            return np.int64(prune[s, 1])
-        s = (s + 1) & mask
-    return np.int64(-1)
+@_intrinsic
+def _low_zeros(typingctx, v):
+    """The trailing zero bits of a uint64 (64 for 0)."""
+    sig = numba.types.uint64(v)
+
+    def codegen(context, builder, sig, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
 
 
-@_inline
-def _mod(n, magic, d):
-    """n % d for n < 2**32 and d < 2**31 without a division (Lemire, Kaser and Kurz 2019,
-    "Faster remainder by direct computation"; magic = (2**64 - 1) // d + 1)."""
-    low = magic * np.uint64(n)
-    high = (low >> np.uint64(32)) * d + (((low & _LOW32) * d) >> np.uint64(32))
-    return high >> np.uint64(32)
+@_intrinsic
+def _ones(typingctx, v):
+    """The set bits of a uint64."""
+    sig = numba.types.uint64(v)
+
+    def codegen(context, builder, sig, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
 
 
-@_inline
+@_jit
+def _add_all(x, rows, ids, a, b):
+    """x += rows[ids[a]], ..., rows[ids[b - 1]], in that order (x stays in a register here)."""
+    for r in range(a, b):
+        _add(x, rows, ids[r])
+
+
+@_jit
 def _is_space(c):
     return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
 
 
-@_inline
+@_jit
 def _same(a, a0, b, b0, n):
     for k in range(n):  # noqa: SIM110 - numba compiles the loop, not a generator
         if a[a0 + k] != b[b0 + k]:
@@ -109,96 +152,113 @@ def _same(a, a0, b, b0, n):
 
 
 @_jit
-def _word_id(data, start, end, h, table, wbytes, woff):
-    mask = table.shape[0] - 1
-    s = np.int64(h) & mask
-    while table[s] >= 0:
-        w = table[s]
-        n = woff[w + 1] - woff[w]
-        if n == end - start and _same(wbytes, woff[w], data, start, n):
-            return w
-        s = (s + 1) & mask
-    return -1
-
-
-@_jit
-def _token_rows(data, start, end, h, w, word, out, at):
-    """What the token data[start:end] (fastText hash h) does, and its row ids in fastText's
-    order written to out[at:] (room for maxn * (length + 2) + 1): (kind, rows written)."""
-    wid = _word_id(data, start, end, h, w.table, w.wbytes, w.woff)
-    if wid >= 0 and w.types[wid] != 0:
-        return _SKIP, 0  # a label of the dictionary
-    if wid < 0 and end - start >= 9 and _same(data, start, _LABEL, 0, 9):
-        return _SKIP, 0
-    n = 0
-    if wid >= 0:
-        out[at] = wid
-        n = 1
-        if wid == w.eos:  # "</s>" in the text: a word without n-grams that ends the line
-            return _END, n
-    length = end - start + 2
-    word[0] = 60  # "<"
-    for k in range(start, end):
-        word[k - start + 1] = data[k]
-    word[length - 1] = 62  # ">"
-    for a in range(length):
-        if (word[a] & 0xC0) == 0x80:
-            continue
-        j, g, gh = a, 1, _FNV_OFFSET
-        while j < length and g <= w.maxn:
-            gh = _step(gh, word[j])
-            j += 1
-            while j < length and (word[j] & 0xC0) == 0x80:
-                gh = _step(gh, word[j])
-                j += 1
-            if g >= w.minn and not (g == 1 and (a == 0 or j == length)):
-                b = _mod(gh, w.magic, w.bucket)
-                if (w.kept[b >> np.uint64(6)] >> (b & np.uint64(63))) & np.uint64(1):
-                    out[at + n] = w.nwords + _pruned(w.prune, np.int64(b))
-                    n += 1
-            g += 1
-    return _WORD, n
-
-
-@_jit
-def _insert(data, start, end, h, w, cache, word):
-    """Add the token data[start:end] (hash h, not in the cache) to the cache, emptied first
-    when full: its record's offset."""
-    slots, arena, abytes, fill = cache
-    length = end - start
-    room = 4 + w.maxn * (length + 2) + (length + 3) // 4
-    if 2 * (fill[0] + 1) > slots.shape[0] or fill[1] + room > arena.shape[0]:
-        slots[:] = -1
-        fill[:] = 0
-    mask = slots.shape[0] - 1
-    s = np.int64(h) & mask
-    while slots[s] >= 0:
-        s = (s + 1) & mask
-    at = fill[1]
-    kind, n = _token_rows(data, start, end, h, w, word, arena, at + 3)
-    arena[at], arena[at + 1], arena[at + 2] = length, kind, n
-    key = 4 * (at + 3 + n)
-    for k in range(length):
-        abytes[key + k] = data[start + k]
-    slots[s] = (at << 32) | np.int64(h)
-    fill[0] += 1
-    fill[1] = at + 3 + n + (length + 3) // 4
-    return at
+def _bytes(data, i, end):
+    """Up to 8 bytes of a token from data[i], packed: (them, the next offset, whether all 8
+    were token bytes)."""
+    packed, shift = _U0, _U0
+    while shift < _U64:
+        if i == end or _is_space(data[i]):
+            return packed, i, False
+        packed |= np.uint64(data[i]) << shift
+        shift += _U8
+        i += 1
+    return packed, i, True
 
 
 @_inline
-def _std_log(v):
-    return np.float32(math.log(np.float64(np.float32(v)) + 1e-5))
+def _token(data, i, end):
+    """The token from data[i] (not a space) to the next space or `end`: (its end, its first 16
+    bytes packed little-endian and zero-padded (two uint64), a hash of its other bytes)."""
+    w0, w1, tail, k, more = _U0, _U0, _U0, 0, True
+    while more:
+        if i + 8 <= end:
+            v = _load8(data, i)
+            low = (v - _BELOW_21) & ~v & _HIGH_BITS  # exact at its lowest set bit
+            if low == _U0:
+                packed = v
+                i += 8
+            else:
+                j = _low_zeros(low) >> _U3
+                if _is_space(data[i + np.int64(j)]):
+                    packed, more = v & ((_U1 << (j << _U3)) - _U1), False
+                    i += np.int64(j)
+                else:  # a control byte inside the token
+                    packed, i, more = _bytes(data, i, end)
+        else:
+            packed, i, more = _bytes(data, i, end)
+        if k == 0:
+            w0 = packed
+        elif k == 1:
+            w1 = packed
+        else:
+            tail = (tail ^ packed) * _MIX1
+        k += 1
+    return i, w0, w1, tail
+
+
+@_inline
+def _token_rows(data, start, end, w, word, out):
+    """What the token data[start:end] does, and its row ids in fastText's order written to
+    out (room for maxn * (length + 2) + 2): (kind, rows written)."""
+    table, wbytes, woff, types, kept, before, ranked, minn, maxn, bucket, magic, eos = w
+    h = _FNV_OFFSET
+    for k in range(start, end):
+        h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
+    h &= _LOW32
+    length = end - start
+    mask = table.shape[0] - 1
+    s, wid = np.int64(h) & mask, -1
+    while table[s] >= 0:
+        t = table[s]
+        if woff[t + 1] - woff[t] == length and _same(wbytes, woff[t], data, start, length):
+            wid = t
+            break
+        s = (s + 1) & mask
+    if wid >= 0 and types[wid] != 0:
+        return SKIP, 0  # a label of the dictionary
+    if wid < 0 and length >= 9 and _same(data, start, _LABEL, 0, 9):
+        return SKIP, 0
+    n = 0
+    if wid >= 0:
+        out[0] = wid
+        n = 1
+        if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+            return END, n
+    size = length + 2
+    word[0] = 60  # "<"
+    for k in range(length):
+        word[k + 1] = data[start + k]
+    word[size - 1] = 62  # ">"
+    for a in range(size):
+        if (word[a] & 0xC0) == 0x80:
+            continue
+        j, g, gh = a, 1, _FNV_OFFSET
+        while j < size and g <= maxn:
+            gh = (gh ^ (np.uint64(np.int64(np.int8(word[j]))) & _LOW32)) * _FNV_PRIME
+            j += 1
+            while j < size and (word[j] & 0xC0) == 0x80:
+                gh = (gh ^ (np.uint64(np.int64(np.int8(word[j]))) & _LOW32)) * _FNV_PRIME
+                j += 1
+            if g >= minn and not (g == 1 and (a == 0 or j == size)):
+                # b = gh mod bucket without a division (Lemire, Kaser and Kurz 2019), then its
+                # row if kept, written in any case and counted only then
+                low = magic * (gh & _LOW32)
+                b = ((low >> _U32) * bucket + (((low & _LOW32) * bucket) >> _U32)) >> _U32
+                bits, bit = kept[b >> _U6], b & _U63
+                out[n] = ranked[np.int64(before[b >> _U6]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))]
+                n += np.int64((bits >> bit) & _U1)
+            g += 1
+    return WORD, n
 
 
 @_jit
-def _top(x, count, out, left, right, labels):
+def _top(x, count, out, left, right, nodes, scores):
+    """fastText's HierarchicalSoftmaxLoss::predict (k = 1, threshold 0): (leaf, score)."""
+    labels = left.shape[0] // 2 + 1
     scale = np.float32(1.0 / count)
-    for j in range(x.shape[0]):
+    for j in range(DIM):
         x[j] *= scale
-    floor = _std_log(np.float32(0.0))
-    nodes = np.empty(2 * labels, np.int64)
-    scores = np.empty(2 * labels, np.float32)
+    floor = np.float32(math.log(np.float64(np.float32(0.0)) + 1e-5))
     nodes[0], scores[0], depth = 2 * labels - 2, np.float32(0.0), 1
     best_node, best = -1, np.float32(0.0)
     while depth > 0:
@@ -210,17 +270,19 @@ def _top(x, count, out, left, right, labels):
             best_node, best = node, score
             continue
         d = np.float32(0.0)
-        for j in range(x.shape[0]):
+        for j in range(DIM):
             d += out[node - labels, j] * x[j]
         f = np.float32(1.0 / (np.float32(1.0) + np.float32(math.exp(-d))))
-        nodes[depth], scores[depth] = right[node], np.float32(score + _std_log(f))
+        nodes[depth] = right[node]
+        scores[depth] = np.float32(score + np.float32(math.log(np.float64(f) + 1e-5)))
         nodes[depth + 1] = left[node]
-        scores[depth + 1] = np.float32(score + _std_log(np.float32(1.0 - np.float64(f))))
+        not_f = np.float32(1.0 - np.float64(f))
+        scores[depth + 1] = np.float32(score + np.float32(math.log(np.float64(not_f) + 1e-5)))
         depth += 2
     return best_node, np.float32(math.exp(best))
 
 
-@_inline
+@_jit
 def _char_end(data, start, end, chars):
     """The byte offset after the first `chars` characters of UTF-8 data[start:end]."""
     seen = 0
@@ -233,67 +295,125 @@ def _char_end(data, start, end, chars):
 
 
 @_jit
-def _predict_all(data, offsets, max_chars, text, w, rows, out, left, right, cache, node, score):
+def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
     """node[d], score[d] for each line data[offsets[d]:offsets[d + 1]] (node -1: no words).
     `text`: the language step's line (\\n a space, EOS at the end); else a line as given, that
-    ends at its first \\n. One loop, the cache's arrays taken once: a token in the cache costs
-    its hash, its slot, its record (length, kind, rows, bytes: one or two cache lines) and
-    its rows' additions."""
-    slots, arena, abytes, _ = cache
-    mask = slots.shape[0] - 1
+    ends at its first \\n. A token in the cache costs its scan, one slot (and its record for
+    one with more than 9 rows or 16 bytes) and a vector addition per row."""
+    rows, out, left, right = net
+    keys, cells, arena, abytes, fill, most = cache
+    maxn, eos = w[8], w[11]
+    mask = cells.shape[0] - 1
+    bits = 1
+    while (1 << bits) < cells.shape[0]:
+        bits += 1
+    shift = np.uint64(64 - bits)  # a slot from the top bits of a product
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
     word = np.empty(longest + 2, np.uint8)
-    scratch = np.empty(w.maxn * (longest + 2) + 1, np.int32)
-    x = np.empty(rows.shape[1], np.float32)
+    scratch = np.empty(maxn * (longest + 2) + 2, np.int32)
+    x = np.empty(DIM, np.float32)
+    ids = np.empty(4096, np.int32)  # a document's row ids, added when full or at its end
+    room = ids.shape[0] - maxn * (LONGEST_CACHED + 2) - 2  # what a cached token can add
+    nodes = np.empty(left.shape[0] + 1, np.int64)
+    scores = np.empty(left.shape[0] + 1, np.float32)
     for d in range(offsets.shape[0] - 1):
         i, end = offsets[d], offsets[d + 1]
         if max_chars >= 0 and end - i > max_chars:
             end = _char_end(data, i, end, max_chars)
         x[:] = 0
-        count, ended = 0, False
+        count, ended, at = 0, False, 0
         while i < end and not ended:
-            if _is_space(data[i]):
-                if data[i] == 10 and not text:  # the line's end: EOS, a word without n-grams
-                    _add(x, rows, w.eos)
+            c = data[i]
+            if _is_space(c):
+                if c == 10 and not text:  # the line's end: EOS, a word without n-grams
+                    ids[at] = eos
+                    at += 1
                     count += 1
                     ended = True
                 i += 1
                 continue
-            first, h64 = i, _FNV_OFFSET
-            while i < end and not _is_space(data[i]):
-                h64 = _step(h64, data[i])
-                i += 1
-            h, length = np.int64(h64), i - first
-            s, at = h & mask, -1
-            while slots[s] >= 0:
-                if slots[s] & 0xFFFFFFFF == h:
-                    c = slots[s] >> 32
-                    key = 4 * (c + 3 + arena[c + 2])
-                    if arena[c] == length and _same(abytes, key, data, first, length):
-                        at = c
+            first = i
+            i, w0, w1, tail = _token(data, i, end)
+            length = i - first
+            s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
+            hit = False
+            if length <= LONGEST_CACHED:
+                while cells[s, LENGTH] != 0:
+                    if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
+                            and (length <= INLINE_BYTES or _same(
+                                abytes, 4 * (cells[s, RECORD] + (cells[s, HEAD] & 0xFFFF)),
+                                data, first, length))):  # fmt: skip
+                        hit = True
                         break
-                s = (s + 1) & mask
-            if at < 0 and length > _LONGEST_CACHED:
-                kind, n = _token_rows(data, first, i, np.uint32(h), w, word, scratch, 0)
-                for r in range(n):
-                    _add(x, rows, scratch[r])
+                    s = (s + 1) & mask
+            if at > room:
+                _add_all(x, rows, ids, 0, at)
+                at = 0
+            if hit:
+                kind, n = cells[s, HEAD] >> 16, cells[s, HEAD] & 0xFFFF
+                if cells[s, RECORD] < 0:
+                    for r in range(n):
+                        ids[at + r] = cells[s, ROWS + r]
+                else:
+                    for r in range(n):
+                        ids[at + r] = arena[cells[s, RECORD] + r]
+                at += n
             else:
-                if at < 0:
-                    at = _insert(data, first, i, np.uint32(h), w, cache, word)
-                kind, n = arena[at + 1], arena[at + 2]
-                for r in range(at + 3, at + 3 + n):
-                    _add(x, rows, arena[r])
+                kind, n = _token_rows(data, first, i, w, word, scratch)
+                if length <= LONGEST_CACHED:
+                    for r in range(n):
+                        ids[at + r] = scratch[r]
+                    at += n
+                else:  # rows of a long token: added where they are
+                    _add_all(x, rows, ids, 0, at)
+                    _add_all(x, rows, scratch, 0, n)
+                    at = 0
+                if length <= LONGEST_CACHED:
+                    record = n + (length + 3) // 4
+                    if fill[0] >= most or fill[1] + record > arena.shape[0]:
+                        cells[:, LENGTH] = 0  # full: emptied, the token's slot is its first
+                        fill[:] = 0
+                        s = np.int64((((w0 + np.uint64(length)) * _MIX0)
+                                      ^ ((w1 ^ tail) * _MIX1)) >> shift)  # fmt: skip
+                    keys[s, 0], keys[s, 1] = w0, w1
+                    cells[s, LENGTH], cells[s, HEAD], cells[s, RECORD] = length, n | kind << 16, -1
+                    if n > INLINE_ROWS or length > INLINE_BYTES:
+                        a = fill[1]
+                        cells[s, RECORD] = a
+                        for r in range(n):
+                            arena[a + r] = scratch[r]
+                        for k in range(length):
+                            abytes[4 * (a + n) + k] = data[first + k]
+                        fill[1] = a + record
+                    else:
+                        for r in range(n):
+                            cells[s, ROWS + r] = scratch[r]
+                    fill[0] += 1
             count += n
-            ended = kind == _END
+            ended = kind == END
         if text and not ended:
-            _add(x, rows, w.eos)
+            ids[at] = eos
+            at += 1
             count += 1
+        _add_all(x, rows, ids, 0, at)
         if count == 0:
             node[d], score[d] = -1, 0.0
         else:
-            node[d], score[d] = _top(x, count, out, left, right, left.shape[0] // 2 + 1)
+            node[d], score[d] = _top(x, count, out, left, right, nodes, scores)
+
+
+PROBES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Le renard brun saute par-dessus le chien paresseux. Ça va très bien, merci !",
+    "Быстрая коричневая лиса прыгает через ленивую собаку.",
+    "敏捷的棕色狐狸跳过了懒狗。 日本語のテキストも少し。",
+    "zzqx __label__en x\t\ty\r\x0bz\x0c\x00 naïve ＡＢＣ 🙂 عربى",
+    "a </s> b",
+    "an-uncommonly-long-token-that-the-arena-holds, naïvetés-über-straße",
+    "",
+)
 
 
 class _Words(NamedTuple):
@@ -303,43 +423,51 @@ class _Words(NamedTuple):
     wbytes: np.ndarray
     woff: np.ndarray
     types: np.ndarray
-    prune: np.ndarray
     kept: np.ndarray
-    nwords: int
+    before: np.ndarray
+    ranked: np.ndarray  # lid_model's, and one more: a bucket that is not kept reads it
     minn: int
     maxn: int
     bucket: np.uint64
-    magic: np.uint64  # for _mod by bucket
+    magic: np.uint64  # (2**64 - 1) // bucket + 1: a remainder without a division
     eos: int
 
 
-class _Cache(NamedTuple):
-    """The word cache: a token's record is found from its fastText hash in `slots`."""
+def _lines(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A zeroed C array that starts on a 64-byte line: a row, a slot, is one line, not two."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    raw = np.zeros(size + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start : start + size].view(dtype).reshape(shape)
 
-    slots: np.ndarray  # int64: -1 empty, else record offset << 32 | the token's hash
-    arena: np.ndarray  # int32 records: length, kind, n, n row ids, the token's bytes (padded)
-    abytes: np.ndarray  # the arena's memory as bytes
-    fill: np.ndarray  # int64: tokens held, arena int32s used
 
-
-def _empty_cache(words: int) -> _Cache:
-    arena = np.zeros(12 * words, np.int32)
-    slots = np.full(1 << (2 * words - 1).bit_length(), -1, np.int64)
-    return _Cache(slots, arena, arena.view(np.uint8), np.zeros(2, np.int64))
+def _empty_cache(words: int) -> tuple:
+    """The word cache for `words` distinct tokens (then emptied): slots (a power of two, at
+    most half full; uint64 and int32 views of one array), the arena (int32 and bytes views),
+    fill (tokens held, arena int32s used) and the most tokens held."""
+    slots = _lines((1 << (2 * words - 1).bit_length(), SLOT), np.int32)
+    arena = _lines((words * 8,), np.int32)
+    return (slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64),
+            words)  # fmt: skip
 
 
 class Predictor:
     """fastText's `predict(line, 1, 0.0)` for the model at `path`; `cache_words`: distinct
-    tokens the word cache holds before it is emptied."""
+    tokens the word cache holds before it is emptied (2**18: 32 MiB of slots, 8 MiB of arena)."""
 
     def __init__(self, path: str, cache_words: int = 1 << 18) -> None:
         model = lid_model.read(path)
+        if model.rows.shape[1] != DIM or sys.byteorder != "little":  # the vectors, _load8
+            raise ValueError(f"a model of dimension {model.rows.shape[1]}, not {DIM}")
         self.labels = model.labels
-        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.prune,
-                             model.kept, model.nwords, model.minn, model.maxn,
+        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
+                             model.before, np.append(model.ranked, np.int32(-1)), model.minn,
+                             model.maxn,
                              np.uint64(model.bucket), np.uint64((2**64 - 1) // model.bucket + 1),
                              model.eos)  # fmt: skip
-        self._net = (model.rows, model.out, model.left, model.right)
+        rows = _lines(model.rows.shape, np.float32)
+        rows[:] = model.rows
+        self._net = (rows, model.out, model.left, model.right)
         self._cache_words = cache_words
         self._cache = _empty_cache(cache_words)
         self._lock = threading.Lock()  # the cache is written in place: one call at a time
@@ -370,7 +498,7 @@ class Predictor:
         node = np.empty(len(offsets) - 1, np.int64)
         score = np.empty(len(offsets) - 1, np.float32)
         with self._lock:
-            _predict_all(data, offsets, max_chars, text, self._words, *self._net, self._cache,
+            _predict_all(data, offsets, max_chars, text, self._words, self._net, self._cache,
                          node, score)  # fmt: skip
         return node, score
 
