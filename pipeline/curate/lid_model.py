@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+
 @dataclass(frozen=True)
 class LidModel:
     nwords: int  # dictionary words; then labels; rows nwords.. are the kept buckets
@@ -151,7 +152,8 @@ def _kept_buckets(pairs: np.ndarray, nwords: int, bucket: int
     order = np.argsort(pairs[:, 0], kind="stable")
     buckets = pairs[order, 0].astype(np.int64)
     bits = np.zeros((bucket + 63) // 64, np.uint64)
-    np.bitwise_or.at(bits, buckets // 64, np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64)))
+    one_bit = np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64))
+    np.bitwise_or.at(bits, buckets // 64, one_bit)
     per_word = np.bincount(buckets // 64, minlength=len(bits))
     before = np.zeros(len(bits), np.int32)
     before[1:] = np.cumsum(per_word)[:-1]
