@@ -54,14 +54,17 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
     _inline = _intrinsic = _jit
 
 DIM = 16  # the model's dimension the additions are vectors of (lid.176's)
-LONGEST_CACHED = 64  # bytes; a longer token's rows are found each time it occurs
-INLINE_ROWS = 9  # row ids a slot holds; a token with more keeps them in the arena
+LONGEST_CACHED = 256  # bytes; a longer token's rows are found each time it occurs
+CHUNK = 1024  # tokens looked up, then their new rows found, then their rows added
 INLINE_BYTES = 16  # a longer token's bytes are kept in the arena and compared there
 # a slot, as int32: 0-3 the token's first 16 bytes (uint64 x 2, zero-padded), 4 its length
-# (0: empty), 5 its row count | kind << 16, 6 its arena record (rows, then the token's bytes)
-# or -1, 7-15 its row ids when it has at most INLINE_ROWS and INLINE_BYTES
-SLOT, LENGTH, HEAD, RECORD, ROWS = 16, 4, 5, 6, 7
+# (0: empty), 5 its row count | kind << 16 (PENDING: not found yet), 6 where its rows are in
+# the arena, or -1: in the slot (8-15, at most INLINE_ROWS), 7 where its bytes are in the
+# arena (int32 units) when it is longer than INLINE_BYTES
+SLOT, LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS = 16, 4, 5, 6, 7, 8, 8
 SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
+PENDING = -1
+MORE, EOL, LONG = 0, 1, 2  # a look-up stopped: chunk full or text done, the line's \n, a long token
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
@@ -196,7 +199,7 @@ def _token(data, i, end):
     return i, w0, w1, tail
 
 
-@_inline
+@_jit
 def _token_rows(data, start, end, w, word, out):
     """What the token data[start:end] does, and its row ids in fastText's order written to
     out (room for maxn * (length + 2) + 2): (kind, rows written)."""
@@ -296,27 +299,123 @@ def _char_end(data, start, end, chars):
 
 
 @_jit
+def _most_room(maxn, length):
+    """The arena int32s a new token of `length` bytes may take: its rows and its bytes."""
+    return maxn * (length + 2) + 2 + (length + 3) // 4
+
+
+@_jit
+def _look_up(data, i, end, text, cache, shift, maxn, slot_of, miss_at, miss_slot):
+    """The slots of the tokens from data[i] until `end`, the line's \\n (not `text`), a token
+    over LONGEST_CACHED bytes, len(slot_of) tokens or a full arena: a token not in the cache
+    gets a PENDING slot (its bytes, for a long one, in the arena; room for its rows kept) and a
+    place in miss_at/miss_slot, so that its next occurrences find it. Returns (offset, tokens,
+    new tokens, why it stopped, the end of the LONG token at offset)."""
+    keys, cells, arena, abytes, fill = cache
+    mask = cells.shape[0] - 1
+    t, m, kept_room = 0, 0, 0
+    while i < end and t < slot_of.shape[0]:
+        c = data[i]
+        if _is_space(c):
+            if c == 10 and not text:
+                return i + 1, t, m, EOL, 0
+            i += 1
+            continue
+        first = i
+        i, w0, w1, tail = _token(data, i, end)
+        length = i - first
+        if length > LONGEST_CACHED:
+            return first, t, m, LONG, i
+        s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
+        while cells[s, LENGTH] != 0:
+            if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
+                    and (length <= INLINE_BYTES
+                         or _same(abytes, 4 * cells[s, BYTES], data, first, length))):  # fmt: skip
+                break
+            s = (s + 1) & mask
+        if cells[s, LENGTH] == 0:
+            room = _most_room(maxn, length)
+            if fill[1] + kept_room + room > arena.shape[0]:
+                return first, t, m, MORE, 0  # the next chunk starts with an empty cache
+            kept_room += room
+            keys[s, 0], keys[s, 1] = w0, w1
+            cells[s, LENGTH], cells[s, HEAD] = length, PENDING
+            if length > INLINE_BYTES:
+                a = fill[1]
+                cells[s, BYTES] = a
+                for k in range(length):
+                    abytes[4 * a + k] = data[first + k]
+                fill[1] = a + (length + 3) // 4
+            fill[0] += 1
+            miss_at[m], miss_slot[m] = first, s
+            m += 1
+        slot_of[t] = s
+        t += 1
+    return i, t, m, MORE, 0
+
+
+@_jit
+def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
+    """The rows of the first m PENDING tokens, into their slots or the arena."""
+    _, cells, arena, _, fill = cache
+    for k in range(m):
+        s, first = miss_slot[k], miss_at[k]
+        kind, n = _token_rows(data, first, first + cells[s, LENGTH], w, word, scratch)
+        if n > INLINE_ROWS:
+            a = fill[1]
+            for r in range(n):
+                arena[a + r] = scratch[r]
+            cells[s, RECORD] = a
+            fill[1] = a + n
+        else:
+            for r in range(n):
+                cells[s, ROWS + r] = scratch[r]
+            cells[s, RECORD] = -1
+        cells[s, HEAD] = n | kind << 16
+
+
+@_jit
+def _sum_rows(x, rows, cells, arena, slot_of, t):
+    """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token: (rows
+    added, whether one ended the line)."""
+    count = 0
+    for k in range(t):
+        s = slot_of[k]
+        n, at = cells[s, HEAD] & 0xFFFF, cells[s, RECORD]
+        if at < 0:
+            for r in range(ROWS, ROWS + n):
+                _add(x, rows, cells[s, r])
+        else:
+            for r in range(at, at + n):
+                _add(x, rows, arena[r])
+        count += n
+        if cells[s, HEAD] >> 16 == END:
+            return count, True
+    return count, False
+
+
+@_jit
 def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
     """node[d], score[d] for each line data[offsets[d]:offsets[d + 1]] (node -1: no words).
     `text`: the language step's line (\\n a space, EOS at the end); else a line as given, that
-    ends at its first \\n. A token in the cache costs its scan, one slot (and its record for
-    one with more than 9 rows or 16 bytes) and a vector addition per row."""
+    ends at its first \\n. A chunk of tokens is looked up, its new tokens' rows found, then
+    its rows added: each loop small, and a token's look-up does not wait for the one before."""
     rows, out, left, right = net
-    keys, cells, arena, abytes, fill, most = cache
+    keys, cells, arena, abytes, fill = cache
     maxn, eos = w[8], w[11]
-    mask = cells.shape[0] - 1
     bits = 1
     while (1 << bits) < cells.shape[0]:
         bits += 1
     shift = np.uint64(64 - bits)  # a slot from the top bits of a product
+    chunk = min(CHUNK, cells.shape[0] // 4)  # the cache is at most half full after a chunk
+    slot_of, miss_at = np.empty(chunk, np.int64), np.empty(chunk, np.int64)
+    miss_slot = np.empty(chunk, np.int64)
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
-    word = np.empty(longest + 2, np.uint8)
-    scratch = np.empty(maxn * (longest + 2) + 2, np.int32)
+    word = np.empty(max(longest, LONGEST_CACHED) + 2, np.uint8)
+    scratch = np.empty(maxn * (max(longest, LONGEST_CACHED) + 2) + 2, np.int32)
     x = np.empty(DIM, np.float32)
-    ids = np.empty(4096, np.int32)  # a document's row ids, added when full or at its end
-    room = ids.shape[0] - maxn * (LONGEST_CACHED + 2) - 2  # what a cached token can add
     nodes = np.empty(left.shape[0] + 1, np.int64)
     scores = np.empty(left.shape[0] + 1, np.float32)
     for d in range(offsets.shape[0] - 1):
@@ -324,81 +423,29 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
         if max_chars >= 0 and end - i > max_chars:
             end = _char_end(data, i, end, max_chars)
         x[:] = 0
-        count, ended, at = 0, False, 0
-        while i < end and not ended:
-            c = data[i]
-            if _is_space(c):
-                if c == 10 and not text:  # the line's end: EOS, a word without n-grams
-                    ids[at] = eos
-                    at += 1
-                    count += 1
-                    ended = True
-                i += 1
-                continue
-            first = i
-            i, w0, w1, tail = _token(data, i, end)
-            length = i - first
-            s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
-            hit = False
-            if length <= LONGEST_CACHED:
-                while cells[s, LENGTH] != 0:
-                    if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
-                            and (length <= INLINE_BYTES or _same(
-                                abytes, 4 * (cells[s, RECORD] + (cells[s, HEAD] & 0xFFFF)),
-                                data, first, length))):  # fmt: skip
-                        hit = True
-                        break
-                    s = (s + 1) & mask
-            if at > room:
-                _add_all(x, rows, ids, 0, at)
-                at = 0
-            if hit:
-                kind, n = cells[s, HEAD] >> 16, cells[s, HEAD] & 0xFFFF
-                if cells[s, RECORD] < 0:
-                    for r in range(n):
-                        ids[at + r] = cells[s, ROWS + r]
-                else:
-                    for r in range(n):
-                        ids[at + r] = arena[cells[s, RECORD] + r]
-                at += n
-            else:
-                kind, n = _token_rows(data, first, i, w, word, scratch)
-                if length <= LONGEST_CACHED:
-                    for r in range(n):
-                        ids[at + r] = scratch[r]
-                    at += n
-                else:  # rows of a long token: added where they are
-                    _add_all(x, rows, ids, 0, at)
-                    _add_all(x, rows, scratch, 0, n)
-                    at = 0
-                if length <= LONGEST_CACHED:
-                    record = n + (length + 3) // 4
-                    if fill[0] >= most or fill[1] + record > arena.shape[0]:
-                        cells[:, LENGTH] = 0  # full: emptied, the token's slot is its first
-                        fill[:] = 0
-                        s = np.int64((((w0 + np.uint64(length)) * _MIX0)
-                                      ^ ((w1 ^ tail) * _MIX1)) >> shift)  # fmt: skip
-                    keys[s, 0], keys[s, 1] = w0, w1
-                    cells[s, LENGTH], cells[s, HEAD], cells[s, RECORD] = length, n | kind << 16, -1
-                    if n > INLINE_ROWS or length > INLINE_BYTES:
-                        a = fill[1]
-                        cells[s, RECORD] = a
-                        for r in range(n):
-                            arena[a + r] = scratch[r]
-                        for k in range(length):
-                            abytes[4 * (a + n) + k] = data[first + k]
-                        fill[1] = a + record
-                    else:
-                        for r in range(n):
-                            cells[s, ROWS + r] = scratch[r]
-                    fill[0] += 1
+        count, ended = 0, False
+        while not ended and i < end:
+            if (2 * (fill[0] + chunk) > cells.shape[0]
+                    or fill[1] + _most_room(maxn, LONGEST_CACHED) > arena.shape[0]):  # fmt: skip
+                cells[:, LENGTH] = 0  # full: emptied between chunks
+                fill[:] = 0
+            i, t, m, why, after = _look_up(data, i, end, text, cache, shift, maxn, slot_of,
+                                           miss_at, miss_slot)  # fmt: skip
+            _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache)
+            n, ended = _sum_rows(x, rows, cells, arena, slot_of, t)
             count += n
-            ended = kind == END
+            if not ended and why == EOL:  # the line's end: EOS, a word without n-grams
+                _add(x, rows, eos)
+                count += 1
+                ended = True
+            elif not ended and why == LONG:
+                kind, n = _token_rows(data, i, after, w, word, scratch)
+                _add_all(x, rows, scratch, 0, n)
+                count += n
+                i, ended = after, kind == END
         if text and not ended:
-            ids[at] = eos
-            at += 1
+            _add(x, rows, eos)
             count += 1
-        _add_all(x, rows, ids, 0, at)
         if count == 0:
             node[d], score[d] = -1, 0.0
         else:
@@ -443,14 +490,13 @@ def _lines(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return raw[start : start + size].view(dtype).reshape(shape)
 
 
-def _empty_cache(words: int) -> tuple:
-    """The word cache for `words` distinct tokens (then emptied): slots (a power of two, at
-    most half full; uint64 and int32 views of one array), the arena (int32 and bytes views),
-    fill (tokens held, arena int32s used) and the most tokens held."""
+def _empty_cache(words: int, maxn: int) -> tuple:
+    """The word cache for about `words` distinct tokens (then emptied): slots (a power of two,
+    at most half full; uint64 and int32 views of one array), the arena (int32 and bytes views)
+    and its fill (tokens held, arena int32s used)."""
     slots = _lines((1 << (2 * words - 1).bit_length(), SLOT), np.int32)
-    arena = _lines((words * 8,), np.int32)
-    return (slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64),
-            words)  # fmt: skip
+    arena = _lines((words * 8 + maxn * (LONGEST_CACHED + 2) + 3 + LONGEST_CACHED // 4,), np.int32)
+    return slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64)
 
 
 class Predictor:
@@ -470,8 +516,7 @@ class Predictor:
         rows = _lines(model.rows.shape, np.float32)
         rows[:] = model.rows
         self._net = (rows, model.out, model.left, model.right)
-        self._cache_words = cache_words
-        self._cache = _empty_cache(cache_words)
+        self._cache = _empty_cache(cache_words, model.maxn)
         self._lock = threading.Lock()  # the cache is written in place: one call at a time
 
     def predict(self, line: str) -> tuple[str, float]:
