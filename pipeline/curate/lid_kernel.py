@@ -113,6 +113,19 @@ def _load8(typingctx, data, i):
 
 
 @_intrinsic
+def _high_product(typingctx, a, b):
+    """The high 64 bits of the 128-bit product of two uint64."""
+    sig = numba.types.uint64(a, b)
+
+    def codegen(context, builder, sig, args):
+        wide = ir.IntType(128)
+        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
+
+    return sig, codegen
+
+
+@_intrinsic
 def _low_zeros(typingctx, v):
     """The trailing zero bits of a uint64 (64 for 0)."""
     sig = numba.types.uint64(v)
@@ -203,7 +216,7 @@ def _token(data, i, end):
 def _token_rows(data, start, end, w, word, out):
     """What the token data[start:end] does, and its row ids in fastText's order written to
     out (room for maxn * (length + 2) + 2): (kind, rows written)."""
-    table, wbytes, woff, types, kept, before, ranked, minn, maxn, bucket, magic, eos = w
+    table, wbytes, woff, types, kept, ranked, minn, maxn, bucket, magic, eos = w
     h = _FNV_OFFSET
     for k in range(start, end):
         h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
@@ -245,10 +258,9 @@ def _token_rows(data, start, end, w, word, out):
             if g >= minn and not (g == 1 and (a == 0 or j == size)):
                 # b = gh mod bucket without a division (Lemire, Kaser and Kurz 2019), then its
                 # row if kept, written in any case and counted only then
-                low = magic * (gh & _LOW32)
-                b = ((low >> _U32) * bucket + (((low & _LOW32) * bucket) >> _U32)) >> _U32
-                bits, bit = kept[b >> _U6], b & _U63
-                rank = np.int64(before[b >> _U6]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))
+                b = _high_product(magic * (gh & _LOW32), bucket)
+                bits, bit = kept[b >> _U6, 0], b & _U63
+                rank = np.int64(kept[b >> _U6, 1]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))
                 out[n] = ranked[rank]
                 n += np.int64((bits >> bit) & _U1)
             g += 1
@@ -402,7 +414,7 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
     its rows added: each loop small, and a token's look-up does not wait for the one before."""
     rows, out, left, right = net
     keys, cells, arena, abytes, fill = cache
-    maxn, eos = w[8], w[11]
+    maxn, eos = w[7], w[10]
     bits = 1
     while (1 << bits) < cells.shape[0]:
         bits += 1
@@ -471,8 +483,7 @@ class _Words(NamedTuple):
     wbytes: np.ndarray
     woff: np.ndarray
     types: np.ndarray
-    kept: np.ndarray
-    before: np.ndarray
+    kept: np.ndarray  # uint64 (words, 2): lid_model's kept bits and before, side by side
     ranked: np.ndarray  # lid_model's, and one more: a bucket that is not kept reads it
     minn: int
     maxn: int
@@ -508,9 +519,9 @@ class Predictor:
         if model.rows.shape[1] != DIM or sys.byteorder != "little":  # the vectors, _load8
             raise ValueError(f"a model of dimension {model.rows.shape[1]}, not {DIM}")
         self.labels = model.labels
-        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
-                             model.before, np.append(model.ranked, np.int32(-1)), model.minn,
-                             model.maxn,
+        kept = np.stack([model.kept, model.before.astype(np.uint64)], axis=1)
+        self._words = _Words(model.table, model.wbytes, model.woff, model.types, kept,
+                             np.append(model.ranked, np.int32(-1)), model.minn, model.maxn,
                              np.uint64(model.bucket), np.uint64((2**64 - 1) // model.bucket + 1),
                              model.eos)  # fmt: skip
         rows = _lines(model.rows.shape, np.float32)
@@ -539,6 +550,10 @@ class Predictor:
         with self._lock:
             self._cache[1][:, LENGTH] = 0
             self._cache[4][:] = 0
+
+    def held(self) -> int:
+        """The distinct tokens the word cache holds now."""
+        return int(self._cache[4][0])
 
     def _run(self, data, offsets, max_chars, text) -> tuple[np.ndarray, np.ndarray]:
         data = data.view()
