@@ -49,8 +49,22 @@ def numba_dir() -> Path:
     return cache_root() / "numba"
 
 
+_KEYED_ALSO: dict[Path, tuple[Path, ...]] = {}
+
+
+def key_also(py_file: str, *names: str) -> None:
+    """Key the folder of `py_file`'s loops on these files next to it as well: numba keeps a
+    compiled function whose own file is unchanged even when a function it calls, from another
+    file, has changed. Called before the file's first njit."""
+    path = Path(py_file).resolve()
+    _KEYED_ALSO[path] = tuple(path.parent / name for name in names)
+
+
 def _content_key(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(path.read_bytes())
+    for other in _KEYED_ALSO.get(path.resolve(), ()):
+        digest.update(other.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _ready_marker() -> Path:

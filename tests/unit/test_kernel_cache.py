@@ -101,3 +101,18 @@ def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
     finally:
         kernel_cache.finish(child)
     assert child.returncode is not None
+
+
+def test_a_loop_file_keyed_also_on_the_file_it_calls_gets_a_new_folder_when_that_one_changes(
+    tmp_path,
+):
+    from pipeline.dedup import kernel_cache
+
+    caller, callee = tmp_path / "caller.py", tmp_path / "callee.py"
+    caller.write_text("x = 1\n")
+    callee.write_text("y = 1\n")
+    alone = kernel_cache._content_key(caller)
+    kernel_cache.key_also(str(caller), "callee.py")
+    keyed = kernel_cache._content_key(caller)
+    callee.write_text("y = 2\n")
+    assert len({alone, keyed, kernel_cache._content_key(caller)}) == 3
