@@ -17,7 +17,9 @@ whether this machine has already done it (a marker written after a full compile)
 
 Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
 stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of
-the pipeline package are located here, and numba caches other libraries as usual.
+the pipeline package are located here, and numba caches other libraries as usual. A module whose
+loops call another file's (lid_kernel.py calls lid_ops.py's) names it with `key_also`: its folder
+is keyed on both, since numba does not see a change in the file it calls.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
 """
 
