@@ -9,9 +9,10 @@ the output matrix dense. Read here: hierarchical softmax (loss 1), word n-grams 
 n-grams minn..maxn; another kind raises ValueError.
 
 What `read` returns: the dictionary as an open-addressing table over fastText's word hash
-(FNV-1a of the bytes, each byte sign-extended), the kept buckets as a (bucket, row) table, the
-input rows decoded the way fastText forms them (norm x centroid, in float32), the output matrix
-and the Huffman tree of the labels (fastText's HierarchicalSoftmaxLoss::buildTree).
+(FNV-1a of the bytes, each byte sign-extended), the kept buckets as a bitmap with a rank
+(bucket b's row is ranked[before[b // 64] + kept bits below b in word b // 64]), the input
+rows decoded the way fastText forms them (norm x centroid, in float32), the output matrix and
+the Huffman tree of the labels (fastText's HierarchicalSoftmaxLoss::buildTree).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-SPREAD = 0x9E3779B1  # a kept bucket's first slot: (bucket * SPREAD) & (slots - 1)
 
 
 @dataclass(frozen=True)
@@ -37,8 +36,9 @@ class LidModel:
     table: np.ndarray  # int64 slots: dictionary id or -1
     wbytes: np.ndarray  # uint8: the entries' bytes, back to back
     woff: np.ndarray  # int64: entry i is wbytes[woff[i]:woff[i + 1]]
-    prune: np.ndarray  # int32 (slots, 2): (bucket, row) or (-1, -1)
     kept: np.ndarray  # uint64 bits: bucket b is kept iff bit b % 64 of kept[b // 64] is set
+    before: np.ndarray  # int32 per word of kept: the kept buckets in the words before it
+    ranked: np.ndarray  # int32 per kept bucket, in bucket order: its row
     rows: np.ndarray  # float32 (words + kept buckets, dim)
     out: np.ndarray  # float32 (labels - 1, dim): the tree's inner nodes
     left: np.ndarray  # int64 per tree node: left child, -1 at a leaf (a label)
@@ -100,8 +100,7 @@ def read(path: str) -> LidModel:
     left, right = _huffman(counts[nwords:])
     return LidModel(
         nwords, minn, maxn, bucket, words.index(b"</s>"), np.array(types, np.int8),
-        *_words_table(words), _bucket_table(pairs), _kept_bits(pairs[:, 0], bucket), rows,
-        out, left, right,
+        *_words_table(words), *_kept_buckets(pairs, nwords, bucket), rows, out, left, right,
         [w.decode("utf-8", "replace") for w in words[nwords:]],
     )  # fmt: skip
 
@@ -142,25 +141,23 @@ def _words_table(words: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return table, wbytes, woff
 
 
-def _bucket_table(pairs: np.ndarray) -> np.ndarray:
-    """(bucket, row) pairs in an open-addressing table (-1: empty), a third full."""
-    size = 1 << max(1, (3 * len(pairs)).bit_length())
-    table = np.full((size, 2), -1, np.int32)
-    for bucket, row in pairs.tolist():
-        s = (bucket * SPREAD) & (size - 1)
-        while table[s, 0] >= 0:
-            s = (s + 1) & (size - 1)
-        table[s] = (bucket, row)
-    return table
-
-
-def _kept_bits(buckets: np.ndarray, bucket: int) -> np.ndarray:
+def _kept_buckets(pairs: np.ndarray, nwords: int, bucket: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """A bit per bucket (2M buckets: 250 KB, cache-resident), so that a bucket that was pruned
-    away, most of them, is known without probing the (bucket, row) table."""
+    away, most of them, is known without a look-up; the rank of a kept one (the kept buckets
+    in the words before its word, plus the bits below it in its word) is its place in `ranked`,
+    which holds its row (nwords + the row fastText's pruned index gives it)."""
+    if len(np.unique(pairs[:, 0])) != len(pairs):
+        raise ValueError("a bucket pruned to two rows")
+    order = np.argsort(pairs[:, 0], kind="stable")
+    buckets = pairs[order, 0].astype(np.int64)
     bits = np.zeros((bucket + 63) // 64, np.uint64)
     one_bit = np.left_shift(np.uint64(1), (buckets % 64).astype(np.uint64))
     np.bitwise_or.at(bits, buckets // 64, one_bit)
-    return bits
+    per_word = np.bincount(buckets // 64, minlength=len(bits))
+    before = np.zeros(len(bits), np.int32)
+    before[1:] = np.cumsum(per_word)[:-1]
+    return bits, before, (nwords + pairs[order, 1]).astype(np.int32)
 
 
 def _huffman(counts: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,9 @@ it (a marker written after a full compile).
 
 Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
 stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of
-the pipeline package are located here, and numba caches other libraries as usual.
+the pipeline package are located here, and numba caches other libraries as usual. A module whose
+loops call another file's (lid_kernel.py calls lid_ops.py's) names it with `key_also`: its folder
+is keyed on both, since numba does not see a change in the file it calls.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
 """
 
@@ -50,8 +52,22 @@ def numba_dir() -> Path:
     return cache_root() / "numba"
 
 
+_KEYED_ALSO: dict[Path, tuple[Path, ...]] = {}
+
+
+def key_also(py_file: str, *names: str) -> None:
+    """Key the folder of `py_file`'s loops on these files next to it as well: numba keeps a
+    compiled function whose own file is unchanged even when a function it calls, from another
+    file, has changed. Called before the file's first njit."""
+    path = Path(py_file).resolve()
+    _KEYED_ALSO[path] = tuple(path.parent / name for name in names)
+
+
 def _content_key(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(path.read_bytes())
+    for other in _KEYED_ALSO.get(path.resolve(), ()):
+        digest.update(other.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _ready_marker(step: str | None = None) -> Path:

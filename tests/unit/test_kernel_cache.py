@@ -129,3 +129,18 @@ def test_warm_compiles_a_runs_kernels_once_so_that_the_run_starts_no_compile(cap
     assert "already compiled" in out or "into" in out and "dedup, language, gopher_quality" in out
     assert kernel_cache.ready(steps)
     assert kernel_cache.warm_in_background(steps) is None
+
+
+def test_a_loop_file_keyed_also_on_the_file_it_calls_gets_a_new_folder_when_that_one_changes(
+    tmp_path,
+):
+    from pipeline.dedup import kernel_cache
+
+    caller, callee = tmp_path / "caller.py", tmp_path / "callee.py"
+    caller.write_text("x = 1\n")
+    callee.write_text("y = 1\n")
+    alone = kernel_cache._content_key(caller)
+    kernel_cache.key_also(str(caller), "callee.py")
+    keyed = kernel_cache._content_key(caller)
+    callee.write_text("y = 2\n")
+    assert len({alone, keyed, kernel_cache._content_key(caller)}) == 3

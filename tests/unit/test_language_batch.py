@@ -68,3 +68,32 @@ def test_without_the_compiled_model_each_text_goes_to_fasttext(monkeypatch):
         language._predict.__wrapped__))  # fmt: skip
     assert not hasattr(language._predict(), "__self__")  # fastText's own predict
     assert identify_all(pa.array(texts), 9) == [fasttext(t, 9) for t in texts]
+
+
+def test_tokens_up_to_256_bytes_are_kept_in_the_word_cache():
+    predictor = lid_kernel.Predictor(model_path())
+    tokens = ["short", "a" * 40, "naïve" * 20, "z" * 256, "q" * 257]  # 5, 40, 120, 256, 257 bytes
+    line = " ".join(tokens * 2) + "\n"
+    ((score, label),) = _model().f.predict(line, 1, 0.0, "replace")
+    assert predictor.predict(line) == (label, float(score))
+    assert predictor.held() == 4  # each token once, the one over 256 bytes not at all
+
+
+def test_chunks_and_a_cache_emptied_between_them_change_no_value():
+    """Documents longer than a chunk of look-ups, tokens of every kind (in the slot, rows or
+    bytes in the arena, over the cache's longest, labels, </s>), a cache that fills up."""
+    rng = random.Random(7)
+    pieces = [p for p in PIECES if p != "</s>"]
+    pieces += ["ab" * 12, "日本語" * 5, "x" * 300, "é" * 100, "Unbelievable", "z" * 256]
+    texts = [" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 3000))) for _ in range(12)]
+    texts.append(texts[-1] + " </s> " + texts[-2])  # ends at </s>, a few chunks in
+    arr = pa.array(texts)
+    _, offsets, data = arr.buffers()
+    for words in (8, 300, 1 << 18):
+        predictor = lid_kernel.Predictor(model_path(), cache_words=words)
+        for _ in range(2):  # the cache empty, then holding what the first pass left
+            labels, scores = predictor.predict_texts(
+                np.frombuffer(data, np.uint8), np.frombuffer(offsets, np.int32), 100_000
+            )
+            got = zip([a.removeprefix("__label__") for a in labels], scores.tolist(), strict=True)
+            assert [(a, min(1.0, s)) for a, s in got] == [fasttext(t, 100_000) for t in texts]
