@@ -129,6 +129,7 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         "stages": {name: s.seconds for name, s in stages.items()},
         # task seconds the read tasks spent tokenizing (all workers together)
         "tokenize_task_s": _tokenize_seconds(stages),
+        "curate_task_s": _part_seconds(stages, "curate"),
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
         "docs_out": result.manifest["counts"]["docs_out"],
@@ -137,8 +138,13 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
 
 def _tokenize_seconds(stages: dict) -> float:
     """Task seconds read+hash spent tokenizing; 0 from code older than that count (--code)."""
-    parts = getattr(stages.get("read+hash"), "part_seconds", {})
-    return parts.get("tokenize", 0.0)
+    return _part_seconds(stages, "tokenize")
+
+
+def _part_seconds(stages: dict, part: str) -> float:
+    """Task seconds read+hash spent in `part` (all workers together); 0 from code older than
+    that count (--code)."""
+    return getattr(stages.get("read+hash"), "part_seconds", {}).get(part, 0.0)
 
 
 def per_core(run: dict, input_bytes: int) -> dict[str, float]:
@@ -155,6 +161,9 @@ def per_core(run: dict, input_bytes: int) -> dict[str, float]:
         if run.get("tokenize_task_s") and untokenized > 0:
             figures["read_hash_untokenized_mb_s_per_core"] = input_bytes / 1e6 / untokenized
             figures["tokenize_mb_s_per_core"] = input_bytes / 1e6 / run["tokenize_task_s"]
+        if run.get("curate_task_s"):  # the curation chain's share of the read pass's core-seconds
+            figures["curate_share_of_read_pass"] = run["curate_task_s"] / (stages["read+hash"] * w)
+            figures["curate_mb_s_per_core"] = input_bytes / 1e6 / run["curate_task_s"]
     return {k: round(v) if k.startswith("tokens") else round(v, 2) for k, v in figures.items()}
 
 

@@ -155,7 +155,9 @@ def read_unit(
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
     docs, bad = read_pieces(input_root, pieces, cfg, src)
+    curating = time.perf_counter()
     curated = curate(docs, cfg.chain_of(src), cfg)
+    curating = time.perf_counter() - curating
     docs = curated.kept
     tokenizing = time.perf_counter()
     tokens = tokenize_docs(layout, unit_id, docs, cfg, tokenizer_json, engine, rewrite)
@@ -202,6 +204,7 @@ def read_unit(
         engine=tokens.engine,
         checked=tokens.checked,
         tokenize_seconds=tokenizing,
+        curate_seconds=curating,
     )
     write_marker(done, result.marker())
     result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte

@@ -136,6 +136,7 @@ class ReadResult(TaskResult):
     checked: int = 0  # documents re-encoded with tokenizers to check the engine
     mismatch: str | None = None  # the engine disagreed with tokenizers: no done marker
     tokenize_seconds: float = 0.0  # of `seconds`, tokenizing (and checking) the unit's text
+    curate_seconds: float = 0.0  # of `seconds`, the curation chain (building it included)
 
     @property
     def stage_docs(self) -> int:
@@ -143,7 +144,9 @@ class ReadResult(TaskResult):
 
     @property
     def part_seconds(self) -> dict[str, float]:
-        return {} if self.reused else {"tokenize": self.tokenize_seconds}
+        if self.reused:
+            return {}
+        return {"tokenize": self.tokenize_seconds, "curate": self.curate_seconds}
 
     def marker(self) -> dict[str, Any]:
         """The done.json keys: the own fields, then seconds, io and peak_rss_mb."""

@@ -43,6 +43,8 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(own_ray, tmp_path, c
             "1",
             "--work",
             str(tmp_path / "work"),
+            "--set",
+            "curate=[{length: {min_words: 1}}]",
         ]
     )
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -58,3 +60,5 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(own_ray, tmp_path, c
         "read_hash_untokenized_mb_s_per_core",
         "tokenize_mb_s_per_core",
     }
+    # the curation chain's own seconds, out of the read pass's
+    assert 0 < figures["per_core"]["1"]["curate_share_of_read_pass"] < 1
