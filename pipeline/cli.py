@@ -938,7 +938,8 @@ def _warm_parser(sub: argparse._SubParsersAction) -> None:
         help="compile the compiled loops once, after install (runs then compile nothing)",
         description="Compile dedup's and the curation steps' numba loops into the machine's"
         " shared cache (PIPELINE_CACHE_DIR, else ~/.cache/pipeline), as the README's install"
-        " does: a run finds them there and compiles nothing. Exit 1 where they cannot compile.",
+        " does: a run finds them there and compiles nothing. Exit 1 where they cannot"
+        " compile, 2 for an unknown step.",
     )
     warm.add_argument(
         "steps", nargs="*", metavar="STEP", help="curation steps to warm (default: every one)"

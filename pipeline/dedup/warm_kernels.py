@@ -34,11 +34,14 @@ def warm(steps: tuple[str, ...] = ()) -> list[str] | None:
 
 def main(steps: tuple[str, ...] = ()) -> int:
     """The `warm` command: every built-in step when `steps` is empty; one line of what was
-    done, where, and in how many seconds."""
-    if not steps:
-        from pipeline.curate import chain
+    done, where, and in how many seconds. An unknown step: one line, exit 2, nothing done."""
+    from pipeline.curate import chain
 
-        steps = tuple(chain.REGISTRY)
+    if unknown := [s for s in steps if s not in chain.REGISTRY]:
+        print(f"warm: unknown step {unknown[0]!r}; steps: {sorted(chain.REGISTRY)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    steps = steps or tuple(chain.REGISTRY)
     if kernel_cache.ready(steps):
         print(f"kernels already compiled in {kernel_cache.numba_dir()}")
         return 0

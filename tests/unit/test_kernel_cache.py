@@ -144,3 +144,11 @@ def test_a_loop_file_keyed_also_on_the_file_it_calls_gets_a_new_folder_when_that
     keyed = kernel_cache._content_key(caller)
     callee.write_text("y = 2\n")
     assert len({alone, keyed, kernel_cache._content_key(caller)}) == 3
+
+
+def test_warm_refuses_an_unknown_step_in_one_line(capsys):
+    from pipeline import cli
+
+    assert cli.main(["warm", "language", "no_such_step"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_step" in err[0] and "gopher_quality" in err[0]
