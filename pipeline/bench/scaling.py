@@ -128,17 +128,12 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         "wall_s": wall,
         "stages": {name: s.seconds for name, s in stages.items()},
         # task seconds the read tasks spent tokenizing (all workers together)
-        "tokenize_task_s": _tokenize_seconds(stages),
+        "tokenize_task_s": _part_seconds(stages, "tokenize"),
         "curate_task_s": _part_seconds(stages, "curate"),
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
         "docs_out": result.manifest["counts"]["docs_out"],
     }
-
-
-def _tokenize_seconds(stages: dict) -> float:
-    """Task seconds read+hash spent tokenizing; 0 from code older than that count (--code)."""
-    return _part_seconds(stages, "tokenize")
 
 
 def _part_seconds(stages: dict, part: str) -> float:

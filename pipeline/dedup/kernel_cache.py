@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -81,9 +82,18 @@ def _ready_marker(step: str | None = None) -> Path:
             digest.update((_PACKAGE / name).read_bytes())
         return numba_dir() / f"ready-{digest.hexdigest()[:16]}"
     digest.update(step.encode())
+    digest.update(_curate_sources())
+    return numba_dir() / f"ready-{step}-{digest.hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=1)
+def _curate_sources() -> bytes:
+    """The digest of pipeline/curate/'s files, read once per process (every step's marker
+    is named after it)."""
+    digest = hashlib.sha256()
     for path in sorted((_PACKAGE / "curate").glob("*.py")):
         digest.update(path.read_bytes())
-    return numba_dir() / f"ready-{step}-{digest.hexdigest()[:16]}"
+    return digest.digest()
 
 
 def ready(steps: tuple[str, ...] = ()) -> bool:
