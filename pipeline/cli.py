@@ -1028,8 +1028,10 @@ def exit_cleanly(code: int) -> None:
     if "ray" in sys.modules:
         import ray
 
+        from pipeline.run.ray_env import shutdown_ray
+
         if ray.is_initialized():
-            ray.shutdown()
+            shutdown_ray()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -22,6 +22,7 @@ from pipeline.config_sections import StorageConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.run.driver import run_pipeline
+from pipeline.run.ray_env import shutdown_ray
 from pipeline.run.results import RunResult
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
@@ -72,7 +73,7 @@ def _shared_ray(s3_server) -> Iterator[dict[str, str | None]]:
     started: dict[str, str | None] = {"node": None}
     yield started
     if _running_node() == started["node"] is not None:
-        ray.shutdown()
+        shutdown_ray()
 
 
 def _running_node() -> str | None:
@@ -91,7 +92,7 @@ def ray_local(_shared_ray):
 
 def _start_shared_ray(started: dict[str, str | None]) -> None:
     if _running_node() is None or _running_node() != started["node"]:
-        ray.shutdown()
+        shutdown_ray()
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         started["node"] = _running_node()
 
@@ -145,7 +146,7 @@ def s3_sample_run(_shared_ray, _session_runs, s3_server) -> RunResult:
 def own_ray() -> None:
     """For a test that starts a Ray of its own in this process: the shared one is stopped first
     (ray.init refuses a second), and ray_local starts it again where a later module needs it."""
-    ray.shutdown()
+    shutdown_ray()
 
 
 # A test using one of these fixtures needs the S3 server: marked `s3`.
@@ -212,7 +213,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     running local Ray's agent holds (52365: jobs are submitted through it): the shared Ray is
     stopped first, and ray_local starts it again where a later module needs it."""
     if item.get_closest_marker("cluster"):
-        ray.shutdown()
+        shutdown_ray()
 
 
 _SESSION = pytest.StashKey[pytest.Session]()

@@ -41,7 +41,7 @@ from pipeline.config_sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
 from pipeline.formats.run_stats import parse_stats
 from pipeline.run.driver import run_pipeline
-from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
+from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice, shutdown_ray
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-scale"
@@ -92,7 +92,7 @@ def run_size(args: argparse.Namespace, storage: dict, label: str, sets: list[str
         result = run_pipeline(cfg, show_progress=False)
         wall = time.perf_counter() - start
     finally:
-        ray.shutdown()
+        shutdown_ray()
     run_id = result.manifest["run"]["run_id"]
     dataset = Location.from_uri(f"s3://{BUCKET}/out-{label}/{cfg.name}", cfg.storage)
     stats = parse_stats((dataset / f"_work/runs/{run_id}/stats.json").read_bytes())

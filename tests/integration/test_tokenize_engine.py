@@ -31,6 +31,7 @@ from pipeline.core.storage import Location
 from pipeline.formats.megatron import block_digests, read_shard
 from pipeline.formats.verify import VerifyError, boundary_problem, verify_version
 from pipeline.run.driver import run_pipeline
+from pipeline.run.ray_env import shutdown_ray
 from pipeline.run.results import RunError
 from pipeline.run.summary import format_summary
 from pipeline.run.tokenize_tasks import tokenize_docs
@@ -59,13 +60,13 @@ EXTRA_TOKENS = ["<s>", "<|im_start|>"]
 @pytest.fixture(scope="module")
 def ray_fault(s3_server):
     """A local Ray whose workers carry the fault variable (it only touches MARKER texts)."""
-    ray.shutdown()
+    shutdown_ray()
     os.environ[FAULT_ENV] = MARKER
     try:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         yield
     finally:
-        ray.shutdown()
+        shutdown_ray()
         os.environ.pop(FAULT_ENV, None)
 
 
