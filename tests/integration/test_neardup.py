@@ -154,3 +154,21 @@ def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
     assert result.manifest["counts"]["removed_near"] == 0
     assert result.manifest["counts"]["removed_exact"] > 0
 
+
+
+def test_fewer_fetch_tasks_make_the_candidates_exchange_one_pass_and_remove_the_same(
+    sample, tmp_path
+):
+    """With no small-exchange shortcut and 12 KiB requests, one near_fetch task per unit bucket
+    (4) would send the candidates' rows through two passes (written, regrouped, read); one task
+    over the 4 buckets makes pieces large enough to read directly (dedup_stage.fetch_runs): one
+    fetch object, no pass-1 object of the candidates, the same removals and shards."""
+    _, result, layout = sample
+    _, other, other_layout = run_sample(
+        tmp_path, "dedup.exchange_small_gets=0", "dedup.exchange_request_bytes=12KiB"
+    )
+    assert other_layout.near_cands(0).exists() and not other_layout.near_cands(1).exists()
+    assert not Path(other_layout.exchange("near", "cand").path).exists()
+    assert Path(other_layout.exchange("near", "req").path).exists()  # still two passes there
+    assert layout.removed.read_parquet().equals(other_layout.removed.read_parquet())
+    assert other.manifest["shards"] == result.manifest["shards"]

@@ -351,3 +351,17 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
             assert rows.equals(pa.concat_tables(want_rows))
         assert exchange_bucket(layout, plan, 0, k, [], "uint16").reused
     assert n_tok == 0 and n_idx > 0  # the last shard: no rows, still an index stream
+
+
+def test_fewer_writers_make_an_exchange_one_pass_where_a_count_fits_the_task_cap():
+    from pipeline.exchange.plan import one_pass_writers
+
+    gib, mib = 2**30, 2**20
+    # 10 TB's candidates (~243 GB) into 583 label partitions at 32 MiB requests, 32 GiB a task:
+    # 12 writers make pieces of >= 32 MiB (one pass), no fewer than 243 GB / 32 GiB = 8
+    writers = one_pass_writers(583, 583, 243 * 10**9, 32 * mib, 32 * gib, small_gets=0)
+    assert writers == 12 and direct(583, writers, 243 * 10**9, 32 * mib, small_gets=0)
+    # 9,314 partitions at 16 MiB: one pass needs <= 1 writer, the 4 GiB cap >= 57: two passes
+    assert one_pass_writers(9314, 9314, 243 * 10**9, 16 * mib, 4 * gib) == 9314
+    # already one pass (a small exchange): the writers stay
+    assert one_pass_writers(4, 4, 10**5, 16 * mib) == 4
