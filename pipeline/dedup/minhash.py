@@ -25,7 +25,7 @@ EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
 # a signature row's bytes besides its signature (ids, length, origin: run/near_signing.py),
 # an estimate: what the plan assumes and near dedup's fetch cut (run/dedup_stage.py) sizes by
-SIG_ROW_OTHER_BYTES = 60
+SIG_ROW_OTHER_BYTES = 52
 
 
 def signature_row_bytes(num_perm: int) -> int:
@@ -34,8 +34,8 @@ def signature_row_bytes(num_perm: int) -> int:
 
 
 def cand_row_bytes(num_perm: int) -> int:
-    """A candidate's row in near dedup's fetch exchange: its signature row and its label."""
-    return signature_row_bytes(num_perm) + 8
+    """A candidate's row in near dedup's fetch exchange: its node id, signature row and label."""
+    return signature_row_bytes(num_perm) + 16
 
 
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)

@@ -4,7 +4,8 @@ Steps: near_band_group (per unit group and band bucket) -> near_buckets (per ban
 star edges) -> components.star_step rounds over the candidate edges (one star_fold task when
 they are few) -> near_members (per key
 partition: requests by unit bucket, edges by label) -> near_fetch (per run of unit buckets:
-candidates' signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
+candidates' signature rows, by label) -> near_keep (per label partition: verify, components,
+keep rule).
 
 Contract: no step holds all documents (one task per unit, bucket or partition; one candidate
 component per task); a signature is read once, and only a candidate's crosses an exchange;
@@ -54,8 +55,9 @@ BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band e
 
 # -- per unit group ---------------------------------------------------------------------------
 def cand_schema(cfg: Config) -> pa.Schema:
-    """A candidate's row in near_fetch's exchange: its signature row, then its label."""
-    return sig_schema(cfg).append(pa.field("label", pa.int64()))
+    """A candidate's row in near_fetch's exchange: its node id (`key`), its signature row, then
+    its label."""
+    return pa.schema([("key", pa.int64()), *sig_schema(cfg), ("label", pa.int64())])
 
 
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
@@ -272,7 +274,7 @@ def _unit_candidates(
     if len(positions) and positions.max() >= rows.num_rows:
         raise RuntimeError(f"near dedup: unit {unit} lacks a candidate's signature")
     rows = rows.take(pa.array(positions))
-    rows = rows.set_column(0, "key", pa.array(keys[mine], pa.int64()))
+    rows = rows.add_column(0, "key", pa.array(keys[mine], pa.int64()))
     table = rows.append_column("label", pa.array(labels[mine], pa.int64())).cast(cand_schema(cfg))
     return span_piece(table, components.node_partition(labels[mine], n), range(n))
 

@@ -172,3 +172,30 @@ def test_fewer_fetch_tasks_make_the_candidates_exchange_one_pass_and_remove_the_
     assert Path(other_layout.exchange("near", "req").path).exists()  # still two passes there
     assert layout.removed.read_parquet().equals(other_layout.removed.read_parquet())
     assert other.manifest["shards"] == result.manifest["shards"]
+
+
+def test_signature_files_hold_no_key_the_band_objects_keys_section_does(sample):
+    """Near dedup names a document by unit and position; only near_band_group matches keys (the
+    exact removals'), from the band object's keys section: the signature file does not carry
+    them (8 B a document written and read for nothing)."""
+    from pipeline.exchange import sections
+    from pipeline.run import near_signing
+
+    cfg, _, layout = sample
+    n = cfg.dedup.partitions
+    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+    signed = 0
+    for unit in units:
+        rows = layout.read_sigs(unit, near_signing.signature_key(cfg)).read_parquet()
+        assert rows.schema.equals(near_signing.sig_schema(cfg)) and "key" not in rows.column_names
+        data = layout.read_bands(unit, near_signing.band_key(cfg)).read_bytes()
+        offsets = sections.index_of(data, n + 1)
+        keys = np.frombuffer(data[int(offsets[n]) : int(offsets[n + 1])], "<i8")
+        sources = rows["source"].to_pylist()
+        if cfg.named_sources:  # the rule of near_signing.signed_rows
+            origins = rows["origin"].to_pylist()
+            sources = [f"{o}\x00{s}" for o, s in zip(origins, sources, strict=True)]
+        expected = near_signing.record_keys(sources, rows["row"].to_pylist())
+        assert np.array_equal(keys, expected), unit
+        signed += rows.num_rows
+    assert signed > 0
