@@ -23,6 +23,21 @@ import xxhash
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
+# a signature row's bytes besides its signature (ids, length, origin: run/near_signing.py),
+# an estimate: what the plan assumes and near dedup's fetch cut (run/dedup_stage.py) sizes by
+SIG_ROW_OTHER_BYTES = 52
+
+
+def signature_row_bytes(num_perm: int) -> int:
+    """The estimated stored bytes of one document's signature row."""
+    return num_perm * STORED_BITS // 8 + SIG_ROW_OTHER_BYTES
+
+
+def cand_row_bytes(num_perm: int) -> int:
+    """A candidate's row in near dedup's fetch exchange: its node id, signature row and label."""
+    return signature_row_bytes(num_perm) + 16
+
+
 EMPTY_EDGES = np.empty((0, 2), dtype=np.int64)
 SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: Horner steps stay invertible
 _FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)

@@ -137,3 +137,26 @@ def capped_cut(
         groups = max(groups, min(writers, -(-need // buckets)))
         buckets = max(buckets, min(parts, -(-need // groups)))
     return buckets, groups
+
+
+def one_pass_writers(
+    writers: int,
+    parts: int,
+    total_bytes: int,
+    request_bytes: int,
+    task_bytes: int | None = None,
+    small_gets: int = SMALL_GETS,
+) -> int:
+    """How many writers an exchange should have whose writers each take a run of some inputs
+    (near_fetch: a run of unit buckets), so that it runs in one pass (`direct`): the most, up to
+    `writers`, whose pieces total / (W·N) are at least request_bytes (twice direct's bound: an
+    estimated total may be off by half and the exchange still reads the writers' objects), and
+    no fewer than total / task_bytes, so that no writer spills more than a pass-1 task would.
+    `writers` where the exchange is direct already or no count fits both: the two passes then
+    cost what they would, and the rows cross storage twice fewer where a count fits."""
+    writers, total_bytes = max(1, writers), int(total_bytes)
+    if direct(parts, writers, total_bytes, request_bytes, 1, small_gets):
+        return writers
+    fits = total_bytes // (max(1, parts) * request_bytes)
+    need = -(-total_bytes // task_bytes) if task_bytes else 1
+    return int(fits) if max(1, need) <= fits < writers else writers

@@ -75,6 +75,55 @@ def rows_codec(
     return Codec((merged,), _offsets, RegroupResult)
 
 
+def _merged(out, parts: int, codec: Codec, pieces: Iterable[Piece]) -> list[list[int]]:
+    """The pieces' sections, part by part, each part's merged across writers by `codec`,
+    written to `out`; per part, the bytes of each field written. The pieces wait in a local
+    temporary file: memory holds one part's sections at a time."""
+    fields = len(codec.merges)
+    # per writer with rows in the bucket, per part: its fields' (offset, size) in the spill file
+    placed: list[list[list[tuple[int, int]] | None]] = []
+    with tempfile.TemporaryFile() as spill:
+        for piece in pieces:
+            where: list[list[tuple[int, int]] | None] = []
+            for section in piece:
+                if section is None:
+                    where.append(None)
+                    continue
+                where.append([])
+                for data in section:
+                    where[-1].append((spill.tell(), len(data)))
+                    spill.write(data)
+            if any(w is not None for w in where):
+                placed.append(where)
+        spill.flush()
+        sizes: list[list[int]] = []
+        for j in range(parts):
+            sizes.append([])
+            for f in range(fields):
+                chunks = (
+                    os.pread(spill.fileno(), w[j][f][1], w[j][f][0])
+                    for w in placed
+                    if w[j] is not None and w[j][f][1]
+                )
+                sizes[-1].append(0)
+                for data in codec.merges[f](chunks):
+                    out.write(data)
+                    sizes[-1][-1] += len(data)
+    return sizes
+
+
+def sectioned(loc: Location, n: int, codec: Codec, pieces: Iterable[Piece]) -> int:
+    """One writer's sectioned object (exchange/sections.py: sections 0..n-1, then the index)
+    from pieces of rows it made itself (`span_piece` over range(n)), merged part by part as
+    pass 1 merges them, so that a writer of many inputs spills them instead of holding them;
+    its size. A one-field codec: a dedup row section per part."""
+    with loc.atomic_writer() as out:
+        sizes = _merged(out, n, codec, pieces)
+        offsets = list(accumulate((sum(s) for s in sizes), initial=0))
+        out.write(np.asarray(offsets, dtype="<i8").tobytes())
+    return offsets[-1] + sections.index_bytes(n)
+
+
 def regroup(
     folder: Location,
     plan: ExchangePlan,
@@ -138,37 +187,8 @@ def grouped(
     earlier = load_marker(done, codec.result) if reuse else None  # its own fields
     if earlier is not None:
         return timer.result(codec.result, **earlier.own_fields(), reused=True)
-    parts, fields = len(plan.bucket_parts(bucket)), len(codec.merges)
-    # per writer with rows in the bucket, per part: its fields' (offset, size) in the spill file
-    placed: list[list[list[tuple[int, int]] | None]] = []
-    with tempfile.TemporaryFile() as spill:
-        for piece in pieces:
-            where: list[list[tuple[int, int]] | None] = []
-            for section in piece:
-                if section is None:
-                    where.append(None)
-                    continue
-                where.append([])
-                for data in section:
-                    where[-1].append((spill.tell(), len(data)))
-                    spill.write(data)
-            if any(w is not None for w in where):
-                placed.append(where)
-        spill.flush()
-        sizes: list[list[int]] = []  # per part: the bytes of each field written
-        with (folder / f"{name}.bin").atomic_writer() as out:
-            for j in range(parts):
-                sizes.append([])
-                for f in range(fields):
-                    chunks = (
-                        os.pread(spill.fileno(), w[j][f][1], w[j][f][0])
-                        for w in placed
-                        if w[j] is not None and w[j][f][1]
-                    )
-                    sizes[-1].append(0)
-                    for data in codec.merges[f](chunks):
-                        out.write(data)
-                        sizes[-1][-1] += len(data)
+    with (folder / f"{name}.bin").atomic_writer() as out:
+        sizes = _merged(out, len(plan.bucket_parts(bucket)), codec, pieces)
     marker = {"group": group, "bucket": bucket, "object": f"{name}.bin", **codec.marker(sizes)}
     write_marker(done, marker)  # written last: the object is whole
     return timer.result(codec.result, **marker)

@@ -18,8 +18,8 @@ from pydantic import ByteSize
 
 from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
 from pipeline.dedup import band_rows
-from pipeline.dedup.minhash import STORED_BITS
-from pipeline.exchange.plan import direct, exchange_plan
+from pipeline.dedup.minhash import cand_row_bytes, signature_row_bytes
+from pipeline.exchange.plan import direct, exchange_plan, one_pass_writers
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units
 from pipeline.report.prices import PricesConfig
 from pipeline.tokens.framed import FRAME_BYTES
@@ -128,6 +128,7 @@ class _Cut:
     token_bytes: int
     shard_bytes: int
     sig_doc: int  # bytes of one document's signature row
+    cand_doc: int  # bytes of one candidate's row in the fetch exchange
     bands: int
     request_bytes: int  # dedup.exchange_request_bytes
     task_bytes: int  # dedup.exchange_task_bytes
@@ -221,7 +222,8 @@ def dry_run(
         plan.one_pass,
         token_bytes,
         shard_bytes,
-        num_perm * STORED_BITS // 8 + 60,
+        signature_row_bytes(num_perm),
+        cand_row_bytes(num_perm),
         bands,
         int(dedup_request_bytes or dedup.exchange_request_bytes),
         int(dedup.exchange_task_bytes),
@@ -341,8 +343,10 @@ def _near(c: _Cut) -> StagePlan:
     section by every bucket's task; the band exchange's pass-1 objects out: rows written once,
     read once); P bucket tasks
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
-    (requests by unit bucket); B fetch tasks reading each unit's signature file once (every
-    unit assumed to hold a candidate); the candidates' exchange by label; P keep tasks; the
+    (requests by unit bucket); F fetch tasks (runs of unit buckets, as few as make the
+    candidates' exchange one pass: plan.one_pass_writers; else one per bucket) reading each
+    unit's signature file once (every unit assumed to hold a candidate), each one object out;
+    the candidates' exchange by label; P keep tasks; the
     removals' exchange (run/neardup.py); each of those three in one pass where plan.direct says.
     Signatures are 8-bit (minhash.STORED_BITS), band rows as dedup/band_rows.py stores them
     (band_row_bytes), a document named by unit and position (no directory)."""
@@ -356,11 +360,12 @@ def _near(c: _Cut) -> StagePlan:
     keys_again = docs * KEY_BYTES * (plan.buckets - 1)  # every bucket's task reads the keys
     gk, k = plan.groups * plan.buckets, plan.buckets
     candidates = docs * CANDIDATE_DOCS_PER_DOC
-    requests, cands = candidates * REQUEST_ROW_BYTES, candidates * (c.sig_doc + 8)
+    requests, cands = candidates * REQUEST_ROW_BYTES, candidates * c.cand_doc
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
+    fetchers = _fetch_tasks(c)
     exchanges = [
         (_exchange(c, p, nb, requests), requests),
-        (_exchange(c, nb, p, cands), cands),
+        (_exchange(c, fetchers, p, cands), cands),
         (_exchange(c, p, nb, removed), removed),
     ]
     # written twice, read twice; in one pass (plan.direct) once each (exchange/sections.py)
@@ -368,10 +373,10 @@ def _near(c: _Cut) -> StagePlan:
     per_unit = (3 if k > 1 else 1) + 1  # its band object's index, range and keys; its removals
     stage = StagePlan(
         "near",
-        gk + 3 * p + nb,
+        gk + 3 * p + fetchers,
         {
             "get": m * k * per_unit + p * plan.groups + m * gets(sigs / m),
-            "put": gk * (puts(bands / gk) + 1) + 2 * p + nb,
+            "put": gk * (puts(bands / gk) + 1) + 2 * p + fetchers,
             "head": m * k + gk + m,
         },
         band_objects + keys_again + bands + sigs + regrouped,
@@ -379,6 +384,13 @@ def _near(c: _Cut) -> StagePlan:
         WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
     )
     return _plus(stage, *(x for x, _ in exchanges))
+
+
+def _fetch_tasks(c: _Cut) -> int:
+    """Near dedup's fetch tasks, cut as the run cuts them (run/dedup_stage.fetch_runs)."""
+    cands = c.docs * CANDIDATE_DOCS_PER_DOC * c.cand_doc
+    buckets = _removed_buckets(c)
+    return one_pass_writers(buckets, c.p, int(cands), c.request_bytes, c.task_bytes, c.small_gets)
 
 
 def _audit(c: _Cut) -> StagePlan:
@@ -466,6 +478,7 @@ def _cut_counts(c: _Cut, files: int) -> dict:
         "pack_groups": c.g,
         "pack_one_pass": c.one_pass,
         "token_bytes": c.token_bytes,
+        "near_fetch_tasks": _fetch_tasks(c),
     }
 
 

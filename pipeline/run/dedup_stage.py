@@ -19,8 +19,9 @@ from pipeline.config_sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, components, exact
+from pipeline.dedup.minhash import cand_row_bytes
 from pipeline.exchange import row_codec
-from pipeline.exchange.plan import direct, exchange_plan
+from pipeline.exchange.plan import direct, exchange_plan, one_pass_writers
 from pipeline.exchange.sections import (
     Range,
     SectionedObject,
@@ -139,9 +140,14 @@ def near_dedup(
         waves, dedup, folder, "near", asking, len(bounds), neardup.REQUEST_SCHEMA
     )
     unit_ids, fetch = waves.put(units.ids), waves.task("near_fetch")
+    cand_bytes = sum(r.members for r in asked) * cand_row_bytes(dedup.near.num_perm)
+    fetching = fetch_runs(dedup, len(bounds), cand_bytes)
     fetched = waves.run(
         "near",
-        [fetch.remote(layout, b, requests[b], unit_ids, cfg) for b in range(len(bounds))],
+        [
+            fetch.remote(layout, f, [r for b in run for r in requests[b]], unit_ids, cfg)
+            for f, run in enumerate(fetching)
+        ],
         merge=True,
     )
     sent = [SectionedObject(layout.near_cands(r.part), r.size) for r in fetched]
@@ -158,6 +164,22 @@ def near_dedup(
     )
     removed = [SectionedObject(layout.near_removed(r.part), r.size) for r in kept]
     return _removals(waves, dedup, layout, "near", "near-removed", removed, bounds)
+
+
+def fetch_runs(dedup: DedupConfig, buckets: int, cand_bytes: float) -> list[range]:
+    """The unit buckets each near_fetch task takes: runs of consecutive buckets, as few tasks
+    as let the candidates' exchange (into the P label partitions) run in one pass
+    (plan.one_pass_writers: the candidates' rows then cross storage twice, not four times),
+    one task per bucket where no count does. `cand_bytes`: the candidates' rows, estimated."""
+    tasks = one_pass_writers(
+        buckets,
+        dedup.partitions,
+        int(cand_bytes),
+        int(dedup.exchange_request_bytes),
+        int(dedup.exchange_task_bytes),
+        dedup.exchange_small_gets,
+    )
+    return [range(f * buckets // tasks, (f + 1) * buckets // tasks) for f in range(tasks)]
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@
 nor, for banding, the signatures. Both files live under `_work/units/<read_key>/` (core/layout.py),
 shared by the runs that read the unit the same way:
 
-    <unit>.sig-<signature_key>.parquet  one row per document, sorted by (source, row): key
-        (int64 node key: xxh3-64 of (source, row), with named sources (origin, source, row)),
+    <unit>.sig-<signature_key>.parquet  one row per document, sorted by (source, row):
         doc_id, source, row, unit_id, length (chars), sig (the low minhash.STORED_BITS of each
         of the num_perm values, little-endian, as one fixed-size binary: b-bit MinHash, compared
         by minhash.estimated_jaccard), origin, origin_rank (the named input and its position in
@@ -38,6 +37,10 @@ from pipeline.dedup import band_rows, minhash
 from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.exchange import sections
 
+# in signature_key: files of another column set are never read as this one (a rerun signs the
+# unit again)
+SIGNATURE_FORMAT = "nokey"
+
 
 def params_of(cfg: Config) -> minhash.MinHashParams:
     near = cfg.dedup.near
@@ -56,7 +59,6 @@ def sig_schema(cfg: Config) -> pa.Schema:
     width = cfg.dedup.near.num_perm * minhash.STORED_BITS // 8
     return pa.schema(
         [
-            ("key", pa.int64()),
             ("doc_id", pa.string()),
             ("source", pa.string()),
             ("row", pa.int64()),
@@ -106,6 +108,7 @@ def signature_key(cfg: Config) -> str:
     what = _signing(cfg)
     if minhash.STORED_BITS < 32:  # the 32-bit files' key stays theirs
         what += f":b{minhash.STORED_BITS}"
+    what += f":{SIGNATURE_FORMAT}"
     return xxhash.xxh3_64_hexdigest(what.encode())[:12]
 
 
@@ -122,17 +125,18 @@ def write_unit_files(
     layout: RunLayout, unit: str, docs: pa.Table, cfg: Config, origin: str = "", rank: int = 0
 ) -> None:
     """The read task's two files of a unit (the module docstring), from its documents."""
-    rows, full = signed_rows(docs, unit, cfg, origin, rank)
+    rows, keys, full = signed_rows(docs, unit, cfg, origin, rank)
     layout.read_sigs(unit, signature_key(cfg)).write_parquet(rows)
-    write_band_object(layout.read_bands(unit, band_key(cfg)), rows["key"].to_numpy(), full, cfg)
+    write_band_object(layout.read_bands(unit, band_key(cfg)), keys, full, cfg)
 
 
 def signed_rows(
     docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
-) -> tuple[pa.Table, np.ndarray]:
-    """One row per document, sorted by (source, row): key, ids, length and MinHash signature
-    (narrowed: minhash.narrowed); and the full 32-bit signatures they were narrowed from (band
-    hashes are made from those).
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """One row per document, sorted by (source, row): ids, length and MinHash signature
+    (narrowed: minhash.narrowed); the documents' keys in that order (the band object's keys
+    section); and the full 32-bit signatures they were narrowed from (band hashes are made from
+    those).
 
     The read task calls this while it holds the unit's documents, so near dedup never reads
     the documents again (layout.read_sigs)."""
@@ -147,7 +151,6 @@ def signed_rows(
     n = docs.num_rows
     rows = pa.table(
         {
-            "key": pa.array(keys, pa.int64()),
             "doc_id": docs["doc_id"],
             "source": docs["source"],
             "row": docs["row"],
@@ -158,7 +161,7 @@ def signed_rows(
             "origin_rank": pa.array([rank] * n, pa.int32()),
         }
     )
-    return rows, sigs
+    return rows, keys, sigs
 
 
 def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Config) -> int:

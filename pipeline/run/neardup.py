@@ -3,8 +3,9 @@
 Steps: near_band_group (per unit group and band bucket) -> near_buckets (per band partition:
 star edges) -> components.star_step rounds over the candidate edges (one star_fold task when
 they are few) -> near_members (per key
-partition: requests by unit bucket, edges by label) -> near_fetch (per unit bucket: candidates'
-signature rows, by label) -> near_keep (per label partition: verify, components, keep rule).
+partition: requests by unit bucket, edges by label) -> near_fetch (per run of unit buckets:
+candidates' signature rows, by label) -> near_keep (per label partition: verify, components,
+keep rule).
 
 Contract: no step holds all documents (one task per unit, bucket or partition; one candidate
 component per task); a signature is read once, and only a candidate's crosses an exchange;
@@ -15,6 +16,8 @@ The steps in prose: docs/dedup.md; the objects and request counts: docs/formats.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +30,7 @@ from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
-from pipeline.exchange.regroup import grouped, rows_codec, span_piece
+from pipeline.exchange.regroup import grouped, row_sections, rows_codec, sectioned, span_piece
 from pipeline.run.near_signing import band_key, record_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
@@ -52,8 +55,9 @@ BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band e
 
 # -- per unit group ---------------------------------------------------------------------------
 def cand_schema(cfg: Config) -> pa.Schema:
-    """A candidate's row in near_fetch's exchange: its signature row, then its label."""
-    return sig_schema(cfg).append(pa.field("label", pa.int64()))
+    """A candidate's row in near_fetch's exchange: its node id (`key`), its signature row, then
+    its label."""
+    return pa.schema([("key", pa.int64()), *sig_schema(cfg), ("label", pa.int64())])
 
 
 def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
@@ -219,41 +223,60 @@ def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndar
     return values[order[idx]] if len(wanted) else values[:0]
 
 
+# signature files one near_fetch task reads ahead of the one it takes the rows of
+SIG_FILES_AHEAD = 4
+
+
 def near_fetch(
     layout: RunLayout,
-    bucket: int,
+    task: int,
     requests: Ranges,
     unit_ids: list[str],
     cfg: Config,
 ) -> FetchResult:
-    """The signature rows of the candidates of this bucket's units, each unit's file read once
-    (units without a candidate: not at all), with their candidate label, routed by label."""
+    """The signature rows of the candidates of this task's units (a run of unit buckets), each
+    unit's file read once (units without a candidate: not at all), with their candidate label,
+    routed by label: one sectioned object, each unit's rows spilled to local disk as they come
+    (exchange/regroup.sectioned), so that memory holds a few signature files, not the task's
+    candidates."""
     timer = TaskTimer()
     n = cfg.dedup.partitions
     wanted = sections.read_part(requests, REQUEST_SCHEMA)
     keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
     units = wanted["unit"].to_numpy()
-    found, label = [], []
-    for u in np.unique(units).tolist():
-        rows = unit_sigs(layout, unit_ids[u], cfg)
-        mine = units == u
-        positions = keys[mine] & POSITION_MASK  # node_ids
-        if len(positions) and positions.max() >= rows.num_rows:
-            raise RuntimeError(f"near dedup: unit {unit_ids[u]} lacks a candidate's signature")
-        rows = rows.take(pa.array(positions))
-        found.append(rows.set_column(0, "key", pa.array(keys[mine], pa.int64())))
-        label.append(labels[mine])
-    if not found:
-        size = _sections(pa.table({}), np.empty(0, np.int64), layout.near_cands(bucket), n)
-        return timer.result(FetchResult, part=bucket, size=size, units_read=0, members=0)
-    label = np.concatenate(label)
-    table = pa.concat_tables(found).append_column("label", pa.array(label, pa.int64()))
-    table = table.cast(cand_schema(cfg))
-    parts = components.node_partition(label, n)
-    size = _sections(table, parts, layout.near_cands(bucket), n)
+    read = np.unique(units).tolist()
+
+    def pieces():
+        with ThreadPoolExecutor(SIG_FILES_AHEAD) as pool:
+            first = read[:SIG_FILES_AHEAD]
+            ahead = [pool.submit(unit_sigs, layout, unit_ids[u], cfg) for u in first]
+            for i, u in enumerate(read):
+                rows = ahead[i].result()
+                ahead[i] = None  # its rows are let go once routed
+                if i + SIG_FILES_AHEAD < len(read):
+                    unit = unit_ids[read[i + SIG_FILES_AHEAD]]
+                    ahead.append(pool.submit(unit_sigs, layout, unit, cfg))
+                yield _unit_candidates(rows, keys, labels, units == u, unit_ids[u], cfg, n)
+
+    codec = row_sections(cand_schema(cfg))
+    size = sectioned(layout.near_cands(task), n, codec, pieces())
     return timer.result(
-        FetchResult, part=bucket, size=size, units_read=len(found), members=table.num_rows
+        FetchResult, part=task, size=size, units_read=len(read), members=len(keys)
     )
+
+
+def _unit_candidates(
+    rows: pa.Table, keys, labels, mine: np.ndarray, unit: str, cfg: Config, n: int
+) -> list:
+    """One unit's candidates' signature rows with their node key and label, as a piece of its
+    fetch task's object (sections by label partition)."""
+    positions = keys[mine] & POSITION_MASK  # node_ids
+    if len(positions) and positions.max() >= rows.num_rows:
+        raise RuntimeError(f"near dedup: unit {unit} lacks a candidate's signature")
+    rows = rows.take(pa.array(positions))
+    rows = rows.add_column(0, "key", pa.array(keys[mine], pa.int64()))
+    table = rows.append_column("label", pa.array(labels[mine], pa.int64())).cast(cand_schema(cfg))
+    return span_piece(table, components.node_partition(labels[mine], n), range(n))
 
 
 def near_keep(

@@ -125,28 +125,32 @@ def test_small_run_shortcuts_remove_the_same_and_write_no_pass_1_object(
 ):
     """The sample's exchanges are small (plan.direct: at most dedup.exchange_small_gets GETs),
     so their readers GET the writers' objects, and its candidate graph is labelled in one task
-    (neardup.star_fold). Without either, pass 1 runs and the star rounds run across tasks."""
+    (neardup.star_fold). Without either, pass 1 runs and the star rounds run across tasks; but
+    the candidates' rows, which one near_fetch task per unit bucket (3 partitions: 3 buckets of
+    the sample's 4 units) would send through two passes at 16 KiB requests, go through one: one
+    fetch task over the 3 buckets makes pieces large enough to read directly
+    (dedup_stage.fetch_runs)."""
     from pipeline.run import neardup
 
     _, result, layout = sample
     monkeypatch.setattr(neardup, "FOLD_EDGES", 0)  # the driver's choice: rounds, queued ahead
-    # (and 2 partitions: 2 unit buckets of the sample's 4 units, for select)
     _, other, other_layout = run_sample(
-        tmp_path, "dedup.exchange_small_gets=0", "dedup.partitions=2"
+        tmp_path,
+        "dedup.exchange_small_gets=0",
+        "dedup.partitions=3",
+        "dedup.exchange_request_bytes=16KiB",
     )
-    _selected_by_bucket(other_layout, 2)
+    _selected_by_bucket(other_layout, 3)
     for stage, name in [("exact", n) for n in ("hashes", "exact-removed")] + [
         ("near", n) for n in ("req", "cand", "near-removed")
     ]:
         assert not Path(layout.exchange(stage, name).path).exists(), name
-        assert Path(other_layout.exchange(stage, name).path).exists(), name
+        two_passes = Path(other_layout.exchange(stage, name).path).exists()
+        assert two_passes == (name != "cand"), name
+    assert other_layout.near_cands(0).exists() and not other_layout.near_cands(1).exists()
+    assert layout.near_cands(1).exists()  # one fetch task per bucket where it changes nothing
     assert layout.removed.read_parquet().equals(other_layout.removed.read_parquet())
     assert other.manifest["shards"] == result.manifest["shards"]
-    near = [
-        [s["io"] for s in json.loads(lay.stats.read_bytes())["stages"] if s["stage"] == "near"][0]
-        for lay in (layout, other_layout)
-    ]
-    assert near[0]["bytes_written"] < near[1]["bytes_written"]
 
 
 def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
@@ -154,3 +158,30 @@ def test_disabled_near_dedup_removes_nothing_near(ray_local, tmp_path):
     assert result.manifest["counts"]["removed_near"] == 0
     assert result.manifest["counts"]["removed_exact"] > 0
 
+
+
+def test_signature_files_hold_no_key_the_band_objects_keys_section_does(sample):
+    """Near dedup names a document by unit and position; only near_band_group matches keys (the
+    exact removals'), from the band object's keys section: the signature file does not carry
+    them (8 B a document written and read for nothing)."""
+    from pipeline.exchange import sections
+    from pipeline.run import near_signing
+
+    cfg, _, layout = sample
+    n = cfg.dedup.partitions
+    units = sorted(set(layout.units.read_parquet()["unit_id"].to_pylist()))
+    signed = 0
+    for unit in units:
+        rows = layout.read_sigs(unit, near_signing.signature_key(cfg)).read_parquet()
+        assert rows.schema.equals(near_signing.sig_schema(cfg)) and "key" not in rows.column_names
+        data = layout.read_bands(unit, near_signing.band_key(cfg)).read_bytes()
+        offsets = sections.index_of(data, n + 1)
+        keys = np.frombuffer(data[int(offsets[n]) : int(offsets[n + 1])], "<i8")
+        sources = rows["source"].to_pylist()
+        if cfg.named_sources:  # the rule of near_signing.signed_rows
+            origins = rows["origin"].to_pylist()
+            sources = [f"{o}\x00{s}" for o, s in zip(origins, sources, strict=True)]
+        expected = near_signing.record_keys(sources, rows["row"].to_pylist())
+        assert np.array_equal(keys, expected), unit
+        signed += rows.num_rows
+    assert signed > 0

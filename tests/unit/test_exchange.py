@@ -351,3 +351,48 @@ def test_pack_pass_1_lays_out_each_shard_as_its_units_tokens_then_one_index_stre
             assert rows.equals(pa.concat_tables(want_rows))
         assert exchange_bucket(layout, plan, 0, k, [], "uint16").reused
     assert n_tok == 0 and n_idx > 0  # the last shard: no rows, still an index stream
+
+
+def test_fewer_writers_make_an_exchange_one_pass_where_a_count_fits_the_task_cap():
+    from pipeline.exchange.plan import one_pass_writers
+
+    gib, mib = 2**30, 2**20
+    # 10 TB's candidates (~243 GB) into 583 label partitions at 32 MiB requests, 32 GiB a task:
+    # 12 writers make pieces of >= 32 MiB (one pass), no fewer than 243 GB / 32 GiB = 8
+    writers = one_pass_writers(583, 583, 243 * 10**9, 32 * mib, 32 * gib, small_gets=0)
+    assert writers == 12 and direct(583, writers, 243 * 10**9, 32 * mib, small_gets=0)
+    # 9,314 partitions at 16 MiB: one pass needs <= 1 writer, the 4 GiB cap >= 57: two passes
+    assert one_pass_writers(9314, 9314, 243 * 10**9, 16 * mib, 4 * gib) == 9314
+    # already one pass (a small exchange): the writers stay
+    assert one_pass_writers(4, 4, 10**5, 16 * mib) == 4
+
+
+def test_a_writer_of_many_inputs_spills_them_into_one_ordinary_sectioned_object(tmp_path):
+    """regroup.sectioned (near_fetch's writer): pieces made input by input, merged part by part,
+    give the object write_sectioned gives for all the rows at once, byte for byte: same rows per
+    part in input order, whatever part an input has no rows in."""
+    from pipeline.exchange.regroup import row_sections, sectioned, span_piece
+
+    root, n = Location.from_uri(str(tmp_path)), 5
+    _, tables = _writers(root, 3, n, 40)
+    tables.append(SCHEMA.empty_table())  # an input without rows: an empty piece
+    parts = [t["key"].to_numpy() % n for t in tables]
+    size = sectioned(
+        root / "spilled.bin",
+        n,
+        row_sections(SCHEMA),
+        (span_piece(t, p, range(n)) for t, p in zip(tables, parts, strict=True)),
+    )
+    whole = pa.concat_tables(tables)
+    once = sections.write_sectioned(root / "once.bin", whole, whole["key"].to_numpy() % n, n)
+    spilled, direct_ = (
+        sections.writer_ranges([sections.SectionedObject(root / name, s)], n)
+        for name, s in (("spilled.bin", size), ("once.bin", once))
+    )
+    assert size == (root / "spilled.bin").size() == once
+    assert (root / "spilled.bin").read_bytes() == (root / "once.bin").read_bytes()
+    for p in range(n):
+        assert sections.read_part(spilled[p], SCHEMA).equals(
+            sections.read_part(direct_[p], SCHEMA)
+        )
+        assert sections.read_part(spilled[p], SCHEMA).num_rows > 0

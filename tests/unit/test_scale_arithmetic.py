@@ -135,7 +135,7 @@ def test_plan_and_report_print_the_dry_run(capsys):
     uncapped = capsys.readouterr().out
     assert main([*base, "--set", "pack.exchange_task_bytes=8GiB"]) == 0
     capped = capsys.readouterr().out
-    assert "40.1GB of local disk" in uncapped and "8.5GB of local disk" in capped
+    assert "40.1GB of local disk" in uncapped and "8.2GB of local disk" in capped
 
 
 def test_projected_bill_scales_storage_from_raw_bytes_and_adds_run_and_training():
@@ -229,3 +229,42 @@ def test_plan_takes_a_corpus_token_ratios_for_the_token_bytes_it_moves(capsys):
     moved = dry_run.bytes_moved_per_input_byte(*dry_run.dry_run(10**12, token_ratio=0.65,
                                                                 stored_ratio=0.39))  # fmt: skip
     assert f"bytes moved {moved:.2f} x input" in out
+
+
+def test_plan_counts_the_fetch_tasks_the_run_would_cut():
+    """Near dedup's fetch tasks, as the run cuts them (dedup_stage.fetch_runs) from the
+    candidates' rows: at 16 GiB partitions and 32 MiB requests fewer tasks than unit buckets,
+    whose exchange then runs in one pass; at the default 1 GiB partitions one per bucket."""
+    from pipeline.dedup.minhash import cand_row_bytes
+    from pipeline.exchange.plan import direct
+    from pipeline.report import dry_run
+    from pipeline.run.dedup_stage import fetch_runs
+
+    gib = 2**30
+    for dedup, one_pass in [
+        (DedupConfig(partition_bytes=16 * gib, exchange_request_bytes=32 * MiB,
+                     exchange_task_bytes=32 * gib), True),  # fmt: skip
+        (DedupConfig(), False),
+    ]:
+        cut, _ = dry_run.dry_run(10**13, unit_bytes=256 * MiB, dedup=dedup)
+        p, buckets = cut["partitions"], min(cut["partitions"], cut["units"])
+        cands = int(cut["docs"] * dry_run.CANDIDATE_DOCS_PER_DOC * cand_row_bytes(256))
+        runs = fetch_runs(dedup.model_copy(update={"partitions": p}), buckets, cands)
+        assert cut["near_fetch_tasks"] == len(runs)
+        assert [b for r in runs for b in r] == list(range(buckets))  # each bucket once
+        request = int(dedup.exchange_request_bytes)
+        assert direct(p, len(runs), cands, request, small_gets=0) == one_pass
+        assert (len(runs) < buckets) == one_pass
+
+
+def test_configs_s3_sizes_give_every_data_stage_large_gets_at_10tb():
+    """Issue 32's targets at configs/s3.yaml's sizes, as plan projects 10 TB: every data stage's
+    mean GET >= 8 MB and <= 6 M requests (what each setting buys: docs/scaling-and-costs.md)."""
+    from pipeline.config import load_config
+    from pipeline.report.dry_run import plan_for_config
+
+    _, stages = plan_for_config(load_config(REPO / "configs/s3.yaml"), 10**13)
+    for s in stages:
+        if s.requests.get("get"):
+            assert s.bytes_read / s.requests["get"] >= 8 * 10**6, s.name
+    assert sum(sum(s.requests.values()) for s in stages) <= 6 * 10**6
