@@ -252,9 +252,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-pin", dest="pin", action="store_false", help="do not pin W workers to W cores"
     )
     parser.add_argument(
-        "--code", type=Path, help="run against the pipeline package found in this folder"
+        "--code",
+        type=Path,
+        help="run against another checkout's pipeline: its root, or its pipeline/ folder",
     )
     return parser
+
+
+def code_root(code: Path) -> Path:
+    """The folder to put on PYTHONPATH for `--code`: a checkout's root, also when given its
+    `pipeline/` package folder. Any other folder is refused: on the path it would import
+    nothing, and the benchmark would run the installed package under another code's name."""
+    code = code.resolve()
+    if (code / "pipeline" / "__init__.py").is_file():
+        return code
+    if code.name == "pipeline" and (code / "__init__.py").is_file():
+        return code.parent
+    raise ValueError(f"--code {code}: no pipeline package there (give a checkout's root)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -264,7 +278,11 @@ def main(argv: list[str] | None = None) -> None:
         args.input = str(cached_corpus(args.mb, args.corpus_cache))
     args.config = str(Path(args.config).resolve())
     if args.code is not None:
-        sys.exit(rerun_with_code(args.code, argv, args))
+        try:
+            code = code_root(args.code)
+        except ValueError as e:
+            build_parser().error(str(e))
+        sys.exit(rerun_with_code(code, argv, args))
     counts = [int(w) for w in args.workers.split(",")]
     os.environ.update(WORKER_ENV)  # the driver's own pools too
     os.environ.pop("RAY_ADDRESS", None)  # always a fresh local Ray per worker count
