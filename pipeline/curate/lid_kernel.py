@@ -9,9 +9,10 @@ and forms the language step's line in the loop (the first `max_chars` characters
 spaces, then EOS). A token's row ids (its dictionary row, then its kept n-gram rows, in
 fastText's order) are found once per distinct token and kept in the word cache, so a repeated
 token adds the same rows in the same order and every float32 sum is fastText's. A text is read
-in chunks of tokens: each token's slot is looked up (a new token gets a PENDING slot that its
-next occurrences find), then the new tokens' rows are found, then the chunk's rows added: three
-small loops, and a token's look-up does not wait for the one before it.
+in chunks of tokens: the chunk's tokens are found and their slots' lines prefetched, then each
+token's slot is looked up (a new token gets a PENDING slot that its next occurrences find), then
+the new tokens' rows are found, then the chunk's rows added: four small loops, and a token's
+look-up neither waits for the one before it nor for memory.
 
 The cache: an open-addressing table of 64-byte slots (a power of two, at most half full) keyed
 by a token's first 16 bytes (a shorter token is compared whole there) and its length, with up
@@ -34,11 +35,14 @@ from pipeline.curate.lid_ops import (
     _MIX1,
     DIM,
     END,
+    SHAPE_BITS,
     _add,
     _add_all,
     _char_end,
     _is_space,
+    _prefetch,
     _same,
+    _shape_bit,
     _token,
     _token_rows,
     _top,
@@ -79,28 +83,45 @@ def _most_room(maxn, length):
 
 
 @_jit
-def _look_up(data, i, end, text, cache, shift, maxn, slot_of, miss_at, miss_slot):
-    """The slots of the tokens from data[i] until `end`, the line's \\n (not `text`), a token
-    over LONGEST_CACHED bytes, len(slot_of) tokens or a full arena: a token not in the cache
-    gets a PENDING slot (its bytes, for a long one, in the arena; room for its rows kept) and a
-    place in miss_at/miss_slot, so that its next occurrences find it. Returns (offset, tokens,
-    new tokens, why it stopped, the end of the LONG token at offset)."""
-    keys, cells, arena, abytes, fill = cache
-    mask = cells.shape[0] - 1
-    t, m, kept_room = 0, 0, 0
-    while i < end and t < slot_of.shape[0]:
+def _scan(data, i, end, text, shift, cells, found):
+    """The tokens from data[i] until `end`, the line's \\n (not `text`), a token over
+    LONGEST_CACHED bytes or len(found) tokens: each one's start, length, first 16 bytes (two
+    uint64) and home slot in `found`, its slot's line asked for (prefetched) so that the
+    look-ups that follow find it near. Returns (offset, tokens, why it stopped, the end of the
+    LONG token at offset)."""
+    t = 0
+    while i < end and t < found.shape[0]:
         c = data[i]
         if _is_space(c):
             if c == 10 and not text:
-                return i + 1, t, m, EOL, 0
+                return i + 1, t, EOL, 0
             i += 1
             continue
         first = i
         i, w0, w1, tail = _token(data, i, end)
         length = i - first
         if length > LONGEST_CACHED:
-            return first, t, m, LONG, i
+            return first, t, LONG, i
         s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
+        _prefetch(cells, s * SLOT)
+        found[t, 0], found[t, 1], found[t, 2], found[t, 3] = first, length, w0, w1
+        found[t, 4] = s
+        t += 1
+    return i, t, MORE, 0
+
+
+@_jit
+def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
+    """The slots of the first t tokens `_scan` found, until the arena has no room for a new
+    one: a token not in the cache gets a PENDING slot (its bytes, for a long one, in the arena;
+    room for its rows kept) and a place in miss_at/miss_slot, so that its next occurrences find
+    it. Returns (tokens looked up, new tokens)."""
+    keys, cells, arena, abytes, fill = cache
+    mask = cells.shape[0] - 1
+    m, kept_room = 0, 0
+    for k in range(t):
+        first, length = found[k, 0], found[k, 1]
+        w0, w1, s = np.uint64(found[k, 2]), np.uint64(found[k, 3]), found[k, 4]
         while cells[s, LENGTH] != 0:
             if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
                     and (length <= INLINE_BYTES
@@ -110,22 +131,21 @@ def _look_up(data, i, end, text, cache, shift, maxn, slot_of, miss_at, miss_slot
         if cells[s, LENGTH] == 0:
             room = _most_room(maxn, length)
             if fill[1] + kept_room + room > arena.shape[0]:
-                return first, t, m, MORE, 0  # the next chunk starts with an empty cache
+                return k, m  # the next chunk starts with an empty cache
             kept_room += room
             keys[s, 0], keys[s, 1] = w0, w1
             cells[s, LENGTH], cells[s, HEAD] = length, PENDING
             if length > INLINE_BYTES:
                 a = fill[1]
                 cells[s, BYTES] = a
-                for k in range(length):
-                    abytes[4 * a + k] = data[first + k]
+                for b in range(length):
+                    abytes[4 * a + b] = data[first + b]
                 fill[1] = a + (length + 3) // 4
             fill[0] += 1
             miss_at[m], miss_slot[m] = first, s
             m += 1
-        slot_of[t] = s
-        t += 1
-    return i, t, m, MORE, 0
+        slot_of[k] = s
+    return t, m
 
 
 @_jit
@@ -176,14 +196,14 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
     its rows added: each loop small, and a token's look-up does not wait for the one before."""
     rows, out, left, right = net
     keys, cells, arena, abytes, fill = cache
-    maxn, eos = w[7], w[10]
+    maxn, eos = w.maxn, w.eos
     bits = 1
     while (1 << bits) < cells.shape[0]:
         bits += 1
     shift = np.uint64(64 - bits)  # a slot from the top bits of a product
     chunk = min(CHUNK, cells.shape[0] // 4)  # the cache is at most half full after a chunk
     slot_of, miss_at = np.empty(chunk, np.int64), np.empty(chunk, np.int64)
-    miss_slot = np.empty(chunk, np.int64)
+    miss_slot, found = np.empty(chunk, np.int64), np.empty((chunk, 5), np.int64)
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
@@ -203,8 +223,10 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
                     or fill[1] + _most_room(maxn, LONGEST_CACHED) > arena.shape[0]):  # fmt: skip
                 cells[:, LENGTH] = 0  # full: emptied between chunks
                 fill[:] = 0
-            i, t, m, why, after = _look_up(data, i, end, text, cache, shift, maxn, slot_of,
-                                           miss_at, miss_slot)  # fmt: skip
+            i, t, why, after = _scan(data, i, end, text, shift, cells, found)
+            looked, m = _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot)
+            if looked < t:  # the arena is full: the rest of the chunk after it is emptied
+                i, t, why = found[looked, 0], looked, MORE
             _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache)
             n, ended = _sum_rows(x, rows, cells, arena, slot_of, t)
             count += n
@@ -245,13 +267,27 @@ class _Words(NamedTuple):
     wbytes: np.ndarray
     woff: np.ndarray
     types: np.ndarray
-    kept: np.ndarray  # uint64 (words, 2): lid_model's kept bits and before, side by side
-    ranked: np.ndarray  # lid_model's, and one more: a bucket that is not kept reads it
+    kept: np.ndarray  # uint64: lid_model's kept bits
+    before: np.ndarray  # int32: lid_model's
+    ranked: np.ndarray  # int32: lid_model's
+    shapes: np.ndarray  # uint64 bits: lid_ops._shape_bit of each dictionary entry set
     minn: int
     maxn: int
     bucket: np.uint64
     magic: np.uint64  # (2**64 - 1) // bucket + 1: a remainder without a division
     eos: int
+
+
+def _shapes(model: lid_model.LidModel) -> np.ndarray:
+    """The dictionary's shape filter: the bits lid_ops._word_id tests before it hashes a
+    token (a token whose bit is clear is no word of the dictionary)."""
+    shapes = np.zeros((1 << SHAPE_BITS) // 64, np.uint64)
+    for t in range(len(model.woff) - 1):
+        entry = model.wbytes[model.woff[t] : model.woff[t + 1]]
+        if len(entry):
+            bit = int(_shape_bit(len(entry), entry[0], entry[-1]))
+            shapes[bit // 64] |= np.uint64(1) << np.uint64(bit % 64)
+    return shapes
 
 
 def _lines(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -281,9 +317,8 @@ class Predictor:
         if model.rows.shape[1] != DIM or sys.byteorder != "little":  # the vectors, _load8
             raise ValueError(f"a model of dimension {model.rows.shape[1]}, not {DIM}")
         self.labels = model.labels
-        kept = np.stack([model.kept, model.before.astype(np.uint64)], axis=1)
-        self._words = _Words(model.table, model.wbytes, model.woff, model.types, kept,
-                             np.append(model.ranked, np.int32(-1)), model.minn, model.maxn,
+        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
+                             model.before, model.ranked, _shapes(model), model.minn, model.maxn,
                              np.uint64(model.bucket), np.uint64((2**64 - 1) // model.bucket + 1),
                              model.eos)  # fmt: skip
         rows = _lines(model.rows.shape, np.float32)

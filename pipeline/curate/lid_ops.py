@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
 DIM = 16  # the model's dimension the additions are vectors of (lid.176's)
 SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
+SHAPE_BITS = 16  # the dictionary's shape filter: 2**16 bits, about one in ten set
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
@@ -82,6 +83,24 @@ def _load8(typingctx, data, i):
         at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
         byte = builder.gep(context.make_array(sig.args[0])(context, builder, args[0]).data, [at])
         return builder.load(builder.bitcast(byte, ir.IntType(64).as_pointer()), align=1)
+
+    return sig, codegen
+
+
+@_intrinsic
+def _prefetch(typingctx, array, i):
+    """Ask for the cache line of array's element i (flat, C order) now: a hint, no value."""
+    sig = numba.types.void(array, i)
+
+    def codegen(context, builder, sig, args):
+        at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        byte = ir.IntType(8).as_pointer()
+        hint = ir.FunctionType(ir.VoidType(), [byte, *[ir.IntType(32)] * 3])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte], hint)
+        flags = [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)]  # read, keep, data
+        builder.call(fn, [builder.bitcast(builder.gep(data, [at]), byte), *flags])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -187,24 +206,59 @@ def _token(data, i, end):
 
 
 @_jit
-def _token_rows(data, start, end, w, word, out):
-    """What the token data[start:end] does, and its row ids in fastText's order written to
-    out (room for maxn * (length + 2) + 2): (kind, rows written)."""
-    table, wbytes, woff, types, kept, ranked, minn, maxn, bucket, magic, eos = w
+def _shape_bit(length, first, last):
+    """A token's bit in the dictionary's shape filter (curate/lid_kernel.py builds it from the
+    dictionary's words): from its length and its first and last bytes."""
+    key = (np.uint64(length) << np.uint64(16)) | (np.uint64(first) << _U8) | np.uint64(last)
+    return (key * _MIX1) >> np.uint64(64 - SHAPE_BITS)
+
+
+@_inline
+def _word_id(data, start, end, w):
+    """The dictionary id of data[start:end], or -1: looked up only when its shape bit is set
+    (most tokens seen for the first time are not words, and fastText's hash of a word is one
+    multiplication after another)."""
+    length = end - start
+    s = _shape_bit(length, data[start], data[end - 1])
+    if not (w.shapes[s >> _U6] >> (s & _U63)) & _U1:
+        return -1
     h = _FNV_OFFSET
     for k in range(start, end):
         h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
     h &= _LOW32
-    length = end - start
+    table, wbytes, woff = w.table, w.wbytes, w.woff
     mask = table.shape[0] - 1
-    s, wid = np.int64(h) & mask, -1
+    s = np.int64(h) & mask
     while table[s] >= 0:
         t = table[s]
         if woff[t + 1] - woff[t] == length and _same(wbytes, woff[t], data, start, length):
-            wid = t
-            break
+            return t
         s = (s + 1) & mask
-    if wid >= 0 and types[wid] != 0:
+    return -1
+
+
+@_inline
+def _kept_row(gh, w, out, n):
+    """The n-gram of FNV hash gh: its row written to out[n] if its bucket is kept (about one
+    in fifty), and the rows written then. b = gh mod bucket without a division (Lemire, Kaser
+    and Kurz 2019)."""
+    b = _high_product(w.magic * (gh & _LOW32), w.bucket)
+    bits, bit = w.kept[b >> _U6], b & _U63
+    if (bits >> bit) & _U1:
+        rank = np.int64(w.before[b >> _U6]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))
+        out[n] = w.ranked[rank]
+        return n + 1
+    return n
+
+
+@_jit
+def _token_rows(data, start, end, w, word, out):
+    """What the token data[start:end] does, and its row ids in fastText's order written to
+    out (room for maxn * (length + 2) + 2): (kind, rows written)."""
+    minn, maxn = w.minn, w.maxn
+    length = end - start
+    wid = _word_id(data, start, end, w)
+    if wid >= 0 and w.types[wid] != 0:
         return SKIP, 0  # a label of the dictionary
     if wid < 0 and length >= 9 and _same(data, start, _LABEL, 0, 9):
         return SKIP, 0
@@ -212,13 +266,23 @@ def _token_rows(data, start, end, w, word, out):
     if wid >= 0:
         out[0] = wid
         n = 1
-        if wid == eos:  # "</s>" in the text: a word without n-grams that ends the line
+        if wid == w.eos:  # "</s>" in the text: a word without n-grams that ends the line
             return END, n
     size = length + 2
     word[0] = 60  # "<"
+    high = 0
     for k in range(length):
         word[k + 1] = data[start + k]
+        high |= data[start + k]
     word[size - 1] = 62  # ">"
+    if high < 0x80:  # ASCII: a character is a byte, and sign-extends to itself
+        for a in range(size):
+            gh = _FNV_OFFSET
+            for g in range(1, min(maxn, size - a) + 1):
+                gh = (gh ^ np.uint64(word[a + g - 1])) * _FNV_PRIME
+                if g >= minn and not (g == 1 and (a == 0 or a + 1 == size)):
+                    n = _kept_row(gh, w, out, n)
+        return WORD, n
     for a in range(size):
         if (word[a] & 0xC0) == 0x80:
             continue
@@ -230,13 +294,7 @@ def _token_rows(data, start, end, w, word, out):
                 gh = (gh ^ (np.uint64(np.int64(np.int8(word[j]))) & _LOW32)) * _FNV_PRIME
                 j += 1
             if g >= minn and not (g == 1 and (a == 0 or j == size)):
-                # b = gh mod bucket without a division (Lemire, Kaser and Kurz 2019), then its
-                # row if kept, written in any case and counted only then
-                b = _high_product(magic * (gh & _LOW32), bucket)
-                bits, bit = kept[b >> _U6, 0], b & _U63
-                rank = np.int64(kept[b >> _U6, 1]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))
-                out[n] = ranked[rank]
-                n += np.int64((bits >> bit) & _U1)
+                n = _kept_row(gh, w, out, n)
             g += 1
     return WORD, n
 

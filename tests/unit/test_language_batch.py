@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.curate import language, lid_kernel
+from pipeline.curate import language, lid_kernel, lid_ops
 from pipeline.curate.language import _model, identify_all, model_path
 
 pytestmark = pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
@@ -97,3 +97,23 @@ def test_chunks_and_a_cache_emptied_between_them_change_no_value():
             )
             got = zip([a.removeprefix("__label__") for a in labels], scores.tolist(), strict=True)
             assert [(a, min(1.0, s)) for a, s in got] == [fasttext(t, 100_000) for t in texts]
+
+
+def test_every_dictionary_entry_passes_the_shape_filter_and_is_found():
+    """The compiled look-up hashes a token only when its shape bit is set: every entry of the
+    dictionary must have its bit set (a word left out would lose its own row), and the filter
+    must leave most other shapes out (else it saves nothing)."""
+    predictor = lid_kernel.Predictor(model_path(), cache_words=8)
+    words = predictor._words
+    set_bits = sum(bin(int(v)).count("1") for v in words.shapes)
+    assert 0 < set_bits < 0.2 * 64 * len(words.shapes)
+    scratch = np.empty(words.maxn * 300, np.int32)
+    word = np.empty(300, np.uint8)
+    for t in range(len(words.woff) - 1):
+        entry = words.wbytes[words.woff[t] : words.woff[t + 1]].copy()
+        kind, n = lid_ops._token_rows(entry, 0, len(entry), words, word, scratch)
+        if words.types[t]:  # a label: adds nothing
+            assert (kind, n) == (lid_ops.SKIP, 0)
+        else:  # its own row first (</s>: only it, and the line ends)
+            assert n >= 1 and scratch[0] == t
+            assert kind == (lid_ops.END if t == words.eos else lid_ops.WORD)
