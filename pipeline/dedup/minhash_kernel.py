@@ -33,8 +33,27 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(33)
 
 
+def _shingle(word_hashes, at, width):  # pragma: no cover - compiled
+    """The uint32 hash of the shingle of `width` words from word_hashes[at]."""
+    acc = np.uint64(0)
+    for k in range(width):
+        acc = acc * _MULTIPLIER + word_hashes[at + k]
+    acc ^= acc >> _SHIFT
+    acc *= _FMIX_1
+    acc ^= acc >> _SHIFT
+    acc *= _FMIX_2
+    acc ^= acc >> _SHIFT
+    return np.uint32(acc & _LOW32)
+
+
+if numba is not None:  # inlined into _sign: a call that passes an array costs reference counting
+    _shingle = numba.njit(cache=True, nogil=True, inline="always")(_shingle)
+
+
 def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - compiled
-    """out[d, j] = min(out[d, j], min over document d's shingles of (a_j·s + b_j) mod 2^32)."""
+    """out[d, j] = min(out[d, j], min over document d's shingles of (a_j·s + b_j) mod 2^32).
+    Four shingles per pass over the permutations: the row is loaded and stored once for four
+    (measured 1.5x one at a time; eight gained nothing more)."""
     perms = a.shape[0]
     first = 0
     for doc in range(word_counts.shape[0]):
@@ -42,17 +61,21 @@ def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - com
         windows = n - ngram + 1 if n >= ngram else (1 if n > 0 else 0)
         width = ngram if n >= ngram else n
         row = out[doc]
-        for w in range(windows):
-            acc = np.uint64(0)
-            for k in range(width):
-                acc = acc * _MULTIPLIER + word_hashes[first + w + k]
-            acc ^= acc >> _SHIFT
-            acc *= _FMIX_1
-            acc ^= acc >> _SHIFT
-            acc *= _FMIX_2
-            acc ^= acc >> _SHIFT
-            s = np.uint32(acc & _LOW32)
+        w = 0
+        while w + 4 <= windows:
+            s0 = _shingle(word_hashes, first + w, width)
+            s1 = _shingle(word_hashes, first + w + 1, width)
+            s2 = _shingle(word_hashes, first + w + 2, width)
+            s3 = _shingle(word_hashes, first + w + 3, width)
             for j in range(perms):  # branch-free min: LLVM vectorises it (~5x the `if` form)
+                aj, bj = a[j], b[j]
+                low = min(np.uint32(aj * s0 + bj), np.uint32(aj * s1 + bj))
+                high = min(np.uint32(aj * s2 + bj), np.uint32(aj * s3 + bj))
+                row[j] = min(row[j], min(low, high))
+            w += 4
+        for v in range(w, windows):
+            s = _shingle(word_hashes, first + v, width)
+            for j in range(perms):
                 row[j] = min(row[j], np.uint32(a[j] * s + b[j]))
         first += n
 
