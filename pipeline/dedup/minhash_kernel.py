@@ -33,11 +33,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(33)
 
 
-def _shingle(word_hashes, at, width):  # pragma: no cover - compiled
-    """The uint32 hash of the shingle of `width` words from word_hashes[at]."""
-    acc = np.uint64(0)
-    for k in range(width):
-        acc = acc * _MULTIPLIER + word_hashes[at + k]
+def _finish(acc):  # pragma: no cover - compiled
+    """A shingle's uint32 hash from its Horner sum over its words' hashes (fmix64, low half)."""
     acc ^= acc >> _SHIFT
     acc *= _FMIX_1
     acc ^= acc >> _SHIFT
@@ -46,8 +43,8 @@ def _shingle(word_hashes, at, width):  # pragma: no cover - compiled
     return np.uint32(acc & _LOW32)
 
 
-if numba is not None:  # inlined into _sign: a call that passes an array costs reference counting
-    _shingle = numba.njit(cache=True, nogil=True, inline="always")(_shingle)
+if numba is not None:  # scalars only: called from _sign without reference counting
+    _finish = numba.njit(cache=True, nogil=True)(_finish)
 
 
 def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - compiled
@@ -63,10 +60,13 @@ def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - com
         row = out[doc]
         w = 0
         while w + 4 <= windows:
-            s0 = _shingle(word_hashes, first + w, width)
-            s1 = _shingle(word_hashes, first + w + 1, width)
-            s2 = _shingle(word_hashes, first + w + 2, width)
-            s3 = _shingle(word_hashes, first + w + 3, width)
+            h0 = h1 = h2 = h3 = np.uint64(0)
+            for k in range(first + w, first + w + width):
+                h0 = h0 * _MULTIPLIER + word_hashes[k]
+                h1 = h1 * _MULTIPLIER + word_hashes[k + 1]
+                h2 = h2 * _MULTIPLIER + word_hashes[k + 2]
+                h3 = h3 * _MULTIPLIER + word_hashes[k + 3]
+            s0, s1, s2, s3 = _finish(h0), _finish(h1), _finish(h2), _finish(h3)
             for j in range(perms):  # branch-free min: LLVM vectorises it (~5x the `if` form)
                 aj, bj = a[j], b[j]
                 low = min(np.uint32(aj * s0 + bj), np.uint32(aj * s1 + bj))
@@ -74,7 +74,10 @@ def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - com
                 row[j] = min(row[j], min(low, high))
             w += 4
         for v in range(w, windows):
-            s = _shingle(word_hashes, first + v, width)
+            h = np.uint64(0)
+            for k in range(first + v, first + v + width):
+                h = h * _MULTIPLIER + word_hashes[k]
+            s = _finish(h)
             for j in range(perms):
                 row[j] = min(row[j], np.uint32(a[j] * s + b[j]))
         first += n
