@@ -28,12 +28,9 @@ import xxhash
 
 from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
 
-kernel_cache.install_locator()
-kernel_cache.key_also(__file__, "xxh3_kernel.py")  # the loops below call its hash
-
-# the hash and its helpers, also named here: tests/unit/test_text_kernel.py checks them through
-# this module, and the word loops below call them
-from pipeline.dedup.xxh3_kernel import (  # noqa: E402, F401
+# the hash the word loops call, and its helpers (tests/unit/test_text_kernel.py checks each
+# through this module)
+from pipeline.dedup.xxh3_kernel import (  # noqa: F401
     SECRET,
     _long,
     _mix16,
@@ -46,6 +43,9 @@ from pipeline.dedup.xxh3_kernel import (  # noqa: E402, F401
     lowered_upto16,
     xxh3_64,
 )
+
+kernel_cache.install_locator()
+kernel_cache.key_also(__file__, "xxh3_kernel.py")  # the loops below call its hash
 
 try:
     import numba
