@@ -5,7 +5,7 @@ Python call.
 It follows the reference implementation (xxHash 0.8, XXH3_64bits_withSeed) branch by branch:
 0, 1-3, 4-8, 9-16, 17-128, 129-240 bytes with the default secret and the seed, longer inputs
 with the secret derived from the seed (XXH3_initCustomSecret) and the scalar stripe loop.
-`lowered_upto16` is the 0-16 byte branch of an ASCII word hashed as if lowered: the case is
+`lowered_upto16` is the 1-16 byte branches of an ASCII word hashed as if lowered: the case is
 folded in the 8-byte loads (SWAR), so a short word is neither copied nor lowered byte by byte.
 tests/unit/test_text_kernel.py checks both against xxhash for every length class and several
 seeds. All arithmetic is uint64 and wraps: an int64 operand would make numba compute in
