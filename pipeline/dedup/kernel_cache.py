@@ -1,5 +1,5 @@
-"""Where dedup's compiled loops (text_kernel.py, minhash_kernel.py) are kept on disk, and their
-compile done once per machine rather than once per process or per checkout.
+"""Where dedup's compiled loops (text_kernel.py, xxh3_kernel.py, minhash_kernel.py) are kept on
+disk, and their compile done once per machine rather than once per process or per checkout.
 
 numba's own cache (cache=True) keys its folder on the source file's *path* (next to the file,
 or under NUMBA_CACHE_DIR), so a new checkout, a reinstall or a Ray job's working dir at a new
@@ -16,11 +16,12 @@ process (warm_kernels.py) when a run starts, so that it overlaps Ray's start, wi
 the run's curation steps (curate/warm.py); `ready()` says whether this machine has already done
 it (a marker written after a full compile).
 
-Each module of compiled loops (dedup/text_kernel.py, minhash_kernel.py, curate/ngram_kernel.py,
-stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first njit; only files of
-the pipeline package are located here, and numba caches other libraries as usual. A module whose
-loops call another file's (lid_kernel.py calls lid_ops.py's) names it with `key_also`: its folder
-is keyed on both, since numba does not see a change in the file it calls.
+Each module of compiled loops (dedup/text_kernel.py, xxh3_kernel.py, minhash_kernel.py,
+curate/ngram_kernel.py, stats_kernel.py, lid_kernel.py) calls `install_locator()` before its first
+njit; only files of the pipeline package are located here, and numba caches other libraries as
+usual. A module whose loops call another file's (lid_kernel.py calls lid_ops.py's, text_kernel.py
+xxh3_kernel.py's) names it with `key_also`: its folder is keyed on both, since numba does not see
+a change in the file it calls.
 Where numba's locator hook is missing, its default cache is used (slower, same results).
 """
 
@@ -39,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # pipeline/
-_KERNELS = ("dedup/text_kernel.py", "dedup/minhash_kernel.py")
+_KERNELS = ("dedup/text_kernel.py", "dedup/xxh3_kernel.py", "dedup/minhash_kernel.py")
 
 
 def cache_root() -> Path:

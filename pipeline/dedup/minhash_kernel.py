@@ -33,8 +33,24 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(33)
 
 
+def _finish(acc):  # pragma: no cover - compiled
+    """A shingle's uint32 hash from its Horner sum over its words' hashes (fmix64, low half)."""
+    acc ^= acc >> _SHIFT
+    acc *= _FMIX_1
+    acc ^= acc >> _SHIFT
+    acc *= _FMIX_2
+    acc ^= acc >> _SHIFT
+    return np.uint32(acc & _LOW32)
+
+
+if numba is not None:  # scalars only: called from _sign without reference counting
+    _finish = numba.njit(cache=True, nogil=True)(_finish)
+
+
 def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - compiled
-    """out[d, j] = min(out[d, j], min over document d's shingles of (a_j·s + b_j) mod 2^32)."""
+    """out[d, j] = min(out[d, j], min over document d's shingles of (a_j·s + b_j) mod 2^32).
+    Four shingles per pass over the permutations: the row is loaded and stored once for four
+    (measured 1.5x one at a time; eight gained nothing more)."""
     perms = a.shape[0]
     first = 0
     for doc in range(word_counts.shape[0]):
@@ -42,17 +58,27 @@ def _sign(word_hashes, word_counts, ngram, a, b, out):  # pragma: no cover - com
         windows = n - ngram + 1 if n >= ngram else (1 if n > 0 else 0)
         width = ngram if n >= ngram else n
         row = out[doc]
-        for w in range(windows):
-            acc = np.uint64(0)
-            for k in range(width):
-                acc = acc * _MULTIPLIER + word_hashes[first + w + k]
-            acc ^= acc >> _SHIFT
-            acc *= _FMIX_1
-            acc ^= acc >> _SHIFT
-            acc *= _FMIX_2
-            acc ^= acc >> _SHIFT
-            s = np.uint32(acc & _LOW32)
+        w = 0
+        while w + 4 <= windows:
+            h0 = h1 = h2 = h3 = np.uint64(0)
+            for k in range(first + w, first + w + width):
+                h0 = h0 * _MULTIPLIER + word_hashes[k]
+                h1 = h1 * _MULTIPLIER + word_hashes[k + 1]
+                h2 = h2 * _MULTIPLIER + word_hashes[k + 2]
+                h3 = h3 * _MULTIPLIER + word_hashes[k + 3]
+            s0, s1, s2, s3 = _finish(h0), _finish(h1), _finish(h2), _finish(h3)
             for j in range(perms):  # branch-free min: LLVM vectorises it (~5x the `if` form)
+                aj, bj = a[j], b[j]
+                low = min(np.uint32(aj * s0 + bj), np.uint32(aj * s1 + bj))
+                high = min(np.uint32(aj * s2 + bj), np.uint32(aj * s3 + bj))
+                row[j] = min(row[j], min(low, high))
+            w += 4
+        for v in range(w, windows):
+            h = np.uint64(0)
+            for k in range(first + v, first + v + width):
+                h = h * _MULTIPLIER + word_hashes[k]
+            s = _finish(h)
+            for j in range(perms):
                 row[j] = min(row[j], np.uint32(a[j] * s + b[j]))
         first += n
 

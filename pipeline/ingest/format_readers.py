@@ -136,20 +136,24 @@ def _loads(line: bytes, names: tuple[str | None, ...]) -> Any:
     for record in value if isinstance(value, list) else (value,):
         if isinstance(record, float):
             return _STRICT_FAILED
-        if isinstance(record, dict) and any(
-            isinstance(record.get(name), _INEXACT) for name in names if name
-        ):
-            return _STRICT_FAILED
+        if isinstance(record, dict):
+            for name in names:
+                if name and isinstance(record.get(name), _INEXACT):
+                    return _STRICT_FAILED
     return value
 
 
+_ASCII_SPACES = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() strips
+
+
 def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> None:
-    if not line.strip():
+    if (not line or line[0] in _ASCII_SPACES) and not line.strip():  # strip only copies then
         return
     if offset == 0 and line.startswith(codecs.BOM_UTF8):
         line = line[len(codecs.BOM_UTF8) :]
     record = _loads(line, (*fields, *out.keep))
-    if record is _STRICT_FAILED:  # the standard library says what is wrong, as it always did
+    strict = record is _STRICT_FAILED
+    if strict:  # the standard library says what is wrong, as it always did
         try:
             record = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as e:
@@ -158,8 +162,9 @@ def _add_json_line(out: Batches, line: bytes, offset: int, fields: Fields) -> No
         except ValueError as e:
             out.problem(offset, MALFORMED_JSON, f"{e}{JSON_LINES_HINT}")
             return
-    # a \u escape can name a lone surrogate, which no UTF-8 text holds: only then look for one
-    escaped = b"\\u" in line
+    # a \u escape can name a lone surrogate, which no UTF-8 text holds: only then look for one;
+    # orjson refuses a line with one (tests/unit/test_json_lines.py), so only json.loads' can
+    escaped = strict and b"\\u" in line
     if isinstance(record, list):  # a JSON array of records on one line
         for i, element in enumerate(record):
             _add_record(out, element, offset + i, fields, escaped)

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from pipeline.ingest.format_readers import _STRICT_FAILED, _loads
+from pipeline.ingest.format_readers import _STRICT_FAILED, _add_json_line, _loads
+from pipeline.ingest.records import INVALID_UTF8, Batches
 
 NAMES = ("text", "id", "lang")  # the fields a read uses: text, id, one kept field
 
@@ -63,3 +64,27 @@ def test_what_orjson_rounds_or_rejects_goes_to_json_loads() -> None:
     # a big integer in a field the read does not use is harmless: the fast path keeps it
     assert _loads(LINES[7], NAMES) is not _STRICT_FAILED
     assert _loads(LINES[0], NAMES) == {"id": 1, "text": "plain"}
+
+
+def test_blank_lines_skipped_and_only_lone_surrogates_quarantined() -> None:
+    """A line of any ASCII whitespace is no record; one that starts with whitespace is; escapes
+    of real characters (which orjson reads) keep their record; a lone surrogate (which only
+    json.loads reads) is quarantined, in the text and in the id."""
+    lines = [
+        b"\n",
+        b" \t\r\x0b\x0c\n",
+        b"",
+        b' \t{"id": "a", "text": "x"}\n',
+        b'{"id": "b", "text": "caf\\u00e9 \\ud83d\\ude00"}\n',
+        b'{"id": "c", "text": "half a pair \\ud800"}\n',
+        b'{"id": "\\udfff", "text": "the id is the lone half"}\n',
+        b'[{"id": "d", "text": "y"}, {"id": "e", "text": "\\udc00"}]\n',
+    ]
+    out, offset = Batches("s.jsonl", 100, 1 << 20, ()), 0
+    for line in lines:
+        _add_json_line(out, line, offset, ("text", "id"))
+        offset += len(line)
+    docs, bad = out.take()
+    assert docs["doc_id"].to_pylist() == ["a", "b", "d"]
+    assert docs["text"].to_pylist() == ["x", "caf\u00e9 \U0001f600", "y"]
+    assert bad["reason"].to_pylist() == [INVALID_UTF8] * 3

@@ -237,3 +237,17 @@ def test_compiled_kernel_gives_the_numpy_paths_values():
         assert (compiled == signatures(texts, params, compiled=False)).all()
     for text in TRICKY + ["A\x1cB\x1fC", "(x) -- y!"]:  # and the reference, one by one
         assert signatures([text], SMALL)[0].tolist() == reference_signature(text, SMALL), text
+
+
+def test_compiled_kernel_on_both_sides_of_its_four_shingle_blocks():
+    """Documents of 0 to ngram + 9 words: 0 to 10 shingles, so every count of whole blocks of
+    four and every remainder, beside each other in one batch, at two shingle lengths."""
+    assert minhash_kernel.available()
+    rng = random.Random(9)
+    for params in (MinHashParams(), MinHashParams(ngram=3, num_perm=40, bands=8, rows=5)):
+        texts = [random_text(rng, k, vocabulary_size=50) for k in range(params.ngram + 10)]
+        rng.shuffle(texts)
+        compiled = signatures(texts, params)
+        assert (compiled == signatures(texts, params, compiled=False)).all()
+        for text in texts:  # one by one: a row depends on its document only
+            assert (signatures([text], params) == signatures([text], params, compiled=False)).all()

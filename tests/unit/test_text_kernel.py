@@ -44,6 +44,44 @@ def test_xxh3_64_equals_xxhash_for_every_length_and_seed():
                 assert int(got) == want, (seed, n, at)
 
 
+# the ASCII bytes next to A-Z, a-z and the high bit: where a lowering done on 8 bytes at once
+# would go wrong first
+_CASE_EDGES = b"@AZ[`az{\x7f\x00\x01?_~09 "
+
+
+def test_lowered_upto16_equals_xxhash_of_the_lowered_bytes():
+    """Every length of its branches (1-3, 4-8, 9-16), each byte at every position drawn from the
+    case edges and from all of ASCII, at unaligned offsets, for several seeds."""
+    rng = np.random.default_rng(4)
+    for seed in SEEDS:
+        for n in range(1, 17):
+            for trial in range(60):
+                pool = np.frombuffer(_CASE_EDGES, np.uint8) if trial % 2 else np.arange(128)
+                data = rng.choice(pool, n + 7).astype(np.uint8)
+                at = trial % 7
+                word = data[at : at + n].tobytes()
+                got = text_kernel.lowered_upto16(data, at, n, np.uint64(seed))
+                assert int(got) == xxhash.xxh3_64_intdigest(word.lower(), seed=seed), (seed, n)
+
+
+def test_ascii_words_on_both_sides_of_each_length_class():
+    """Words of 1 to 40 bytes (short ones hashed where they lie, from 17 bytes copied lowered),
+    upper case at their ends and at the 8-byte boundaries, trimmed punctuation around them."""
+    rng = random.Random(5)
+    letters = string.ascii_letters + string.digits + "@[`{_~"
+    texts = []
+    for n in range(1, 41):
+        words = ["".join(rng.choice(letters) for _ in range(n)) for _ in range(20)]
+        words += ["A" * n, "Z" + "z" * (n - 1), "(" + "Q" * n + ")", "x" * (n - 1) + "X"]
+        texts.append(rng.choice(["", " ", "\n"]) + " ".join(words) + rng.choice(["", "\t", ". "]))
+    for seed in (0, 42):
+        got, counts = text_kernel.ascii_word_hashes(
+            pa.array(texts), ASCII_SPACES, string.punctuation, seed
+        )
+        want, want_counts = hashes_of([t.lower() for t in texts], string.punctuation, seed)
+        assert got.tolist() == want and counts.tolist() == want_counts
+
+
 def words_of(text: str, punctuation: str) -> list[bytes]:
     words = [w.strip(punctuation) for w in text.split()]
     return [w.encode() for w in words if w]
@@ -102,6 +140,19 @@ def test_content_hashes_equal_content_hash():
     for part in (array, array.slice(5, 700), array.slice(0, 0), chunked):
         want = [content_hash(t) for t in part.to_pylist()]
         assert text_kernel.content_hashes(part, batch_bytes=3000) == want
+
+
+def test_content_hashes_of_dense_space_runs_equal_content_hash():
+    """Runs of ASCII and other spaces at the start, the end, between single characters, mixed;
+    documents that are only spaces; a multi-byte space right after an ASCII one."""
+    rng = random.Random(6)
+    spaces = [" ", "\n", "\t", "\r\n", "\x1c", "\xa0", "\u3000", "\u2028", "\x85"]
+    pieces = spaces + ["a", "é", "日", "\U0001f600", "ab", ".", "Z"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30))) for _ in range(2000)]
+    texts += ["".join(rng.choice(spaces) for _ in range(k)) for k in range(6)]
+    texts += [" a", "a ", " a ", "a  b", "a\u3000 b", "a \u3000b", "\xa0", "x\x85"]
+    want = [content_hash(t) for t in texts]
+    assert text_kernel.content_hashes(pa.array(texts), batch_bytes=500) == want
 
 
 def test_the_class_table_holds_every_whitespace_character():
