@@ -66,7 +66,6 @@ RUN_INPUTS = PathRule(f"{_RUN}/inputs.parquet", "work_state")
 RUN_UNITS = PathRule(f"{_RUN}/units.parquet", "work_state")
 RUN_SKIPPED = PathRule(f"{_RUN}/skipped.parquet", "work_state")
 EXACT_REMOVED = PathRule(f"{_RUN}/exact/p{{part:04d}}.removed.bin", "exact_hashes")
-EXACT_REMOVED_ALL = PathRule(f"{_RUN}/exact/removed.parquet", "exact_hashes")
 # a dedup exchange's objects, under its step's folder (exact/ or near/) and so of its class
 DEDUP_EXCHANGE = PathRule(f"{_RUN}/{{step}}/xchg/{{name}}", None)
 EXACT_DIR = PathRule(f"{_RUN}/exact/**", "exact_hashes")
@@ -115,7 +114,6 @@ PATHS: tuple[PathRule, ...] = (
     RUN_UNITS,
     RUN_SKIPPED,
     EXACT_REMOVED,
-    EXACT_REMOVED_ALL,
     EXACT_DIR,
     NEAR_REQUESTS,
     NEAR_CANDS,
@@ -228,10 +226,6 @@ class RunLayout:
     def pack_exchange(self, plan: str) -> Location:
         """Folder of pack's exchange objects under plan `plan` (run/pack_tasks.py)."""
         return self._at(PACK_EXCHANGE, plan=plan)
-
-    @property
-    def exact_removed_all(self) -> Location:
-        return self._at(EXACT_REMOVED_ALL)
 
     @property
     def near(self) -> Location:

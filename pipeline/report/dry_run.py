@@ -322,15 +322,15 @@ def _removed_buckets(c: _Cut) -> int:
 
 
 def _exact(c: _Cut) -> StagePlan:
-    """Hash exchange, P partition tasks (one removal object each), the removals' exchange by
-    unit bucket, and merge_exact writing exact/removed.parquet bucket by bucket."""
+    """Hash exchange, P partition tasks (one removal object each), and the removals' exchange by
+    unit bucket (near dedup, the audit and select read it bucket by bucket)."""
     p, nb = c.p, _removed_buckets(c)
     removed = c.docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
     hashes = _exchange(c, c.m, p, c.hash_bytes)
     stage = StagePlan(
         "exact",
-        p + 1,
-        {"get": 0, "put": p + puts(removed), "head": 0},
+        p,
+        {"get": 0, "put": p, "head": 0},
         hashes.copies * c.hash_bytes,  # the read pass wrote them once
         (hashes.copies - 1) * c.hash_bytes,
         WORKER_BASE_MB + 3 * max(c.hash_bytes / p, removed / nb) / MiB,
@@ -340,8 +340,9 @@ def _exact(c: _Cut) -> StagePlan:
 
 def _near(c: _Cut) -> StagePlan:
     """G x K band tasks (each unit's band object read once, a range per bucket, and its keys
-    section by every bucket's task; the band exchange's pass-1 objects out: rows written once,
-    read once); P bucket tasks
+    section by every bucket's task; the exact removals' ranges of the unit buckets that hold its
+    group's units, once per task: exact_removal_spans; the band exchange's pass-1 objects out:
+    rows written once, read once); P bucket tasks
     (candidate edges stay in Ray's object store, as do the component rounds'); P member tasks
     (requests by unit bucket); F fetch tasks (runs of unit buckets, as few as make the
     candidates' exchange one pass: plan.one_pass_writers; else one per bucket) reading each
@@ -363,6 +364,9 @@ def _near(c: _Cut) -> StagePlan:
     requests, cands = candidates * REQUEST_ROW_BYTES, candidates * c.cand_doc
     removed = docs * REMOVED_PER_DOC * REMOVED_ROW_BYTES
     fetchers = _fetch_tasks(c)
+    exact = _exchange(c, p, nb, removed)  # the exact removals' exchange (_exact)
+    spans = sum(exact_removal_spans(m, nb, plan.groups))
+    exact_gets, exact_bytes = k * spans * exact.groups, k * removed * spans / nb
     exchanges = [
         (_exchange(c, p, nb, requests), requests),
         (_exchange(c, fetchers, p, cands), cands),
@@ -370,20 +374,34 @@ def _near(c: _Cut) -> StagePlan:
     ]
     # written twice, read twice; in one pass (plan.direct) once each (exchange/sections.py)
     regrouped = sum(x.copies * size for x, size in exchanges)
-    per_unit = (3 if k > 1 else 1) + 1  # its band object's index, range and keys; its removals
+    per_unit = 3 if k > 1 else 1  # its band object's index, range and keys
     stage = StagePlan(
         "near",
         gk + 3 * p + fetchers,
         {
-            "get": m * k * per_unit + p * plan.groups + m * gets(sigs / m),
+            "get": m * k * per_unit + exact_gets + p * plan.groups + m * gets(sigs / m),
             "put": gk * (puts(bands / gk) + 1) + 2 * p + fetchers,
             "head": m * k + gk + m,
         },
-        band_objects + keys_again + bands + sigs + regrouped,
+        band_objects + keys_again + exact_bytes + bands + sigs + regrouped,
         bands + regrouped,
-        WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m) / MiB,
+        WORKER_BASE_MB + 3 * max(bands / p, cands / p, sigs / m, removed / nb) / MiB,
     )
     return _plus(stage, *(x for x, _ in exchanges))
+
+
+def exact_removal_spans(units: int, buckets: int, groups: int) -> list[int]:
+    """For each of `groups` unit groups (ExchangePlan.unit_groups of the sorted units), how many
+    of the unit buckets (sections.unit_bounds of `buckets`) hold its units: the buckets of exact
+    removals each of its near_band_group tasks reads (dedup_stage.group_removals). They sum to
+    at most buckets + groups - 1: linear in the corpus."""
+    n = max(1, min(buckets, units))
+
+    def bucket_of(i: int) -> int:  # the last b with b * units // n <= i
+        return ((i + 1) * n - 1) // units
+
+    cuts = [(g * units // groups, (g + 1) * units // groups) for g in range(groups)]
+    return [bucket_of(hi - 1) - bucket_of(lo) + 1 if hi > lo else 0 for lo, hi in cuts]
 
 
 def _fetch_tasks(c: _Cut) -> int:

@@ -93,7 +93,7 @@ def exact_dedup(
     waves: Waves, dedup: DedupConfig, layout: RunLayout, units: Units, reads: Reads
 ) -> Removals:
     """The hash rows' exchange, one task per hash partition, then the removals' exchange
-    by unit bucket and their merge into one file sorted by unit."""
+    by unit bucket (near dedup, the audit and select read them by bucket)."""
     n = dedup.partitions
     bounds = unit_bounds(units.ids, n)
     if dedup.exact:
@@ -109,21 +109,19 @@ def exact_dedup(
         merge=True,
     )
     removed = [SectionedObject(layout.exact_removed(r.part), r.size) for r in parts]
-    removals = _removals(waves, dedup, layout, "exact", "exact-removed", removed, bounds)
-    merge = waves.task("merge_exact")
-    waves.run("exact", [merge.remote(layout, removals.by_bucket)], merge=True)
-    return removals
+    return _removals(waves, dedup, layout, "exact", "exact-removed", removed, bounds)
 
 
 def near_dedup(
-    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads, bounds: list[str]
+    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads, exact: Removals
 ) -> Removals:
-    """MinHash LSH (run/neardup.py): band hashes to candidate edges, candidate components
+    """MinHash LSH (run/neardup.py): the documents exact dedup kept (`exact`: its removals by
+    unit bucket), band hashes to candidate edges, candidate components
     (star rounds over the unverified edges, in the object store), the candidates' signatures
     fetched once from their units, then verification, components and the keep rule per label
-    partition, and the near removals' exchange by unit bucket (`bounds`, exact dedup's)."""
-    found = _candidates(waves, cfg, layout, units, reads)
-    dedup, n = cfg.dedup, cfg.dedup.partitions
+    partition, and the near removals' exchange by unit bucket (exact dedup's bounds)."""
+    found = _candidates(waves, cfg, layout, units, reads, exact)
+    dedup, n, bounds = cfg.dedup, cfg.dedup.partitions, exact.bounds
     unit_buckets = waves.put(unit_bucket(bounds, pa.array(units.ids, pa.string())))
     members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
@@ -191,11 +189,23 @@ class _Candidates:
     inbox: list[list]
 
 
+def group_removals(exact: Removals, group: list[tuple]) -> list[list[Range]]:
+    """The exact removals' ranges of each unit bucket that holds a unit group's units (a run
+    of consecutive sorted unit ids, first item of each entry the unit id), buckets in order:
+    what the group's near_band_group tasks read to drop exact duplicates."""
+    if not group:
+        return []
+    ends = pa.array([group[0][0], group[-1][0]], pa.string())
+    first, last = unit_bucket(exact.bounds, ends).tolist()
+    return exact.by_bucket[first : last + 1]
+
+
 def _candidates(
-    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads
+    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads, exact: Removals
 ) -> _Candidates:
-    """The band hashes exchanged by band partition, candidate edges per bucket, and their
-    components: star rounds, or one task where the edges are few (neardup.star_fold)."""
+    """The band hashes exchanged by band partition (exact duplicates dropped), candidate edges
+    per bucket, and their components: star rounds, or one task where the edges are few
+    (neardup.star_fold)."""
     dedup, n = cfg.dedup, cfg.dedup.partitions
     plan = exchange_plan(
         n,
@@ -208,10 +218,11 @@ def _candidates(
     )
     groups = plan.unit_groups([(u, i, units.origin_of[u]) for i, u in enumerate(units.ids)])
     band_group = waves.task("near_band_group")
+    removals = [waves.put(group_removals(exact, groups[g])) for g in range(plan.groups)]
     banded = waves.run(
         "near",
         [
-            band_group.remote(layout, plan, g, k, groups[g], cfg)
+            band_group.remote(layout, plan, g, k, groups[g], removals[g], cfg)
             for g in range(plan.groups)
             for k in range(plan.buckets)
         ],

@@ -103,7 +103,7 @@ def run_stages(
         exact = exact_dedup(waves, cfg.dedup, layout, units, reads)
         near = None
         if cfg.dedup.near.enabled:
-            near = near_dedup(waves, cfg, layout, units, reads, exact.bounds)
+            near = near_dedup(waves, cfg, layout, units, reads, exact)
         removed = by_bucket(exact, near, reads)
         # submitted together: select's tasks run beside the audit's single task
         auditing = audit_tasks(waves, layout, removed)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -40,6 +40,8 @@ from pipeline.run.results import (
     MembersResult,
 )
 from pipeline.run.timer import TaskTimer
+
+Ranges = list[sections.Range]  # one partition's ranges of an exchange (one GET per group)
 
 
 def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
@@ -60,14 +62,30 @@ def cand_schema(cfg: Config) -> pa.Schema:
     return pa.schema([("key", pa.int64()), *sig_schema(cfg), ("label", pa.int64())])
 
 
-def _removed_keys(layout: RunLayout, unit: str, cfg: Config, origin: str | None) -> np.ndarray:
-    """Node keys of the unit's exact duplicates (the rule of near_signing.signed_rows)."""
-    with layout.exact_removed_all.open_read() as f:
-        gone = pq.read_table(f, columns=["source", "row"], filters=[("unit_id", "=", unit)])
-    sources = gone["source"].to_pylist()
-    if cfg.named_sources:
-        sources = [f"{cfg.source_rank(origin)[1].name}\x00{s}" for s in sources]
-    return record_keys(sources, gone["row"].to_pylist())
+def _removed_keys(
+    removals: list[Ranges], units: list[tuple[str, int, str | None]], cfg: Config
+) -> dict[str, np.ndarray]:
+    """Node keys of the exact duplicates of each of `units` (name, index, origin), by the rule of
+    near_signing.signed_rows: from the exact removals' ranges of the unit buckets that hold the
+    units (dedup_stage.group_removals), one bucket's removal rows in memory at a time. A bucket
+    at the group's edge also holds another group's units: their rows are dropped here."""
+    origins = {unit: origin for unit, _, origin in units}
+    found: dict[str, list[np.ndarray]] = {unit: [] for unit in origins}
+    wanted = pa.array(list(origins), pa.string())
+    for ranges in removals:
+        gone = sections.read_part(ranges, REMOVED_SCHEMA)
+        gone = gone.filter(pc.is_in(gone["unit_id"], value_set=wanted))
+        ids = np.array(gone["unit_id"].to_pylist(), dtype=object)
+        sources = gone["source"].to_pylist()
+        if cfg.named_sources:
+            names = {u: cfg.source_rank(origins[u])[1].name for u in set(ids)}
+            sources = [f"{names[u]}\x00{s}" for u, s in zip(ids, sources, strict=True)]
+        keys = record_keys(sources, gone["row"].to_pylist())
+        for unit in set(ids):
+            found[unit].append(keys[ids == unit])
+    return {
+        u: np.concatenate(k) if k else np.empty(0, np.int64) for u, k in found.items()
+    }
 
 
 UNIT_SHIFT = np.int64(32)
@@ -87,12 +105,12 @@ def _unit_bands(
     span: range,
     whole: bool,
     cfg: Config,
-    origin: str | None,
+    removed: np.ndarray,
 ) -> tuple[pa.Table, np.ndarray, int]:
     """The unit's band rows (band_hash, node id) of the band partitions in `span`, each with its
-    partition, without its exact duplicates, and its document count after them: one range of its
-    band object and its keys section (the whole object in one GET when `whole`), written by its
-    read task (run/near_signing.write_band_object)."""
+    partition, without its exact duplicates (`removed`: their keys), and its document count after
+    them: one range of its band object and its keys section (the whole object in one GET when
+    `whole`), written by its read task (run/near_signing.write_band_object)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
     try:
@@ -108,7 +126,7 @@ def _unit_bands(
     keys = band_rows.keys_decoded(
         piece[keys_at[0] : keys_at[1]] if whole else loc.read_bytes(*keys_at)
     )
-    gone = np.flatnonzero(np.isin(keys, _removed_keys(layout, unit, cfg, origin)))
+    gone = np.flatnonzero(np.isin(keys, removed))
     tables, parts = [], []
     for p in span:
         lo, hi = int(offsets[p]) - a, int(offsets[p + 1]) - a
@@ -130,22 +148,28 @@ def near_band_group(
     group: int,
     bucket: int,
     units: list[tuple[str, int, str | None]],
+    removals: list[Ranges],
     cfg: Config,
 ) -> BandGroupResult:
     """Pass 1 of the band exchange, made from the band files themselves: for one group of units
     (name, index among the run's sorted unit ids, origin), their band rows (band_hash, node id)
     of the bucket's band partitions as one object laid out partition by partition
-    (exchange/regroup.grouped). The signatures are not read here (near_fetch reads candidates')."""
+    (exchange/regroup.grouped), without their exact duplicates: `removals`, the exact removals'
+    ranges of each unit bucket that holds the group's units (dedup_stage.group_removals), read
+    once per task, so their GETs are those buckets' ranges, not a read per unit. The task holds
+    one bucket's removal rows at a time and its units' removed keys (8 bytes each). The
+    signatures are not read here (near_fetch reads candidates')."""
     timer = TaskTimer()
     span = plan.bucket_parts(bucket)
     folder = layout.exchange("near", BAND_EXCHANGE) / plan.name
+    removed = _removed_keys(removals, units, cfg)
     docs = 0
 
     def band_pieces():
         nonlocal docs
-        for unit, index, origin in units:
+        for unit, index, _ in units:
             bands, band_parts, kept = _unit_bands(
-                layout, unit, index, span, plan.buckets == 1, cfg, origin
+                layout, unit, index, span, plan.buckets == 1, cfg, removed[unit]
             )
             docs += kept
             yield span_piece(bands, band_parts, span, band_rows.encoded)
@@ -157,7 +181,6 @@ def near_band_group(
 
 
 # -- per partition ----------------------------------------------------------------------------
-Ranges = list[sections.Range]  # one partition's ranges of an exchange (one GET per group)
 REQUEST_SCHEMA = pa.schema([("key", pa.int64()), ("label", pa.int64()), ("unit", pa.int32())])
 
 

@@ -43,7 +43,6 @@ from pipeline.run.results import (
     AuditResult,
     ExactResult,
     ListResult,
-    MergeExactResult,
     QuarantineResult,
     ReadResult,
 )
@@ -335,18 +334,6 @@ def exact_partition(
     )
 
 
-def merge_exact(layout: RunLayout, by_bucket: list[list[sections.Range]]) -> MergeExactResult:
-    """All exact removals in one file sorted by unit, so a unit's task reads only its rows.
-
-    Written bucket of units by bucket (`by_bucket`: each bucket's ranges, buckets in unit
-    order), so memory holds one bucket's removals, never the corpus's."""
-    timer = TaskTimer()
-    with _RemovedWriter(layout.exact_removed_all) as out:
-        for ranges in by_bucket:
-            out.write(sections.read_part(ranges, exact.REMOVED_SCHEMA))
-    return timer.result(MergeExactResult, removed_exact=out.rules.get("exact", 0))
-
-
 def merge_quarantine(
     layout: RunLayout,
     units: list[str],
@@ -381,8 +368,8 @@ def merge_audit(
 ) -> AuditResult:
     """removed.parquet: every removal, exact, near, by a curation rule and by the takedown list,
     sorted by unit: the run's audit. Written one bucket of units at a time (buckets in unit
-    order), as merge_exact; `takedown_by_bucket`: each bucket's units with read-pass audit rows
-    (read_unit)."""
+    order), so memory holds one bucket's removals, never the corpus's; `takedown_by_bucket`:
+    each bucket's units with read-pass audit rows (read_unit)."""
     timer = TaskTimer()
     near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
     down_by_bucket = takedown_by_bucket or [[] for _ in exact_by_bucket]

@@ -177,11 +177,6 @@ class ExactResult(TaskResult):
 
 
 @dataclass(kw_only=True)
-class MergeExactResult(TaskResult):
-    removed_exact: int
-
-
-@dataclass(kw_only=True)
 class AuditResult(TaskResult):
     removed_exact: int
     removed_near: int

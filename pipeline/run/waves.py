@@ -35,7 +35,6 @@ TASKS = {
         read_dedup_tasks.read_unit_task,
         read_dedup_tasks.merge_quarantine,
         read_dedup_tasks.exact_partition,
-        read_dedup_tasks.merge_exact,
         read_dedup_tasks.merge_audit,
         tokenize_tasks.tokenize_probe,
         tokenize_tasks.select_unit,

@@ -212,46 +212,71 @@ def test_a_reader_gets_its_ranges_several_at_a_time_in_order():
     assert SlowObject.peak == sections.FETCHES
 
 
-def test_merge_exact_writes_one_file_sorted_by_unit_one_bucket_at_a_time(tmp_path):
-    import pyarrow.parquet as pq
+@pytest.mark.parametrize("named", [True, False])
+def test_near_band_groups_read_the_exact_removals_by_unit_bucket_not_per_unit(tmp_path, named):
+    """Each near_band_group task reads the exact removals' ranges of the unit buckets that hold
+    its units (dedup_stage.group_removals) once, and drops exactly those documents: its GETs
+    are its units' band objects plus those ranges, whatever the units per group (a read of the
+    removals per unit made them grow with groups x units), as the plan counts them
+    (dry_run.exact_removal_spans)."""
+    from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
+    from pipeline.config import load_config
     from pipeline.core.layout import RunLayout
-    from pipeline.dedup.exact import AUDIT_SCHEMA, REMOVED_SCHEMA
-    from pipeline.run.read_dedup_tasks import merge_exact
+    from pipeline.dedup.exact import REMOVED_SCHEMA
+    from pipeline.report.dry_run import exact_removal_spans
+    from pipeline.run import near_signing, neardup
+    from pipeline.run.dedup_stage import Removals, group_removals
 
+    config = SOURCES_CONFIG if named else SAMPLE_CONFIG
+    cfg = load_config(config, overrides=["dedup.partitions=4"], check_paths=False)
+    assert cfg.named_sources == named  # named: keys take the source name, as the read task's
     layout = RunLayout(Location.from_uri(str(tmp_path)), "r", "k", "t")
-    units = [f"u{i}" for i in range(6)]
-    bounds = sections.unit_bounds(units, 3)
-    rows = [
-        {
-            "doc_id": f"d{u}{r}",
-            "source": f"s{r % 2}",
-            "row": r,
-            "unit_id": u,
-            "rule": "exact",
-            "kept_id": "k",
-            "kept_source": "s",
-            "kept_row": 0,
-            "similarity": 1.0,
-        }
-        for u in reversed(units)
-        for r in (3, 1, 2)
-    ]
-    writers = []
-    for part in range(2):  # two partitions' removals, each sectioned by unit bucket
-        table = pa.Table.from_pylist(rows[part::2], schema=REMOVED_SCHEMA)
-        loc = layout.exact_removed(part)
-        at = sections.unit_bucket(bounds, table["unit_id"])
-        writers.append(sections.SectionedObject(loc, sections.write_sectioned(loc, table, at, 3)))
-    _, ranges = _exchange(Location.from_uri(str(tmp_path / "x")), writers, 3, 1)
-    result = merge_exact(layout, [ranges[b] for b in range(3)])
-    merged = layout.exact_removed_all.read_parquet()
-    expected = pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA).sort_by(  # detail: null
-        [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
+    names = [s.name for s in cfg.sources]
+    units = [(f"u{i:02d}", i, names[i % len(names)]) for i in range(12)]
+    rng, docs, gone = np.random.default_rng(7), 6, (1, 4)
+    for unit, i, origin in units:
+        sources = [f"{origin}\x00f{i}.jsonl" if named else f"f{i}.jsonl"] * docs
+        keys = near_signing.record_keys(sources, list(range(docs)))
+        sigs = rng.integers(0, 2**32, (docs, cfg.dedup.near.num_perm), dtype=np.uint32)
+        near_signing.write_band_object(
+            layout.read_bands(unit, near_signing.band_key(cfg)), keys, sigs, cfg
+        )
+    removed = pa.Table.from_pylist(
+        [
+            {"doc_id": f"{u}-{r}", "source": f"f{i}.jsonl", "row": r, "unit_id": u,
+             "rule": "exact", "origin": origin}  # fmt: skip
+            for u, i, origin in units
+            for r in gone
+        ],
+        schema=REMOVED_SCHEMA,
     )
-    assert merged.equals(expected) and result.removed_exact == len(rows)
-    with layout.exact_removed_all.open_read() as f:  # written bucket by bucket
-        assert pq.ParquetFile(f).metadata.num_row_groups == 3
+    bounds = sections.unit_bounds([u for u, _, _ in units], 5)
+    writers = []
+    for part in range(3):  # three partitions' removals, each sectioned by unit bucket
+        table, loc = removed[part::3], layout.exact_removed(part)
+        at = sections.unit_bucket(bounds, table["unit_id"])
+        size = sections.write_sectioned(loc, table, at, len(bounds))
+        writers.append(sections.SectionedObject(loc, size))
+    ranges = sections.writer_ranges(writers, len(bounds))
+    exact = Removals(bounds, [ranges[b] for b in range(len(bounds))])
+    for groups in (2, 3):
+        plan = ExchangePlan(cfg.dedup.partitions, 2, groups)
+        cut = plan.unit_groups(units)
+        spans = [len(group_removals(exact, g)) for g in cut]
+        assert spans == exact_removal_spans(len(units), len(bounds), groups)
+        for g, group in enumerate(cut):
+            for k in range(plan.buckets):
+                before = IO.snapshot()
+                result = neardup.near_band_group(
+                    layout, plan, g, k, group, group_removals(exact, group), cfg
+                )
+                io = IO.delta(IO.snapshot(), before)
+                assert result.docs == len(group) * (docs - len(gone))
+                band_gets = 3 * len(group)  # per unit: its index, bucket range, keys section
+                removal_gets = sum(len(r) for r in group_removals(exact, group))
+                assert removal_gets <= spans[g] * len(writers)
+                assert io["get_requests"] == band_gets + removal_gets, (groups, g, k, io)
 
 
 def test_pack_cut_caps_what_one_pass_1_task_moves():

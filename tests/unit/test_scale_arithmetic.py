@@ -268,3 +268,24 @@ def test_configs_s3_sizes_give_every_data_stage_large_gets_at_10tb():
         if s.requests.get("get"):
             assert s.bytes_read / s.requests["get"] >= 8 * 10**6, s.name
     assert sum(sum(s.requests.values()) for s in stages) <= 6 * 10**6
+
+
+def test_plan_counts_the_exact_removal_buckets_each_near_band_task_reads():
+    """The plan's exact removal reads in near (dry_run.exact_removal_spans: per band group, the
+    unit buckets that hold its units) are those dedup_stage.group_removals hands the group's
+    tasks, at most B + G - 1 in all: linear in the corpus, where a read per unit and task made
+    them M x K."""
+    from pipeline.exchange import sections
+    from pipeline.exchange.plan import ExchangePlan
+    from pipeline.report.dry_run import exact_removal_spans
+    from pipeline.run.dedup_stage import Removals, group_removals
+
+    for units, buckets, groups in [(1, 4, 1), (7, 3, 2), (12, 5, 3), (100, 7, 9), (583, 583, 33),
+                                   (9314, 583, 33), (40, 40, 40)]:  # fmt: skip
+        ids = [f"u{i:05d}" for i in range(units)]
+        bounds = sections.unit_bounds(ids, buckets)
+        exact = Removals(bounds, [[(b,)] for b in range(len(bounds))])  # a bucket's ranges
+        cut = ExchangePlan(8, 1, groups).unit_groups([(u, i, None) for i, u in enumerate(ids)])
+        code = [len(group_removals(exact, group)) for group in cut]
+        assert exact_removal_spans(units, buckets, groups) == code, (units, buckets, groups)
+        assert sum(code) <= len(bounds) + groups - 1
