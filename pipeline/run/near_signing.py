@@ -35,6 +35,7 @@ from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash
 from pipeline.dedup.band_rows import BAND_SCHEMA
+from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 
 # in signature_key: files of another column set are never read as this one (a rerun signs the
@@ -75,6 +76,30 @@ def record_keys(sources: list[str], rows: list[int]) -> np.ndarray:
     pairs = zip(sources, rows, strict=True)
     keys = [xxhash.xxh3_64_intdigest(f"{s}\x00{r}".encode()) for s, r in pairs]
     return np.array(keys, dtype=np.uint64).view(np.int64)
+
+
+def removed_keys(
+    removals: list[list[sections.Range]], units: list[tuple[str, int, str | None]], cfg: Config
+) -> dict[str, np.ndarray]:
+    """Node keys of the exact duplicates of each of `units` (name, index, origin), by the rule of
+    signed_rows: from the exact removals' ranges of the unit buckets that hold the units
+    (dedup_stage.group_removals), one bucket's removal rows in memory at a time. A bucket at
+    the group's edge also holds another group's units: their rows are dropped here."""
+    origins = {unit: origin for unit, _, origin in units}
+    found: dict[str, list[np.ndarray]] = {unit: [] for unit in origins}
+    wanted = pa.array(list(origins), pa.string())
+    for ranges in removals:
+        gone = sections.read_part(ranges, REMOVED_SCHEMA)
+        gone = gone.filter(pc.is_in(gone["unit_id"], value_set=wanted))
+        ids = np.array(gone["unit_id"].to_pylist(), dtype=object)
+        sources = gone["source"].to_pylist()
+        if cfg.named_sources:
+            names = {u: cfg.source_rank(origins[u])[1].name for u in set(ids)}
+            sources = [f"{names[u]}\x00{s}" for u, s in zip(ids, sources, strict=True)]
+        keys = record_keys(sources, gone["row"].to_pylist())
+        for unit in set(ids):
+            found[unit].append(keys[ids == unit])
+    return {u: np.concatenate(k) if k else np.empty(0, np.int64) for u, k in found.items()}
 
 
 def sig_column(sigs: np.ndarray) -> pa.Array:

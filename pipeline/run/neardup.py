@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
@@ -31,7 +30,7 @@ from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
 from pipeline.exchange.regroup import grouped, row_sections, rows_codec, sectioned, span_piece
-from pipeline.run.near_signing import band_key, record_keys, sig_schema, sigs_of, unit_sigs
+from pipeline.run.near_signing import band_key, removed_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
     BucketsResult,
@@ -60,32 +59,6 @@ def cand_schema(cfg: Config) -> pa.Schema:
     """A candidate's row in near_fetch's exchange: its node id (`key`), its signature row, then
     its label."""
     return pa.schema([("key", pa.int64()), *sig_schema(cfg), ("label", pa.int64())])
-
-
-def _removed_keys(
-    removals: list[Ranges], units: list[tuple[str, int, str | None]], cfg: Config
-) -> dict[str, np.ndarray]:
-    """Node keys of the exact duplicates of each of `units` (name, index, origin), by the rule of
-    near_signing.signed_rows: from the exact removals' ranges of the unit buckets that hold the
-    units (dedup_stage.group_removals), one bucket's removal rows in memory at a time. A bucket
-    at the group's edge also holds another group's units: their rows are dropped here."""
-    origins = {unit: origin for unit, _, origin in units}
-    found: dict[str, list[np.ndarray]] = {unit: [] for unit in origins}
-    wanted = pa.array(list(origins), pa.string())
-    for ranges in removals:
-        gone = sections.read_part(ranges, REMOVED_SCHEMA)
-        gone = gone.filter(pc.is_in(gone["unit_id"], value_set=wanted))
-        ids = np.array(gone["unit_id"].to_pylist(), dtype=object)
-        sources = gone["source"].to_pylist()
-        if cfg.named_sources:
-            names = {u: cfg.source_rank(origins[u])[1].name for u in set(ids)}
-            sources = [f"{names[u]}\x00{s}" for u, s in zip(ids, sources, strict=True)]
-        keys = record_keys(sources, gone["row"].to_pylist())
-        for unit in set(ids):
-            found[unit].append(keys[ids == unit])
-    return {
-        u: np.concatenate(k) if k else np.empty(0, np.int64) for u, k in found.items()
-    }
 
 
 UNIT_SHIFT = np.int64(32)
@@ -162,7 +135,7 @@ def near_band_group(
     timer = TaskTimer()
     span = plan.bucket_parts(bucket)
     folder = layout.exchange("near", BAND_EXCHANGE) / plan.name
-    removed = _removed_keys(removals, units, cfg)
+    removed = removed_keys(removals, units, cfg)
     docs = 0
 
     def band_pieces():
