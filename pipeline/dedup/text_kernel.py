@@ -32,6 +32,8 @@ from pipeline.dedup import kernel_cache  # before the first njit: where numba ca
 # through this module)
 from pipeline.dedup.xxh3_kernel import (  # noqa: F401
     SECRET,
+    _jit,  # numba's decorators (identity without numba), shared with the hash's loops
+    _jit_inline,
     _long,
     _mix16,
     _r32,
@@ -41,26 +43,12 @@ from pipeline.dedup.xxh3_kernel import (  # noqa: F401
     _upto240,
     long_secret,
     lowered_upto16,
+    numba,
     xxh3_64,
 )
 
 kernel_cache.install_locator()
 kernel_cache.key_also(__file__, "xxh3_kernel.py")  # the loops below call its hash
-
-try:
-    import numba
-
-    _jit = numba.njit(cache=True, nogil=True)
-    # inlined where it is called: a call that passes arrays costs reference counting, which
-    # tripled the time per word
-    _jit_inline = numba.njit(cache=True, nogil=True, inline="always")
-except ImportError:  # pragma: no cover - exercised where numba is not installed
-    numba = None
-
-    def _jit(function):
-        return function
-
-    _jit_inline = _jit
 
 SPACE, PUNCT = 1, 2
 
