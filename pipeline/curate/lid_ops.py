@@ -74,14 +74,20 @@ def _add(typingctx, x, rows, t):
     return sig, codegen
 
 
+def _element_pointer(context, builder, sig, args):
+    """In an intrinsic's codegen whose first two arguments are (array, i): the address of the
+    array's element i (flat, C order)."""
+    at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
+    return builder.gep(context.make_array(sig.args[0])(context, builder, args[0]).data, [at])
+
+
 @_intrinsic
 def _load8(typingctx, data, i):
     """data[i:i + 8] (uint8, i + 8 within it) as a little-endian uint64: one unaligned load."""
     sig = numba.types.uint64(data, i)
 
     def codegen(context, builder, sig, args):
-        at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
-        byte = builder.gep(context.make_array(sig.args[0])(context, builder, args[0]).data, [at])
+        byte = _element_pointer(context, builder, sig, args)
         return builder.load(builder.bitcast(byte, ir.IntType(64).as_pointer()), align=1)
 
     return sig, codegen
@@ -93,13 +99,12 @@ def _prefetch(typingctx, array, i):
     sig = numba.types.void(array, i)
 
     def codegen(context, builder, sig, args):
-        at = context.cast(builder, args[1], sig.args[1], numba.types.int64)
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
         byte = ir.IntType(8).as_pointer()
         hint = ir.FunctionType(ir.VoidType(), [byte, *[ir.IntType(32)] * 3])
         fn = builder.module.declare_intrinsic("llvm.prefetch", [byte], hint)
         flags = [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)]  # read, keep, data
-        builder.call(fn, [builder.bitcast(builder.gep(data, [at]), byte), *flags])
+        element = _element_pointer(context, builder, sig, args)
+        builder.call(fn, [builder.bitcast(element, byte), *flags])
         return context.get_dummy_value()
 
     return sig, codegen

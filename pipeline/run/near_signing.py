@@ -91,14 +91,18 @@ def removed_keys(
     for ranges in removals:
         gone = sections.read_part(ranges, REMOVED_SCHEMA)
         gone = gone.filter(pc.is_in(gone["unit_id"], value_set=wanted))
-        ids = np.array(gone["unit_id"].to_pylist(), dtype=object)
+        coded = pc.dictionary_encode(gone["unit_id"].combine_chunks())
+        present, codes = coded.dictionary.to_pylist(), coded.indices.to_numpy()
         sources = gone["source"].to_pylist()
         if cfg.named_sources:
-            names = {u: cfg.source_rank(origins[u])[1].name for u in set(ids)}
-            sources = [f"{names[u]}\x00{s}" for u, s in zip(ids, sources, strict=True)]
+            names = [cfg.source_rank(origins[u])[1].name for u in present]
+            sources = [f"{names[c]}\x00{s}" for c, s in zip(codes.tolist(), sources, strict=True)]
         keys = record_keys(sources, gone["row"].to_pylist())
-        for unit in set(ids):
-            found[unit].append(keys[ids == unit])
+        # each unit's keys in row order: one sort, not a scan of the bucket's rows per unit
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(present) + 1))
+        for c, unit in enumerate(present):
+            found[unit].append(keys[order[bounds[c] : bounds[c + 1]]])
     return {u: np.concatenate(k) if k else np.empty(0, np.int64) for u, k in found.items()}
 
 

@@ -239,8 +239,10 @@ def near_fetch(
     n = cfg.dedup.partitions
     wanted = sections.read_part(requests, REQUEST_SCHEMA)
     keys, labels = wanted["key"].to_numpy(), wanted["label"].to_numpy()
-    units = wanted["unit"].to_numpy()
-    read = np.unique(units).tolist()
+    # each unit's requests, in request order: one sort, not a scan of all requests per unit
+    order = np.argsort(wanted["unit"].to_numpy(), kind="stable")
+    units, starts = np.unique(wanted["unit"].to_numpy()[order], return_index=True)
+    read, ends = units.tolist(), [*starts[1:].tolist(), len(order)]
 
     def pieces():
         with ThreadPoolExecutor(SIG_FILES_AHEAD) as pool:
@@ -252,7 +254,8 @@ def near_fetch(
                 if i + SIG_FILES_AHEAD < len(read):
                     unit = unit_ids[read[i + SIG_FILES_AHEAD]]
                     ahead.append(pool.submit(unit_sigs, layout, unit, cfg))
-                yield _unit_candidates(rows, keys, labels, units == u, unit_ids[u], cfg, n)
+                mine = order[starts[i] : ends[i]]
+                yield _unit_candidates(rows, keys, labels, mine, unit_ids[u], cfg, n)
 
     codec = row_sections(cand_schema(cfg))
     size = sectioned(layout.near_cands(task), n, codec, pieces())

@@ -92,15 +92,12 @@ def shutdown_ray() -> None:
     ray.shutdown stops a local instance's processes one at a time, each with a second's SIGTERM
     grace; the monitor, alone of them, sleeps through its grace. It holds nothing to flush (a
     local instance is never autoscaled), so it is killed first and ray.shutdown finds it gone.
-    Where Ray keeps its processes elsewhere (another version), ray.shutdown does it all."""
-    node = getattr(getattr(ray, "_private", None), "worker", None)
-    node = getattr(node, "_global_node", None)
-    monitors = (getattr(node, "all_processes", None) or {}).get("monitor", ())
-    for info in monitors:
-        process = getattr(info, "process", None)
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(timeout=5)
+    A driver that joined a cluster holds no processes of it: nothing is killed there."""
+    node = getattr(ray._private.worker, "_global_node", None)  # this process's local instance
+    for info in node.all_processes.get("monitor", ()) if node is not None else ():
+        if info.process.poll() is None:
+            info.process.kill()
+            info.process.wait(timeout=5)
     ray.shutdown()
 
 
