@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
@@ -101,18 +100,24 @@ def gather_pieces(
     run_last = np.concatenate([breaks, [len(lengths)]]) - 1
     run_starts = starts[run_first]
     run_ends = starts[run_last] + lengths[run_last]
-    if len(pieces) == 1:
-        only = pieces[0]
-        return np.concatenate([only[a:b] for a, b in zip(run_starts, run_ends, strict=True)])
-    bounds = list(accumulate((len(p) for p in pieces), initial=0))
-    out = []
-    for a, b in zip(run_starts.tolist(), run_ends.tolist(), strict=True):
-        p = bisect_right(bounds, a) - 1
-        while a < b:  # a run may go on into the next piece
-            end = min(b, bounds[p + 1])
-            out.append(pieces[p][a - bounds[p] : end - bounds[p]])
+    bounds = np.fromiter(accumulate((len(p) for p in pieces), initial=0), np.int64)
+    piece = np.minimum(np.searchsorted(bounds, run_starts, side="right"), len(pieces)) - 1
+    base = bounds[piece]
+    runs = [
+        pieces[p][a:b]
+        for p, a, b in zip(
+            piece.tolist(), (run_starts - base).tolist(), (run_ends - base).tolist(), strict=True
+        )
+    ]
+    for r in np.flatnonzero(run_ends > bounds[piece + 1]).tolist():  # goes on into the next
+        p, a, b = int(piece[r]), int(run_starts[r]), int(run_ends[r])
+        parts = []
+        while a < b:
+            end = min(b, int(bounds[p + 1]))
+            parts.append(pieces[p][a - bounds[p] : end - bounds[p]])
             a, p = end, p + 1
-    return np.concatenate(out)
+        runs[r] = np.concatenate(parts)
+    return np.concatenate(runs)
 
 
 @dataclass(frozen=True)
