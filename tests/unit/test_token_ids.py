@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from support import SPARSE_BOS, SPARSE_EOS, SPARSE_IDS, TOKENIZER, sparse_tokenizer
 
 from pipeline.formats.megatron import ShardWriter, TokenIdOutOfRange, decode_index, dtype_code
 from pipeline.formats.verify import VerifyError, boundary_problem, check_document_boundaries
 from pipeline.report.dry_run import dry_run_lines, plan_for_config, tokenizer_bytes_per_id
+from pipeline.run.tokenize_tasks import InOrder
 from pipeline.tokens.encode import frame, special_from_text, tokenizer_from_json
 
 
@@ -95,3 +97,19 @@ def test_boundary_problem_finds_a_stray_eos_after_counting_them():
     problem = boundary_problem(tokens, np.array([4, 2], np.int64), 0, None, first=3)
     assert problem.startswith("EOS id 0 inside document 3 (token 1)")
     assert boundary_problem(tokens, np.array([2, 2, 2], np.int64), 0, None) is None
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_texts_in_shuffle_order_are_decoded_from_the_columns_own_buffer(kind):
+    texts = ["héllo", "", "wörld 🌍", "a", "mixed\\u0000nul", "z" * 300, "ß"]
+    whole = pa.array(["drop me", *texts], kind).slice(1)  # a slice: its offsets start at 1
+    order = pa.array([3, 0, 6, 2, 5, 1, 4], pa.int64())
+    column = pa.chunked_array([whole])
+    in_order = InOrder(column, order)
+    want = [texts[i] for i in order.to_pylist()]
+    assert [t for start in range(0, 7, 3) for t in in_order.slice(start, 3)] == want
+    # columns the buffer path does not read go through a take
+    two_chunks = InOrder(pa.chunked_array([whole.slice(0, 4), whole.slice(4)]), order)
+    assert two_chunks.slice(0, 7) == want
+    with_null = InOrder(pa.chunked_array([pa.array([*texts[:6], None], kind)]), order)
+    assert with_null.slice(0, 7) == [([*texts[:6], None])[i] for i in order.to_pylist()]
