@@ -67,7 +67,8 @@ def check_ids_fit(tokens: np.ndarray, dtype: np.dtype | type | str) -> None:
     if not tokens.size:
         return
     info = np.iinfo(np.dtype(dtype))
-    low, high = int(tokens.min()), int(tokens.max())
+    high = int(tokens.max())
+    low = 0 if tokens.dtype.kind == "u" else int(tokens.min())  # unsigned: no pass for the min
     if low < info.min or high > info.max:
         bad = high if high > info.max else low
         raise TokenIdOutOfRange(

@@ -402,8 +402,9 @@ def boundary_problem(
         if len(no_bos):
             return f"document {first + int(no_bos[0])} does not start with BOS id {bos_id}"
     expected = len(lengths) * (2 if bos_id == eos_id else 1)
-    eos_at = np.flatnonzero(tokens == eos_id)
-    if len(eos_at) != expected:
+    is_eos = tokens == eos_id
+    if np.count_nonzero(is_eos) != expected:  # where, only when wrong
+        eos_at = np.flatnonzero(is_eos)
         allowed = np.zeros(len(tokens), dtype=bool)
         allowed[ends - 1] = True
         if bos_id == eos_id:
@@ -415,8 +416,9 @@ def boundary_problem(
             " a reader splitting on EOS would see two documents"
         )
     if bos_id is not None and bos_id != eos_id:  # bos == eos: counted as EOS above
-        bos_at = np.flatnonzero(tokens == bos_id)
-        if len(bos_at) != len(lengths):  # one per document, at its start (checked above)
+        is_bos = tokens == bos_id
+        if np.count_nonzero(is_bos) != len(lengths):  # one per document, at its start (above)
+            bos_at = np.flatnonzero(is_bos)
             at_start = np.zeros(len(tokens), dtype=bool)
             at_start[starts] = True
             stray = int(bos_at[~at_start[bos_at]][0])

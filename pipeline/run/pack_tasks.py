@@ -91,7 +91,7 @@ def _unit_piece(
 
 def _unit_rows(
     layout, unit, removed, lo, hi, itemsize, plan: pack.PackPlan
-) -> tuple[bytes, pa.Table] | None:
+) -> tuple[bytes | memoryview | np.ndarray, pa.Table] | None:
     """One unit's kept documents with keys in [lo, hi): their token bytes and index rows (one
     index GET, one GET of the token file's frames that hold a range over them:
     tokens/framed.py; the documents dedup removed between them are cut out here), or None when
@@ -118,9 +118,9 @@ def _unit_rows(
         keep &= ~pc.is_in(piece["doc_id"], value_set=value_set).to_numpy(zero_copy_only=False)
     if keep.all() and end - first == int(lengths.sum()):  # no gap: the range is the pieces
         return raw, piece
-    raw = pack.gather_segments(
+    raw = pack.gather_segments(  # uint8: its buffer is the bytes
         np.frombuffer(raw, np.uint8), (at[keep] - first) * itemsize, lengths[keep] * itemsize
-    ).tobytes()
+    )
     piece = piece.filter(pa.array(keep))
     return (raw, piece) if piece.num_rows else None
 
@@ -209,12 +209,11 @@ def _write_shard(
         writer = ShardWriter(bin_f, idx_f, dtype)
         if index_parts:
             merged = pa.concat_tables(index_parts).sort_by(pack.SORT_KEYS)
-            tokens = np.concatenate(token_parts)
             lengths = merged["length"].to_numpy()
             starts = merged["start"].to_numpy()
             for i in range(0, len(lengths), 4096):  # bounded gather buffers
                 sl = slice(i, i + 4096)
-                batch = pack.gather_segments(tokens, starts[sl], lengths[sl])
+                batch = pack.gather_pieces(token_parts, starts[sl], lengths[sl])
                 boundaries.add(batch, lengths[sl])  # before a byte of it is written
                 writer.add(batch, lengths[sl])
         info = writer.close()

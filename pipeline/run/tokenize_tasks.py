@@ -9,6 +9,7 @@ fallback in run/tokenize_stage.py.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -232,8 +233,19 @@ class InOrder:
     column: pa.ChunkedArray
     order: pa.Array  # row of the column at each position of the order
 
-    def slice(self, start: int, n: int) -> pa.Array:
-        return self.column.take(self.order.slice(start, n))
+    def slice(self, start: int, n: int) -> list[str]:
+        """The texts at positions [start, start + n) of the order."""
+        rows = self.order.slice(start, n)
+        strings = self._strings
+        if strings is None:
+            return self.column.take(rows).to_pylist()
+        offsets, data = strings
+        # each text decoded from the column's own buffer: no taken copy of the batch first
+        return [str(data[offsets[r] : offsets[r + 1]], "utf-8") for r in rows.to_pylist()]
+
+    @functools.cached_property
+    def _strings(self) -> tuple[list[int], memoryview] | None:
+        return _utf8_slices(self.column)
 
     def take(self, positions: pa.Array) -> pa.Array:
         return self.column.take(self.order.take(positions))
@@ -241,6 +253,20 @@ class InOrder:
     def sizes(self) -> np.ndarray:
         """Each text's UTF-8 bytes, in the order."""
         return pc.binary_length(self.column).take(self.order).to_numpy(zero_copy_only=False)
+
+
+def _utf8_slices(column: pa.ChunkedArray) -> tuple[list[int], memoryview] | None:
+    """(offsets, data) of a one-chunk string column without nulls: text i is
+    data[offsets[i] : offsets[i + 1]]; None for any other column."""
+    if column.num_chunks != 1 or column.null_count:
+        return None
+    array = column.chunk(0)
+    width = {pa.string(): "<i4", pa.large_string(): "<i8"}.get(array.type)
+    if width is None:
+        return None
+    _, offsets, data = array.buffers()
+    at = np.frombuffer(offsets, width, len(array) + 1, array.offset * np.dtype(width).itemsize)
+    return at.tolist(), memoryview(data) if data is not None else memoryview(b"")
 
 
 def _encode_tokens(
@@ -300,7 +326,7 @@ def _encode_tokens(
             while at < len(checked) and checked[at] < i + step:
                 check.append((int(checked[at]) - i, at))
                 at += 1
-            yield Batch(texts.slice(i, step).to_pylist(), check)
+            yield Batch(texts.slice(i, step), check)
 
     encoded = tokenize_batches(
         encoder, batches(), info.eos_id, bos_id, dtype, sample, forbid_in_text=special_as_text

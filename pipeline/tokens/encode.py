@@ -316,9 +316,14 @@ class Batch:
 def special_from_text(ids: np.ndarray, lengths: np.ndarray, forbidden: list[int]) -> np.ndarray:
     """Rows (documents, `lengths` tokens each) whose ids hold any of `forbidden`: the EOS/BOS
     ids, which the model made from the text itself. Ascending, each row once."""
-    at = np.flatnonzero(np.isin(ids, np.asarray(forbidden, dtype=ids.dtype)))
-    if len(at) == 0:
+    if not forbidden:
         return np.empty(0, np.int64)
+    hit = ids == forbidden[0]  # a comparison per id: np.isin costs ~4x as much for 1-2 ids
+    for token in forbidden[1:]:
+        hit |= ids == token
+    if not hit.any():
+        return np.empty(0, np.int64)
+    at = np.flatnonzero(hit)
     return np.unique(np.searchsorted(np.cumsum(lengths), at, side="right")).astype(np.int64)
 
 

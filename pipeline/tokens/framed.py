@@ -144,12 +144,15 @@ def decompress_frames(data: bytes, table: FrameTable, f0: int, f1: int) -> bytes
         if len(raw) != want:
             raise CorruptTokens(f"token frame {f}: {len(raw)} raw bytes, not {want}")
         out.append(raw)
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
-def read_range(loc: Location, table: FrameTable | None, start: int, end: int) -> bytes:
+def read_range(
+    loc: Location, table: FrameTable | None, start: int, end: int
+) -> bytes | memoryview:
     """Raw bytes [start, end) of the token file at `loc` with one GET: of the frames covering
-    them (table), or of the range itself (None: a format 0 file)."""
+    them (table), or of the range itself (None: a format 0 file). A range inside the frames is
+    a view of their bytes, not a copy."""
     if table is None:
         return loc.read_bytes(start, end)
     if end <= start:
@@ -160,7 +163,9 @@ def read_range(loc: Location, table: FrameTable | None, start: int, end: int) ->
     except CorruptTokens as e:
         raise CorruptTokens(f"{loc.uri}: {e}") from None
     skip = start - f0 * table.frame_bytes
-    return raw[skip : skip + end - start]
+    if skip == 0 and end - start == len(raw):
+        return raw
+    return memoryview(raw)[skip : skip + end - start]
 
 
 def compress_section(chunks: Iterable[bytes]) -> Iterator[bytes]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 import numpy as np
 import pyarrow as pa
@@ -82,16 +83,41 @@ def rows_in_range(sorted_keys: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
 
 def gather_segments(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenate tokens[starts[i] : starts[i] + lengths[i]] for all i, vectorised."""
+    return gather_pieces([tokens], starts, lengths)
+
+
+def gather_pieces(
+    pieces: list[np.ndarray], starts: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """gather_segments over the concatenation of `pieces` (`starts` index into it), without
+    making that concatenation: each run is copied from the pieces it lies in."""
     if len(lengths) == 0:
-        return tokens[:0]
-    # Documents that follow each other in `tokens` are copied as one run: a shard built from one
-    # unit is a single slice, and the merge of many units costs one slice per run, not per token.
+        return pieces[0][:0] if pieces else np.empty(0, np.uint8)
+    # Documents that follow each other are copied as one run: a shard built from one unit is a
+    # single slice, and the merge of many units costs one slice per run, not per token.
     breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
     run_first = np.concatenate([[0], breaks])
     run_last = np.concatenate([breaks, [len(lengths)]]) - 1
     run_starts = starts[run_first]
     run_ends = starts[run_last] + lengths[run_last]
-    return np.concatenate([tokens[a:b] for a, b in zip(run_starts, run_ends, strict=True)])
+    bounds = np.fromiter(accumulate((len(p) for p in pieces), initial=0), np.int64)
+    piece = np.minimum(np.searchsorted(bounds, run_starts, side="right"), len(pieces)) - 1
+    base = bounds[piece]
+    runs = [
+        pieces[p][a:b]
+        for p, a, b in zip(
+            piece.tolist(), (run_starts - base).tolist(), (run_ends - base).tolist(), strict=True
+        )
+    ]
+    for r in np.flatnonzero(run_ends > bounds[piece + 1]).tolist():  # goes on into the next
+        p, a, b = int(piece[r]), int(run_starts[r]), int(run_ends[r])
+        parts = []
+        while a < b:
+            end = min(b, int(bounds[p + 1]))
+            parts.append(pieces[p][a - bounds[p] : end - bounds[p]])
+            a, p = end, p + 1
+        runs[r] = np.concatenate(parts)
+    return np.concatenate(runs)
 
 
 @dataclass(frozen=True)

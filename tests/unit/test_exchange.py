@@ -421,3 +421,23 @@ def test_a_writer_of_many_inputs_spills_them_into_one_ordinary_sectioned_object(
             sections.read_part(direct_[p], SCHEMA)
         )
         assert sections.read_part(spilled[p], SCHEMA).num_rows > 0
+
+
+def test_a_shard_gathers_its_documents_from_the_pieces_as_from_their_concatenation():
+    from pipeline.tokens.pack import gather_pieces, gather_segments
+
+    rng = np.random.default_rng(5)
+    sizes = [7, 0, 1, 12, 0, 5, 9]  # empty pieces too; runs cross from one piece into the next
+    pieces = [rng.integers(0, 60_000, n).astype(np.uint16) for n in sizes]
+    whole = np.concatenate(pieces)
+    for _ in range(200):
+        cuts = np.sort(rng.choice(np.arange(1, len(whole)), rng.integers(1, 10), replace=False))
+        bounds = np.concatenate([[0], cuts, [len(whole)]])
+        starts, lengths = bounds[:-1], np.diff(bounds)
+        order = rng.permutation(len(starts))
+        if rng.random() < 0.3:
+            order = np.sort(order)  # in file order: one run over every piece
+        want = gather_segments(whole, starts[order], lengths[order])
+        got = gather_pieces(pieces, starts[order], lengths[order])
+        assert got.dtype == whole.dtype and got.tolist() == want.tolist()
+    assert gather_pieces(pieces, np.empty(0, np.int64), np.empty(0, np.int64)).size == 0

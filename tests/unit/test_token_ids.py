@@ -7,13 +7,15 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from support import SPARSE_BOS, SPARSE_EOS, SPARSE_IDS, TOKENIZER, sparse_tokenizer
 
 from pipeline.formats.megatron import ShardWriter, TokenIdOutOfRange, decode_index, dtype_code
 from pipeline.formats.verify import VerifyError, boundary_problem, check_document_boundaries
 from pipeline.report.dry_run import dry_run_lines, plan_for_config, tokenizer_bytes_per_id
-from pipeline.tokens.encode import frame, tokenizer_from_json
+from pipeline.run.tokenize_tasks import InOrder
+from pipeline.tokens.encode import frame, special_from_text, tokenizer_from_json
 
 
 def test_dtype_follows_the_largest_id_not_the_entry_count(tmp_path):
@@ -78,3 +80,36 @@ def test_plan_sizes_tokens_by_the_config_tokenizers_dtype(tmp_path):
     narrow, _ = plan_for_config(None, 10**9)
     assert wide["token_bytes"] == 2 * narrow["token_bytes"]
     assert any("of tokens at 4 B each" in line for line in dry_run_lines(wide, stages))
+
+
+def test_special_from_text_names_each_document_holding_the_eos_or_the_bos_id_once():
+    # documents of 3, 2, 4 and 1 tokens; EOS 9 in document 0 twice, BOS 8 in document 2
+    ids = np.array([9, 1, 9, 2, 3, 4, 8, 5, 6, 7], np.uint32)
+    lengths = np.array([3, 2, 4, 1], np.int64)
+    assert special_from_text(ids, lengths, [9, 8]).tolist() == [0, 2]
+    assert special_from_text(ids, lengths, [8]).tolist() == [2]
+    assert special_from_text(ids, lengths, [7]).tolist() == [3]
+    assert special_from_text(ids, lengths, [10]).tolist() == []
+
+
+def test_boundary_problem_finds_a_stray_eos_after_counting_them():
+    tokens = np.array([5, 0, 6, 0, 7, 0], np.uint16)  # EOS 0 at token 1 of document 0
+    problem = boundary_problem(tokens, np.array([4, 2], np.int64), 0, None, first=3)
+    assert problem.startswith("EOS id 0 inside document 3 (token 1)")
+    assert boundary_problem(tokens, np.array([2, 2, 2], np.int64), 0, None) is None
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_texts_in_shuffle_order_are_decoded_from_the_columns_own_buffer(kind):
+    texts = ["héllo", "", "wörld 🌍", "a", "mixed\\u0000nul", "z" * 300, "ß"]
+    whole = pa.array(["drop me", *texts], kind).slice(1)  # a slice: its offsets start at 1
+    order = pa.array([3, 0, 6, 2, 5, 1, 4], pa.int64())
+    column = pa.chunked_array([whole])
+    in_order = InOrder(column, order)
+    want = [texts[i] for i in order.to_pylist()]
+    assert [t for start in range(0, 7, 3) for t in in_order.slice(start, 3)] == want
+    # columns the buffer path does not read go through a take
+    two_chunks = InOrder(pa.chunked_array([whole.slice(0, 4), whole.slice(4)]), order)
+    assert two_chunks.slice(0, 7) == want
+    with_null = InOrder(pa.chunked_array([pa.array([*texts[:6], None], kind)]), order)
+    assert with_null.slice(0, 7) == [([*texts[:6], None])[i] for i in order.to_pylist()]
