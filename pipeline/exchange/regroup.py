@@ -75,6 +75,12 @@ def rows_codec(
     return Codec((merged,), _offsets, RegroupResult)
 
 
+def merging(merge: Callable[[Iterator[bytes]], Iterable[bytes]]) -> Codec:
+    """One field whose sections its caller merges itself (near dedup's band rows: pieces made
+    in memory, spilled as raw rows, encoded once per part by `merge`)."""
+    return Codec((merge,), _offsets, RegroupResult)
+
+
 def _merged(out, parts: int, codec: Codec, pieces: Iterable[Piece]) -> list[list[int]]:
     """The pieces' sections, part by part, each part's merged across writers by `codec`,
     written to `out`; per part, the bytes of each field written. The pieces wait in a local
@@ -152,21 +158,14 @@ def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Sect
     ]
 
 
-def span_piece(
-    rows: pa.Table,
-    parts: np.ndarray,
-    span: range,
-    encode: Callable[[pa.Table], bytes] | None = None,
-) -> list[Section]:
+def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
     """A writer's piece for `grouped` made in memory: the rows of each partition of `span`
-    (their partition index `parts`), one section each: a row section (exchange/row_codec.py),
-    or `encode`'s bytes for rows with a format of their own (`rows_codec`)."""
+    (their partition index `parts`), one row section each (exchange/row_codec.py)."""
     inside = (parts >= span.start) & (parts < span.stop)
     if not inside.any():
         return []
     pieces = sections.split_rows(rows.filter(pa.array(inside)), parts[inside])
-    encode = encode or encode_rows
-    return [(encode(pieces[p]),) if p in pieces else None for p in span]
+    return [(encode_rows(pieces[p]),) if p in pieces else None for p in span]
 
 
 def grouped(
