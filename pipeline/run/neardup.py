@@ -319,7 +319,7 @@ def near_keep(
         close = pairs[sims >= near.threshold]
         verified = len(close)
         if verified:
-            nodes, labels = components.connected_components(close, num_partitions=1)
+            nodes, labels = components.local_components(close)
             m = m.take(pa.array(np.searchsorted(keys, nodes)))
             m = m.set_column(m.schema.get_field_index("label"), "label", pa.array(labels))
             removed = _keep(m, near)
