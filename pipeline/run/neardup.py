@@ -32,9 +32,9 @@ from pipeline.exchange.regroup import (
     Section,
     grouped,
     merging,
-    row_sections,
     sectioned,
     span_piece,
+    spilled_rows,
 )
 from pipeline.run.near_signing import band_key, removed_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
@@ -273,7 +273,7 @@ def near_fetch(
                 mine = order[starts[i] : ends[i]]
                 yield _unit_candidates(rows, keys, labels, mine, unit_ids[u], cfg, n)
 
-    codec = row_sections(cand_schema(cfg))
+    codec = spilled_rows(cand_schema(cfg))
     size = sectioned(layout.near_cands(task), n, codec, pieces())
     return timer.result(
         FetchResult, part=task, size=size, units_read=len(read), members=len(keys)
