@@ -48,10 +48,16 @@ def encoded(rows: pa.Table) -> bytes:
     """A band section (module docstring) of band rows (BAND_SCHEMA); no rows, no bytes."""
     if rows.num_rows == 0:
         return b""
-    hashes = rows["band_hash"].to_numpy().astype(np.uint64, copy=False)
-    keys = rows["key"].to_numpy().astype(np.int64, copy=False)
-    order = np.lexsort((keys, hashes))
-    hashes, keys = hashes[order], keys[order]
+    return arrays_encoded(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
+
+
+def arrays_encoded(hashes: np.ndarray, keys: np.ndarray) -> bytes:
+    """`encoded` of the rows (hashes[i], keys[i])."""
+    if len(hashes) == 0:
+        return b""
+    hashes = np.asarray(hashes).astype(np.uint64, copy=False)
+    keys = np.asarray(keys).astype(np.int64, copy=False)
+    hashes, keys = by_hash_then_key(hashes, keys)
     gaps = _planes(np.diff(hashes, prepend=np.uint64(0)).astype("<u8"))  # wraps, as cumsum
     distinct, index = np.unique(keys, return_inverse=True)
     if 2 * len(distinct) <= len(keys):
@@ -60,6 +66,21 @@ def encoded(rows: pa.Table) -> bytes:
     else:
         head, body = bytes([0]), gaps + _planes(keys.astype("<i8"))
     return zstandard.ZstdCompressor(level=LEVEL).compress(head + body)
+
+
+def by_hash_then_key(hashes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows sorted as np.lexsort((keys, hashes)) sorts them: a sort of the hashes (~10x
+    faster than lexsort), then lexsort only over the rows whose hash repeats (a shared band:
+    a candidate, few)."""
+    order = np.argsort(hashes)
+    hashes, keys = hashes[order], keys[order]
+    repeats = hashes[1:] == hashes[:-1]
+    if repeats.any():
+        tied = np.flatnonzero(np.append(repeats, False) | np.insert(repeats, 0, False))
+        # runs of one hash each, the runs in hash order: a lexsort of them orders keys within
+        within = tied[np.lexsort((keys[tied], hashes[tied]))]
+        keys[tied] = keys[within]
+    return hashes, keys
 
 
 def _planes(values: np.ndarray) -> bytes:
@@ -75,8 +96,17 @@ def _unplaned(data: np.ndarray, n: int, dtype: str) -> np.ndarray:
 
 def decoded(data: bytes | memoryview) -> pa.Table:
     """The band rows (BAND_SCHEMA) of one band section."""
+    hashes, keys = arrays_decoded(data)
+    return pa.table(
+        {"band_hash": pa.array(hashes, pa.uint64()), "key": pa.array(keys, pa.int64())},
+        BAND_SCHEMA,
+    )
+
+
+def arrays_decoded(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    """`decoded`'s rows as arrays: (band hashes uint64, keys int64), sorted by (hash, key)."""
     if not len(data):
-        return BAND_SCHEMA.empty_table()
+        return np.empty(0, np.uint64), np.empty(0, np.int64)
     raw = np.frombuffer(zstandard.ZstdDecompressor().decompress(data), dtype=np.uint8)
     if raw[0] == 0:
         n = (len(raw) - 1) // 16
@@ -88,13 +118,7 @@ def decoded(data: bytes | memoryview) -> pa.Table:
         gaps = _unplaned(raw[5:], n, "<u8")
         index = _unplaned(raw[5 + 8 * n :], n, "<u4")
         keys = _unplaned(raw[5 + 12 * n :], d, "<i8")[index]
-    return pa.table(
-        {
-            "band_hash": pa.array(np.cumsum(gaps, dtype=np.uint64), pa.uint64()),
-            "key": pa.array(keys.astype(np.int64), pa.int64()),
-        },
-        BAND_SCHEMA,
-    )
+    return np.cumsum(gaps, dtype=np.uint64), keys.astype(np.int64)
 
 
 def section_bytes(rows: float, partitions: int, bands: int = 1, ids: float = 2**64) -> float:

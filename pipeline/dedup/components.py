@@ -144,8 +144,9 @@ def star_labels(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 def folded_stars(pieces: Sequence[np.ndarray], num_partitions: int) -> list[np.ndarray]:
     """The star rounds' outcome computed in this process, for a graph small enough for one
     task: each component as the star the rounds converge to (both directions of (node, label),
-    label = smallest key), routed by partition, so `star_labels` gives the same labels."""
-    nodes, labels = connected_components(list(pieces), num_partitions=1)
+    label = smallest key), routed by partition, so `star_labels` gives the same labels.
+    `pieces` hold both directions of each edge (the rounds' input): one direction is the graph."""
+    nodes, labels = local_components([p[p[:, 0] < p[:, 1]] for p in pieces])
     leaves = nodes != labels
     star = np.stack([nodes[leaves], labels[leaves]], axis=1)
     return route(np.concatenate([star, star[:, ::-1]]), num_partitions)
@@ -185,6 +186,38 @@ def connected_components(
     labels = np.concatenate([label for _, label in labelled])
     order = np.argsort(nodes)
     return nodes[order], labels[order]
+
+
+def local_components(
+    edges: np.ndarray | Sequence[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """connected_components' (nodes, labels) computed in this process for a graph one task
+    holds: min-label hooking and pointer jumping over node indexes (a smaller index is a
+    smaller key), each round a few vectorised passes over the edges, not star rounds' sorts."""
+    pieces = [edges] if isinstance(edges, np.ndarray) else list(edges)
+    edges = np.concatenate([EMPTY_EDGES, *(np.asarray(p, np.int64).reshape(-1, 2) for p in pieces)])
+    edges = edges[edges[:, 0] != edges[:, 1]]  # a self-loop links nothing
+    if not len(edges):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(edges.reshape(-1))
+    ends = edges.reshape(-1)[order]
+    first = np.concatenate(([True], ends[1:] != ends[:-1]))
+    nodes, index = ends[first], np.empty(len(ends), np.int64)
+    index[order] = np.cumsum(first) - 1  # each edge end's node index
+    u, v = index[0::2], index[1::2]
+    label = np.arange(len(nodes))
+    while True:
+        lu, lv = label[u], label[v]
+        if np.array_equal(lu, lv):
+            return nodes, nodes[label]  # every edge inside one label, each label a root
+        low = np.minimum(lu, lv)
+        np.minimum.at(label, lu, low)  # hook each root to the smallest root it meets
+        np.minimum.at(label, lv, low)
+        while True:  # every node straight to its root
+            jumped = label[label]
+            if np.array_equal(jumped, label):
+                break
+            label = jumped
 
 
 def reference_components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

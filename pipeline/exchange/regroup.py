@@ -10,7 +10,9 @@ field (the `Codec`'s merges) and written. A marker written after the object, sha
 codec, makes a rerun reuse it (resume).
 
 A step whose writers would only route rows they read (near dedup's band routing) calls
-`grouped` itself with pieces made in memory (`span_piece`): its pass 1 is that step.
+`grouped` itself with pieces made in memory, merged by its own codec (`merging`): its pass 1
+is that step. Pieces made in memory wait in the spill file uncompressed (`span_piece`, raw
+band rows): only what `grouped` or `sectioned` writes is compressed.
 """
 
 from __future__ import annotations
@@ -73,6 +75,25 @@ def rows_codec(
             yield encode(pa.concat_tables([decode(c) for c in chunks]))
 
     return Codec((merged,), _offsets, RegroupResult)
+
+
+def spilled_rows(schema: pa.Schema) -> Codec:
+    """Dedup rows of `schema` whose pieces are uncompressed row frames (`span_piece`): a
+    part's frames joined and written as one row section, the bytes `row_sections` writes for
+    the same rows, without compressing each piece for the spill file and reading it back."""
+
+    def merged(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        tables = [decode_rows(c, schema, compressed=False) for c in chunks]
+        if tables:
+            yield encode_rows(pa.concat_tables(tables))
+
+    return Codec((merged,), _offsets, RegroupResult)
+
+
+def merging(merge: Callable[[Iterator[bytes]], Iterable[bytes]]) -> Codec:
+    """One field whose sections its caller merges itself (near dedup's band rows: pieces made
+    in memory, spilled as raw rows, encoded once per part by `merge`)."""
+    return Codec((merge,), _offsets, RegroupResult)
 
 
 def _merged(out, parts: int, codec: Codec, pieces: Iterable[Piece]) -> list[list[int]]:
@@ -152,21 +173,15 @@ def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Sect
     ]
 
 
-def span_piece(
-    rows: pa.Table,
-    parts: np.ndarray,
-    span: range,
-    encode: Callable[[pa.Table], bytes] | None = None,
-) -> list[Section]:
-    """A writer's piece for `grouped` made in memory: the rows of each partition of `span`
-    (their partition index `parts`), one section each: a row section (exchange/row_codec.py),
-    or `encode`'s bytes for rows with a format of their own (`rows_codec`)."""
+def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
+    """A writer's piece for `grouped` or `sectioned` made in memory: the rows of each
+    partition of `span` (their partition index `parts`), one uncompressed row frame each
+    (exchange/row_codec.py), for `spilled_rows`."""
     inside = (parts >= span.start) & (parts < span.stop)
     if not inside.any():
         return []
     pieces = sections.split_rows(rows.filter(pa.array(inside)), parts[inside])
-    encode = encode or encode_rows
-    return [(encode(pieces[p]),) if p in pieces else None for p in span]
+    return [(encode_rows(pieces[p], level=None),) if p in pieces else None for p in span]
 
 
 def grouped(

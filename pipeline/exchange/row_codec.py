@@ -8,6 +8,8 @@ where at 10 TB a unit's hash object holds ~7 rows a section).
                  (-1: none, e.g. no validity bitmap where a column has no nulls)
         buffers  each column's Arrow buffers as they are (validity, offsets, data), in order
     no rows: no bytes (an empty section).
+    A frame may stay uncompressed (`level` None) only where it never reaches storage: a piece
+    waiting in pass 1's local spill file (exchange/regroup.spilled_rows).
 
 The reader names the schema (sections.read_part); a section whose fingerprint is not that
 schema's is refused with both named, never read as other columns. Contract: decode_rows(
@@ -31,7 +33,7 @@ def fingerprint(schema: pa.Schema) -> int:
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
-def encode_rows(table: pa.Table) -> bytes:
+def encode_rows(table: pa.Table, level: int | None = LEVEL) -> bytes:
     """One section of `table`'s rows (module docstring); no rows, no bytes."""
     n = table.num_rows
     if n == 0:
@@ -48,14 +50,16 @@ def encode_rows(table: pa.Table) -> bytes:
         sizes = [-1 if b is None else b.size for b in buffers]
         head.append(np.array(sizes, "<i8").tobytes())
         body += [b.to_pybytes() for b in buffers if b is not None]
-    return zstandard.ZstdCompressor(level=LEVEL).compress(b"".join(head + body))
+    frame = b"".join(head + body)
+    return frame if level is None else zstandard.ZstdCompressor(level=level).compress(frame)
 
 
-def decode_rows(data: bytes | memoryview, schema: pa.Schema) -> pa.Table:
-    """The rows of one section, as columns of `schema` (the one it was written with)."""
+def decode_rows(data: bytes | memoryview, schema: pa.Schema, compressed: bool = True) -> pa.Table:
+    """The rows of one section, as columns of `schema` (the one it was written with);
+    `compressed` False: a frame encode_rows left uncompressed."""
     if not len(data):
         return schema.empty_table()
-    raw = memoryview(zstandard.ZstdDecompressor().decompress(data))
+    raw = memoryview(zstandard.ZstdDecompressor().decompress(data) if compressed else data)
     n = int(np.frombuffer(raw[:4], "<u4")[0])
     columns = int(np.frombuffer(raw[4:6], "<u2")[0])
     written = int(np.frombuffer(raw[6:14], "<u8")[0])

@@ -60,9 +60,10 @@ def shard_rows(shard_docs: pa.Table, source: str, split: str, shard: str) -> pa.
 def _offset_and_row(paths: pa.ChunkedArray, rows: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     """A reader's `row` (ingest/records.py) as the index's input_offset and input_row columns:
     a Parquet file's rows are rows, every other format's are byte offsets."""
-    parquet = pa.array(
-        [(detect_format(p) or ("", ""))[0] == "parquet" for p in paths.to_pylist()], pa.bool_()
-    )
+    # a shard's documents come from a few files: each distinct path's format is detected once
+    coded = paths.combine_chunks().dictionary_encode()
+    formats = [(detect_format(p) or ("", ""))[0] for p in coded.dictionary.to_pylist()]
+    parquet = pa.array([f == "parquet" for f in formats], pa.bool_()).take(coded.indices)
     null = pa.nulls(len(parquet), pa.int64())
     return pc.if_else(parquet, null, rows), pc.if_else(parquet, rows, null)
 

@@ -25,11 +25,17 @@ import pyarrow as pa
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import band_rows, components, minhash
-from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
-from pipeline.exchange.regroup import grouped, row_sections, rows_codec, sectioned, span_piece
+from pipeline.exchange.regroup import (
+    Section,
+    grouped,
+    merging,
+    sectioned,
+    span_piece,
+    spilled_rows,
+)
 from pipeline.run.near_signing import band_key, removed_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
     BandGroupResult,
@@ -51,7 +57,23 @@ def _sections(table: pa.Table, parts: np.ndarray, loc, n: int) -> int:
 # The band exchange's folder (layout.exchange): the band rows' format names it, so that a rerun
 # never reuses pass-1 objects of another format.
 BAND_EXCHANGE = f"bands-{band_rows.FORMAT}"
-BANDS = rows_codec(band_rows.encoded, band_rows.decoded)  # pass 1 of the band exchange
+
+
+def _raw_bands(hashes: np.ndarray, keys: np.ndarray) -> bytes:
+    """A unit's band rows of one partition as pass 1 spills them (its local temporary file,
+    never storage): (band hash, node id) pairs, int64 little-endian, so that joining units'
+    bytes joins their rows."""
+    return np.stack([hashes.view(np.int64), keys], axis=1).astype("<i8").tobytes()
+
+
+def _merged_bands(chunks) -> list[bytes]:
+    """A band partition's section of a group's object: its units' rows (`_raw_bands`) encoded
+    once (dedup/band_rows.py: the bytes depend only on the set of rows)."""
+    rows = np.frombuffer(b"".join(chunks), "<i8").reshape(-1, 2)
+    return [band_rows.arrays_encoded(rows[:, 0].view(np.uint64), rows[:, 1])] if len(rows) else []
+
+
+BANDS = merging(_merged_bands)  # pass 1 of the band exchange
 
 
 # -- per unit group ---------------------------------------------------------------------------
@@ -79,11 +101,12 @@ def _unit_bands(
     whole: bool,
     cfg: Config,
     removed: np.ndarray,
-) -> tuple[pa.Table, np.ndarray, int]:
-    """The unit's band rows (band_hash, node id) of the band partitions in `span`, each with its
-    partition, without its exact duplicates (`removed`: their keys), and its document count after
-    them: one range of its band object and its keys section (the whole object in one GET when
-    `whole`), written by its read task (run/near_signing.write_band_object)."""
+) -> tuple[list[Section], int]:
+    """The unit's band rows (band_hash, node id) of the band partitions in `span` as its piece
+    of pass 1 (`_raw_bands` per partition, None where it has none), without its exact
+    duplicates (`removed`: their keys), and its document count after them: one range of its
+    band object and its keys section (the whole object in one GET when `whole`), written by its
+    read task (run/near_signing.write_band_object)."""
     n = cfg.dedup.partitions
     loc = layout.read_bands(unit, band_key(cfg))
     try:
@@ -99,20 +122,15 @@ def _unit_bands(
     keys = band_rows.keys_decoded(
         piece[keys_at[0] : keys_at[1]] if whole else loc.read_bytes(*keys_at)
     )
-    gone = np.flatnonzero(np.isin(keys, removed))
-    tables, parts = [], []
+    gone = np.isin(keys, removed)  # by position
+    sections_out: list[Section] = []
     for p in span:
         lo, hi = int(offsets[p]) - a, int(offsets[p + 1]) - a
-        if hi > lo:
-            rows = band_rows.decoded(piece[lo:hi])
-            positions = rows["key"].to_numpy()
-            kept = ~np.isin(positions, gone)
-            ids = node_ids(index, positions[kept])
-            tables.append(pa.table({"band_hash": rows["band_hash"].filter(kept), "key": ids}))
-            parts.append(np.full(len(ids), p, np.int64))
-    bands = pa.concat_tables(tables).cast(BAND_SCHEMA) if tables else BAND_SCHEMA.empty_table()
-    placed = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    return bands, placed, len(keys) - len(gone)
+        hashes, positions = band_rows.arrays_decoded(piece[lo:hi])
+        kept = ~gone[positions]
+        rows = (_raw_bands(hashes[kept], node_ids(index, positions[kept])),) if kept.any() else None
+        sections_out.append(rows)
+    return sections_out, len(keys) - int(gone.sum())
 
 
 def near_band_group(
@@ -141,11 +159,11 @@ def near_band_group(
     def band_pieces():
         nonlocal docs
         for unit, index, _ in units:
-            bands, band_parts, kept = _unit_bands(
+            piece, kept = _unit_bands(
                 layout, unit, index, span, plan.buckets == 1, cfg, removed[unit]
             )
             docs += kept
-            yield span_piece(bands, band_parts, span, band_rows.encoded)
+            yield piece
 
     bands = grouped(folder, plan, group, bucket, BANDS, band_pieces())
     return timer.result(
@@ -164,12 +182,10 @@ def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
     Returns (BucketsResult, piece_0, ..., piece_{n-1}) so that the pieces stay in the object
     store: the star rounds and near_members read them, storage never holds them."""
     timer = TaskTimer()
-    rows = sections.read_part(bands, BAND_SCHEMA, band_rows.decoded)
-    edges = (
-        minhash.star_edges(rows["band_hash"].to_numpy(), rows["key"].to_numpy())
-        if rows.num_rows
-        else minhash.EMPTY_EDGES
-    )
+    rows = [band_rows.arrays_decoded(data) for data in sections.fetched(bands)]
+    hashes = np.concatenate([h for h, _ in rows]) if rows else np.empty(0, np.uint64)
+    keys = np.concatenate([k for _, k in rows]) if rows else np.empty(0, np.int64)
+    edges = minhash.star_edges(hashes, keys)
     pieces = components.route(components.undirected(edges), n)
     return (timer.result(BucketsResult, part=part, candidates=len(edges)), *pieces)
 
@@ -257,7 +273,7 @@ def near_fetch(
                 mine = order[starts[i] : ends[i]]
                 yield _unit_candidates(rows, keys, labels, mine, unit_ids[u], cfg, n)
 
-    codec = row_sections(cand_schema(cfg))
+    codec = spilled_rows(cand_schema(cfg))
     size = sectioned(layout.near_cands(task), n, codec, pieces())
     return timer.result(
         FetchResult, part=task, size=size, units_read=len(read), members=len(keys)
@@ -303,7 +319,7 @@ def near_keep(
         close = pairs[sims >= near.threshold]
         verified = len(close)
         if verified:
-            nodes, labels = components.connected_components(close, num_partitions=1)
+            nodes, labels = components.local_components(close)
             m = m.take(pa.array(np.searchsorted(keys, nodes)))
             m = m.set_column(m.schema.get_field_index("label"), "label", pa.array(labels))
             removed = _keep(m, near)

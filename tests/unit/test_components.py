@@ -10,6 +10,7 @@ from pipeline.dedup.components import (
     connected_components,
     folded_stars,
     keep_rule,
+    local_components,
     near_duplicate_removals,
     node_keys,
     reference_components,
@@ -36,6 +37,23 @@ def test_components_equal_union_find_on_random_graphs(num_partitions):
         expected_nodes, expected_labels = reference_components(edges)
         assert nodes.tolist() == expected_nodes.tolist()
         assert labels.tolist() == expected_labels.tolist()
+
+
+def test_local_components_equal_union_find_on_random_graphs_and_long_chains():
+    rng = np.random.default_rng(13)
+    for trial in range(60):
+        n = int(rng.integers(2, 300))
+        keys = rng.integers(-(2**62), 2**62, n)
+        if trial % 3:
+            edges = random_graph(rng, n, int(rng.integers(1, 2 * n)))
+        else:  # one path through every node in random order: labels travel the whole chain
+            edges = np.stack([keys[:-1], keys[1:]], axis=1)
+        expected = reference_components(edges)
+        for given in (edges, np.array_split(edges, 3)):
+            nodes, labels = local_components(given)
+            assert nodes.tolist() == expected[0].tolist()
+            assert labels.tolist() == expected[1].tolist()
+    assert [a.tolist() for a in local_components(np.array([[3, 3]]))] == [[], []]
 
 
 def test_edges_split_over_producers_and_partitions_give_same_components():

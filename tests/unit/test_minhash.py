@@ -19,6 +19,7 @@ from pipeline.dedup.minhash import (
     shingle_set,
     signatures,
     star_edges,
+    unique_edges,
     verified_edges,
     word_lists,
 )
@@ -192,6 +193,30 @@ def test_star_edges_link_every_bucket_member_to_its_smallest_key():
     hashes = np.array([7, 7, 7, 9, 9, 11], dtype=np.uint64)
     keys = np.array([30, 10, 20, 5, 6, 1], dtype=np.int64)
     assert star_edges(hashes, keys).tolist() == [[5, 6], [10, 20], [10, 30]]
+
+
+@pytest.mark.parametrize(
+    "units, positions",
+    [(1, 2**32), (2**21, 2**11), (2**31, 1), (2**31, 2**4), (2**30, 2**32)],
+)
+def test_unique_edges_sorts_node_ids_and_keeps_each_once(units, positions):
+    """Node ids (unit << 32 | position) of small and huge runs: the rows sorted by (source,
+    target), each once, whether both ids of an edge fit one uint64 (the first three, up to its
+    top bit) or not."""
+    rng = np.random.default_rng(units + positions)
+    ids = (rng.integers(0, units, 3000, dtype=np.int64) << 32) | rng.integers(0, positions, 3000)
+    edges = ids[rng.integers(0, 3000, (6000, 2))]
+    expected = sorted(set(map(tuple, edges.tolist())))
+    assert unique_edges(edges).tolist() == [list(e) for e in expected]
+    signed = edges - 2**62  # negative keys (node_keys' hashes)
+    assert unique_edges(signed).tolist() == [[a - 2**62, b - 2**62] for a, b in expected]
+
+
+def test_star_edges_of_unsorted_rows_with_a_key_twice_in_a_bucket():
+    hashes = np.array([9, 7, 9, 7, 7, 9, 3], dtype=np.uint64)
+    keys = np.array([8, 4, 2, 4, 6, 8, 1], dtype=np.int64)
+    assert star_edges(hashes, keys).tolist() == [[2, 8], [4, 6]]
+    assert star_edges(hashes[:0], keys[:0]).tolist() == []
 
 
 def test_candidates_and_verification_keep_near_pairs_only():

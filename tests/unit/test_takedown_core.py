@@ -68,6 +68,15 @@ def test_the_index_splits_a_readers_row_into_byte_offset_and_row() -> None:
     assert documents.fields_of(index, [])["row"].to_pylist() == [605232, 7, 0]
 
 
+def test_the_index_splits_the_row_of_each_document_of_a_repeated_path() -> None:
+    paths = ["y.parquet", "x.jsonl", "y.parquet", "z.PARQUET", "x.jsonl", "x.jsonl"]
+    docs = pa.table({"doc_id": list("abcdef"), "source": paths, "row": [1, 20, 3, 4, 50, 60],
+                     "length": [1] * 6})
+    index = documents.shard_rows(docs, "web", "train", "train-web-00000")
+    assert index["input_offset"].to_pylist() == [None, 20, None, None, 50, 60]
+    assert index["input_row"].to_pylist() == [1, None, 3, 4, None, None]
+
+
 def test_a_format_1_index_reads_as_format_2(tmp_path) -> None:
     """Versions written before the split hold one input_row column: read as format 2."""
     import pyarrow.parquet as pq
