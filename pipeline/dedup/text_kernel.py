@@ -19,7 +19,6 @@ kernel_cache's machine-wide lock into its shared cache; `available()` is False w
 from __future__ import annotations
 
 import functools
-import unicodedata
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +26,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
+from pipeline.dedup.nfc import NormalForm, nfc
 
 # the hash the word loops call, and its helpers (tests/unit/test_text_kernel.py checks each
 # through this module)
@@ -265,27 +265,6 @@ def _collapse_spaces(data, offsets, classes, out, out_offsets):
 _SPACES = char_classes()
 
 
-def nfc(texts: pa.Array) -> pa.Array:
-    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's).
-    Most text is NFC already: only the documents NFC changes are written back, and when none
-    is, `texts` itself is returned (no copy of the batch)."""
-    non_ascii = pc.invert(pc.string_is_ascii(texts))
-    if not pc.any(non_ascii).as_py():
-        return texts
-    rows = np.flatnonzero(non_ascii.to_numpy(zero_copy_only=False))
-    changed, normalized = [], []
-    for row, text in zip(rows.tolist(), texts.take(rows).to_pylist(), strict=True):
-        nfc_text = unicodedata.normalize("NFC", text)  # the same object when already NFC
-        if nfc_text is not text and nfc_text != text:
-            changed.append(row)
-            normalized.append(nfc_text)
-    if not changed:
-        return texts
-    mask = np.zeros(len(texts), bool)
-    mask[changed] = True
-    return pc.replace_with_mask(texts, pa.array(mask), pa.array(normalized, texts.type))
-
-
 def utf8_word_hashes(
     lowered: pa.Array, punctuation: str, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -314,20 +293,26 @@ def batch_bounds(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def content_hashes(texts: pa.Array | pa.ChunkedArray, batch_bytes: int = 4 << 20) -> list[bytes]:
+def content_hashes(
+    texts: pa.Array | pa.ChunkedArray, batch_bytes: int = 4 << 20, known: NormalForm | None = None
+) -> list[bytes]:
     """core/text.content_hash of every document (strings, no nulls): NFC, space runs collapsed,
     ends stripped, xxh3-128. Done about `batch_bytes` of text at a time, so the copies it makes
-    (NFC, the normalised bytes) are a batch's, never the unit's."""
+    (NFC, the normalised bytes) are a batch's, never the unit's. `known`: nfc.normal_form of
+    `texts`, where the caller has it (the NFC the signatures take too)."""
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     hashes: list[bytes] = []
+    first = 0
     for chunk in chunks:
         for start, stop in batch_bounds(chunk, batch_bytes):
-            data, offsets = _string_buffers(nfc(chunk.slice(start, stop - start)))
+            normal = nfc(chunk.slice(start, stop - start), known, first + start)
+            data, offsets = _string_buffers(normal)
             out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
             bounds = np.empty(len(offsets), np.int64)
             _collapse_spaces(data, offsets, _SPACES, out, bounds)
             view, starts, ends = memoryview(out), bounds[:-1].tolist(), bounds[1:].tolist()
             hashes += [xxhash.xxh3_128_digest(view[a:b]) for a, b in zip(starts, ends, strict=True)]
+        first += len(chunk)
     return hashes
 
 

@@ -36,6 +36,7 @@ from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash
 from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
+from pipeline.dedup.nfc import NormalForm
 from pipeline.exchange import sections
 
 # in signature_key: files of another column set are never read as this one (a rerun signs the
@@ -151,16 +152,28 @@ def band_key(cfg: Config) -> str:
 
 
 def write_unit_files(
-    layout: RunLayout, unit: str, docs: pa.Table, cfg: Config, origin: str = "", rank: int = 0
+    layout: RunLayout,
+    unit: str,
+    docs: pa.Table,
+    cfg: Config,
+    origin: str = "",
+    rank: int = 0,
+    known: NormalForm | None = None,
 ) -> None:
-    """The read task's two files of a unit (the module docstring), from its documents."""
-    rows, keys, full = signed_rows(docs, unit, cfg, origin, rank)
+    """The read task's two files of a unit (the module docstring), from its documents (`known`:
+    nfc.normal_form of their texts, where the caller has it)."""
+    rows, keys, full = signed_rows(docs, unit, cfg, origin, rank, known)
     layout.read_sigs(unit, signature_key(cfg)).write_parquet(rows)
     write_band_object(layout.read_bands(unit, band_key(cfg)), keys, full, cfg)
 
 
 def signed_rows(
-    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
+    docs: pa.Table,
+    unit: str,
+    cfg: Config,
+    origin: str = "",
+    rank: int = 0,
+    known: NormalForm | None = None,
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """One row per document, sorted by (source, row): ids, length and MinHash signature
     (narrowed: minhash.narrowed); the documents' keys in that order (the band object's keys
@@ -171,8 +184,8 @@ def signed_rows(
     the documents again (layout.read_sigs)."""
     order = pc.sort_indices(docs, [("source", "ascending"), ("row", "ascending")]).to_numpy()
     if not np.array_equal(order, np.arange(len(order))):  # a read unit is in order already
-        docs = docs.take(order)
-    sigs = minhash.signatures(docs["text"], params_of(cfg))
+        docs, known = docs.take(order), None  # `known` names rows in the order given
+    sigs = minhash.signatures(docs["text"], params_of(cfg), known=known)
     sources = docs["source"].to_pylist()
     if cfg.named_sources:  # two sources may hold the same relative path
         sources = [f"{origin}\x00{s}" for s in sources]

@@ -23,6 +23,7 @@ from pipeline.curate import chain
 from pipeline.curate.chain import REMOVED_SCHEMA as REMOVED
 from pipeline.curate.chain import Outcome
 from pipeline.dedup import exact
+from pipeline.dedup.nfc import normal_form
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
 from pipeline.formats.megatron import TokenIdOutOfRange
@@ -172,12 +173,13 @@ def read_unit(
         layout.read_removed(unit_id).write_parquet(removals)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
+    known = normal_form(docs["text"])  # the NFC both dedup rules start from, found once
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
         from pipeline.run import near_signing as near
 
         # the signatures, and what banding reads instead of them: sectioned by partition
-        near.write_unit_files(layout, unit_id, docs, cfg, src.name, rank)
-    hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
+        near.write_unit_files(layout, unit_id, docs, cfg, src.name, rank, known)
+    hashes, n = exact.hash_rows(docs, unit_id, src.name, rank, known), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
     # one object, sectioned by hash partition: 1 PUT, not one per partition (exchange/sections.py)
     hash_size = sections.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)

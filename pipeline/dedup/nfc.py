@@ -1,0 +1,80 @@
+"""NFC of documents, as both of dedup's text rules take it (pure: Arrow and Python, no I/O, no
+numba): exact dedup's content hash (core/text.content_hash) and MinHash's words
+(dedup/minhash.py) each start from NFC(text).
+
+`nfc` normalises a batch. `normal_form` finds, once for a whole column (a unit's texts), which
+documents are ASCII and the NFC of the few that NFC changes; each consumer then takes
+`nfc(batch, known, start)`, which writes those back into its batch with no second look at the
+text. Contract: `nfc(batch, normal_form(column), start)` equals `nfc(batch)` where batch is the
+column's documents from `start` on; what is held is the changed documents' NFC only, never a
+copy of the column.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+@dataclass(frozen=True)
+class NormalForm:
+    """Of a column of texts (its chunks end to end): which documents are ASCII (`ascii`, a bool
+    per document), and the documents NFC changes (`rows`, ascending) with their NFC (`texts`)."""
+
+    ascii: np.ndarray
+    rows: np.ndarray
+    texts: pa.Array
+
+
+def _changed(texts: pa.Array) -> tuple[np.ndarray, list[int], list[str]]:
+    """(is ASCII per document, the rows NFC changes, their NFC) of a batch without nulls."""
+    is_ascii = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
+    changed, normalized = [], []
+    if is_ascii.all():
+        return is_ascii, changed, normalized
+    rows = np.flatnonzero(~is_ascii)
+    for row, text in zip(rows.tolist(), texts.take(rows).to_pylist(), strict=True):
+        nfc_text = unicodedata.normalize("NFC", text)  # the same object when already NFC
+        if nfc_text is not text and nfc_text != text:
+            changed.append(row)
+            normalized.append(nfc_text)
+    return is_ascii, changed, normalized
+
+
+def normal_form(texts: pa.Array | pa.ChunkedArray) -> NormalForm:
+    """What NFC changes in `texts` (strings; a null reads as "")."""
+    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    flags, rows, normalized, first = [], [], [], 0
+    for chunk in chunks:
+        is_ascii, changed, nfc_texts = _changed(chunk.fill_null("") if chunk.null_count else chunk)
+        flags.append(is_ascii)
+        rows += [first + row for row in changed]
+        normalized += nfc_texts
+        first += len(chunk)
+    return NormalForm(
+        np.concatenate(flags) if flags else np.empty(0, bool),
+        np.array(rows, np.int64),
+        pa.array(normalized, pa.string()),
+    )
+
+
+def nfc(texts: pa.Array, known: NormalForm | None = None, start: int = 0) -> pa.Array:
+    """NFC of the non-ASCII documents only (ASCII is NFC already; Python's NFC beats Arrow's).
+    Most text is NFC already: only the documents NFC changes are written back, and when none
+    is, `texts` itself is returned (no copy of the batch). `known`: normal_form of a column
+    whose documents from `start` on are `texts`; the text is then not looked at again."""
+    if known is None:
+        _, changed, normalized = _changed(texts)
+        normalized = pa.array(normalized, texts.type)
+    else:
+        lo, hi = np.searchsorted(known.rows, [start, start + len(texts)])
+        changed, normalized = known.rows[lo:hi] - start, known.texts[lo:hi].cast(texts.type)
+    if not len(changed):
+        return texts
+    mask = np.zeros(len(texts), bool)
+    mask[changed] = True
+    return pc.replace_with_mask(texts, pa.array(mask), normalized)
