@@ -50,8 +50,32 @@ def encoded(rows: pa.Table) -> bytes:
         return b""
     hashes = rows["band_hash"].to_numpy().astype(np.uint64, copy=False)
     keys = rows["key"].to_numpy().astype(np.int64, copy=False)
-    order = np.lexsort((keys, hashes))
-    hashes, keys = hashes[order], keys[order]
+    order = row_order(hashes, keys)
+    return encoded_sorted(hashes[order], keys[order])
+
+
+def row_order(hashes: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The order of rows by (band_hash, key), np.lexsort's: an unstable sort by hash (~5x
+    faster than lexsort), then the few runs of equal hashes (a band that documents share)
+    put in key order."""
+    order = np.argsort(hashes)
+    sorted_hashes = hashes[order]
+    equal = sorted_hashes[1:] == sorted_hashes[:-1]
+    if equal.any():
+        tied = np.zeros(len(order), bool)
+        tied[1:] |= equal
+        tied[:-1] |= equal
+        at = np.flatnonzero(tied)  # runs of equal hashes, each in one stretch of `at`
+        rows = order[at]  # by key, then as given (lexsort is stable)
+        order[at] = rows[np.lexsort((rows, keys[rows], sorted_hashes[at]))]
+    return order
+
+
+def encoded_sorted(hashes: np.ndarray, keys: np.ndarray) -> bytes:
+    """`encoded` of rows given as their hashes (uint64) and keys (int64), already in
+    row_order."""
+    if not len(hashes):
+        return b""
     gaps = _planes(np.diff(hashes, prepend=np.uint64(0)).astype("<u8"))  # wraps, as cumsum
     distinct, index = np.unique(keys, return_inverse=True)
     if 2 * len(distinct) <= len(keys):

@@ -34,7 +34,6 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash
-from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.dedup.nfc import NormalForm
 from pipeline.exchange import sections
@@ -215,9 +214,15 @@ def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Co
     params, n = params_of(cfg), cfg.dedup.partitions
     bands = minhash.band_hashes(sigs, params).reshape(-1)  # full 32-bit `sigs`, not narrowed
     positions = np.repeat(np.arange(len(keys), dtype=np.int64), params.bands)
-    rows = pa.table({"band_hash": pa.array(bands, pa.uint64()), "key": positions}, BAND_SCHEMA)
-    by_band = sections.split_rows(rows, band_rows.partition_of(bands, n)) if len(bands) else {}
-    encoded = {p: band_rows.encoded(t) for p, t in by_band.items()}
+    # sorted once: a partition is a range of hashes, so each one's rows are one stretch
+    order = band_rows.row_order(bands, positions)
+    bands, positions = bands[order], positions[order]
+    bounds = np.searchsorted(band_rows.partition_of(bands, n), np.arange(n + 1)).tolist()
+    encoded = {
+        p: band_rows.encoded_sorted(bands[lo:hi], positions[lo:hi])
+        for p, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        if hi > lo
+    }
     encoded[n] = band_rows.keys_encoded(keys)
     return sections.write_sections(loc, encoded, n + 1)
 
