@@ -1,13 +1,14 @@
-"""NFC of documents, as both of dedup's text rules take it (pure: Arrow and Python, no I/O, no
-numba): exact dedup's content hash (core/text.content_hash) and MinHash's words
-(dedup/minhash.py) each start from NFC(text).
+"""NFC of documents, as both of dedup's text rules take it (pure: Arrow and Python, no I/O):
+exact dedup's content hash (core/text.content_hash) and MinHash's words (dedup/minhash.py) each
+start from NFC(text).
 
 `nfc` normalises a batch. `normal_form` finds, once for a whole column (a unit's texts), which
 documents are ASCII and the NFC of the few that NFC changes; each consumer then takes
 `nfc(batch, known, start)`, which writes those back into its batch with no second look at the
 text. Contract: `nfc(batch, normal_form(column), start)` equals `nfc(batch)` where batch is the
 column's documents from `start` on; what is held is the changed documents' NFC only, never a
-copy of the column.
+copy of the column. Where numba runs, text_kernel's compiled quick check (nfc_kinds) finds the
+documents that are NFC for sure, so that Python decodes and normalises only the others.
 """
 
 from __future__ import annotations
@@ -30,13 +31,22 @@ class NormalForm:
     texts: pa.Array
 
 
-def _changed(texts: pa.Array) -> tuple[np.ndarray, list[int], list[str]]:
-    """(is ASCII per document, the rows NFC changes, their NFC) of a batch without nulls."""
-    is_ascii = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
+def _changed(texts: pa.Array, quick: bool = False) -> tuple[np.ndarray, list[int], list[str]]:
+    """(is ASCII per document, the rows NFC changes, their NFC) of a batch without nulls.
+    `quick`: the compiled quick check (text_kernel.nfc_kinds) sorts out the documents that are
+    NFC for sure, and Python's NFC sees only the others."""
+    if quick:
+        from pipeline.dedup import text_kernel
+
+        kinds = text_kernel.nfc_kinds(texts)
+        is_ascii, ask = kinds == text_kernel.ASCII, kinds == text_kernel.ASK
+    else:
+        is_ascii = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
+        ask = ~is_ascii
     changed, normalized = [], []
-    if is_ascii.all():
+    if not ask.any():
         return is_ascii, changed, normalized
-    rows = np.flatnonzero(~is_ascii)
+    rows = np.flatnonzero(ask)
     for row, text in zip(rows.tolist(), texts.take(rows).to_pylist(), strict=True):
         nfc_text = unicodedata.normalize("NFC", text)  # the same object when already NFC
         if nfc_text is not text and nfc_text != text:
@@ -45,12 +55,18 @@ def _changed(texts: pa.Array) -> tuple[np.ndarray, list[int], list[str]]:
     return is_ascii, changed, normalized
 
 
-def normal_form(texts: pa.Array | pa.ChunkedArray) -> NormalForm:
-    """What NFC changes in `texts` (strings; a null reads as "")."""
+def normal_form(texts: pa.Array | pa.ChunkedArray, compiled: bool = True) -> NormalForm:
+    """What NFC changes in `texts` (strings; a null reads as ""). `compiled`: with the
+    compiled quick check where it runs (text_kernel.available())."""
+    if compiled:
+        from pipeline.dedup import text_kernel
+
+        compiled = text_kernel.available()
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     flags, rows, normalized, first = [], [], [], 0
     for chunk in chunks:
-        is_ascii, changed, nfc_texts = _changed(chunk.fill_null("") if chunk.null_count else chunk)
+        chunk = chunk.fill_null("") if chunk.null_count else chunk
+        is_ascii, changed, nfc_texts = _changed(chunk, compiled)
         flags.append(is_ascii)
         rows += [first + row for row in changed]
         normalized += nfc_texts

@@ -1,6 +1,7 @@
 """Dedup's per-byte text loops, compiled: MinHash's word hashes (dedup/minhash.py: xxh3_64 of
-each word, seeded) and exact dedup's normalisation (core/text.normalize), both from an Arrow
-string array's buffers, with no Python call per word or per document but the final xxh3-128.
+each word, seeded), exact dedup's normalisation (core/text.normalize) and the NFC quick check
+(nfc_kinds, for dedup/nfc.py), from an Arrow string array's buffers, with no Python call per
+word or per document but the final xxh3-128.
 
 One Python call per word (xxhash) cost more than the rest of signing: the loops that find the
 words call xxh3_kernel.py's XXH3-64 (bit for bit the xxhash package's) on each. Their cache
@@ -19,6 +20,7 @@ kernel_cache's machine-wide lock into its shared cache; `available()` is False w
 from __future__ import annotations
 
 import functools
+import unicodedata
 
 import numpy as np
 import pyarrow as pa
@@ -265,6 +267,75 @@ def _collapse_spaces(data, offsets, classes, out, out_offsets):
 _SPACES = char_classes()
 
 
+# below this, the characters whose NFC the quick check knows (past it: CJK and beyond, asked)
+_QUICK_NFC_SIZE = 0x3400
+# Hangul's vowel and trailing jamo join a syllable before them by rule, not by a decomposition
+_HANGUL_JOINING = [*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)]
+
+
+@functools.lru_cache(maxsize=1)
+def quick_nfc() -> np.ndarray:
+    """Per code point below _QUICK_NFC_SIZE: 1 where a text of such characters only is NFC,
+    whatever their order (Unicode's NFC quick check says YES): a starter (combining class 0)
+    that NFC keeps and that joins no character before it (the second of no canonical pair)."""
+    joining = set(_HANGUL_JOINING)
+    for c in range(_QUICK_NFC_SIZE):  # a pair's second part precedes the pair's own code point
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            joining.add(int(parts[1], 16))
+    table = np.zeros(_QUICK_NFC_SIZE, np.uint8)
+    for c in range(_QUICK_NFC_SIZE):
+        ch = chr(c)
+        ok = not unicodedata.combining(ch) and unicodedata.normalize("NFC", ch) == ch
+        table[c] = ok and c not in joining
+    table.flags.writeable = False
+    return table
+
+
+ASCII, NFC_ALREADY, ASK = 0, 1, 2  # _nfc_kinds
+
+
+@_jit
+def _nfc_kinds(data, offsets, quick, kinds):
+    """Per document: ASCII, NFC_ALREADY (every character flagged in `quick`), or ASK (Python's
+    NFC decides). Eight ASCII bytes are passed at once; past them, only a character's first
+    byte (from 0xC0) is looked at."""
+    for doc in range(offsets.shape[0] - 1):
+        kind = ASCII
+        i, stop = offsets[doc], offsets[doc + 1]
+        while i < stop:
+            if i + 8 <= stop:
+                high = data[i] | data[i + 1] | data[i + 2] | data[i + 3]
+                high |= data[i + 4] | data[i + 5] | data[i + 6] | data[i + 7]
+                if high < 0x80:
+                    i += 8
+                    continue
+            c = np.int64(data[i])
+            i += 1
+            if c < 0xC0:
+                continue
+            kind = NFC_ALREADY
+            if c < 0xE0:
+                cp = ((c & 0x1F) << 6) | (np.int64(data[i]) & 0x3F)
+            elif c < 0xF0:
+                cp = ((c & 0x0F) << 12) | ((np.int64(data[i]) & 0x3F) << 6)
+                cp |= np.int64(data[i + 1]) & 0x3F
+            else:
+                cp = quick.shape[0]  # past the table
+            if cp >= quick.shape[0] or not quick[cp]:
+                kind = ASK
+                break
+        kinds[doc] = kind
+
+
+def nfc_kinds(texts: pa.Array) -> np.ndarray:
+    """_nfc_kinds of each document of a string array without nulls (uint8)."""
+    data, offsets = _string_buffers(texts)
+    kinds = np.empty(len(texts), np.uint8)
+    _nfc_kinds(data, offsets, quick_nfc(), kinds)
+    return kinds
+
+
 def utf8_word_hashes(
     lowered: pa.Array, punctuation: str, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -338,3 +409,4 @@ def _compile_now() -> None:
     ascii_word_hashes(pa.array(["A b"], pa.string()), " ", "", 0)
     utf8_word_hashes(pa.array(["é b"], pa.string()), "", 0)
     content_hashes(pa.array([" é  b"], pa.string()))
+    nfc_kinds(pa.array(["é", "a"], pa.string()))

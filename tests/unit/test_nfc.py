@@ -55,3 +55,41 @@ def test_signatures_and_content_hashes_with_the_column_nfc_equal_those_without()
     assert (minhash.signatures(texts, batch_bytes=64, compiled=False, known=known) == want).all()
     hashes = text_kernel.content_hashes(texts, batch_bytes=64, known=known)
     assert hashes == [content_hash(t) for t in texts.to_pylist()]
+
+
+def test_the_quick_check_passes_only_characters_nfc_never_changes_in_any_company():
+    """Every code point of the table, against Unicode's whole decomposition data: a flagged one
+    is a starter NFC keeps, and no canonical pair anywhere ends with it (it joins nothing before
+    it), Hangul's joining jamo included."""
+    table = text_kernel.quick_nfc()
+    second = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for c in range(0x110000):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            second.add(int(parts[1], 16))
+    flagged = [c for c in range(len(table)) if table[c]]
+    assert len(flagged) > 10_000  # Latin, Greek, Cyrillic, punctuation...: the usual text
+    for c in flagged:
+        ch = chr(c)
+        assert not unicodedata.combining(ch) and unicodedata.normalize("NFC", ch) == ch, hex(c)
+        assert c not in second, hex(c)
+
+
+def test_the_compiled_quick_check_finds_what_python_finds():
+    """Characters that join the one before them (combining marks, Hangul jamo, Oriya's AA
+    sign), characters past the table (CJK, emoji), each at the start, the end and across the
+    eight bytes passed at once, in a sliced array."""
+    joiners = ["e\u0301", "\u1100\u1161", "\u0b47\u0b3e", "A\u030a", "\u212b", "\u0344"]
+    kept = ["caf\u00e9", "\u65e5\u672c", "\U0001f600", "\u2019quote\u201d", "\u00c5", "\u1100"]
+    texts = ["plain ascii", ""]
+    for piece in joiners + kept:
+        for pad in (0, 3, 7, 8, 15):
+            texts += [piece + "x" * pad, "y" * pad + piece, "z" * pad + piece + "w" * (pad + 1)]
+    array = pa.array(["drop me", *texts]).slice(1)
+    with_kernel, without = normal_form(array), normal_form(array, compiled=False)
+    assert with_kernel.ascii.tolist() == without.ascii.tolist()
+    assert with_kernel.rows.tolist() == without.rows.tolist() and len(without.rows) >= 40
+    assert with_kernel.texts.to_pylist() == without.texts.to_pylist()
+    kinds = text_kernel.nfc_kinds(array).tolist()
+    assert kinds[:2] == [text_kernel.ASCII] * 2
+    assert text_kernel.NFC_ALREADY in kinds and text_kernel.ASK in kinds
