@@ -7,18 +7,22 @@ documents are ASCII and the NFC of the few that NFC changes; each consumer then 
 `nfc(batch, known, start)`, which writes those back into its batch with no second look at the
 text. Contract: `nfc(batch, normal_form(column), start)` equals `nfc(batch)` where batch is the
 column's documents from `start` on; what is held is the changed documents' NFC only, never a
-copy of the column. Where numba runs, text_kernel's compiled quick check (nfc_kinds) finds the
-documents that are NFC for sure, so that Python decodes and normalises only the others.
+copy of the column. Where numba runs, text_kernel.normal_form gives it a compiled quick check
+(`kinds`: ASCII, NFC_ALREADY or ASK per document), so that Python decodes and normalises only
+the documents it cannot vouch for.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+ASCII, NFC_ALREADY, ASK = 0, 1, 2  # what a quick check says of a document
 
 
 @dataclass(frozen=True)
@@ -31,15 +35,16 @@ class NormalForm:
     texts: pa.Array
 
 
-def _changed(texts: pa.Array, quick: bool = False) -> tuple[np.ndarray, list[int], list[str]]:
-    """(is ASCII per document, the rows NFC changes, their NFC) of a batch without nulls.
-    `quick`: the compiled quick check (text_kernel.nfc_kinds) sorts out the documents that are
-    NFC for sure, and Python's NFC sees only the others."""
-    if quick:
-        from pipeline.dedup import text_kernel
+Kinds = Callable[[pa.Array], np.ndarray]  # a quick check: ASCII, NFC_ALREADY or ASK each
 
-        kinds = text_kernel.nfc_kinds(texts)
-        is_ascii, ask = kinds == text_kernel.ASCII, kinds == text_kernel.ASK
+
+def _changed(texts: pa.Array, kinds: Kinds | None = None) -> tuple[np.ndarray, list, list]:
+    """(is ASCII per document, the rows NFC changes, their NFC) of a batch without nulls.
+    `kinds`: a quick check that sorts out the documents NFC leaves alone for sure; Python's NFC
+    sees only the others."""
+    if kinds is not None:
+        said = kinds(texts)
+        is_ascii, ask = said == ASCII, said == ASK
     else:
         is_ascii = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
         ask = ~is_ascii
@@ -55,18 +60,13 @@ def _changed(texts: pa.Array, quick: bool = False) -> tuple[np.ndarray, list[int
     return is_ascii, changed, normalized
 
 
-def normal_form(texts: pa.Array | pa.ChunkedArray, compiled: bool = True) -> NormalForm:
-    """What NFC changes in `texts` (strings; a null reads as ""). `compiled`: with the
-    compiled quick check where it runs (text_kernel.available())."""
-    if compiled:
-        from pipeline.dedup import text_kernel
-
-        compiled = text_kernel.available()
+def normal_form(texts: pa.Array | pa.ChunkedArray, kinds: Kinds | None = None) -> NormalForm:
+    """What NFC changes in `texts` (strings; a null reads as ""); `kinds`: a quick check."""
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     flags, rows, normalized, first = [], [], [], 0
     for chunk in chunks:
         chunk = chunk.fill_null("") if chunk.null_count else chunk
-        is_ascii, changed, nfc_texts = _changed(chunk, compiled)
+        is_ascii, changed, nfc_texts = _changed(chunk, kinds)
         flags.append(is_ascii)
         rows += [first + row for row in changed]
         normalized += nfc_texts

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import xxhash
 
 from pipeline.dedup import kernel_cache  # before the first njit: where numba caches these loops
-from pipeline.dedup.nfc import NormalForm, nfc
+from pipeline.dedup import nfc as nfc_rule
+from pipeline.dedup.nfc import ASCII, ASK, NFC_ALREADY, NormalForm, nfc
 
 # the hash the word loops call, and its helpers (tests/unit/test_text_kernel.py checks each
 # through this module)
@@ -50,7 +51,7 @@ from pipeline.dedup.xxh3_kernel import (  # noqa: F401
 )
 
 kernel_cache.install_locator()
-kernel_cache.key_also(__file__, "xxh3_kernel.py")  # the loops below call its hash
+kernel_cache.key_also(__file__, "xxh3_kernel.py", "nfc.py")  # its hash; the kinds nfc.py names
 
 SPACE, PUNCT = 1, 2
 
@@ -292,9 +293,6 @@ def quick_nfc() -> np.ndarray:
     return table
 
 
-ASCII, NFC_ALREADY, ASK = 0, 1, 2  # _nfc_kinds
-
-
 @_jit
 def _nfc_kinds(data, offsets, quick, kinds):
     """Per document: ASCII, NFC_ALREADY (every character flagged in `quick`), or ASK (Python's
@@ -334,6 +332,11 @@ def nfc_kinds(texts: pa.Array) -> np.ndarray:
     kinds = np.empty(len(texts), np.uint8)
     _nfc_kinds(data, offsets, quick_nfc(), kinds)
     return kinds
+
+
+def normal_form(texts: pa.Array | pa.ChunkedArray) -> NormalForm:
+    """nfc.normal_form, with the compiled quick check (nfc_kinds) where it runs."""
+    return nfc_rule.normal_form(texts, nfc_kinds if available() else None)
 
 
 def utf8_word_hashes(

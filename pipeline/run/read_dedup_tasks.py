@@ -23,7 +23,6 @@ from pipeline.curate import chain
 from pipeline.curate.chain import REMOVED_SCHEMA as REMOVED
 from pipeline.curate.chain import Outcome
 from pipeline.dedup import exact
-from pipeline.dedup.nfc import normal_form
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
 from pipeline.formats.megatron import TokenIdOutOfRange
@@ -173,7 +172,9 @@ def read_unit(
         layout.read_removed(unit_id).write_parquet(removals)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
-    known = normal_form(docs["text"])  # the NFC both dedup rules start from, found once
+    from pipeline.dedup import text_kernel  # here: importing numba costs ~1 s, only workers pay
+
+    known = text_kernel.normal_form(docs["text"])  # the NFC both dedup rules start from, once
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
         from pipeline.run import near_signing as near
 

@@ -86,7 +86,7 @@ def test_the_compiled_quick_check_finds_what_python_finds():
         for pad in (0, 3, 7, 8, 15):
             texts += [piece + "x" * pad, "y" * pad + piece, "z" * pad + piece + "w" * (pad + 1)]
     array = pa.array(["drop me", *texts]).slice(1)
-    with_kernel, without = normal_form(array), normal_form(array, compiled=False)
+    with_kernel, without = text_kernel.normal_form(array), normal_form(array)
     assert with_kernel.ascii.tolist() == without.ascii.tolist()
     assert with_kernel.rows.tolist() == without.rows.tolist() and len(without.rows) >= 40
     assert with_kernel.texts.to_pylist() == without.texts.to_pylist()
