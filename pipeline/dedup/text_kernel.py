@@ -222,7 +222,11 @@ def _utf8_word_hashes(data, offsets, classes, seed, secret, hashes, counts):
                     break
                 hi = last
             if hi > lo:
-                hashes[words] = xxh3_64(data, lo, hi - lo, seed, secret, acc)
+                n = hi - lo
+                if n <= 16:  # most words: the branch inlined here (through xxh3_64, a call)
+                    hashes[words] = _upto16(data, lo, n, seed)
+                else:
+                    hashes[words] = xxh3_64(data, lo, n, seed, secret, acc)
                 words += 1
                 found += 1
         counts[doc] = found
