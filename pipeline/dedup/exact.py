@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.text import content_hash
+from pipeline.dedup.nfc import NormalForm
 
 HASH_SCHEMA = pa.schema(
     [
@@ -49,14 +50,17 @@ REMOVED_SCHEMA = pa.schema(
 AUDIT_SCHEMA = pa.schema([*REMOVED_SCHEMA, ("detail", pa.string())])
 
 
-def hash_rows(docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0) -> pa.Table:
+def hash_rows(
+    docs: pa.Table, unit_id: str, origin: str = "", rank: int = 0, known: NormalForm | None = None
+) -> pa.Table:
     """Content hashes of a batch of documents (doc_id, source, row, text) of one unit, whose
-    source is `origin`, listed `rank`-th in the config (its dedup priority)."""
+    source is `origin`, listed `rank`-th in the config (its dedup priority). `known`:
+    nfc.normal_form of its texts, where the caller has it."""
     from pipeline.dedup import text_kernel  # here: importing numba costs ~1 s, only workers pay
 
     texts = docs.column("text")
     if text_kernel.available():  # the same hashes, normalised in a compiled loop
-        hashes = text_kernel.content_hashes(texts)
+        hashes = text_kernel.content_hashes(texts, known=known)
     else:
         hashes = [content_hash(t) for t in texts.to_pylist()]
     return pa.table(

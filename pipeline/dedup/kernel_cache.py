@@ -40,7 +40,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # pipeline/
-_KERNELS = ("dedup/text_kernel.py", "dedup/xxh3_kernel.py", "dedup/minhash_kernel.py")
+_KERNELS = (  # and nfc.py: text_kernel.py compiles its constants in
+    "dedup/text_kernel.py",
+    "dedup/xxh3_kernel.py",
+    "dedup/minhash_kernel.py",
+    "dedup/nfc.py",
+)
 
 
 def cache_root() -> Path:

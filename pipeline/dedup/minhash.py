@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
+
+if TYPE_CHECKING:
+    from pipeline.dedup.nfc import NormalForm
 
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 STORED_BITS = 8  # bits of each signature value near dedup stores and compares (`narrowed`)
@@ -106,19 +110,22 @@ def _string_chunks(texts: list[str] | pa.Array | pa.ChunkedArray) -> list[pa.Arr
     return [_as_string_array(texts)]
 
 
-def _tokens(texts: pa.Array, ascii_only: bool = False) -> tuple[pa.Array, np.ndarray]:
+def _tokens(
+    texts: pa.Array, ascii_only: bool = False, normalized: bool = False
+) -> tuple[pa.Array, np.ndarray]:
     """Every whitespace-separated token of the batch with its punctuation trimmed (empty where it
     was punctuation only), flat, and the document of each. `ascii_only`: every text is ASCII, so
     Arrow's ASCII kernels (several times faster) give the same bytes as the UTF-8 ones; the
     split stays utf8_split_whitespace, whose whitespace (Python's str.isspace) includes
-    U+001C..U+001F, which ascii_split_whitespace does not."""
+    U+001C..U+001F, which ascii_split_whitespace does not. `normalized`: the texts are NFC
+    already."""
     if ascii_only:
         tokens = pc.utf8_split_whitespace(pc.ascii_lower(texts))
         words = pc.ascii_trim(pc.list_flatten(tokens), characters=string.punctuation)
     else:
-        from pipeline.dedup import text_kernel
+        from pipeline.dedup.nfc import nfc
 
-        tokens = pc.utf8_split_whitespace(pc.utf8_lower(text_kernel.nfc(texts)))
+        tokens = pc.utf8_split_whitespace(pc.utf8_lower(texts if normalized else nfc(texts)))
         words = pc.utf8_trim(pc.list_flatten(tokens), characters=PUNCTUATION)
     return words, pc.list_parent_indices(tokens).to_numpy()
 
@@ -140,7 +147,7 @@ def word_lists(texts: list[str] | pa.Array) -> list[list[str]]:
 
 
 def _hashed_words(
-    texts: pa.Array, seed: int, ascii_only: bool, compiled: bool = False
+    texts: pa.Array, seed: int, ascii_only: bool, compiled: bool = False, normalized: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """xxh3_64 of every word of the batch, flat, and the number of words of each document.
 
@@ -150,15 +157,16 @@ def _hashed_words(
     whitespace character, so a signature could depend on what followed the array in memory.
     Otherwise each distinct token of the batch is hashed once by xxhash (dictionary-encoded as
     binary: the same groups as strings, and Arrow's binary hash table is ~2.5x faster). Tokens
-    left empty by the trim are dropped from the hashes, not from the strings (no string copy)."""
+    left empty by the trim are dropped from the hashes, not from the strings (no string copy).
+    `normalized`: the texts are NFC already."""
     from pipeline.dedup import text_kernel
 
     if compiled and ascii_only:  # split, lowered, trimmed and hashed in one compiled pass
         return text_kernel.ascii_word_hashes(texts, ASCII_SPACES, string.punctuation, seed)
     if compiled:  # split, trimmed and hashed in one compiled pass
-        lowered = pc.utf8_lower(text_kernel.nfc(texts))
+        lowered = pc.utf8_lower(texts if normalized else text_kernel.nfc(texts))
         return text_kernel.utf8_word_hashes(lowered, PUNCTUATION, seed)
-    words, parents = _tokens(texts, ascii_only)
+    words, parents = _tokens(texts, ascii_only, normalized)
     keep = pc.binary_length(words).to_numpy(zero_copy_only=False) > 0
     counts = np.bincount(parents[keep], minlength=len(texts))
     encoded = pc.dictionary_encode(words.cast(pa.binary()))
@@ -247,6 +255,7 @@ def signatures(
     batch_bytes: int = 4 << 20,
     chunk_shingles: int = 8192,
     compiled: bool = True,
+    known: NormalForm | None = None,
 ) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), uint32.
 
@@ -254,7 +263,8 @@ def signatures(
     batch (or the largest document) plus num_perm x chunk_shingles x 4 bytes. Each row depends on
     its document only: results do not depend on batching. Shingling and the permutations run in
     minhash_kernel's compiled loop where numba is available (`compiled`: unless False), else in
-    numpy; both give the same values.
+    numpy; both give the same values. `known`: nfc.normal_form of `texts`, where the caller has
+    it (the NFC exact dedup's hashes take too): no document is looked at for NFC again.
     """
     # here: importing numba (~0.5 s) is paid by the workers that sign, not by the driver
     from pipeline.dedup import minhash_kernel
@@ -273,6 +283,8 @@ def signatures(
             fused,
             batch_bytes,
             chunk_shingles,
+            known,
+            first,
         )
         first += len(chunk)
     return out
@@ -286,21 +298,31 @@ def _sign_chunk(
     fused: bool,
     batch_bytes: int,
     chunk_shingles: int,
+    known: NormalForm | None = None,
+    first: int = 0,
 ) -> None:
+    """Signs `texts`, the documents from `first` on of the column `known` describes."""
     from pipeline.dedup import minhash_kernel, text_kernel
+    from pipeline.dedup.nfc import nfc
 
     for start, stop in text_kernel.batch_bounds(texts, batch_bytes):
         batch = texts.slice(start, stop - start)
         # ASCII documents and the others go through different (equivalent) kernels; a row's
         # signature depends on its document only, so each group is signed on its own
-        is_ascii = pc.string_is_ascii(batch).to_numpy(zero_copy_only=False)
+        if known is None:
+            is_ascii = pc.string_is_ascii(batch).to_numpy(zero_copy_only=False)
+        else:
+            is_ascii = known.ascii[first + start : first + stop]
         for ascii_only in (True, False):
             rows = np.flatnonzero(is_ascii == ascii_only)
             if not len(rows):
                 continue
             whole = len(rows) == len(batch)
-            group = batch if whole else batch.take(pa.array(rows))
-            word_hashes, word_counts = _hashed_words(group, params.seed, ascii_only, fused)
+            source = batch if ascii_only or known is None else nfc(batch, known, first + start)
+            group = source if whole else source.take(pa.array(rows))
+            word_hashes, word_counts = _hashed_words(
+                group, params.seed, ascii_only, fused, normalized=known is not None
+            )
             block = out[start:stop] if whole else np.full((len(rows), params.num_perm), EMPTY_VALUE)
             if fused:
                 minhash_kernel.sign(word_hashes, word_counts, params.ngram, coefficients, block)

@@ -171,7 +171,7 @@ def _rrmxmx(h, length):
     return h
 
 
-@_jit
+@_jit_inline  # called with the input array: a call would count its references
 def _mix16(d, i, s, seed):
     """XXH3_mix16B of d[i : i + 16] with the default secret at byte s."""
     lo = _r64(d, i) ^ (_SECRET_AT[s] + seed)
@@ -179,7 +179,7 @@ def _mix16(d, i, s, seed):
     return _fold64(lo, hi)
 
 
-@_jit
+@_jit_inline  # most words: a call (the array's reference counts) cost more than the hash
 def _upto16(d, i, n, seed):
     length = U(n)
     if n > 8:

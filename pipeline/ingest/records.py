@@ -76,7 +76,7 @@ def document_fields(text: Any, raw_id: Any) -> tuple[str | None, str]:
         raise Rejected(MISSING_TEXT, "text field is absent or null")
     if not isinstance(text, str):
         raise Rejected(NON_STRING_TEXT, f"text is {type(text).__name__}")
-    if not text.strip():
+    if not text or text.isspace():  # not text.strip(): that copies a text ending in a newline
         raise Rejected(EMPTY_TEXT, f"{len(text)} whitespace characters")
     if raw_id is None:
         return None, text

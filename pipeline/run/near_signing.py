@@ -34,8 +34,8 @@ from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash
-from pipeline.dedup.band_rows import BAND_SCHEMA
 from pipeline.dedup.exact import REMOVED_SCHEMA
+from pipeline.dedup.nfc import NormalForm
 from pipeline.exchange import sections
 
 # in signature_key: files of another column set are never read as this one (a rerun signs the
@@ -151,16 +151,28 @@ def band_key(cfg: Config) -> str:
 
 
 def write_unit_files(
-    layout: RunLayout, unit: str, docs: pa.Table, cfg: Config, origin: str = "", rank: int = 0
+    layout: RunLayout,
+    unit: str,
+    docs: pa.Table,
+    cfg: Config,
+    origin: str = "",
+    rank: int = 0,
+    known: NormalForm | None = None,
 ) -> None:
-    """The read task's two files of a unit (the module docstring), from its documents."""
-    rows, keys, full = signed_rows(docs, unit, cfg, origin, rank)
+    """The read task's two files of a unit (the module docstring), from its documents (`known`:
+    nfc.normal_form of their texts, where the caller has it)."""
+    rows, keys, full = signed_rows(docs, unit, cfg, origin, rank, known)
     layout.read_sigs(unit, signature_key(cfg)).write_parquet(rows)
     write_band_object(layout.read_bands(unit, band_key(cfg)), keys, full, cfg)
 
 
 def signed_rows(
-    docs: pa.Table, unit: str, cfg: Config, origin: str = "", rank: int = 0
+    docs: pa.Table,
+    unit: str,
+    cfg: Config,
+    origin: str = "",
+    rank: int = 0,
+    known: NormalForm | None = None,
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """One row per document, sorted by (source, row): ids, length and MinHash signature
     (narrowed: minhash.narrowed); the documents' keys in that order (the band object's keys
@@ -171,8 +183,8 @@ def signed_rows(
     the documents again (layout.read_sigs)."""
     order = pc.sort_indices(docs, [("source", "ascending"), ("row", "ascending")]).to_numpy()
     if not np.array_equal(order, np.arange(len(order))):  # a read unit is in order already
-        docs = docs.take(order)
-    sigs = minhash.signatures(docs["text"], params_of(cfg))
+        docs, known = docs.take(order), None  # `known` names rows in the order given
+    sigs = minhash.signatures(docs["text"], params_of(cfg), known=known)
     sources = docs["source"].to_pylist()
     if cfg.named_sources:  # two sources may hold the same relative path
         sources = [f"{origin}\x00{s}" for s in sources]
@@ -202,9 +214,15 @@ def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Co
     params, n = params_of(cfg), cfg.dedup.partitions
     bands = minhash.band_hashes(sigs, params).reshape(-1)  # full 32-bit `sigs`, not narrowed
     positions = np.repeat(np.arange(len(keys), dtype=np.int64), params.bands)
-    rows = pa.table({"band_hash": pa.array(bands, pa.uint64()), "key": positions}, BAND_SCHEMA)
-    by_band = sections.split_rows(rows, band_rows.partition_of(bands, n)) if len(bands) else {}
-    encoded = {p: band_rows.encoded(t) for p, t in by_band.items()}
+    # sorted once: a partition is a range of hashes, so each one's rows are one stretch
+    order = band_rows.row_order(bands, positions)
+    bands, positions = bands[order], positions[order]
+    bounds = np.searchsorted(band_rows.partition_of(bands, n), np.arange(n + 1)).tolist()
+    encoded = {
+        p: band_rows.encoded_sorted(bands[lo:hi], positions[lo:hi])
+        for p, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        if hi > lo
+    }
     encoded[n] = band_rows.keys_encoded(keys)
     return sections.write_sections(loc, encoded, n + 1)
 

@@ -172,12 +172,15 @@ def read_unit(
         layout.read_removed(unit_id).write_parquet(removals)
     write_docs(layout.read_docs(unit_id), docs)
     layout.read_quarantine(unit_id).write_parquet(bad)
+    from pipeline.dedup import text_kernel  # here: importing numba costs ~1 s, only workers pay
+
+    known = text_kernel.normal_form(docs["text"])  # the NFC both dedup rules start from, once
     if cfg.dedup.near.enabled:  # signed while the documents are in memory: never read again
         from pipeline.run import near_signing as near
 
         # the signatures, and what banding reads instead of them: sectioned by partition
-        near.write_unit_files(layout, unit_id, docs, cfg, src.name, rank)
-    hashes, n = exact.hash_rows(docs, unit_id, src.name, rank), cfg.dedup.partitions
+        near.write_unit_files(layout, unit_id, docs, cfg, src.name, rank, known)
+    hashes, n = exact.hash_rows(docs, unit_id, src.name, rank, known), cfg.dedup.partitions
     hash_parts = exact.hash_partition(hashes.column("hash").combine_chunks(), n)
     # one object, sectioned by hash partition: 1 PUT, not one per partition (exchange/sections.py)
     hash_size = sections.write_sectioned(layout.exact_hashes(unit_id), hashes, hash_parts, n)

@@ -113,3 +113,18 @@ def test_a_section_whose_documents_repeat_keeps_their_keys_once():
     assert back.equals(rows.sort_by([("band_hash", "ascending"), ("key", "ascending")]))
     arrow = sections.encode(rows, compression=ARROW_ZSTD)
     assert len(data) < 0.95 * len(arrow)
+
+
+def test_row_order_is_lexsorts_where_hashes_repeat():
+    """Runs of 2 to 40 equal hashes (documents sharing a band) with keys in any order, as the
+    read task's band object has them and the band exchange's pass 1 too: its sections' bytes
+    are those of np.lexsort's order."""
+    hashes = RNG.integers(0, 2**64 - 1, 5000, dtype=np.uint64, endpoint=True)
+    for at in range(0, 4000, 97):
+        hashes[at : at + 2 + at % 39] = hashes[at]
+    keys = RNG.integers(0, 300, len(hashes), dtype=np.int64)
+    for h, k in ((hashes, keys), (hashes, np.sort(keys)), (hashes[:1], keys[:1])):
+        want = np.lexsort((k, h))
+        assert band_rows.row_order(h, k).tolist() == want.tolist()
+        rows = pa.table({"band_hash": h, "key": k}, band_rows.BAND_SCHEMA)
+        assert band_rows.encoded(rows) == band_rows.encoded_sorted(h[want], k[want])

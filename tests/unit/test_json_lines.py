@@ -88,3 +88,16 @@ def test_blank_lines_skipped_and_only_lone_surrogates_quarantined() -> None:
     assert docs["doc_id"].to_pylist() == ["a", "b", "d"]
     assert docs["text"].to_pylist() == ["x", "caf\u00e9 \U0001f600", "y"]
     assert bad["reason"].to_pylist() == [INVALID_UTF8] * 3
+
+
+def test_a_text_of_whitespace_only_is_empty_text_and_any_other_is_kept_whole():
+    """str.isspace's whitespace (Unicode's too) makes an empty text; a text with anything else
+    is the document as it came, its edge whitespace kept."""
+    from pipeline.ingest.records import EMPTY_TEXT, Rejected, document_fields
+
+    for blank in ["", " ", "\n\t\r", "\u3000\xa0\u2028", "\x1c\x1f \x85"]:
+        with pytest.raises(Rejected) as e:
+            document_fields(blank, None)
+        assert e.value.reason == EMPTY_TEXT and e.value.detail.startswith(f"{len(blank)} ")
+    for text in ["a", " a\n", "\u3000x\u3000", "\x00", "\n\n.\n"]:
+        assert document_fields(text, 7) == ("7", text)
