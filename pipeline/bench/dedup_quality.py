@@ -31,13 +31,8 @@ from pipeline.dedup.components import (
     near_duplicate_removals,
     node_keys,
 )
-from pipeline.dedup.minhash import (
-    MinHashParams,
-    band_hashes,
-    candidate_pairs,
-    shingle_set,
-    signatures,
-)
+from pipeline.dedup.edges import candidate_pairs
+from pipeline.dedup.minhash import MinHashParams, band_hashes, shingle_set, signatures
 from pipeline.tools.real_text import (
     DOC_ROOT,
     LICENSE_ROOT,

@@ -20,7 +20,7 @@ framing where an Arrow stream spends ~470, at 10 TB a few hundred rows a section
     key section: the keys, int64 little-endian, 8·n bytes (random: nothing to compress)
 
 Contract: decoded(encoded(rows)) holds the same rows sorted by (band_hash, key), whatever order
-they came in: a partition's row order carries no meaning (minhash.star_edges sorts them itself),
+they came in: a partition's row order carries no meaning (edges.star_edges sorts them itself),
 so a section's bytes depend only on its set of rows. Lossless: the candidates are unchanged.
 """
 

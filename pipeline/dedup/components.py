@@ -24,17 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from pipeline.dedup.edges import EMPTY_EDGES, candidate_pairs, unique_edges
 from pipeline.dedup.minhash import (
     DEFAULT_PARAMS,
-    EMPTY_EDGES,
     MinHashParams,
     band_hashes,
-    candidate_pairs,
     estimated_jaccard,
     fmix64,
     narrowed,
     signatures,
-    unique_edges,
     verified_edges,
 )
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import band_rows, components, minhash
+from pipeline.dedup.edges import EMPTY_EDGES, star_edges, unique_edges
 from pipeline.dedup.exact import REMOVED_SCHEMA
 from pipeline.exchange import sections
 from pipeline.exchange.plan import ExchangePlan
@@ -185,7 +186,7 @@ def near_buckets(part: int, bands: Ranges, n: int) -> tuple:
     rows = [band_rows.arrays_decoded(data) for data in sections.fetched(bands)]
     hashes = np.concatenate([h for h, _ in rows]) if rows else np.empty(0, np.uint64)
     keys = np.concatenate([k for _, k in rows]) if rows else np.empty(0, np.int64)
-    edges = minhash.star_edges(hashes, keys)
+    edges = star_edges(hashes, keys)
     pieces = components.route(components.undirected(edges), n)
     return (timer.result(BucketsResult, part=part, candidates=len(edges)), *pieces)
 
@@ -214,7 +215,7 @@ def near_members(
     # units sorted: the last one is in the last bucket; no unit: unit_bounds' one empty bucket
     buckets = int(unit_buckets[-1]) + 1 if len(unit_buckets) else 1
     size = _sections(requests, unit_buckets[units], layout.near_requests(q), buckets)
-    edges = np.concatenate(candidates) if candidates else minhash.EMPTY_EDGES
+    edges = np.concatenate(candidates) if candidates else EMPTY_EDGES
     edges = edges[edges[:, 0] < edges[:, 1]]  # each pair once: from its smaller key's side
     edge_labels = labels[np.searchsorted(nodes, edges[:, 0])] if len(edges) else edges[:, 0]
     pieces = [
@@ -309,7 +310,7 @@ def near_keep(
     contains, so each decision is made with all of its members here."""
     timer = TaskTimer()
     near = cfg.dedup.near
-    pairs = minhash.unique_edges(np.concatenate(edges)) if edges else minhash.EMPTY_EDGES
+    pairs = unique_edges(np.concatenate(edges)) if edges else EMPTY_EDGES
     removed, verified = None, 0
     if len(pairs):
         m = sections.read_part(members, cand_schema(cfg)).sort_by("key")

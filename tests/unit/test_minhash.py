@@ -7,19 +7,17 @@ import pytest
 import xxhash
 
 from pipeline.dedup import minhash_kernel
+from pipeline.dedup.edges import candidate_pairs, star_edges, unique_edges
 from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,
     band_hashes,
-    candidate_pairs,
     estimated_jaccard,
     exact_jaccard,
     narrowed,
     permutation_coefficients,
     shingle_set,
     signatures,
-    star_edges,
-    unique_edges,
     verified_edges,
     word_lists,
 )
