@@ -56,35 +56,18 @@ def _offsets(sizes: list[list[int]]) -> dict:
     return {"offsets": list(accumulate((s for (s,) in sizes), initial=0))}
 
 
-def row_sections(schema: pa.Schema) -> Codec:
-    """Dedup rows of `schema`, one row section per partition (exchange/row_codec.py)."""
-    return rows_codec(encode_rows, lambda data: decode_rows(data, schema))
-
-
-def rows_codec(
-    encode: Callable[[pa.Table], bytes], decode: Callable[[bytes], pa.Table]
-) -> Codec:
-    """ROWS for rows whose sections have a format of their own (dedup/band_rows.py): a
-    partition's sections of several writers are decoded, joined and encoded as one."""
+def row_sections(schema: pa.Schema, raw: bool = False) -> Codec:
+    """Dedup rows of `schema`, one row section per partition (exchange/row_codec.py): a
+    part's sections of several writers are decoded, joined and encoded as one. `raw`: the
+    pieces are uncompressed row frames (`span_piece`), so no piece is compressed for the spill
+    file and read back; the bytes written are the same."""
 
     def merged(chunks: Iterator[bytes]) -> Iterator[bytes]:
         chunks = list(chunks)
-        if len(chunks) == 1:  # already one section
+        if len(chunks) == 1 and not raw:  # already one section
             yield chunks[0]
         elif chunks:
-            yield encode(pa.concat_tables([decode(c) for c in chunks]))
-
-    return Codec((merged,), _offsets, RegroupResult)
-
-
-def spilled_rows(schema: pa.Schema) -> Codec:
-    """Dedup rows of `schema` whose pieces are uncompressed row frames (`span_piece`): a
-    part's frames joined and written as one row section, the bytes `row_sections` writes for
-    the same rows, without compressing each piece for the spill file and reading it back."""
-
-    def merged(chunks: Iterator[bytes]) -> Iterator[bytes]:
-        tables = [decode_rows(c, schema, compressed=False) for c in chunks]
-        if tables:
+            tables = [decode_rows(c, schema, compressed=not raw) for c in chunks]
             yield encode_rows(pa.concat_tables(tables))
 
     return Codec((merged,), _offsets, RegroupResult)
@@ -176,7 +159,7 @@ def _bucket_piece(data: bytes, offsets: Sequence[int], span: range) -> list[Sect
 def span_piece(rows: pa.Table, parts: np.ndarray, span: range) -> list[Section]:
     """A writer's piece for `grouped` or `sectioned` made in memory: the rows of each
     partition of `span` (their partition index `parts`), one uncompressed row frame each
-    (exchange/row_codec.py), for `spilled_rows`."""
+    (exchange/row_codec.py), for `row_sections(schema, raw=True)`."""
     inside = (parts >= span.start) & (parts < span.stop)
     if not inside.any():
         return []

@@ -9,7 +9,7 @@ where at 10 TB a unit's hash object holds ~7 rows a section).
         buffers  each column's Arrow buffers as they are (validity, offsets, data), in order
     no rows: no bytes (an empty section).
     A frame may stay uncompressed (`level` None) only where it never reaches storage: a piece
-    waiting in pass 1's local spill file (exchange/regroup.spilled_rows).
+    waiting in pass 1's local spill file (exchange/regroup.row_sections, raw).
 
 The reader names the schema (sections.read_part); a section whose fingerprint is not that
 schema's is refused with both named, never read as other columns. Contract: decode_rows(

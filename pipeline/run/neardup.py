@@ -33,9 +33,9 @@ from pipeline.exchange.regroup import (
     Section,
     grouped,
     merging,
+    row_sections,
     sectioned,
     span_piece,
-    spilled_rows,
 )
 from pipeline.run.near_signing import band_key, removed_keys, sig_schema, sigs_of, unit_sigs
 from pipeline.run.results import (
@@ -274,7 +274,7 @@ def near_fetch(
                 mine = order[starts[i] : ends[i]]
                 yield _unit_candidates(rows, keys, labels, mine, unit_ids[u], cfg, n)
 
-    codec = spilled_rows(cand_schema(cfg))
+    codec = row_sections(cand_schema(cfg), raw=True)
     size = sectioned(layout.near_cands(task), n, codec, pieces())
     return timer.result(
         FetchResult, part=task, size=size, units_read=len(read), members=len(keys)

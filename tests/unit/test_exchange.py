@@ -396,7 +396,7 @@ def test_a_writer_of_many_inputs_spills_them_into_one_ordinary_sectioned_object(
     """regroup.sectioned (near_fetch's writer): pieces made input by input, merged part by part,
     give the object write_sectioned gives for all the rows at once, byte for byte: same rows per
     part in input order, whatever part an input has no rows in."""
-    from pipeline.exchange.regroup import sectioned, span_piece, spilled_rows
+    from pipeline.exchange.regroup import row_sections, sectioned, span_piece
 
     root, n = Location.from_uri(str(tmp_path)), 5
     _, tables = _writers(root, 3, n, 40)
@@ -405,7 +405,7 @@ def test_a_writer_of_many_inputs_spills_them_into_one_ordinary_sectioned_object(
     size = sectioned(
         root / "spilled.bin",
         n,
-        spilled_rows(SCHEMA),
+        row_sections(SCHEMA, raw=True),
         (span_piece(t, p, range(n)) for t, p in zip(tables, parts, strict=True)),
     )
     whole = pa.concat_tables(tables)
