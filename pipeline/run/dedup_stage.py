@@ -33,7 +33,7 @@ from pipeline.exchange.sections import (
 from pipeline.run import neardup
 from pipeline.run.read_stage import Reads, Units
 from pipeline.run.results import AuditResult
-from pipeline.run.waves import Waves
+from pipeline.run.waves import Later, Waves
 
 
 @dataclass(frozen=True)
@@ -297,14 +297,17 @@ def by_bucket(exact: Removals, near: Removals | None, reads: Reads) -> ByBucket:
     return ByBucket(exact.bounds, exact.by_bucket, near.by_bucket if near else None, down)
 
 
-def audit_tasks(waves: Waves, layout: RunLayout, removed: ByBucket) -> list:
-    """The audit's task, submitted (audit_stage waits for it): the exact (and near) removals
-    and the read pass's (curation rules, the takedown list) merged bucket by bucket."""
+def audit_later(waves: Waves, layout: RunLayout, removed: ByBucket) -> Later:
+    """The audit's task (removed.parquet) as a `later` wave: it runs beside select and pack,
+    which do not need it; `audit_result` waits for it. It merges the exact (and near)
+    removals and the read pass's (curation rules, the takedown list) bucket by bucket."""
     merge = waves.task("merge_audit")
-    return [merge.remote(layout, removed.exact, removed.near, removed.read_pass)]
+    return waves.later(
+        "audit", lambda: [merge.remote(layout, removed.exact, removed.near, removed.read_pass)]
+    )
 
 
-def audit_stage(waves: Waves, submitted: list) -> AuditResult:
-    """The run's audit (removed.parquet), from audit_tasks' task."""
-    [audit] = waves.run("audit", submitted)
+def audit_result(waves: Waves, auditing: Later) -> AuditResult:
+    """The run's audit, from audit_later's wave (waited for here if it was not yet)."""
+    [audit] = waves.finish(auditing)
     return audit

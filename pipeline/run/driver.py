@@ -24,7 +24,13 @@ from pipeline.ingest.field_probe import probe_fields
 from pipeline.run import input_guard
 from pipeline.run.clock import PhaseClock
 from pipeline.run.commit_stage import Counted, already_committed, commit
-from pipeline.run.dedup_stage import audit_stage, audit_tasks, by_bucket, exact_dedup, near_dedup
+from pipeline.run.dedup_stage import (
+    audit_later,
+    audit_result,
+    by_bucket,
+    exact_dedup,
+    near_dedup,
+)
 from pipeline.run.pack_stage import pack_stage
 from pipeline.run.ray_env import ensure_ray, start_workers
 from pipeline.run.read_stage import (
@@ -105,14 +111,14 @@ def run_stages(
         if cfg.dedup.near.enabled:
             near = near_dedup(waves, cfg, layout, units, reads, exact)
         removed = by_bucket(exact, near, reads)
-        # submitted together: select's tasks run beside the audit's single task
-        auditing = audit_tasks(waves, layout, removed)
         selecting = select_tasks(
             waves, layout, units.ids, removed.bounds, removed.ranges(), removed.read_pass
         )
-        audit = audit_stage(waves, auditing)
+        auditing = audit_later(waves, layout, removed)  # behind select's tasks, beside pack's
         tokenized = tokenize_stage(waves, selecting, units.ids, reads.engine)
         packed = pack_stage(waves, cfg, layout, units.origin_of, tokenized)
+        waves.settle()  # the quarantine listing and the audit, before the commit
+        audit = audit_result(waves, auditing)
     counted = Counted(reads, audit, tokenized, reads.quarantined)
     with clock.phase("commit"):
         return commit(waves, listing, units, counted, packed, started, allow_empty)

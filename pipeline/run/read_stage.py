@@ -197,7 +197,7 @@ def check_quarantine(
     allow_empty: bool = False,
 ) -> None:
     """The quarantine listing (the documents the tokenizer quarantined are the read tasks'
-    too), merged beside exact dedup's first wave (Waves.later); RunError past
+    too), merged behind exact dedup's first wave (Waves.later); RunError past
     ingest.max_error_rate of the records, or of the listed bytes for files whose records could
     not be counted (forbidden, undecodable), or, unless `allow_empty`, when no document is left
     (input_guard.check_documents), once the listing is written. The rates come from the read
@@ -205,7 +205,7 @@ def check_quarantine(
     cfg, layout = listing.cfg, listing.layout
     merge = waves.task("merge_quarantine")
     origins = units.origin_of if cfg.named_sources else None  # rows name their source
-    merging = waves.later("quarantine", [merge.remote(layout, units.ids, origins)])
+    merging = waves.later("quarantine", lambda: [merge.remote(layout, units.ids, origins)])
     try:
         _check_rates(listing, reads, quarantined)
         if not allow_empty:

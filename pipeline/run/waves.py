@@ -3,7 +3,8 @@
 A stage function (run/*_stage.py) gets a `Waves` and submits its tasks through `waves.task(name)`;
 `waves.run(stage, futures)` waits for them and adds them to the stage's report (the summary
 table) and its stats.json entry (formats/run_stats.py); a wave the next stage need not wait for
-goes through `waves.later`, and the next wave waits for it once its own tasks are submitted.
+goes through `waves.later`: its tasks are submitted behind the next wave's own (the work the
+pipeline waits on gets the workers first) and waited for before the commit (`settle`).
 Nothing of a stage's data lives here: stages pass their typed results to each other explicitly
 (run/driver.py).
 
@@ -16,7 +17,8 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
@@ -115,7 +117,8 @@ class Waves:
         self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
-        self.pending: list[Later] = []  # `later` waves not waited for yet
+        self.pending: list[Later] = []  # `later` waves declared, not submitted yet
+        self.running: list[Later] = []  # `later` waves submitted, not waited for yet
 
     def task(self, name: str):
         """The task `name` of TASKS, ready to `.remote(...)` (in this process when inline)."""
@@ -133,9 +136,11 @@ class Waves:
         """Wait for one wave of tasks; with merge, count it into the previous report of that
         name. Its report adds up the results' own documents and bytes (stage_docs, stage_bytes);
         a redo wave reruns the previous one's work, so its documents replace that wave's.
-        A `later` wave is waited for first: this wave's tasks, already submitted, run beside it."""
-        for later in list(self.pending):
-            self.finish(later)
+        A declared `later` wave is submitted now, behind this wave's tasks."""
+        for later in self.pending:
+            later.submit()
+        self.running += self.pending
+        self.pending = []
         t0 = time.perf_counter()
         self.close_last()
         report, stats, new_stage = self._report(name, merge)
@@ -145,25 +150,36 @@ class Waves:
         )
         return self._count(report, stats, results, t0, redo)
 
-    def later(self, name: str, futures: list) -> Later:
-        """A stage's wave that the next wave's tasks may run beside (nothing of the next stage
-        needs it): its report and stats.json entry take their place in the stage order now;
-        the next `run`, once that wave's tasks are submitted, or `finish`, waits for it and
-        counts it there (its bar too), its seconds those the driver waited."""
+    def later(self, name: str, submit: Callable[[], list]) -> Later:
+        """A stage's wave that no later stage needs, only the commit: its report and
+        stats.json entry take their place in the stage order now; `submit` (its tasks'
+        `.remote` calls) runs in the next `run`, behind that wave's tasks (the work the run
+        waits on gets the workers first), and the driver waits for it in `finish` or `settle`.
+        Its seconds are those the driver waited there: it ran beside the stages after it."""
         self.close_last()
         report, stats, _ = self._report(name, False)
-        self.pending.append(Later(report, stats, futures))
+        self.pending.append(Later(report, stats, submit))
         return self.pending[-1]
 
     def finish(self, later: Later) -> list:
-        """Wait for a `later` wave (once) and count it into its own report."""
-        if not any(p is later for p in self.pending):
-            return []
-        self.pending = [p for p in self.pending if p is not later]
+        """A `later` wave's results: submitted now if it was not yet, waited for once."""
+        if any(p is later for p in self.pending):
+            self.pending = [p for p in self.pending if p is not later]
+            later.submit()
+        elif not any(p is later for p in self.running):
+            return later.results or []
+        self.running = [p for p in self.running if p is not later]
         t0 = time.perf_counter()
         bar = self.bars.wave(later.report.name, len(later.futures), True)
         results = later.futures if self.inline else _gather(later.futures, bar, self.keep_lease)
-        return self._count(later.report, later.stats, results, t0, False)
+        later.results = self._count(later.report, later.stats, results, t0, False)
+        return later.results
+
+    def settle(self) -> None:
+        """Wait for every `later` wave not waited for yet, in the stage order (before the
+        commit)."""
+        for later in self.running + self.pending:
+            self.finish(later)
 
     def _count(self, report: StageReport, stats: dict, results: list, t0: float, redo: bool):
         self.own_io(self.stats[-1])  # lease renewals while it ran
@@ -230,13 +246,19 @@ class Waves:
         return report, stats, True
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Later:
-    """A wave submitted with `Waves.later`: its report and stats entry, and its futures."""
+    """A wave of `Waves.later`: its report and stats entry, how its tasks are submitted, then
+    their futures and results."""
 
     report: StageReport
     stats: dict[str, Any]
-    futures: list
+    submitter: Callable[[], list]
+    futures: list = field(default_factory=list)
+    results: list | None = None
+
+    def submit(self) -> None:
+        self.futures = self.submitter()
 
 
 def _gather(futures: list, bar: tqdm, tick=None) -> list:
