@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -117,8 +117,7 @@ class Waves:
         self.io_mark = IO.snapshot()  # the driver's own I/O is counted from here (own_io)
         self.lease = None  # held while stages run: renewed well before it expires
         self.wave_docs = 0  # documents of the last wave (a redo wave replaces them)
-        self.pending: list[Later] = []  # `later` waves declared, not submitted yet
-        self.running: list[Later] = []  # `later` waves submitted, not waited for yet
+        self.laters: list[Later] = []  # `later` waves not waited for yet
 
     def task(self, name: str):
         """The task `name` of TASKS, ready to `.remote(...)` (in this process when inline)."""
@@ -137,10 +136,9 @@ class Waves:
         name. Its report adds up the results' own documents and bytes (stage_docs, stage_bytes);
         a redo wave reruns the previous one's work, so its documents replace that wave's.
         A declared `later` wave is submitted now, behind this wave's tasks."""
-        for later in self.pending:
-            later.submit()
-        self.running += self.pending
-        self.pending = []
+        for later in self.laters:
+            if later.futures is None:
+                later.submit()
         t0 = time.perf_counter()
         self.close_last()
         report, stats, new_stage = self._report(name, merge)
@@ -158,17 +156,16 @@ class Waves:
         Its seconds are those the driver waited there: it ran beside the stages after it."""
         self.close_last()
         report, stats, _ = self._report(name, False)
-        self.pending.append(Later(report, stats, submit))
-        return self.pending[-1]
+        self.laters.append(Later(report, stats, submit))
+        return self.laters[-1]
 
     def finish(self, later: Later) -> list:
         """A `later` wave's results: submitted now if it was not yet, waited for once."""
-        if any(p is later for p in self.pending):
-            self.pending = [p for p in self.pending if p is not later]
+        if later.results is not None:
+            return later.results
+        if later.futures is None:
             later.submit()
-        elif not any(p is later for p in self.running):
-            return later.results or []
-        self.running = [p for p in self.running if p is not later]
+        self.laters = [p for p in self.laters if p is not later]
         t0 = time.perf_counter()
         bar = self.bars.wave(later.report.name, len(later.futures), True)
         results = later.futures if self.inline else _gather(later.futures, bar, self.keep_lease)
@@ -178,7 +175,7 @@ class Waves:
     def settle(self) -> None:
         """Wait for every `later` wave not waited for yet, in the stage order (before the
         commit)."""
-        for later in self.running + self.pending:
+        for later in list(self.laters):
             self.finish(later)
 
     def _count(self, report: StageReport, stats: dict, results: list, t0: float, redo: bool):
@@ -254,8 +251,8 @@ class Later:
     report: StageReport
     stats: dict[str, Any]
     submitter: Callable[[], list]
-    futures: list = field(default_factory=list)
-    results: list | None = None
+    futures: list | None = None  # None: not submitted yet
+    results: list | None = None  # None: not waited for yet
 
     def submit(self) -> None:
         self.futures = self.submitter()
