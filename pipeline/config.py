@@ -35,6 +35,7 @@ from pipeline.config_sections import (
     StorageConfig,
     TokenizeConfig,
 )
+from pipeline.core.layout import DATASET_NAME_PATTERN
 from pipeline.core.model import StrictModel
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
@@ -51,7 +52,7 @@ class Config(StrictModel):
     pipeline/reuse_keys.py): a section field for all of its section, else each of its keys."""
 
     name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        pattern=f"^{DATASET_NAME_PATTERN}$",
         description="the dataset's name: its folder under output.uri",
         examples=["my-dataset"],
         json_schema_extra=READ,

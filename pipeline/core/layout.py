@@ -54,8 +54,12 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
-# a version id (new_version_id; is_version_name): not hidden, a "T", ends with a hex digit
-VERSION_PATTERN = r"(?![_.])[^/]*T[^/]*[0-9a-f]"
+# a version id (new_version_id; is_version_name): one path part (no "/", "\\" or NUL), not
+# hidden, a "T", ends with a hex digit
+VERSION_PATTERN = r"(?![_.])[^/\\\x00]*T[^/\\\x00]*[0-9a-f]"
+# a dataset's name (Config.name; is_dataset_name): its folder under output.uri, so one path
+# part that is not hidden, `.` or `..`
+DATASET_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 _RUN = f"{WORK_DIR}/runs/{{run}}"
 _UNIT = f"{WORK_DIR}/units/{{read_key}}/{{unit}}"
@@ -320,3 +324,7 @@ def takedown_entry(dataset: Location, entry: str) -> Location:
 
 def is_version_name(name: str) -> bool:
     return re.fullmatch(VERSION_PATTERN, name) is not None
+
+
+def is_dataset_name(name: str) -> bool:
+    return re.fullmatch(DATASET_NAME_PATTERN, name) is not None

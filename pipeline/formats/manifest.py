@@ -21,9 +21,11 @@ import numpy as np
 import xxhash
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from pipeline.core.layout import MANIFEST, is_version_name
+from pipeline.core.layout import MANIFEST, is_dataset_name, is_version_name
 from pipeline.core.storage import Location
+from pipeline.formats.documents import INDEX_FILE
 from pipeline.formats.megatron import token_dtype
+from pipeline.tokens.split import SPLITS
 
 FORMAT = "pipeline.dataset/2"
 FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard checksums only)
@@ -45,6 +47,10 @@ SHARD_KEYS = (
 )
 SHARD_OPTIONAL_KEYS = ("source", "split", "bin_block_bytes", "bin_blocks_xxh3_64")
 VARYING_KEYS = ("version", "created_at", "run", "lineage")
+# Optional fields a format's every writer writes (run, remove): required on read. Format 1 also
+# holds versions from before sources, splits and blend (2026-11-30) and the document index
+# (2026-12-01); its `sources` is required only where a shard names a source (formats/claims.py).
+FORMAT_FIELDS = {FORMAT_V1: (), FORMAT: ("sources", "splits", "blend", "documents")}
 
 
 class ManifestError(Exception):
@@ -279,6 +285,33 @@ def _file_name(name: Any) -> Any:
     return name
 
 
+def _dataset_name(name: Any) -> Any:
+    """The dataset's folder name, by the layout's rule (core/layout.py DATASET_NAME_PATTERN)."""
+    if not isinstance(name, str) or not is_dataset_name(name):
+        raise ValueError(f"{name!r} is not a dataset name (one path part, as config.name)")
+    return name
+
+
+def _version_id(name: Any) -> Any:
+    """The version's folder name, by the layout's rule (core/layout.py VERSION_PATTERN)."""
+    if not isinstance(name, str) or not is_version_name(name):
+        raise ValueError(f"{name!r} is not a version id (one path part, as new_version_id)")
+    return name
+
+
+def _split(name: Any) -> Any:
+    if name not in SPLITS:
+        raise ValueError(f"{name!r} is not a split ({' or '.join(SPLITS)})")
+    return name
+
+
+def _index_file(name: Any) -> Any:
+    """The document index is the version folder's INDEX_FILE, the one file the writer writes."""
+    if name != INDEX_FILE:
+        raise ValueError(f"{name!r} is not {INDEX_FILE!r} (the version folder's index)")
+    return name
+
+
 def _hex128(value: Any) -> Any:
     if not isinstance(value, str) or not _HEX128.fullmatch(value):
         raise ValueError(f"{value!r} is not an xxh3-128 hex digest")
@@ -309,6 +342,10 @@ Number = Annotated[float, BeforeValidator(_number)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
 Hex128 = Annotated[str, BeforeValidator(_hex128)]
 Hex64 = Annotated[str, BeforeValidator(_hex64)]
+DatasetName = Annotated[str, BeforeValidator(_dataset_name)]
+VersionId = Annotated[str, BeforeValidator(_version_id)]
+SplitName = Annotated[str, BeforeValidator(_split)]
+IndexFile = Annotated[str, BeforeValidator(_index_file)]
 
 
 class _Entry(BaseModel):
@@ -372,8 +409,8 @@ class ShardEntry(_Entry):
     documents: Count
     bin_xxh3_128: Hex128
     idx_xxh3_128: Hex128
-    source: str | None = None
-    split: str | None = None
+    source: str | None = None  # a key of `sources` (formats/claims.py)
+    split: SplitName | None = None  # the split whose list holds the entry (formats/claims.py)
     bin_block_bytes: Count | None = None
     bin_blocks_xxh3_64: list[Hex64] | None = None
 
@@ -405,6 +442,7 @@ class BlendEntry(_Entry):
 class DocumentsEntry(_Entry):
     """`documents`: the document index's size, checksum and rows (formats/documents.py)."""
 
+    file: IndexFile
     bytes: Count
     xxh3_128: Hex128
     rows: Count
@@ -422,8 +460,8 @@ class Manifest(_Entry):
     docstring for all of them), validated on read (load_manifest) and before a commit."""
 
     format: Literal["pipeline.dataset/1", "pipeline.dataset/2"]
-    name: str
-    version: str
+    name: DatasetName
+    version: VersionId
     counts: Counts
     tokenizer: TokenizerEntry
     shards: list[ShardEntry]
@@ -451,6 +489,18 @@ class Manifest(_Entry):
             for i, shard in enumerate(every):
                 if not shard.has_blocks:
                     raise ValueError(f"shard {i} ({shard.bin}) has no bin_blocks_xxh3_64")
+        return self
+
+    @model_validator(mode="after")
+    def _fields_written(self) -> Manifest:
+        """The fields every writer of the format writes (FORMAT_FIELDS) are there, not null,
+        and `sources` names at least one source: deleting one must not switch a check off
+        (the per-source balances, the mixture's weights, the document index's)."""
+        for key in FORMAT_FIELDS[self.format]:
+            if getattr(self, key) is None:
+                raise ValueError(f"{key} is missing or null (every {self.format} manifest has it)")
+        if self.sources is not None and not self.sources:
+            raise ValueError("sources is empty (a version has at least one source)")
         return self
 
 

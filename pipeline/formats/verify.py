@@ -10,13 +10,12 @@ import xxhash
 
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
+from pipeline.formats.claims import check_claims
 from pipeline.formats.manifest import (
     FILTERED_KEY,
     TAKEDOWN_KEY,
     ManifestError,
-    documents_accounted,
     load_manifest,
-    parse_blend,
     resolve_version,
     split_shards,
     table_digest,
@@ -46,45 +45,31 @@ def verify_version(location: Location) -> dict:
 
 
 def verify_manifest(version: Location, manifest: dict, shards_checked: bool = False) -> dict:
-    """Every check `verify` makes on a version: each shard (`check_shard`), then the counts, the
-    lineage and the sources. The run calls this before it commits, with `shards_checked`: its
-    pack tasks already ran `check_shard` on each shard as they wrote it (one read of each)."""
+    """Every check `verify` makes on a version: the manifest's claims (`verify_claims`, the
+    judge StreamReader, `find` and `blend` apply too), each shard (`check_shard`), then the
+    document index and the lineage. The run calls this before it commits, with
+    `shards_checked`: its pack tasks already ran `check_shard` on each shard as they wrote it
+    (one read of each)."""
+    verify_claims(version, manifest)
     dtype = np.dtype(manifest["tokenizer"]["dtype"])
     every = manifest["shards"] + split_shards(manifest, "valid")
     if not shards_checked:
         for i, shard in enumerate(every):
             check_shard(version, shard, manifest["tokenizer"], f"{version.uri}: shard {i}")
-    verify_counts(version, manifest, every)
     verify_documents(version, manifest, every, dtype)
     verify_lineage(version, manifest)
-    verify_sources(version, manifest, every)
     return manifest
 
 
 def verify_claims(version: Location, manifest: dict) -> None:
-    """The checks of `verify` that need the manifest alone (no shard or record is read): the
-    counts and the sources agree with the shard entries and each other. `find` and `blend` run
-    them (after load_manifest's model) before they answer from a version."""
-    every = manifest["shards"] + split_shards(manifest, "valid")
-    verify_counts(version, manifest, every)
-    verify_sources(version, manifest, every)
-
-
-def verify_counts(version: Location, manifest: dict, shards: list[dict]) -> None:
-    """The shards hold docs_out and tokens; in = out + removed + quarantined."""
-    tokens = sum(shard["tokens"] for shard in shards)
-    docs = sum(shard["documents"] for shard in shards)
-    counts = manifest["counts"]
-    if tokens != counts["tokens"] or docs != counts["docs_out"]:
-        raise VerifyError(
-            f"{version.uri}: shards hold {tokens} tokens / {docs} documents, counts"
-            f" say {counts['tokens']} / {counts['docs_out']}"
-        )
-    if (accounted := documents_accounted(counts)) != counts["docs_in"]:
-        raise VerifyError(
-            f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
-            f" quarantined = {accounted}"
-        )
+    """The checks of `verify` that need the manifest alone (no shard or record is read):
+    formats/claims.py's judge (the counts, the sources, the splits and the blend lines agree
+    with the shard entries and each other), as VerifyError. `find`, `blend` and StreamReader
+    run the same judge (after load_manifest's model) before they answer from a version."""
+    try:
+        check_claims(manifest, version.uri)
+    except ManifestError as e:
+        raise VerifyError(str(e)) from None
 
 
 def verify_documents(version: Location, manifest: dict, shards: list[dict], dtype) -> None:
@@ -112,42 +97,6 @@ def verify_documents(version: Location, manifest: dict, shards: list[dict], dtyp
         )
         if problem:
             raise VerifyError(f"{version.uri}: {problem}")
-
-
-def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> None:
-    """Per source (a manifest with `sources`): in = out + removed + quarantined; its shards
-    hold its docs_out and tokens; the sources add up to `counts`; the blend line names each
-    training shard with tokens once."""
-    sources = manifest.get("sources")
-    if sources is None:
-        return
-    counts = manifest["counts"]
-    for name, entry in sources.items():
-        if (accounted := documents_accounted(entry)) != entry["docs_in"]:
-            raise VerifyError(
-                f"{version.uri}: source {name}: docs_in {entry['docs_in']} != out + removed +"
-                f" quarantined = {accounted}"
-            )
-        mine = [s for s in shards if s.get("source") == name]
-        docs, tokens = sum(s["documents"] for s in mine), sum(s["tokens"] for s in mine)
-        if (docs, tokens) != (entry["docs_out"], entry["tokens"]):
-            raise VerifyError(
-                f"{version.uri}: source {name}: its shards hold {tokens} tokens / {docs}"
-                f" documents, sources say {entry['tokens']} / {entry['docs_out']}"
-            )
-    keys = ["docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens"]
-    for key in keys + ([TAKEDOWN_KEY] if TAKEDOWN_KEY in counts else []):
-        total = sum(entry.get(key, 0) for entry in sources.values())
-        if total != counts.get(key, 0):
-            raise VerifyError(
-                f"{version.uri}: sources add up to {key} = {total}, counts say {counts[key]}"
-            )
-    blend = (manifest.get("blend") or {}).get("train")
-    if blend is not None:
-        named = [prefix for _, prefix in parse_blend(blend)]
-        expected = [s["bin"].removesuffix(".bin") for s in manifest["shards"] if s["tokens"]]
-        if named != expected:
-            raise VerifyError(f"{version.uri}: blend.train does not name the training shards")
 
 
 def verify_lineage(version: Location, manifest: dict) -> None:

@@ -1,6 +1,7 @@
 """Stream a committed dataset version into training windows, with large ranges kept in flight.
 
-Contract: a rank reads only what its manifest lists, in large ranges kept in flight by
+Contract: a rank reads only a version whose manifest passes `verify`'s judge (formats/claims.py:
+ManifestError otherwise, before any read), only what it lists, in large ranges kept in flight by
 Little's law (stream/plan.py); windows depend only on the version, seq_len, rank, world size
 and seed; with verify_checksums it checks every block it reads against the manifest
 (VerifyError naming shard and block); its state resumes exactly (stream/resume.py).
@@ -18,12 +19,8 @@ import xxhash
 
 from pipeline.core.storage import Location, check_reachable
 from pipeline.core.units import MiB
-from pipeline.formats.manifest import (
-    ManifestError,
-    load_manifest,
-    resolve_version,
-    split_shards,
-)
+from pipeline.formats.claims import judged_manifest
+from pipeline.formats.manifest import ManifestError, resolve_version, split_shards
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
 from pipeline.stream.blocks import (
@@ -102,7 +99,9 @@ class StreamReader:
         )
         check_reachable(loc)  # a stopped or wrong endpoint: StorageUnreachable within seconds
         version = resolve_version(loc)
-        self.manifest = load_manifest(version)
+        # `verify`'s judge of the manifest (model and claims), whatever verify_checksums says:
+        # ManifestError naming the field, before a byte of a shard is read
+        self.manifest = judged_manifest(version)
         try:
             self.dtype = np.dtype(self.manifest["tokenizer"]["dtype"]).newbyteorder("<")
         except (KeyError, TypeError) as e:

@@ -1,7 +1,9 @@
 """The manifest fuzz: every key path of a committed version's manifest.json x 8 bad values
-(missing, null, wrong type, negative, huge, NaN, empty string, nested), through `verify`, `find`,
-`blend`, `remove` and StreamReader. Each command runs in process (cli.main) and must end with a
-documented exit code and, when it fails, one line on stderr; the reader raises ManifestError.
+(missing, null, wrong type, negative, huge, NaN, empty string, nested), and the well-typed values
+the manifest judge refuses (JUDGED), through `verify`, `find`, `blend`, `remove` and
+StreamReader. Each command runs in process (cli.main) and must end with a documented exit code
+and, when it fails, one line on stderr; the reader raises ManifestError (on JUDGED's values
+`verify` fails and the reader refuses).
 Never a traceback. `remove` runs with the dataset's lease held by another holder: it fails on
 the manifest, or at the lease (exit 4), before any re-pack.
 
@@ -144,10 +146,28 @@ def mutated(manifest, path, bad):
     return out
 
 
+# Values of the right type that the manifest judge refuses (issue 43, item 4): names and
+# versions that are not one path part, unknown splits and sources, an index outside the
+# version folder. `verify` fails on each and the reader refuses it (asserted below).
+JUDGED = {
+    ("name",): ["", ".", "..", "a/b"],
+    ("version",): ["", ".", "../x", "a/20261201T000000Z-0"],
+    ("shards", 0, "split"): ["test", "valid"],
+    ("splits", "valid", 0, "split"): ["train"],
+    ("shards", 0, "source"): ["nope"],
+    ("splits", "valid", 0, "source"): ["nope"],
+    ("sources",): [{}],
+    ("documents", "file"): ["/etc/passwd", "../documents.parquet", "manifest.json"],
+}
+
+
 def cases(manifest):
     for path in key_paths(manifest):
         for name, bad in BAD.items():
             yield ".".join(map(str, path)), name, mutated(manifest, path, bad)
+    for path, values in JUDGED.items():
+        for value in values:
+            yield ".".join(map(str, path)), repr(value), mutated(manifest, path, lambda v, bad=value: bad)
 
 
 
@@ -203,11 +223,13 @@ def test_manifest_fuzz(fuzzed, monkeypatch):
                 bad.append(f"{name} {where} = {value}: exit {code}: {stderr[-600:]}")
             if name == "remove" and code == 0:
                 bad.append(f"remove {where} = {value}: passed the lease (exit 0)")
+            if name == "verify" and value not in BAD and code != VERIFY_FAILED:
+                bad.append(f"verify {where} = {value}: exit {code}, not {VERIFY_FAILED}")
         if where.startswith("sources.") and where.endswith(".weight") and value in WEIGHT_RANGE:
             continue
         outcome = open_reader(version, read=n % READ_EVERY == 0)
         codes["StreamReader"][outcome if outcome in ("read", "ManifestError") else "bad"] += 1
-        if outcome not in ("read", "ManifestError"):
+        if outcome not in ("read", "ManifestError") or (value not in BAD and outcome == "read"):
             bad.append(f"StreamReader {where} = {value}: {outcome[-600:]}")
     path.write_text(json.dumps(manifest))
     print(f"\nmanifest fuzz: {time.perf_counter() - start:.1f} s")

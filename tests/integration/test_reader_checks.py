@@ -7,17 +7,23 @@ reader both refuse, the fields the EOS check needs cannot be deleted, and a form
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from support import SOURCES_CONFIG
+from support import SOURCES_CONFIG, setter
 
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import FORMAT_V1, ManifestError, WeightError
+from pipeline.formats.manifest import (
+    FORMAT_V1,
+    ManifestError,
+    WeightError,
+    parse_blend,
+)
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run.driver import run_pipeline
 from pipeline.stream.reader import StreamReader
@@ -112,3 +118,64 @@ def test_a_version_without_block_checksums_still_reads(version, capsys):
     assert code == 0
     with StreamReader(str(version), L, verify_checksums=True) as reader:
         assert [w.tobytes() for w in reader] == expected
+
+
+def _drop(key):
+    return lambda m: m.pop(key)
+
+
+def _equal_blend(m):
+    """blend.train weighing every shard alike, while the sources still say 2:1."""
+    prefixes = [p for _, p in parse_blend(m["blend"]["train"])]
+    m["blend"]["train"] = " ".join(f"{1 / len(prefixes):.12g} {p}" for p in prefixes)
+
+
+def _set(*path, value):
+    return setter(*path, value=value)
+
+
+# issue 43, item 4: what verify and the reader refuse alike (the manifest judge,
+# formats/claims.py), each edit with the field the one line names
+JUDGED = {
+    "shard source null": (_set("shards", 0, "source", value=None), "source None is not one of"),
+    "shard source unknown": (_set("shards", 0, "source", value="nope"), "source 'nope' is not"),
+    "valid shard source unknown": (
+        _set("splits", "valid", 0, "source", value="nope"),
+        "source 'nope' is not",
+    ),
+    "sources deleted": (_drop("sources"), "sources is missing or null"),
+    "sources null": (_set("sources", value=None), "sources is missing or null"),
+    "sources empty": (_set("sources", value={}), "sources is empty"),
+    "splits null": (_set("splits", value=None), "splits is missing or null"),
+    "version empty": (_set("version", value=""), "version: '' is not a version id"),
+    "version leaves the folder": (_set("version", value="../x"), "version: '../x' is not"),
+    "name empty": (_set("name", value=""), "name: '' is not a dataset name"),
+    "name a path": (_set("name", value="a/b"), "name: 'a/b' is not a dataset name"),
+    "shard split null": (_set("shards", 0, "split", value=None), r"shards\.0\.split: None"),
+    "shard split test": (_set("shards", 0, "split", value="test"), r"shards\.0\.split: 'test'"),
+    "valid shard in train": (
+        _set("splits", "valid", 0, "split", value="train"),
+        r"splits\.valid\.0\.split: 'train' is not 'valid'",
+    ),
+    "documents file outside": (
+        _set("documents", "file", value="/etc/passwd"),
+        r"documents\.file: '/etc/passwd' is not 'documents.parquet'",
+    ),
+    "documents deleted": (_drop("documents"), "documents is missing or null"),
+    "blend weights of another mixture": (_equal_blend, r"blend\.train weighs"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JUDGED))
+def test_verify_and_the_reader_refuse_the_same_manifest(version, case, capsys):
+    """`verify` fails in one line naming the field, and StreamReader refuses the version when
+    it is made, before reading a window, with or without verify_checksums."""
+    edit, message = JUDGED[case]
+    edit_manifest(version, edit)
+    code, lines = verify_cli(version, capsys)
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("verify FAILED: ") and re.search(message, lines[0]), lines[0]
+    for checked in (True, False):
+        with pytest.raises(ManifestError, match=message):
+            StreamReader(str(version), L, verify_checksums=checked)
+
