@@ -442,10 +442,10 @@ class BlendEntry(_Entry):
 class DocumentsEntry(_Entry):
     """`documents`: the document index's size, checksum and rows (formats/documents.py)."""
 
-    file: IndexFile
     bytes: Count
     xxh3_128: Hex128
     rows: Count
+    file: IndexFile
 
 
 class Splits(BaseModel):

@@ -167,7 +167,8 @@ def cases(manifest):
             yield ".".join(map(str, path)), name, mutated(manifest, path, bad)
     for path, values in JUDGED.items():
         for value in values:
-            yield ".".join(map(str, path)), repr(value), mutated(manifest, path, lambda v, bad=value: bad)
+            edited = mutated(manifest, path, lambda v, bad=value: bad)
+            yield ".".join(map(str, path)), repr(value), edited
 
 
 

@@ -64,15 +64,17 @@ def duplicate_shard(m):
     m["counts"]["docs_in"] += m["shards"][0]["documents"]
 
 
-def more_removed(m):  # counts that still balance
-    m["counts"]["removed_exact"] += 1
-    m["counts"]["docs_in"] += 1
+def more_removed(m):  # counts that still balance, in `counts` and in the (one) source's
+    for entry in (m["counts"], *m["sources"].values()):
+        entry["removed_exact"] += 1
+        entry["docs_in"] += 1
 
 
 def more_quarantined(m):
-    m["counts"]["quarantined"] += 1
+    for entry in (m["counts"], *m["sources"].values()):
+        entry["quarantined"] += 1
+        entry["docs_in"] += 1
     m["counts"]["quarantined_by_reason"]["malformed_json"] += 1
-    m["counts"]["docs_in"] += 1
 
 
 def other_input_digest(m):

@@ -10,6 +10,7 @@ import pytest
 from support import setter
 
 from pipeline.config_sections import SourceConfig
+from pipeline.formats.claims import check_claims
 from pipeline.formats.manifest import (
     FORMAT,
     FORMAT_V1,
@@ -48,6 +49,14 @@ VALID = {
     "shards": [SHARD],
     "splits": {"train": ["train-00000.bin"], "valid": []},
     "sources": {"web": {**COUNTS, "weight": 1.0}},
+    "blend": {"train": "1 train-00000", "valid": ""},
+    "documents": {
+        "file": "documents.parquet",
+        "format": 2,
+        "bytes": 5,
+        "xxh3_128": "0" * 32,
+        "rows": 2,
+    },
     "future_key": {"kept": True},  # a field this version does not know passes through
 }
 
@@ -80,7 +89,8 @@ def with_config(m: dict) -> dict:
 
 def test_a_valid_manifest_passes():
     check_structure(copy.deepcopy(VALID))
-    old = {k: v for k, v in VALID.items() if k not in ("splits", "sources")}  # before splits
+    before = ("splits", "sources", "blend", "documents")
+    old = {k: v for k, v in VALID.items() if k not in before}  # before splits and the index
     old["format"] = FORMAT_V1
     old["shards"] = [{k: v for k, v in SHARD.items() if k not in ("source", "split")}]
     del old["shards"][0]["bin_block_bytes"], old["shards"][0]["bin_blocks_xxh3_64"]
@@ -178,12 +188,13 @@ def test_the_largest_weight_is_the_configs():
         (("counts", "quarantined_by_reason"), [1], "counts.quarantined_by_reason is not an"),
         (("counts", "quarantined_by_reason", "bad_json"), -2, "must be a non-negative integer"),
         (("documents",), {"bytes": 5, "xxh3_128": "0" * 32}, "documents.rows is missing"),
+        (("documents", "file"), None, "documents.file: None is not 'documents.parquet'"),
         (("documents",), [], "documents is not an object"),
         (("sources", "web", "weight"), "7", "sources.web.weight: '7' is not a number"),
         (("sources", "web", "weight"), None, "sources.web.weight: None is not a number"),
         (("shards", 0, "tokens"), 10**30, "below 2**63"),
         (("tokenizer", "bos_id"), 1000, "bos_id 1000 is not an id below 1000"),
-        (("version",), None, "version: Input should be a valid string"),
+        (("version",), None, "version: None is not a version id"),
     ],
 )
 def test_every_field_a_command_reads_is_typed(path, value, message):
@@ -193,3 +204,76 @@ def test_every_field_a_command_reads_is_typed(path, value, message):
     setter(*path, value=value)(m)
     with pytest.raises(ManifestError, match=re.escape(message)):
         check_structure(m)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("name",), "", "name: '' is not a dataset name"),
+        (("name",), "..", "name: '..' is not a dataset name"),
+        (("name",), "a/b", "name: 'a/b' is not a dataset name"),
+        (("version",), "", "version: '' is not a version id"),
+        (("version",), "../x", "version: '../x' is not a version id"),
+        (("version",), "a/20260101T000000Z-0", "is not a version id"),
+        (("shards", 0, "split"), "test", "shards.0.split: 'test' is not a split (train or valid)"),
+        (("documents", "file"), "/etc/passwd", "documents.file: '/etc/passwd' is not"),
+        (("documents", "file"), "../documents.parquet", "documents.file: '../documents.parquet'"),
+        (("sources",), {}, "sources is empty"),
+    ],
+)
+def test_names_splits_and_the_index_file_stay_in_the_version_folder(path, value, message):
+    """Issue 43, item 4: the names a command joins into a path are one path part by the
+    layout's rules; a shard's split is one the pipeline writes; the index is the version
+    folder's documents.parquet, the file the writer writes."""
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        check_structure(edited(path, value))
+
+
+@pytest.mark.parametrize("key", ["sources", "splits", "blend", "documents"])
+@pytest.mark.parametrize("delete", [True, False])
+def test_format_2_has_what_its_writers_always_write(key, delete):
+    """Deleting a field (or making it null) must not switch off the checks on it; a format-1
+    version from before sources and the index still reads (test_a_valid_manifest_passes)."""
+    with pytest.raises(ManifestError, match=f"{key} is missing or null"):
+        check_structure(edited((key,), None, delete=delete))
+
+
+def _format_1_without_sources() -> dict:
+    """A format-1 manifest whose `sources` is deleted while its shard still names one."""
+    m = v1(copy.deepcopy(VALID))
+    del m["sources"]
+    return m
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        (edited(("shards", 0, "source"), None), "shard train-00000.bin: source None is not one"
+         " of sources (web)"),
+        (edited(("shards", 0, "source"), "nope"), "source 'nope' is not one of sources (web)"),
+        (_format_1_without_sources(), "sources is missing or null, yet shard train-00000.bin"
+         " names source 'web'"),
+        (edited(("shards", 0, "split"), None), "shards.0.split: None is not 'train'"),
+        (edited(("shards", 0, "split"), "valid"), "shards.0.split: 'valid' is not 'train'"),
+        (edited(("counts", "tokens"), 10), "shards hold 9 tokens / 2 documents"),
+        (edited(("sources", "web", "removed_exact"), 0), "source web: docs_in 3 != out"),
+        (edited(("blend", "train"), "1 other-00000"), "blend.train does not name the train"),
+        (edited(("blend", "train"), "0.5 train-00000"), "blend.train weighs train-00000 0.5,"),
+    ],
+)
+def test_the_judge_refuses_claims_the_fields_contradict(manifest, message):
+    """formats/claims.py, which `verify`, `find`, `blend` and StreamReader all apply: the
+    model accepts each manifest, its claims do not hold. One line naming the field."""
+    check_structure(manifest)
+    with pytest.raises(ManifestError, match=re.escape(message)) as err:
+        check_claims(manifest, "m.json")
+    assert str(err.value).startswith("m.json: ") and "\n" not in str(err.value)
+
+
+def test_the_judge_passes_a_valid_manifest_and_one_from_before_sources():
+    check_claims(copy.deepcopy(VALID), "m.json")
+    old = _format_1_without_sources()
+    for shard in old["shards"]:
+        del shard["source"], shard["split"]
+    del old["splits"], old["blend"], old["documents"]
+    check_claims(old, "m.json")
