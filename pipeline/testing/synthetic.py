@@ -1,8 +1,9 @@
 """Committed dataset versions of synthetic tokens, for tests and benchmarks.
 
 Shards are written exactly as the pipeline's pack stage writes them (`ShardWriter` into
-`Location.atomic_writer`s) and committed with `commit_manifest`, with every manifest field,
-size and checksum right, so `verify_version` passes. Documents have random lengths; each ends
+`Location.atomic_writer`s) and committed with `commit_manifest`, with every manifest field
+(one source, SOURCE; training shards only; the document index), size and checksum right, so
+`verify_version` passes. Documents have random lengths; each ends
 with the EOS id (vocab_size - 1). Generation is streamed in chunks: memory stays bounded whatever
 the shard size.
 """
@@ -13,14 +14,17 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 import xxhash
 
 from pipeline.core.layout import new_version_id
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import FORMAT, commit_manifest
+from pipeline.formats import documents
+from pipeline.formats.manifest import FORMAT, blend_line, commit_manifest
 from pipeline.formats.megatron import BLOCK_BYTES, ShardWriter, token_dtype
 
 CHUNK_TOKENS = 4 * 2**20
+SOURCE = "synthetic"  # the one source a synthetic version holds (format 2 names one)
 
 
 def doc_lengths(rng: np.random.Generator, tokens: int, low: int, high: int) -> np.ndarray:
@@ -96,20 +100,28 @@ def write_version(
     run_id = xxhash.xxh3_64_hexdigest(f"{name}:{seed}:{list(shard_tokens)}".encode())
     version_id = new_version_id(run_id)
     version = dataset / version_id
-    shards = []
+    shards, index = [], []
     for k, tokens in enumerate(shard_tokens):
         lengths = doc_lengths(rng, int(tokens), *doc_tokens)
-        shards.append(
-            write_shard(
-                version / f"shard-{k:05d}.bin",
-                version / f"shard-{k:05d}.idx",
-                lengths,
-                vocab_size,
-                rng,
-                block_bytes,
-            )
+        entry = write_shard(
+            version / f"shard-{k:05d}.bin",
+            version / f"shard-{k:05d}.idx",
+            lengths,
+            vocab_size,
+            rng,
+            block_bytes,
         )
+        shards.append({**entry, "source": SOURCE, "split": "train"})
+        index.append(_index_rows(f"shard-{k:05d}", lengths))
     docs = sum(s["documents"] for s in shards)
+    counts = {
+        "docs_in": docs,
+        "docs_out": docs,
+        "removed_exact": 0,
+        "removed_near": 0,
+        "quarantined": 0,
+        "tokens": sum(s["tokens"] for s in shards),
+    }
     manifest = {
         "format": FORMAT,
         "name": name,
@@ -132,22 +144,33 @@ def write_version(
             "special_tokens_in_text": "text",
             "dtype": np.dtype(token_dtype(vocab_size)).name,
         },
-        "counts": {
-            "docs_in": docs,
-            "docs_out": docs,
-            "removed_exact": 0,
-            "removed_near": 0,
-            "quarantined": 0,
-            "tokens": sum(s["tokens"] for s in shards),
-            "quarantined_by_reason": {},
-        },
+        "counts": {**counts, "quarantined_by_reason": {}},
         "lineage": _empty_lineage(dataset, run_id) if commit else {},
         "shards": shards,
+        "splits": {"train": [s["bin"] for s in shards], "valid": []},
+        "sources": {SOURCE: {**counts, "weight": 1.0}},
+        "blend": {"train": blend_line(shards, {}), "valid": ""},
         "run": {"run_id": run_id, "output_uri": dataset.uri, "synthetic": True},
     }
     if commit:
+        manifest["documents"] = documents.write_index(version, index)
         commit_manifest(version, manifest)
     return version
+
+
+def _index_rows(shard: str, lengths: np.ndarray) -> pa.Table:
+    """The document index rows (formats/documents.py) of one synthetic shard: document i of
+    shard `shard` is `<shard>-<i>`, row i of an input file named after the shard."""
+    n = len(lengths)
+    record = pa.table(
+        {
+            "doc_id": [f"{SOURCE}/{shard}-{i}" for i in range(n)],
+            "source": pa.array([f"{shard}.jsonl"] * n, pa.string()),
+            "row": pa.array(np.arange(n, dtype=np.int64)),
+            "length": pa.array(lengths.astype(np.int64)),
+        }
+    )
+    return documents.shard_rows(record, SOURCE, "train", shard)
 
 
 def _empty_lineage(dataset: Location, run_id: str) -> dict[str, str]:
