@@ -47,6 +47,7 @@ def check_claims(manifest: dict[str, Any], where: str) -> None:
     check_counts(manifest, every, where)
     check_sources(manifest, every, where)
     check_blend(manifest, where)
+    check_lineage(manifest, where)
 
 
 def check_splits(manifest: dict[str, Any], where: str) -> None:
@@ -98,6 +99,12 @@ def check_counts(manifest: dict[str, Any], shards: list[dict], where: str) -> No
         raise ManifestError(
             f"{where}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
+        )
+    by_reason = counts.get("quarantined_by_reason") or {}  # written by every run
+    if sum(by_reason.values()) != counts["quarantined"]:
+        raise ManifestError(
+            f"{where}: counts.quarantined_by_reason {by_reason} adds up to"
+            f" {sum(by_reason.values())}, counts.quarantined says {counts['quarantined']}"
         )
 
 
@@ -153,3 +160,25 @@ def check_blend(manifest: dict[str, Any], where: str) -> None:
                     f" {'source weight x ' if split == 'train' else ''}tokens give"
                     f" {want / total:.12g}"
                 )
+
+
+LINEAGE_KEYS = ("input_manifest", "input_manifest_xxh3_128", "removed", "quarantine")
+
+
+def check_lineage(manifest: dict[str, Any], where: str) -> None:
+    """`lineage` names the run's records `verify` reads (LINEAGE_KEYS, strings; removed_ids in
+    a `remove` version), each a path relative to the dataset folder that stays inside it."""
+    lineage = manifest.get("lineage")
+    if not isinstance(lineage, dict) or any(
+        not isinstance(lineage.get(k), str) for k in LINEAGE_KEYS
+    ):
+        raise ManifestError(f"{where}: lineage must name {', '.join(LINEAGE_KEYS)}")
+    for key in ("input_manifest", "removed", "quarantine", "removed_ids"):
+        path = lineage.get(key)
+        if key == "removed_ids" and not isinstance(path, str):
+            continue  # a version not written by `remove`
+        parts = path.split("/")
+        if path.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
+            raise ManifestError(
+                f"{where}: lineage.{key}: {path!r} is not a path inside the dataset folder"
+            )

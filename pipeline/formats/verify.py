@@ -104,19 +104,15 @@ def verify_lineage(version: Location, manifest: dict) -> None:
     recorded, the dedup audit holds removed_exact / removed_near rows, and the quarantine
     listing the quarantined records per reason (and, where its rows carry `origin`, per
     source). Counts edited so that they still balance fail here. Lineage paths are relative to
-    the dataset folder (the version's parent)."""
-    lineage, counts = manifest.get("lineage"), manifest["counts"]
-    keys = ("input_manifest", "input_manifest_xxh3_128", "removed", "quarantine")
-    if not isinstance(lineage, dict) or any(not isinstance(lineage.get(k), str) for k in keys):
-        raise VerifyError(f"{version.uri}: lineage must name {', '.join(keys)}")
+    the dataset folder (the version's parent); the judge (claims.check_lineage, run before)
+    checked that they name the records and stay inside it."""
+    lineage, counts = manifest["lineage"], manifest["counts"]
     dataset = Location(version.fs, version.path.rsplit("/", 1)[0])
 
     def table(key: str, columns: list[str] | None):
         """The record's `columns` that it has (all of them with None): the audit can hold
         millions of rows, and only a few of its columns are counted here."""
         path = lineage[key]
-        if path.startswith("/") or ".." in path.split("/") or "\0" in path:
-            raise VerifyError(f"{version.uri}: lineage {key} {path!r} leaves the dataset folder")
         try:
             with (dataset / path).open_read() as f:
                 parquet = pq.ParquetFile(f)

@@ -57,6 +57,12 @@ VALID = {
         "xxh3_128": "0" * 32,
         "rows": 2,
     },
+    "lineage": {
+        "input_manifest": "_work/runs/r/inputs.parquet",
+        "input_manifest_xxh3_128": "0" * 32,
+        "removed": "_work/runs/r/removed.parquet",
+        "quarantine": "_work/runs/r/quarantine.parquet",
+    },
     "future_key": {"kept": True},  # a field this version does not know passes through
 }
 
@@ -259,6 +265,13 @@ def _format_1_without_sources() -> dict:
         (edited(("sources", "web", "removed_exact"), 0), "source web: docs_in 3 != out"),
         (edited(("blend", "train"), "1 other-00000"), "blend.train does not name the train"),
         (edited(("blend", "train"), "0.5 train-00000"), "blend.train weighs train-00000 0.5,"),
+        (edited(("counts", "quarantined_by_reason"), {"bad_json": 1}),
+         "counts.quarantined_by_reason {'bad_json': 1} adds up to 1, counts.quarantined says 0"),
+        (edited(("lineage",), delete=True), "lineage must name input_manifest"),
+        (edited(("lineage", "removed"), None), "lineage must name input_manifest"),
+        (edited(("lineage", "removed"), "../../etc/x.parquet"), "lineage.removed: '../../etc"),
+        (edited(("lineage", "quarantine"), ""), "lineage.quarantine: '' is not a path inside"),
+        (edited(("lineage", "removed_ids"), "/abs/ids.parquet"), "lineage.removed_ids: '/abs"),
     ],
 )
 def test_the_judge_refuses_claims_the_fields_contradict(manifest, message):
