@@ -158,6 +158,7 @@ JUDGED = {
     ("splits", "valid", 0, "source"): ["nope"],
     ("sources",): [{}],
     ("documents", "file"): ["/etc/passwd", "../documents.parquet", "manifest.json"],
+    ("lineage", "removed"): ["../../x.parquet", "/x.parquet"],
 }
 
 

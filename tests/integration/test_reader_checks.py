@@ -163,6 +163,15 @@ JUDGED = {
     ),
     "documents deleted": (_drop("documents"), "documents is missing or null"),
     "blend weights of another mixture": (_equal_blend, r"blend\.train weighs"),
+    "lineage deleted": (_drop("lineage"), "lineage must name input_manifest"),
+    "lineage leaves the dataset": (
+        _set("lineage", "removed", value="../../elsewhere.parquet"),
+        r"lineage\.removed: '\.\./\.\./elsewhere\.parquet' is not a path inside",
+    ),
+    "quarantine reasons do not add up": (
+        _set("counts", "quarantined_by_reason", value={}),
+        r"counts\.quarantined_by_reason \{\} adds up to 0",
+    ),
 }
 
 
