@@ -13,6 +13,7 @@ and what `verify` requires of them".
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pipeline.core.storage import Location
@@ -27,6 +28,7 @@ from pipeline.formats.manifest import (
     split_shards,
 )
 
+HEX128 = re.compile(r"[0-9a-f]{32}")
 BLEND_TOLERANCE = 1e-9  # the blend line's weights are written with 12 significant digits
 
 
@@ -173,6 +175,11 @@ def check_lineage(manifest: dict[str, Any], where: str) -> None:
         not isinstance(lineage.get(k), str) for k in LINEAGE_KEYS
     ):
         raise ManifestError(f"{where}: lineage must name {', '.join(LINEAGE_KEYS)}")
+    digest = lineage["input_manifest_xxh3_128"]
+    if not HEX128.fullmatch(digest):
+        raise ManifestError(
+            f"{where}: lineage.input_manifest_xxh3_128: {digest!r} is not an xxh3-128 hex digest"
+        )
     for key in ("input_manifest", "removed", "quarantine", "removed_ids"):
         path = lineage.get(key)
         if key == "removed_ids" and not isinstance(path, str):

@@ -268,6 +268,7 @@ def _format_1_without_sources() -> dict:
         (edited(("counts", "quarantined_by_reason"), {"bad_json": 1}),
          "counts.quarantined_by_reason {'bad_json': 1} adds up to 1, counts.quarantined says 0"),
         (edited(("lineage",), delete=True), "lineage must name input_manifest"),
+        (edited(("lineage", "input_manifest_xxh3_128"), ""), "lineage.input_manifest_xxh3_128"),
         (edited(("lineage", "removed"), None), "lineage must name input_manifest"),
         (edited(("lineage", "removed"), "../../etc/x.parquet"), "lineage.removed: '../../etc"),
         (edited(("lineage", "quarantine"), ""), "lineage.quarantine: '' is not a path inside"),
