@@ -5,8 +5,9 @@ every file it names is written and verified (`commit_manifest`: an exclusive, at
 `load_manifest` accepts only what the model (`Manifest`, `check_structure`) validates, so
 every command and reader trusts the fields it reads, and refuses a broken one in one line
 (ManifestError); format 1 versions still read. What the fields claim of each other (counts,
-sources, splits, blend, lineage) is judged by formats/claims.py, for verify and the reader alike. Counts balance: documents in = out + removed
-(per rule: exact, near, curation rules, takedown) + quarantined (`documents_accounted`).
+sources, splits, blend, lineage) is judged by formats/claims.py, for verify and the reader
+alike. Counts balance: documents in = out + removed (per rule: exact, near, curation rules,
+takedown) + quarantined (`documents_accounted`).
 In full: docs/formats.md, "The manifest: manifest.json".
 """
 
