@@ -249,6 +249,8 @@ def _resolve_step_files(chain: Any, base: Path) -> None:
             for key, value in params.items() if isinstance(params, dict) else []:
                 if key.endswith("_file") and isinstance(value, str):
                     params[key] = _resolve_local(value, base)
+                elif key == "benchmarks" and isinstance(value, str):
+                    params[key] = _resolve_local(value, base)
                 elif key == "benchmarks" and isinstance(value, list):
                     params[key] = [_resolve_local(v, base) if isinstance(v, str) else v
                                    for v in value]  # fmt: skip
@@ -327,7 +329,28 @@ def load_config(
     _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
+        _check_chains(config, source)
     return config
+
+
+def _check_chains(config: Config, source: str) -> None:
+    """Each curation chain's files read and decoded, its `python` functions imported (what a
+    worker would refuse, refused before anything starts: curate/chain.check)."""
+    from pipeline.curate.chain import check
+    from pipeline.curate.user import CurationError
+
+    chains = [("curate", config.curate)]
+    if config.inputs is not None:
+        chains += [(f"inputs.{i}.curate", s.curate) for i, s in enumerate(config.inputs)]
+    elif config.input is not None:
+        chains.append(("input.curate", config.input.curate))
+    for key, chain in chains:
+        if not chain:
+            continue
+        try:
+            check(chain, key)
+        except CurationError as e:
+            raise ConfigError(f"{source}: key {e}") from None
 
 
 def _override_input(raw: dict, cwd_raw: dict, input_uri: str, source: str) -> None:

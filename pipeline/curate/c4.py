@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from itertools import islice
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +22,7 @@ from pydantic import Field
 
 from pipeline.core.model import StrictModel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, Transform, Verdicts, below, register
+from pipeline.curate.base import Filter, Transform, Verdicts, below, local_text, register
 from pipeline.curate.doc_stats import SCAN, DocStats
 
 TERMINAL = (".", "!", "?", '"', "”")
@@ -101,6 +100,11 @@ class C4(Filter):
     def files_for(cls, params: C4Params) -> list[str]:
         return [params.bad_words_file] if params.bad_words_file else []
 
+    @classmethod
+    def check(cls, params: C4Params) -> None:
+        if params.bad_words_file:
+            _word_list(params.bad_words_file)
+
     def judge(self, text: str) -> str | None:
         p: C4Params = self.params
         lower = text.lower()
@@ -160,10 +164,9 @@ def _matches(texts: pa.Array | pa.ChunkedArray, pattern: str) -> list[bool]:
 
 
 def _word_list(path: str) -> re.Pattern[str] | None:
-    """One alternation of the file's words and phrases (lower-cased, on word boundaries)."""
-    entries = [
-        line.strip().lower() for line in Path(path).read_text(encoding="utf-8").splitlines()
-    ]
+    """One alternation of the file's words and phrases (lower-cased, on word boundaries);
+    CurationError where the file cannot be read as UTF-8 text."""
+    entries = [line.strip().lower() for line in local_text(path).splitlines()]
     entries = sorted({e for e in entries if e}, key=len, reverse=True)
     if not entries:
         return None

@@ -37,9 +37,8 @@ from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     pii,
     user,
 )
-from pipeline.curate.base import REGISTRY, Rewrites, Step, Verdicts
+from pipeline.curate.base import REGISTRY, CurationError, Rewrites, Step, Verdicts
 from pipeline.curate.doc_stats import DocStats
-from pipeline.curate.user import CurationError
 
 REMOVED_SCHEMA = pa.schema(
     [("doc_id", pa.string()), ("source", pa.string()), ("row", pa.int64()),
@@ -68,6 +67,18 @@ def parse(raw: list[Any], where: str = "curate") -> list[tuple[str, dict[str, An
             raise CurationError(f"{where}[{i}].{name}: {_first_error(e)}") from None
         steps.append((name, dict(params or {})))
     return steps
+
+
+def check(raw: list[Any], where: str = "curate") -> None:
+    """What building the chain on a worker would refuse, found now (the config's load): each
+    step's files read and decoded, its `python` function imported and its signature checked
+    (Step.check). Raises CurationError naming the entry and the step."""
+    for i, (name, params) in enumerate(parse(raw, where)):
+        cls = REGISTRY[name]
+        try:
+            cls.check(cls.Params(**params))
+        except CurationError as e:
+            raise CurationError(f"{where}[{i}].{name}: {e}") from None
 
 
 def _first_error(e: Exception) -> str:
