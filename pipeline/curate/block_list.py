@@ -15,14 +15,25 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from pydantic import Field
+
 from pipeline.core.model import StrictModel
 from pipeline.curate.base import CurationError, Filter, Verdicts, local_text, register
 
 
 class BlockListParams(StrictModel):
-    field: str = "url"
-    domains_file: str | None = None
-    patterns_file: str | None = None
+    field: str = Field(
+        "url",
+        description="what is matched: 'path' (the input file) or a kept record field such as 'url'",
+    )
+    domains_file: str | None = Field(
+        None,
+        description='a UTF-8 file of domains, one a line: a URL on one of them or a subdomain is removed',
+    )
+    patterns_file: str | None = Field(
+        None,
+        description='a UTF-8 file of regular expressions, one a line, searched in the value',
+    )
 
 
 def _entries(path: str | None) -> list[str]:

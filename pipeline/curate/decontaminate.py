@@ -36,10 +36,22 @@ from pipeline.curate.base import CurationError, Filter, decoded, read_local, reg
 
 
 class DecontaminateParams(StrictModel):
-    benchmarks: tuple[str, ...] = Field(min_length=1)
-    n: int = Field(13, ge=1)
-    min_words: int = Field(8, ge=1)
-    fields: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = Field(
+        min_length=1,
+        description='benchmark files (one or a list; JSONL, Parquet or text; local or S3): a document sharing an n-gram with one of their texts is removed',
+    )
+    n: int = Field(
+        13, ge=1,
+        description="words per n-gram (GPT-3's 13)",
+    )
+    min_words: int = Field(
+        8, ge=1,
+        description='a benchmark text shorter than n but of at least this many words counts whole; shorter ones are ignored',
+    )
+    fields: tuple[str, ...] = Field(
+        (),
+        description='the JSONL keys or Parquet columns read as texts; empty: every string',
+    )
 
     @field_validator("benchmarks", mode="before")
     @classmethod

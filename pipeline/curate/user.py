@@ -26,6 +26,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
+from pydantic import Field
+
 from pipeline.core.model import StrictModel
 from pipeline.curate.base import CurationError, HookError, Rewrites, Step, Verdicts, register
 
@@ -33,8 +35,11 @@ __all__ = ["CurationError", "HookError", "UserStep", "load"]
 
 
 class UserParams(StrictModel):
-    callable: str
-    kind: Literal["filter", "transform"] = "filter"
+    callable: str = Field(description="'package.module:function' taking the batch (a pyarrow Table)")
+    kind: Literal["filter", "transform"] = Field(
+        "filter",
+        description='filter (one bool per document) or transform (one text per document)',
+    )
 
 
 def load(spec: str) -> Callable:
