@@ -247,9 +247,7 @@ def _resolve_step_files(chain: Any, base: Path) -> None:
     for step in chain if isinstance(chain, list) else []:
         for params in step.values() if isinstance(step, dict) else []:
             for key, value in params.items() if isinstance(params, dict) else []:
-                if key.endswith("_file") and isinstance(value, str):
-                    params[key] = _resolve_local(value, base)
-                elif key == "benchmarks" and isinstance(value, str):
+                if isinstance(value, str) and (key.endswith("_file") or key == "benchmarks"):
                     params[key] = _resolve_local(value, base)
                 elif key == "benchmarks" and isinstance(value, list):
                     params[key] = [_resolve_local(v, base) if isinstance(v, str) else v

@@ -144,7 +144,8 @@ _CURATE_HEAD = (
 
 
 def _curate_yaml() -> list[str]:
-    lines = ["", "# Curation steps: " + _CURATE_HEAD, "# e.g. curate: [{gopher_quality: {}}, {pii: {}}]"]
+    lines = ["", f"# Curation steps: {_CURATE_HEAD}",
+             "# e.g. curate: [{gopher_quality: {}}, {pii: {}}]"]  # fmt: skip
     for name, kind, what, params in curate_steps():
         lines.append(f"#   {name} ({kind}): {what}")
         for key, shown, meaning in params:
@@ -152,13 +153,17 @@ def _curate_yaml() -> list[str]:
     return lines
 
 
+def _shown(default: str) -> str:
+    return default if default == "(required)" else "`" + default.replace("|", "\\|") + "`"
+
+
 def _curate_section() -> list[str]:
     lines = ["## Curation steps", "", _CURATE_HEAD, ""]
     for name, kind, what, params in curate_steps():
         lines += [f"### `{name}` ({kind})", "", _cell(what), "",
                   "| parameter | default | meaning |", "|---|---|---|"]  # fmt: skip
-        lines += [f"| `{key}` | {shown if shown == '(required)' else '`' + shown.replace('|', chr(92) + '|') + '`'}"
-                  f" | {_cell(meaning)} |" for key, shown, meaning in params]  # fmt: skip
+        lines += [f"| `{key}` | {_shown(shown)} | {_cell(meaning)} |"
+                  for key, shown, meaning in params]  # fmt: skip
         lines.append("")
     return lines
 

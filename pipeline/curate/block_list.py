@@ -14,7 +14,6 @@ import re
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-
 from pydantic import Field
 
 from pipeline.core.model import StrictModel
@@ -28,7 +27,8 @@ class BlockListParams(StrictModel):
     )
     domains_file: str | None = Field(
         None,
-        description='a UTF-8 file of domains, one a line: a URL on one of them or a subdomain is removed',
+        description="a UTF-8 file of domains, one a line: a URL on one of them or a subdomain is "
+                    "removed",
     )
     patterns_file: str | None = Field(
         None,

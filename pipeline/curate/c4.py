@@ -47,7 +47,8 @@ class LinesParams(StrictModel):
     )
     terminal_punctuation: tuple[str, ...] = Field(
         TERMINAL,
-        description='a kept line ends with one of these (default: the sentence ends of every script, text.SENTENCE_ENDS, and closing quotes)',
+        description="a kept line ends with one of these (default: the sentence ends of every "
+                    "script, text.SENTENCE_ENDS, and closing quotes)",
     )
     drop_javascript: bool = Field(
         True,
@@ -108,7 +109,8 @@ class C4Params(StrictModel):
     )
     bad_words_file: str | None = Field(
         None,
-        description='a UTF-8 file of words and phrases, one a line: a document holding one (whole words, lower-cased) is removed; null: none',
+        description="a UTF-8 file of words and phrases, one a line: a document holding one (whole"
+                    " words, lower-cased) is removed; null: none",
     )
 
 

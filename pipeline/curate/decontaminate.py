@@ -38,7 +38,8 @@ from pipeline.curate.base import CurationError, Filter, decoded, read_local, reg
 class DecontaminateParams(StrictModel):
     benchmarks: tuple[str, ...] = Field(
         min_length=1,
-        description='benchmark files (one or a list; JSONL, Parquet or text; local or S3): a document sharing an n-gram with one of their texts is removed',
+        description="benchmark files (one or a list; JSONL, Parquet or text; local or S3): a "
+                    "document sharing an n-gram with one of their texts is removed",
     )
     n: int = Field(
         13, ge=1,
@@ -46,7 +47,8 @@ class DecontaminateParams(StrictModel):
     )
     min_words: int = Field(
         8, ge=1,
-        description='a benchmark text shorter than n but of at least this many words counts whole; shorter ones are ignored',
+        description="a benchmark text shorter than n but of at least this many words counts "
+                    "whole; shorter ones are ignored",
     )
     fields: tuple[str, ...] = Field(
         (),

@@ -33,7 +33,8 @@ class FineWebParams(StrictModel):
     )
     max_dup_line_chars: Fraction = Field(
         0.1,
-        description="largest share of line characters in lines repeating an earlier one (the paper's 0.1; datatrove ships 0.01)",
+        description="largest share of line characters in lines repeating an earlier one (the "
+                    "paper's 0.1; datatrove ships 0.01)",
     )
     max_short_lines: Fraction = Field(
         0.67,
@@ -49,7 +50,8 @@ class FineWebParams(StrictModel):
     )
     stop_chars: tuple[str, ...] = Field(
         STOP_CHARS,
-        description='a line ends in punctuation when it ends with one of these (default: the sentence ends of every script, text.SENTENCE_ENDS, and closing quotes)',
+        description="a line ends in punctuation when it ends with one of these (default: the "
+                    "sentence ends of every script, text.SENTENCE_ENDS, and closing quotes)",
     )
 
 

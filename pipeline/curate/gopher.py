@@ -196,14 +196,16 @@ class RepetitionParams(StrictModel):
     )
     max_dup_ngram_chars: dict[int, Fraction] = Field(
         default_factory=_dup_ngram_defaults,
-        description='n: largest share of word characters inside repeated n-grams (each counted once)',
+        description="n: largest share of word characters inside repeated n-grams (each counted "
+                    "once)",
     )
     # False: the words of a repeated n-gram's later occurrences (the first is the text, the
     # rest its repetition: as the line and paragraph rules and datatrove count); True: every
     # occurrence, the first too (about twice the share on the same text)
     dup_ngram_first_too: bool = Field(
         False,
-        description='false: a repeated n-gram counts from its second occurrence (as lines, paragraphs and datatrove); true: its first occurrence too',
+        description="false: a repeated n-gram counts from its second occurrence (as lines, "
+                    "paragraphs and datatrove); true: its first occurrence too",
     )
 
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from pydantic import Field
 
 from pipeline.core.model import StrictModel

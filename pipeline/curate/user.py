@@ -25,7 +25,6 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-
 from pydantic import Field
 
 from pipeline.core.model import StrictModel
@@ -35,7 +34,9 @@ __all__ = ["CurationError", "HookError", "UserStep", "load"]
 
 
 class UserParams(StrictModel):
-    callable: str = Field(description="'package.module:function' taking the batch (a pyarrow Table)")
+    callable: str = Field(
+        description="'package.module:function' taking the batch (a pyarrow Table)"
+    )
     kind: Literal["filter", "transform"] = Field(
         "filter",
         description='filter (one bool per document) or transform (one text per document)',

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from pipeline.config import Config
 from pipeline.core.storage import Location
 from pipeline.curate import chain
-from pipeline.exchange.sections import concat
 from pipeline.curate.user import HookError
+from pipeline.exchange.sections import concat
 from pipeline.ingest.records import docs_schema
 from pipeline.run.read_dedup_tasks import list_units, read_pieces
 from pipeline.run.results import RunError

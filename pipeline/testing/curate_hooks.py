@@ -14,7 +14,7 @@ def keep_long(batch: pa.Table) -> np.ndarray:
 
 
 def raises(batch: pa.Table) -> list[bool]:
-    raise KeyError("no column 'lang'\nsecond line of the message")
+    raise ValueError("no column 'lang'\nsecond line of the message")
 
 
 def one_value(batch: pa.Table) -> list[bool]:
