@@ -124,13 +124,15 @@ def curate_steps() -> list[tuple[str, str, str, list[tuple[str, str, str]]]]:
     for name, cls in sorted(REGISTRY.items()):
         params = []
         for key, field in cls.Params.model_fields.items():
-            shown = "(required)" if field.is_required() else _scalar(
-                _plain(field.get_default(call_default_factory=True)))  # fmt: skip
+            default = None if field.is_required() else field.get_default(
+                call_default_factory=True)  # fmt: skip
+            shown = "(required)" if field.is_required() else _scalar(_plain(default))
+            if isinstance(default, tuple) and len(default) > 20:  # characters: as they look
+                shown = f"the {len(default)} characters {' '.join(default)}"
             params.append((key, shown, field.description or ""))
         kind = getattr(cls, "kind", "") or "filter or transform"  # python: as configured
-        doc = " ".join((sys.modules[cls.__module__].__doc__ or "").split())
-        what = doc.split(". ")[0].rstrip(".") + "." if doc else ""
-        steps.append((name, kind, what, params))
+        doc = cls.__dict__.get("__doc__") or sys.modules[cls.__module__].__doc__ or ""
+        steps.append((name, kind, " ".join(doc.split("\n\n")[0].split()), params))
     return steps
 
 

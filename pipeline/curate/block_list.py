@@ -56,6 +56,8 @@ def _compiled(path: str | None) -> list[re.Pattern[str]]:
 
 @register
 class BlockList(Filter):
+    """URL and path block lists: listed domains (and subdomains) and patterns."""
+
     name = "block_list"
     Params = BlockListParams
 

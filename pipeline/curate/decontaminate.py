@@ -134,6 +134,8 @@ def _ngrams(contents: tuple[tuple[str, bytes], ...], p: DecontaminateParams):
 
 @register
 class Decontaminate(Filter):
+    """Benchmark decontamination: a word 13-gram shared with a benchmark text removes."""
+
     name = "decontaminate"
     Params = DecontaminateParams
 

@@ -57,6 +57,8 @@ class FineWebParams(StrictModel):
 
 @register
 class FineWebQuality(Filter):
+    """FineWeb's quality rules: line punctuation, duplicated lines, short lines, newlines."""
+
     name = "fineweb_quality"
     Params = FineWebParams
 

@@ -118,6 +118,8 @@ def _utf8(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 @register
 class Language(Filter):
+    """Language identification (fastText lid.176): keeps the listed languages above a score."""
+
     name = "language"
     Params = LanguageParams
     FIELDS = ("language", "language_score")

@@ -40,6 +40,8 @@ class LengthParams(StrictModel):
 
 @register
 class Length(Filter):
+    """Length bounds: words, characters, mean word length (Gopher's word bounds by default)."""
+
     name = "length"
     Params = LengthParams
 

@@ -65,6 +65,8 @@ class PiiParams(StrictModel):
 
 @register
 class Pii(Transform):
+    """PII redaction: e-mail and public IP addresses replaced by fixed placeholders."""
+
     name = "pii"
     Params = PiiParams
 

@@ -79,6 +79,8 @@ def _one_line(e: BaseException) -> str:
 
 @register
 class UserStep(Step):
+    """Your own filter or transform: a Python function over the batch."""
+
     name = "python"
     Params = UserParams
 
