@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.bench import curate as bench
 from pipeline.curate import language, lid_kernel, ngram_kernel, pii
-from pipeline.curate.gopher import DUPLICATED, TOP, NGrams
+from pipeline.curate.gopher import DUPLICATED, REPEATED, TOP, NGrams
 from pipeline.curate.language import _model, identify, model_path
 
 
@@ -32,7 +32,8 @@ def test_compiled_ngram_rules_give_the_numpy_fractions():
         grams = NGrams(random_words(rng))
         for n in range(1, 11):
             for kind, numpy_value in ((TOP, grams.top_fraction(n)),
-                                      (DUPLICATED, grams.duplicated_fraction(n))):  # fmt: skip
+                                      (DUPLICATED, grams.duplicated_fraction(n, first_too=True)),
+                                      (REPEATED, grams.duplicated_fraction(n))):  # fmt: skip
                 # bound -1: every fraction exceeds it, so the kernel returns its value
                 rule, value = ngram_kernel.first_exceeded(
                     grams.ids, grams.lengths, [(n, kind, -1.0)]
@@ -46,7 +47,11 @@ def test_compiled_ngram_rules_stop_at_the_first_rule_exceeded():
     rules = [(2, TOP, 0.9), (2, DUPLICATED, 0.5), (3, TOP, 0.0)]
     grams = NGrams(words)
     assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules) == (
-        1, grams.duplicated_fraction(2))  # fmt: skip
+        1, grams.duplicated_fraction(2, first_too=True))  # fmt: skip
+    repeats = [(2, TOP, 0.9), (2, REPEATED, 0.5), (2, REPEATED, 0.4), (3, TOP, 0.0)]
+    # the repeats of "one two" after its first occurrence: words 2..7, 18 of 33 characters
+    assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, repeats) == (1, 18 / 33)
+    assert grams.duplicated_fraction(2) == 18 / 33
     assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules[:1]) == (-1, 0.0)
 
 
@@ -73,7 +78,9 @@ def test_batched_ngram_rules_give_the_per_document_answers():
     default = [(2, TOP, 0.5), (3, TOP, 0.45), (4, TOP, 0.4)]
     default += [(n, DUPLICATED, 1.5 - n / 10) for n in range(5, 11)]
     seen = set()
-    for rules in (default, default[::-1], [(n, k, -1.0) for n in (1, 3, 2, 10) for k in (0, 1)]):
+    repeats = [(n, REPEATED if k == DUPLICATED else k, b) for n, k, b in default]
+    every = [(n, k, -1.0) for n in (1, 3, 2, 10) for k in (TOP, DUPLICATED, REPEATED)]
+    for rules in (default, default[::-1], repeats, repeats[::-1], every):
         todo = np.array([i % 5 != 0 for i in range(len(docs))])
         want = [ngram_kernel.first_exceeded(g.ids, g.lengths, rules) if t else (-1, 0.0)
                 for g, t in zip(grams, todo, strict=True)]  # fmt: skip
