@@ -59,7 +59,7 @@ def load(spec: str) -> Callable:
         raise CurationError(f"python step {spec!r}: module {module_name} has no {attr}") from None
     if not callable(fn):
         raise CurationError(f"python step {spec!r}: {attr} is not callable"
-                            f" (a {type(fn).__name__})")  # fmt: skip
+                            f" (type {type(fn).__name__})")  # fmt: skip
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin without a signature: taken as it is
