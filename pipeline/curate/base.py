@@ -136,7 +136,6 @@ def fraction(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
 
-
 def read_local(path: str) -> bytes:
     """A local file's bytes (CurationError naming it when it cannot be read)."""
     try:

@@ -67,8 +67,8 @@ def load(spec: str) -> Callable:
     try:
         signature.bind(pa.table({}))
     except TypeError as e:
-        raise CurationError(f"python step {spec!r}: {attr}{signature} cannot take the batch as"
-                            f" its one argument: {e}") from None  # fmt: skip
+        raise CurationError(f"python step {spec!r}: {attr} must take the batch as its one"
+                            f" argument ({e})") from None  # fmt: skip
     return fn
 
 

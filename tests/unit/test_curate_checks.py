@@ -41,7 +41,7 @@ def batch(*texts: str) -> pa.Table:
         ("no_such_module_here:f", "cannot import no_such_module_here: ModuleNotFoundError"),
         (f"{HOOKS}:missing", f"module {HOOKS} has no missing"),
         (f"{HOOKS}:NOT_A_FUNCTION", "NOT_A_FUNCTION is not callable"),
-        (f"{HOOKS}:two_arguments", "cannot take the batch as its one argument"),
+        (f"{HOOKS}:two_arguments", r"two_arguments must take the batch as its one argument \(miss"),
     ],
 )
 def test_a_python_step_that_cannot_run_is_refused_at_load(spec, message):
