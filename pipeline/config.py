@@ -165,6 +165,16 @@ class Config(StrictModel):
 
         return sorted({f for src in self.sources for f in files_of(self.chain_of(src))})
 
+    def content_versions(self, stage: str) -> dict[str, Any]:
+        """The curation steps' definition versions beyond the first (Step.DEFINITION), per
+        source with a chain: a definition that changed reads the units again."""
+        if stage not in ("read", "output"):
+            return {}
+        from pipeline.curate.chain import definitions
+
+        found = {src.name: definitions(self.chain_of(src)) for src in self.sources}
+        return {name: d for name, d in found.items() if d}
+
     def source_rank(self, name: str | None) -> tuple[int, SourceConfig]:
         """(rank, source) of the source called `name` (None: the first)."""
         sources = self.sources

@@ -59,6 +59,9 @@ class Step(ABC):
     kind: ClassVar[str]  # "filter" or "transform"
     Params: ClassVar[type[StrictModel]]
     FIELDS: ClassVar[tuple[str, ...]] = ()
+    # bumped when the step decides otherwise with the same parameters (a definition changed):
+    # a version above 1 is in the read key (chain.definitions), so no unit read before is reused
+    DEFINITION: ClassVar[int] = 1
 
     def __init__(self, params: StrictModel) -> None:
         self.params = params

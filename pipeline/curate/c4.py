@@ -65,6 +65,7 @@ class C4Lines(Transform):
     """C4's line cleaning: what is left of a page is its lines of running text."""
 
     name = "c4_lines"
+    DEFINITION = 2  # issue 43: sentence ends of every script
     Params = LinesParams
 
     def rewrite(self, text: str, spans: Counter) -> str:

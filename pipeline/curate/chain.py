@@ -111,6 +111,12 @@ def files_of(raw: list[dict[str, Any]]) -> list[str]:
     ]  # fmt: skip
 
 
+def definitions(raw: list[dict[str, Any]]) -> dict[str, int]:
+    """Step name -> Step.DEFINITION, for the chain's steps whose definition changed (above 1)."""
+    return {name: REGISTRY[name].DEFINITION for name, _ in parse(raw)
+            if REGISTRY[name].DEFINITION > 1}  # fmt: skip
+
+
 def added_fields(raw: list[dict[str, Any]]) -> list[str]:
     """The kept fields a chain (as configured) adds to each document, in step order."""
     return [f for name, _ in parse(raw) for f in REGISTRY[name].FIELDS]

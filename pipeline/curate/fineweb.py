@@ -60,6 +60,7 @@ class FineWebQuality(Filter):
     """FineWeb's quality rules: line punctuation, duplicated lines, short lines, newlines."""
 
     name = "fineweb_quality"
+    DEFINITION = 2  # issue 43: sentence ends of every script
     Params = FineWebParams
 
     def judge(self, text: str) -> str | None:

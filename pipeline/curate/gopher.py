@@ -82,6 +82,7 @@ class GopherQuality(Filter):
     """Gopher's quality heuristics: length, word shape, symbols, bullets, stop words."""
 
     name = "gopher_quality"
+    DEFINITION = 2  # issue 43: distinct stop words
     Params = QualityParams
 
     def judge(self, text: str) -> str | None:
@@ -214,6 +215,7 @@ class GopherRepetition(Filter):
     """Gopher's repetition removal: repeated lines, paragraphs and n-grams."""
 
     name = "gopher_repetition"
+    DEFINITION = 2  # issue 43: repeated n-grams from their second occurrence
     Params = RepetitionParams
 
     def judge(self, text: str) -> str | None:

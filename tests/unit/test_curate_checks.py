@@ -214,3 +214,17 @@ def test_config_lists_every_curation_step_with_its_parameters():
     md = config_reference.markdown()
     assert "### `gopher_repetition` (filter)" in md and "| `dup_ngram_first_too` | `false` |" in md
 
+
+
+def test_a_changed_definition_reads_the_units_again(tmp_path, monkeypatch):
+    """Units read under a step's earlier definition are not reused: its version is in the read
+    key (and the output hash); a chain of unchanged steps keeps its keys."""
+    path = _config(tmp_path, [{"gopher_quality": {}}])
+    cfg = load_config(path)
+    now = (cfg.read_key(), cfg.output_hash(), cfg.content_versions("read"))
+    monkeypatch.setattr(REGISTRY["gopher_quality"], "DEFINITION", 1)
+    before = (cfg.read_key(), cfg.output_hash(), cfg.content_versions("read"))
+    assert now[0] != before[0] and now[1] != before[1]
+    assert (now[2], before[2]) == ({"sample": {"gopher_quality": 2}}, {})
+    plain = load_config(_config(tmp_path, [{"pii": {}}]))
+    assert plain.content_versions("read") == {}
