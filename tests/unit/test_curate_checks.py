@@ -109,6 +109,7 @@ def test_block_list_files_and_patterns(tmp_path):
         ("b.jsonl", b'{"q": "x"}\n[1, 2]\n', "line 2 is not a JSON object"),
         ("b.jsonl", b"", "holds no benchmark text of 8 words or more"),
         ("b.txt", b"two words", "it would decontaminate nothing"),
+        ("b.jsonl.gz", b"not gzip", "b.jsonl.gz cannot be decompressed: Not a gzipped file"),
     ],
 )
 def test_benchmark_files_refused_at_load(tmp_path, name, content, message):
