@@ -172,3 +172,26 @@ def test_compiled_language_model_gives_fasttexts_labels_and_scores():
 @pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
 def test_language_step_uses_the_compiled_model_where_numba_runs():
     assert isinstance(getattr(language._predict(), "__self__", None), lid_kernel.Predictor)
+
+
+def test_bench_curate_compares_with_an_implementation_that_can_disagree(tmp_path, capsys,
+                                                                         monkeypatch):
+    """`restated` restates the same definitions (1.0 expected); `datatrove` is datatrove's
+    filters, where installed: lines ending in ". " (a trailing space) end in punctuation for
+    the step (lines are stripped), not for datatrove, so they disagree on that page."""
+    page = "\n".join(f"this is line number {i} of a page about rivers and mills. "
+                     for i in range(12))  # fmt: skip
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"text": page}) + "\n" + json.dumps({"text": "short"}) + "\n")
+    args = ["--input", str(corpus), "--repeat", "1", "--language-max-chars", "0"]
+    if bench.datatrove_filters() is not None:
+        figures = bench.main(args)
+        row = figures["steps"]["fineweb_quality"]
+        assert row["restated"] == 1.0 and row["datatrove"] == 0.5
+        assert row["datatrove_disagree"] == {"kept / line_punct_ratio": 1}
+        assert "disagree fineweb_quality: kept / line_punct_ratio: 1" in capsys.readouterr().out
+    monkeypatch.setattr(bench, "datatrove_filters", lambda: None)
+    figures = bench.main(args)
+    assert figures["datatrove"] is False and figures["steps"]["c4"]["datatrove"] is None
+    assert figures["steps"]["c4"]["restated"] == 1.0
+    assert "datatrove not installed" in capsys.readouterr().out
