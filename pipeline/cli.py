@@ -588,10 +588,16 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_curate_preview(args: argparse.Namespace) -> int:
     from pipeline.run.curate_preview import preview_lines
+    from pipeline.run.results import RunError
 
     cfg = _load(args)
     _check_storage(cfg, *(s.uri for s in cfg.sources))
-    print("\n".join(preview_lines(cfg, args.sample)))
+    try:
+        lines = preview_lines(cfg, args.sample)
+    except RunError as e:  # a `python` step that misbehaved: one line
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    print("\n".join(lines))
     return 0
 
 

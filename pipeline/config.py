@@ -166,6 +166,16 @@ class Config(StrictModel):
 
         return sorted({f for src in self.sources for f in files_of(self.chain_of(src))})
 
+    def content_versions(self, stage: str) -> dict[str, Any]:
+        """The curation steps' definition versions beyond the first (Step.DEFINITION), per
+        source with a chain: a definition that changed reads the units again."""
+        if stage not in ("read", "output"):
+            return {}
+        from pipeline.curate.chain import definitions
+
+        found = {src.name: definitions(self.chain_of(src)) for src in self.sources}
+        return {name: d for name, d in found.items() if d}
+
     def source_rank(self, name: str | None) -> tuple[int, SourceConfig]:
         """(rank, source) of the source called `name` (None: the first)."""
         sources = self.sources
@@ -248,7 +258,7 @@ def _resolve_step_files(chain: Any, base: Path) -> None:
     for step in chain if isinstance(chain, list) else []:
         for params in step.values() if isinstance(step, dict) else []:
             for key, value in params.items() if isinstance(params, dict) else []:
-                if key.endswith("_file") and isinstance(value, str):
+                if isinstance(value, str) and (key.endswith("_file") or key == "benchmarks"):
                     params[key] = _resolve_local(value, base)
                 elif key == "benchmarks" and isinstance(value, list):
                     params[key] = [_resolve_local(v, base) if isinstance(v, str) else v
@@ -328,7 +338,28 @@ def load_config(
     _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
+        _check_chains(config, source)
     return config
+
+
+def _check_chains(config: Config, source: str) -> None:
+    """Each curation chain's files read and decoded, its `python` functions imported (what a
+    worker would refuse, refused before anything starts: curate/chain.check)."""
+    from pipeline.curate.chain import check
+    from pipeline.curate.user import CurationError
+
+    chains = [("curate", config.curate)]
+    if config.inputs is not None:
+        chains += [(f"inputs.{i}.curate", s.curate) for i, s in enumerate(config.inputs)]
+    elif config.input is not None:
+        chains.append(("input.curate", config.input.curate))
+    for key, chain in chains:
+        if not chain:
+            continue
+        try:
+            check(chain, key)
+        except CurationError as e:
+            raise ConfigError(f"{source}: key {e}") from None
 
 
 def _override_input(raw: dict, cwd_raw: dict, input_uri: str, source: str) -> None:

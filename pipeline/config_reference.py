@@ -9,6 +9,7 @@ model met again (each retention rule, each price class) has its keys described t
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any, Union, get_args, get_origin
 
@@ -103,13 +104,70 @@ def _describe(field: FieldInfo) -> str:
 
 
 def defaults_yaml() -> str:
-    """The full default config as YAML, a comment above every key."""
+    """The full default config as YAML, a comment above every key, then the curation steps
+    (commented: the default chain is empty)."""
     head = [
         "# The full default configuration (python -m pipeline config --defaults).",
         "# Keys marked (required) show an example value; every other value is the default.",
         "# Sizes take 64MiB, 1GB or a number of bytes. Give `input:` (one source) or `inputs:`.",
     ]
-    return "\n".join(head + _yaml_lines(example_config(), "", set())) + "\n"
+    return "\n".join(head + _yaml_lines(example_config(), "", set()) + _curate_yaml()) + "\n"
+
+
+# -- curation steps (curate: and inputs[].curate: lists) --------------------------------------
+def curate_steps() -> list[tuple[str, str, str, list[tuple[str, str, str]]]]:
+    """Each registered curation step: (name, kind, what it is (its module's first sentence),
+    [(parameter, default or "(required)", meaning)])."""
+    from pipeline.curate.chain import REGISTRY
+
+    steps = []
+    for name, cls in sorted(REGISTRY.items()):
+        params = []
+        for key, field in cls.Params.model_fields.items():
+            default = None if field.is_required() else field.get_default(
+                call_default_factory=True)  # fmt: skip
+            shown = "(required)" if field.is_required() else _scalar(_plain(default))
+            if isinstance(default, tuple) and len(default) > 20:  # characters: as they look
+                shown = f"the {len(default)} characters {' '.join(default)}"
+            params.append((key, shown, field.description or ""))
+        kind = getattr(cls, "kind", "") or "filter or transform"  # python: as configured
+        doc = cls.__dict__.get("__doc__") or sys.modules[cls.__module__].__doc__ or ""
+        steps.append((name, kind, " ".join(doc.split("\n\n")[0].split()), params))
+    return steps
+
+
+_CURATE_HEAD = (
+    "A chain (`curate:`, or a source's own `inputs[].curate:`) is a list of one-key mappings,"
+    " `- step: {parameter: value}`, run in order; a parameter left out takes its default."
+    " Files are relative to the config's folder and are read, decoded and checked when the"
+    " config loads (exit 2), as are `python` steps' functions. docs/curate.md has the"
+    " definitions."
+)
+
+
+def _curate_yaml() -> list[str]:
+    lines = ["", f"# Curation steps: {_CURATE_HEAD}",
+             "# e.g. curate: [{gopher_quality: {}}, {pii: {}}]"]  # fmt: skip
+    for name, kind, what, params in curate_steps():
+        lines.append(f"#   {name} ({kind}): {what}")
+        for key, shown, meaning in params:
+            lines.append(f"#     {key}: {shown}  # {meaning}")
+    return lines
+
+
+def _shown(default: str) -> str:
+    return default if default == "(required)" else "`" + default.replace("|", "\\|") + "`"
+
+
+def _curate_section() -> list[str]:
+    lines = ["## Curation steps", "", _CURATE_HEAD, ""]
+    for name, kind, what, params in curate_steps():
+        lines += [f"### `{name}` ({kind})", "", _cell(what), "",
+                  "| parameter | default | meaning |", "|---|---|---|"]  # fmt: skip
+        lines += [f"| `{key}` | {_shown(shown)} | {_cell(meaning)} |"
+                  for key, shown, meaning in params]  # fmt: skip
+        lines.append("")
+    return lines
 
 
 # -- Markdown ----------------------------------------------------------------------------------
@@ -236,6 +294,7 @@ def markdown() -> str:
         "|---|---|---|",
         *_table_rows(cfg, "", {}),
         "",
+        *_curate_section(),
         *_formats_section(),
         *_retention_section(),
         "## Exit codes",

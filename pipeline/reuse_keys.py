@@ -185,11 +185,17 @@ def _keyed(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, 
 
 def _content_files(config: BaseModel, stage: str) -> dict[str, Any]:
     """The digests of the files a config names inside a key's value (`content_files`: e.g.
-    a curation step's word list or module); a remote file counts by its URI."""
+    a curation step's word list or module; a remote file counts by its URI), and the versions
+    of the code's definitions it names beyond the first (`content_versions`: a curation step
+    whose decisions changed); neither: nothing."""
+    data: dict[str, Any] = {}
     files = getattr(config, "content_files", lambda _stage: [])(stage)
-    if not files:
-        return {}
-    return {"content_sha256": {f: f if "://" in f else file_digest(f) for f in files}}
+    if files:
+        data["content_sha256"] = {f: f if "://" in f else file_digest(f) for f in files}
+    versions = getattr(config, "content_versions", lambda _stage: {})(stage)
+    if versions:
+        data["definitions"] = versions
+    return data
 
 
 def digest(data: Any) -> str:

@@ -1,6 +1,6 @@
 """Benchmark: the curation steps' speed (MB/s of text per core, each step alone and the whole
-chain) and their decisions against an independent implementation of the same published
-definition, on a real-text corpus.
+chain), their decisions against a restatement of the same definitions and, where datatrove is
+installed (the `bench` extra), against datatrove's filters, on a real-text corpus.
 
     python -m pipeline.bench.curate (--input PATH | --mb N) [--limit-mb N] [--repeat 3]
                                     [--language-max-chars 2000]
@@ -9,10 +9,22 @@ The chain is FineWeb's order (configs/curate-web.yaml): language, Gopher repetit
 quality, C4, FineWeb quality, PII. Each step is timed over every document (not only the ones
 the steps before it keep), on one thread, best of --repeat. The language step's word cache is
 emptied before each timed run (its rows and the chain's: a worker's first sight of the text);
-the `language (warm)` row runs it again on the text it has just read. The reference
-implementations below share no code with pipeline/curate: they restate each paper's rule the
-plain way (regex splits, Counter, per-position loops) and are compared document by document:
-the agreement is the share of documents both keep or both remove. The language step's opt-in
+the `language (warm)` row runs it again on the text it has just read.
+
+Two checks of the decisions, each the share of documents both keep or both remove:
+- `restated`: the restatements below share no code with pipeline/curate (regex splits, Counter,
+  per-position loops) but restate its definitions, so they check the implementation (the
+  compiled paths, the shared measures) and can never disagree on a definition: 1.0 is
+  expected, anything less is a bug.
+- `datatrove`: datatrove's own filters (GopherQuality, GopherRepetition, C4Quality with only
+  its document rules, FineWebQuality at the paper's duplicated-line bound 0.1), a different
+  implementation of the same papers that can disagree: its words come from a tokenizer
+  (spaCy for English, not installed here: a heavy dependency), stood in for by whitespace
+  words and sentences ending in . ! ?; it measures fractions over all characters where the
+  steps measure line or word characters, it counts a repeated n-gram greedily without
+  overlaps, and its C4 counts sentences on each line. The rows under the table count the
+  disagreements by the step's reason (the measure it removed for, or kept) and datatrove's.
+The language step's opt-in
 `max_chars` (the model reads only a prefix) is timed too, and its agreement is with the step
 at its default (the whole text up to 100,000 characters). Last line: a JSON object.
 """
@@ -30,6 +42,7 @@ import pyarrow as pa
 
 from pipeline.bench.minhash import load_texts
 from pipeline.curate import chain, language
+from pipeline.curate.text import SENTENCE_ENDS
 
 CHAIN = [
     {"language": {"languages": ["en"], "min_score": 0.65}},
@@ -71,7 +84,7 @@ def ref_gopher_quality(text: str) -> bool:
         return False
     stop = {"the", "be", "to", "of", "and", "that", "have", "with"}
     punct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~…«»“”‘’"
-    return sum(1 for w in words if w.strip(punct).lower() in stop) >= 2
+    return len(stop & {w.strip(punct).lower() for w in words}) >= 2  # two distinct ones
 
 
 def ref_gopher_repetition(text: str) -> bool:
@@ -93,12 +106,13 @@ def ref_gopher_repetition(text: str) -> bool:
             if count > 1 and count * sum(len(w) for w in gram) / total > bound:
                 return False
     for k, bound in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10), strict=True):
-        grams = Counter(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
-        marked = [False] * len(words)
+        seen, marked = set(), [False] * len(words)
         for i in range(len(words) - k + 1):
-            if grams[tuple(words[i : i + k])] > 1:
+            gram = tuple(words[i : i + k])
+            if gram in seen:  # a repeat: the occurrences after the first
                 for j in range(i, i + k):
                     marked[j] = True
+            seen.add(gram)
         if sum(len(w) for w, m in zip(words, marked, strict=True) if m) / total > bound:
             return False
     return True
@@ -115,7 +129,8 @@ def ref_fineweb(text: str) -> bool:
     lines = ref_lines(text)
     if not lines:
         return False
-    if sum(1 for x in lines if x[-1] in ".'\"!?”’") / len(lines) < 0.12:
+    ends = set(SENTENCE_ENDS) | set("'\"”’")
+    if sum(1 for x in lines if x[-1] in ends) / len(lines) < 0.12:
         return False
     _, chars = ref_dup(lines)
     if chars / sum(len(x) for x in lines) > 0.1:
@@ -132,6 +147,67 @@ REFERENCES = {
     "c4": ref_c4,
     "fineweb_quality": ref_fineweb,
 }
+
+
+# -- datatrove's filters (optional: the `bench` extra) -----------------------------------------
+def datatrove_filters() -> dict | None:
+    """step name -> datatrove filter(text) -> None (kept) or its reason; None when datatrove is
+    not installed. Its word tokenizer is replaced by whitespace words (see the docstring)."""
+    try:
+        from datatrove.data import Document
+        from datatrove.pipeline.filters import (
+            C4QualityFilter,
+            FineWebQualityFilter,
+            GopherQualityFilter,
+            GopherRepetitionFilter,
+        )
+        from datatrove.utils import word_tokenizers
+    except ImportError:
+        return None
+
+    class SplitWords(word_tokenizers.WordTokenizer):
+        def word_tokenize(self, text: str) -> list[str]:
+            return text.split()
+
+        def sent_tokenize(self, text: str) -> list[str]:
+            return [text[a:b] for a, b in self.span_tokenize(text)]
+
+        def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+            ends = [m.end() for m in re.finditer(r"[.!?]+(?=\s|$)", text)]
+            if not ends or ends[-1] < len(text.rstrip()):
+                ends.append(len(text))
+            return list(zip([0, *ends[:-1]], ends, strict=True))
+
+    split = SplitWords()
+    word_tokenizers.load_word_tokenizer = lambda language=None: split
+    filters = {
+        "gopher_quality": GopherQualityFilter(),
+        "gopher_repetition": GopherRepetitionFilter(),
+        "c4": C4QualityFilter(remove_citations=False, filter_no_terminal_punct=False,
+                              min_words_per_line=-1, max_word_length=-1,
+                              filter_javascript=False, filter_policy=False),  # fmt: skip
+        "fineweb_quality": FineWebQualityFilter(char_duplicates_ratio=0.1),
+    }
+
+    def judged(f):
+        def judge(text: str) -> str | None:
+            out = f.filter(Document(text=text, id="0"))
+            kept = out if isinstance(out, bool) else out[0]
+            return None if kept else (out[1] if isinstance(out, tuple) else "removed")
+
+        return judge
+
+    return {name: judged(f) for name, f in filters.items()}
+
+
+def _disagreements(why: list, theirs: list) -> dict[str, int]:
+    """'step reason / datatrove reason' -> documents, where one keeps and the other removes."""
+    out: Counter = Counter()
+    for ours, other in zip(why, theirs, strict=True):
+        if (ours is None) != (other is None):
+            mine = "kept" if ours is None else ours.split("=")[0]
+            out[f"{mine} / {other or 'kept'}"] += 1
+    return dict(out.most_common())
 
 
 def _timed(fn, repeat: int, cold: bool = True) -> tuple[float, object]:
@@ -151,7 +227,8 @@ def _warm_row(step, batch, mb: float, args, figures: dict) -> None:
     seconds, result = _timed(lambda: step(batch), args.repeat, cold=False)
     figures["steps"]["language (warm)"] = {"mb_s": round(mb / seconds, 2),
                                            "removed": result.removed, "changed": 0}  # fmt: skip
-    print(f"{'language (warm)':<20}{mb / seconds:9.2f}{result.removed:9d}{0:9d}{'-':>11}")
+    print(f"{'language (warm)':<20}{mb / seconds:9.2f}{result.removed:9d}{0:9d}{'-':>10}"
+          f"{'-':>11}")  # fmt: skip
 
 
 def _prefix_row(full, full_why, batch, mb: float, args, figures: dict) -> None:
@@ -166,7 +243,8 @@ def _prefix_row(full, full_why, batch, mb: float, args, figures: dict) -> None:
     name = f"language[:{chars}]"
     figures["steps"][name] = {"mb_s": round(mb / seconds, 2), "removed": result.removed,
                               "changed": 0, "agreement": agree}  # fmt: skip
-    print(f"{name:<20}{mb / seconds:9.2f}{result.removed:9d}{0:9d}{agree:11.4f}")
+    print(f"{name:<20}{mb / seconds:9.2f}{result.removed:9d}{0:9d}{agree:10.4f}{'-':>11}"
+          "  (restated: agreement with the whole text)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,22 +277,35 @@ def main(argv: list[str] | None = None) -> dict:
                       "row": list(range(len(texts))), "text": texts})  # fmt: skip
     steps = chain.build(chain.parse(CHAIN))
     rows, figures = [], {"docs": len(texts), "mb": round(mb, 2), "steps": {}}
-    print(f"{len(texts)} documents, {mb:.1f} MB, best of {args.repeat}")
-    print(f"{'step':<20}{'MB/s':>9}{'removed':>9}{'changed':>9}{'agreement':>11}")
+    others = datatrove_filters()
+    figures["datatrove"] = others is not None
+    print(f"{len(texts)} documents, {mb:.1f} MB, best of {args.repeat}"
+          f"{'' if others else '; datatrove not installed (the bench extra): no datatrove column'}")
+    print(f"{'step':<20}{'MB/s':>9}{'removed':>9}{'changed':>9}{'restated':>10}{'datatrove':>11}")
+    disagree = {}
     for step in steps:
         seconds, result = _timed(lambda s=step: s(batch), args.repeat)
         why = getattr(result, "why", None)
         removed = sum(w is not None for w in why) if why is not None else 0
         changed = getattr(result, "changed", 0)
-        agree = None
+        restated = other = None
         if step.name in REFERENCES:
             ref = [REFERENCES[step.name](t) for t in texts]
-            agree = sum((w is None) == r for w, r in zip(why, ref, strict=True)) / len(texts)
+            restated = sum((w is None) == r for w, r in zip(why, ref, strict=True)) / len(texts)
+        if others and step.name in others:
+            theirs = [others[step.name](t) for t in texts]
+            other = sum((w is None) == (o is None) for w, o in zip(why, theirs, strict=True))
+            other /= len(texts)
+            disagree[step.name] = _disagreements(why, theirs)
         figures["steps"][step.name] = {"mb_s": round(mb / seconds, 2), "removed": removed,
-                                       "changed": changed, "agreement": agree}  # fmt: skip
+                                       "changed": changed, "restated": restated,
+                                       "datatrove": other}  # fmt: skip
+        if step.name in disagree:
+            figures["steps"][step.name]["datatrove_disagree"] = disagree[step.name]
         rows.append(step.name)
-        shown = "-" if agree is None else f"{agree:.4f}"
-        print(f"{step.name:<20}{mb / seconds:9.2f}{removed:9d}{changed:9d}{shown:>11}")
+        shown = ["-" if v is None else f"{v:.4f}" for v in (restated, other)]
+        print(f"{step.name:<20}{mb / seconds:9.2f}{removed:9d}{changed:9d}{shown[0]:>10}"
+              f"{shown[1]:>11}")  # fmt: skip
         if step.name == "language":
             _warm_row(step, batch, mb, args, figures)
         if step.name == "language" and args.language_max_chars:
@@ -224,6 +315,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "removed_by_rule": dict(outcome.removed_by_rule)}  # fmt: skip
     print(f"{'chain (in order)':<20}{mb / seconds:9.2f}  kept {outcome.kept.num_rows},"
           f" removed {dict(outcome.removed_by_rule)}")
+    for name, counts in disagree.items():  # step's reason / datatrove's, where they differ
+        shown = ", ".join(f"{k}: {v}" for k, v in list(counts.items())[:6]) or "none"
+        print(f"disagree {name}: {shown}")
     print(json.dumps(figures))
     return figures
 

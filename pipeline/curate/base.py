@@ -20,6 +20,14 @@ import pyarrow as pa
 from pipeline.core.model import StrictModel
 
 
+class CurationError(ValueError):
+    """A step cannot run or returned what it may not (names the step)."""
+
+
+class HookError(CurationError):
+    """A `python` step's function raised or returned what it may not, during the run."""
+
+
 @dataclass
 class Verdicts:
     """A filter's decision per document: None keeps it, a string is why it is removed;
@@ -51,6 +59,9 @@ class Step(ABC):
     kind: ClassVar[str]  # "filter" or "transform"
     Params: ClassVar[type[StrictModel]]
     FIELDS: ClassVar[tuple[str, ...]] = ()
+    # bumped when the step decides otherwise with the same parameters (a definition changed):
+    # a version above 1 is in the read key (chain.definitions), so no unit read before is reused
+    DEFINITION: ClassVar[int] = 1
 
     def __init__(self, params: StrictModel) -> None:
         self.params = params
@@ -63,6 +74,15 @@ class Step(ABC):
 
     def files(self) -> list[str]:
         return self.files_for(self.params)
+
+    @classmethod
+    def check(cls, params: StrictModel) -> None:
+        """Refuse, when the config loads, what building the step would refuse on a worker
+        (CurationError, one line): by default each local file of files_for is read. Steps that
+        decode their files override it. A remote file (s3://) is read by the workers."""
+        for path in cls.files_for(params):
+            if "://" not in path or path.startswith("file://"):
+                read_local(path)
 
 
 class Filter(Step):
@@ -118,3 +138,27 @@ def first(*reasons: str | None) -> str | None:
 def fraction(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
+
+def read_local(path: str) -> bytes:
+    """A local file's bytes (CurationError naming it when it cannot be read)."""
+    try:
+        with open(path.removeprefix("file://"), "rb") as f:
+            return f.read()
+    except IsADirectoryError:
+        raise CurationError(f"{path} is a folder, not a file") from None
+    except OSError as e:
+        raise CurationError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def decoded(path: str, data: bytes) -> str:
+    """`data` (the content of `path`) as UTF-8 text (CurationError where it is not)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CurationError(f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset"
+                            f" {e.start}): save it as UTF-8") from None  # fmt: skip
+
+
+def local_text(path: str) -> str:
+    """A local file read as UTF-8 text (CurationError naming it otherwise)."""
+    return decoded(path, read_local(path))

@@ -11,37 +11,65 @@ with `#` are comments. Contract: as curate/base.py; the list files' content is i
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyarrow as pa
+from pydantic import Field
 
 from pipeline.core.model import StrictModel
-from pipeline.curate.base import Filter, Verdicts, register
+from pipeline.curate.base import CurationError, Filter, Verdicts, local_text, register
 
 
 class BlockListParams(StrictModel):
-    field: str = "url"
-    domains_file: str | None = None
-    patterns_file: str | None = None
+    field: str = Field(
+        "url",
+        description="what is matched: 'path' (the input file) or a kept record field such as 'url'",
+    )
+    domains_file: str | None = Field(
+        None,
+        description="a UTF-8 file of domains, one a line: a URL on one of them or a subdomain is "
+                    "removed",
+    )
+    patterns_file: str | None = Field(
+        None,
+        description='a UTF-8 file of regular expressions, one a line, searched in the value',
+    )
 
 
 def _entries(path: str | None) -> list[str]:
     if path is None:
         return []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = local_text(path).splitlines()
     return [s for line in lines if (s := line.strip()) and not s.startswith("#")]
+
+
+def _compiled(path: str | None) -> list[re.Pattern[str]]:
+    patterns = []
+    for pattern in _entries(path):
+        try:
+            patterns.append(re.compile(pattern))
+        except re.error as e:
+            raise CurationError(f"{path}: pattern {pattern!r} is not a regular expression:"
+                                f" {e}") from None  # fmt: skip
+    return patterns
 
 
 @register
 class BlockList(Filter):
+    """URL and path block lists: listed domains (and subdomains) and patterns."""
+
     name = "block_list"
     Params = BlockListParams
 
     def __init__(self, params: BlockListParams) -> None:
         super().__init__(params)
         self._domains = {d.lower().lstrip(".") for d in _entries(params.domains_file)}
-        self._patterns = [re.compile(p) for p in _entries(params.patterns_file)]
+        self._patterns = _compiled(params.patterns_file)
+
+    @classmethod
+    def check(cls, params: BlockListParams) -> None:
+        _entries(params.domains_file)
+        _compiled(params.patterns_file)
 
     @classmethod
     def files_for(cls, params: BlockListParams) -> list[str]:

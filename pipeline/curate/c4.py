@@ -1,7 +1,8 @@
 """C4's rules (Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified
 Text-to-Text Transformer", section 2.2): a line cleaner and a document filter.
 
-`c4_lines` (transform) keeps only the lines that end in terminal punctuation, hold at least
+`c4_lines` (transform) keeps only the lines that end in terminal punctuation (a sentence end
+of any script, text.SENTENCE_ENDS, or a closing quote), hold at least
 three words, and mention neither "javascript" nor a cookie or policy notice; it counts the lines
 it drops by rule. `c4` (filter) removes a document with "lorem ipsum", a curly bracket, a word
 of the bad-word list (a file: one word or phrase a line, matched lower-case on word
@@ -15,7 +16,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from itertools import islice
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,10 +23,12 @@ from pydantic import Field
 
 from pipeline.core.model import StrictModel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, Transform, Verdicts, below, register
+from pipeline.curate.base import Filter, Transform, Verdicts, below, local_text, register
 from pipeline.curate.doc_stats import SCAN, DocStats
 
-TERMINAL = (".", "!", "?", '"', "”")
+# C4's . ! ? and closing quote, with the sentence ends of every script (text.SENTENCE_ENDS:
+# Unicode's Sentence_Terminal and the full stops it leaves out, e.g. । ۔ 。)
+TERMINAL = (*t.SENTENCE_ENDS, '"', "”")
 POLICY = (
     "terms of use",
     "privacy policy",
@@ -39,10 +41,23 @@ _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
 
 
 class LinesParams(StrictModel):
-    min_words_per_line: int = Field(3, ge=0)
-    terminal_punctuation: tuple[str, ...] = TERMINAL
-    drop_javascript: bool = True
-    policy_phrases: tuple[str, ...] = POLICY
+    min_words_per_line: int = Field(
+        3, ge=0,
+        description='fewest words a kept line holds',
+    )
+    terminal_punctuation: tuple[str, ...] = Field(
+        TERMINAL,
+        description="a kept line ends with one of these (default: the sentence ends of every "
+                    "script, text.SENTENCE_ENDS, and closing quotes)",
+    )
+    drop_javascript: bool = Field(
+        True,
+        description="drop lines mentioning 'javascript'",
+    )
+    policy_phrases: tuple[str, ...] = Field(
+        POLICY,
+        description='drop lines holding one of these (lower-cased)',
+    )
 
 
 @register
@@ -50,6 +65,7 @@ class C4Lines(Transform):
     """C4's line cleaning: what is left of a page is its lines of running text."""
 
     name = "c4_lines"
+    DEFINITION = 2  # issue 43: sentence ends of every script
     Params = LinesParams
 
     def rewrite(self, text: str, spans: Counter) -> str:
@@ -80,10 +96,23 @@ class C4Lines(Transform):
 
 
 class C4Params(StrictModel):
-    min_sentences: int = Field(5, ge=0)
-    drop_lorem_ipsum: bool = True
-    drop_curly_bracket: bool = True
-    bad_words_file: str | None = None
+    min_sentences: int = Field(
+        5, ge=0,
+        description='fewest sentences (runs of . ! ? followed by whitespace or the end)',
+    )
+    drop_lorem_ipsum: bool = Field(
+        True,
+        description="remove documents holding 'lorem ipsum'",
+    )
+    drop_curly_bracket: bool = Field(
+        True,
+        description="remove documents holding '{'",
+    )
+    bad_words_file: str | None = Field(
+        None,
+        description="a UTF-8 file of words and phrases, one a line: a document holding one (whole"
+                    " words, lower-cased) is removed; null: none",
+    )
 
 
 @register
@@ -100,6 +129,11 @@ class C4(Filter):
     @classmethod
     def files_for(cls, params: C4Params) -> list[str]:
         return [params.bad_words_file] if params.bad_words_file else []
+
+    @classmethod
+    def check(cls, params: C4Params) -> None:
+        if params.bad_words_file:
+            _word_list(params.bad_words_file)
 
     def judge(self, text: str) -> str | None:
         p: C4Params = self.params
@@ -160,10 +194,9 @@ def _matches(texts: pa.Array | pa.ChunkedArray, pattern: str) -> list[bool]:
 
 
 def _word_list(path: str) -> re.Pattern[str] | None:
-    """One alternation of the file's words and phrases (lower-cased, on word boundaries)."""
-    entries = [
-        line.strip().lower() for line in Path(path).read_text(encoding="utf-8").splitlines()
-    ]
+    """One alternation of the file's words and phrases (lower-cased, on word boundaries);
+    CurationError where the file cannot be read as UTF-8 text."""
+    entries = [line.strip().lower() for line in local_text(path).splitlines()]
     entries = sorted({e for e in entries if e}, key=len, reverse=True)
     if not entries:
         return None

@@ -37,9 +37,8 @@ from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     pii,
     user,
 )
-from pipeline.curate.base import REGISTRY, Rewrites, Step, Verdicts
+from pipeline.curate.base import REGISTRY, CurationError, Rewrites, Step, Verdicts
 from pipeline.curate.doc_stats import DocStats
-from pipeline.curate.user import CurationError
 
 REMOVED_SCHEMA = pa.schema(
     [("doc_id", pa.string()), ("source", pa.string()), ("row", pa.int64()),
@@ -70,6 +69,18 @@ def parse(raw: list[Any], where: str = "curate") -> list[tuple[str, dict[str, An
     return steps
 
 
+def check(raw: list[Any], where: str = "curate") -> None:
+    """What building the chain on a worker would refuse, found now (the config's load): each
+    step's files read and decoded, its `python` function imported and its signature checked
+    (Step.check). Raises CurationError naming the entry and the step."""
+    for i, (name, params) in enumerate(parse(raw, where)):
+        cls = REGISTRY[name]
+        try:
+            cls.check(cls.Params(**params))
+        except CurationError as e:
+            raise CurationError(f"{where}[{i}].{name}: {e}") from None
+
+
 def _first_error(e: Exception) -> str:
     if isinstance(e, ValidationError):
         err = e.errors()[0]
@@ -98,6 +109,12 @@ def files_of(raw: list[dict[str, Any]]) -> list[str]:
         f for name, params in parse(raw) for f in REGISTRY[name].files_for(
             REGISTRY[name].Params(**params))
     ]  # fmt: skip
+
+
+def definitions(raw: list[dict[str, Any]]) -> dict[str, int]:
+    """Step name -> Step.DEFINITION, for the chain's steps whose definition changed (above 1)."""
+    return {name: REGISTRY[name].DEFINITION for name, _ in parse(raw)
+            if REGISTRY[name].DEFINITION > 1}  # fmt: skip
 
 
 def added_fields(raw: list[dict[str, Any]]) -> list[str]:

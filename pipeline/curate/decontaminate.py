@@ -9,7 +9,10 @@ shorter texts (one-word answers) are ignored, or every document would match. Ben
 are JSON Lines (every string value of each record is a text; `fields` picks some), Parquet
 (every string column, or `fields`) or plain text (one text a file), local or on S3 (the run's
 storage settings), optionally gzip/zstd compressed; they are read once per worker process, as
-sets of 64-bit n-gram hashes.
+sets of 64-bit n-gram hashes. `benchmarks` is one file or a list of them. A file that cannot
+be read or decoded (not UTF-8, a JSON line that is not an object, a broken Parquet file), or
+that holds no text of `min_words` words or more (an empty file: it would remove nothing), is
+refused when the config loads (local files; remote ones when a worker reads them).
 Contract: as curate/base.py; the benchmark files' content is in the reuse key.
 """
 
@@ -25,18 +28,37 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 import zstandard
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline.core.model import StrictModel
 from pipeline.curate import text as t
-from pipeline.curate.base import Filter, register
+from pipeline.curate.base import CurationError, Filter, decoded, read_local, register
 
 
 class DecontaminateParams(StrictModel):
-    benchmarks: tuple[str, ...] = Field(min_length=1)
-    n: int = Field(13, ge=1)
-    min_words: int = Field(8, ge=1)
-    fields: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = Field(
+        min_length=1,
+        description="benchmark files (one or a list; JSONL, Parquet or text; local or S3): a "
+                    "document sharing an n-gram with one of their texts is removed",
+    )
+    n: int = Field(
+        13, ge=1,
+        description="words per n-gram (GPT-3's 13)",
+    )
+    min_words: int = Field(
+        8, ge=1,
+        description="a benchmark text shorter than n but of at least this many words counts "
+                    "whole; shorter ones are ignored",
+    )
+    fields: tuple[str, ...] = Field(
+        (),
+        description='the JSONL keys or Parquet columns read as texts; empty: every string',
+    )
+
+    @field_validator("benchmarks", mode="before")
+    @classmethod
+    def _one_or_more(cls, value):
+        return (value,) if isinstance(value, str) else value
 
 
 def _words(text: str) -> list[str]:
@@ -51,26 +73,39 @@ def ngram_hashes(words: list[str], n: int) -> Iterator[tuple[int, int]]:
 
 def benchmark_texts(name: str, data: bytes, fields: tuple[str, ...]) -> Iterator[str]:
     lower = name.lower()
-    if lower.endswith(".gz"):
-        data, lower = gzip.decompress(data), lower[:-3]
-    elif lower.endswith(".zst"):
-        data, lower = zstandard.ZstdDecompressor().decompressobj().decompress(data), lower[:-4]
+    try:
+        if lower.endswith(".gz"):
+            data, lower = gzip.decompress(data), lower[:-3]
+        elif lower.endswith(".zst"):
+            data, lower = zstandard.ZstdDecompressor().decompressobj().decompress(data), lower[:-4]
+    except (OSError, EOFError, zstandard.ZstdError) as e:
+        raise CurationError(f"{name} cannot be decompressed: {e}") from None
     if lower.endswith(".parquet"):
-        table = pq.read_table(io.BytesIO(data))
+        try:
+            table = pq.read_table(io.BytesIO(data))
+        except (pa.ArrowException, OSError) as e:
+            raise CurationError(f"{name} is not a readable Parquet file: {e}") from None
         for column in fields or table.column_names:
+            if column not in table.column_names:
+                continue
             if pa.types.is_string(table.schema.field(column).type) or pa.types.is_large_string(
                 table.schema.field(column).type
             ):
                 yield from (v for v in table[column].to_pylist() if v)
     elif lower.endswith((".jsonl", ".json", ".ndjson")):
-        for line in data.decode("utf-8").splitlines():
+        for number, line in enumerate(decoded(name, data).splitlines(), 1):
             if line.strip():
-                record = json.loads(line)
+                try:
+                    record = json.loads(line)
+                except ValueError as e:
+                    raise CurationError(f"{name}: line {number} is not JSON: {e}") from None
+                if not isinstance(record, dict):
+                    raise CurationError(f"{name}: line {number} is not a JSON object")
                 for key, value in record.items():
                     if isinstance(value, str) and (not fields or key in fields):
                         yield value
     else:
-        yield data.decode("utf-8")
+        yield decoded(name, data)
 
 
 @functools.lru_cache(maxsize=4)
@@ -79,6 +114,7 @@ def _ngrams(contents: tuple[tuple[str, bytes], ...], p: DecontaminateParams):
     length)."""
     found: dict[int, set[int]] = {p.n: set()}
     for name, data in contents:
+        texts = 0
         for text in benchmark_texts(name, data, p.fields):
             words = _words(text)
             if len(words) >= p.n:
@@ -87,24 +123,44 @@ def _ngrams(contents: tuple[tuple[str, bytes], ...], p: DecontaminateParams):
                 found.setdefault(len(words), set()).update(
                     h for _, h in ngram_hashes(words, len(words))
                 )
+            else:
+                continue
+            texts += 1
+        if not texts:
+            raise CurationError(
+                f"{name} holds no benchmark text of {min(p.min_words, p.n)} words or more"
+                f"{' in the fields ' + ', '.join(p.fields) if p.fields else ''}: it would"
+                " decontaminate nothing"
+            )
     return {k: frozenset(v) for k, v in found.items()}
 
 
 @register
 class Decontaminate(Filter):
+    """Benchmark decontamination: a word 13-gram shared with a benchmark text removes."""
+
     name = "decontaminate"
     Params = DecontaminateParams
 
     def __init__(self, params: DecontaminateParams, read=None) -> None:
         """`read(uri) -> bytes` reads a benchmark file (the run's storage layer)."""
         super().__init__(params)
-        read = read or _read_local
+        read = read or read_local
         contents = tuple((uri, read(uri)) for uri in params.benchmarks)
         self._grams = _ngrams(contents, params)
 
     @classmethod
     def files_for(cls, params: DecontaminateParams) -> list[str]:
         return list(params.benchmarks)
+
+    @classmethod
+    def check(cls, params: DecontaminateParams) -> None:
+        local = tuple(
+            (uri, read_local(uri)) for uri in params.benchmarks if "://" not in uri
+            or uri.startswith("file://")
+        )  # fmt: skip
+        if local:  # not cached: the driver holds no benchmark for the run
+            _ngrams.__wrapped__(local, params)
 
     def judge(self, text: str) -> str | None:
         words = _words(text)
@@ -113,8 +169,3 @@ class Decontaminate(Filter):
                 if h in grams:
                     return f"benchmark_{n}gram at word {i}"
         return None
-
-
-def _read_local(uri: str) -> bytes:
-    with open(uri.removeprefix("file://"), "rb") as f:
-        return f.read()

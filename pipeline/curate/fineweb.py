@@ -1,7 +1,8 @@
 """FineWeb's quality filter (Penedo et al. 2024, "The FineWeb Datasets: Decanting the Web for
 the Finest Text Data at Scale", section 3.3's custom filters), and datatrove's newline rule.
 
-A document is removed when the share of its lines ending in terminal punctuation is under 0.12,
+A document is removed when the share of its lines ending in terminal punctuation (a sentence
+end of any script, text.SENTENCE_ENDS, or a closing quote) is under 0.12,
 the share of its line characters in lines that repeat an earlier line is over 0.1 (the paper's
 value; datatrove ships 0.01), the share of lines of at most 30 characters is over 0.67, or it
 has more than 0.3 newlines per word. Lines and words as curate/text.py measures them.
@@ -20,21 +21,46 @@ from pipeline.curate import text as t
 from pipeline.curate.base import Filter, Verdicts, above, below, fraction, register
 from pipeline.curate.doc_stats import LINES, SCAN, DocStats
 
-STOP_CHARS = (".", "'", '"', "!", "?", "”", "’")
+# a line "ends in punctuation" when it ends in a sentence end of any script (text.SENTENCE_ENDS:
+# Unicode's Sentence_Terminal and the full stops it leaves out, e.g. । ۔ 。) or a closing quote
+STOP_CHARS = ("'", '"', "”", "’", *t.SENTENCE_ENDS)
 
 
 class FineWebParams(StrictModel):
-    min_punct_lines: Fraction = 0.12
-    max_dup_line_chars: Fraction = 0.1
-    max_short_lines: Fraction = 0.67
-    short_line_chars: int = Field(30, ge=0)
-    max_newlines_per_word: float = Field(0.3, ge=0)
-    stop_chars: tuple[str, ...] = STOP_CHARS
+    min_punct_lines: Fraction = Field(
+        0.12,
+        description='smallest share of lines ending in stop_chars',
+    )
+    max_dup_line_chars: Fraction = Field(
+        0.1,
+        description="largest share of line characters in lines repeating an earlier one (the "
+                    "paper's 0.1; datatrove ships 0.01)",
+    )
+    max_short_lines: Fraction = Field(
+        0.67,
+        description='largest share of lines of at most short_line_chars characters',
+    )
+    short_line_chars: int = Field(
+        30, ge=0,
+        description="a short line's most characters",
+    )
+    max_newlines_per_word: float = Field(
+        0.3, ge=0,
+        description="most newlines per word (datatrove's rule)",
+    )
+    stop_chars: tuple[str, ...] = Field(
+        STOP_CHARS,
+        description="a line ends in punctuation when it ends with one of these (default: the "
+                    "sentence ends of every script, text.SENTENCE_ENDS, and closing quotes)",
+    )
 
 
 @register
 class FineWebQuality(Filter):
+    """FineWeb's quality rules: line punctuation, duplicated lines, short lines, newlines."""
+
     name = "fineweb_quality"
+    DEFINITION = 2  # issue 43: sentence ends of every script
     Params = FineWebParams
 
     def judge(self, text: str) -> str | None:

@@ -4,6 +4,9 @@ Analysis & Insights from Training Gopher", appendix A.1.1), with the paper's thr
 Words, lines and paragraphs as curate/text.py measures them. Character fractions of lines and
 paragraphs are of the characters of all lines (or paragraphs); n-gram fractions are of the
 characters of all words, each character counted once however many repeated n-grams cover it.
+A repeated line, paragraph or 5…10-gram counts from its second occurrence: the first is the
+text, the rest its repetition (as datatrove counts; the paper does not say). Counting the
+first too roughly doubles the share (`dup_ngram_first_too: true`, the n-gram rules only).
 Contract: `judge` returns the first rule the document breaks, in the order the parameters are
 listed, as `measure=value > bound`; a document within every bound is kept.
 """
@@ -28,17 +31,50 @@ ELLIPSES = ("...", "…")
 
 
 class QualityParams(StrictModel):
-    min_words: int = Field(50, ge=0)
-    max_words: int = Field(100_000, ge=1)
-    min_mean_word_length: float = Field(3.0, ge=0)
-    max_mean_word_length: float = Field(10.0, gt=0)
-    max_hash_word_ratio: float = Field(0.1, ge=0)  # "#" per word
-    max_ellipsis_word_ratio: float = Field(0.1, ge=0)  # "..." or "…" per word
-    max_bullet_lines: Fraction = 0.9  # share of lines starting with a bullet
-    max_ellipsis_lines: Fraction = 0.3  # share of lines ending with an ellipsis
-    min_alpha_words: Fraction = 0.8  # share of words holding an alphabetic character
-    min_stop_words: int = Field(2, ge=0)  # occurrences of STOP_WORDS
-    stop_words: tuple[str, ...] = STOP_WORDS
+    min_words: int = Field(
+        50, ge=0,
+        description='fewest words',
+    )
+    max_words: int = Field(
+        100_000, ge=1,
+        description='most words',
+    )
+    min_mean_word_length: float = Field(
+        3.0, ge=0,
+        description='shortest mean word length (characters)',
+    )
+    max_mean_word_length: float = Field(
+        10.0, gt=0,
+        description='longest mean word length (characters)',
+    )
+    max_hash_word_ratio: float = Field(
+        0.1, ge=0,
+        description="most '#' per word",
+    )
+    max_ellipsis_word_ratio: float = Field(
+        0.1, ge=0,
+        description="most ellipses ('...' or '…') per word",
+    )
+    max_bullet_lines: Fraction = Field(
+        0.9,
+        description='largest share of lines starting with a bullet (•-*‣◦▪●)',
+    )
+    max_ellipsis_lines: Fraction = Field(
+        0.3,
+        description='largest share of lines ending with an ellipsis',
+    )
+    min_alpha_words: Fraction = Field(
+        0.8,
+        description='smallest share of words holding an alphabetic character',
+    )
+    min_stop_words: int = Field(
+        2, ge=0,
+        description="fewest distinct words of stop_words present (the paper's 'at least two of')",
+    )
+    stop_words: tuple[str, ...] = Field(
+        STOP_WORDS,
+        description='the stop words (matched lower-cased, punctuation stripped)',
+    )
 
 
 @register
@@ -46,6 +82,7 @@ class GopherQuality(Filter):
     """Gopher's quality heuristics: length, word shape, symbols, bullets, stop words."""
 
     name = "gopher_quality"
+    DEFINITION = 2  # issue 43: distinct stop words
     Params = QualityParams
 
     def judge(self, text: str) -> str | None:
@@ -68,9 +105,10 @@ class GopherQuality(Filter):
             alpha = sum(compress(counts.values(), map(str.isalpha, counts)))  # letters only
             mixed = filterfalse(str.isalpha, counts)
             alpha += sum(counts[w] for w in mixed if any(map(str.isalpha, w)))
+            # distinct stop words: the paper asks for "at least two of" the eight words, so one
+            # of them said twice ("To ... to") is one
             stop = frozenset(self.params.stop_words)
-            bare = map(stop.__contains__, t.bare_words(counts))
-            return alpha, sum(compress(counts.values(), bare))
+            return alpha, len(stop.intersection(t.bare_words(counts)))
 
         return self._decide(len(words), shape, classes)
 
@@ -137,12 +175,39 @@ def _dup_ngram_defaults() -> dict[int, float]:
 
 
 class RepetitionParams(StrictModel):
-    max_dup_lines: Fraction = 0.30  # share of lines that repeat an earlier line
-    max_dup_paragraphs: Fraction = 0.30
-    max_dup_line_chars: Fraction = 0.20  # share of line characters in repeated lines
-    max_dup_paragraph_chars: Fraction = 0.20
-    max_top_ngram_chars: dict[int, Fraction] = Field(default_factory=_top_ngram_defaults)
-    max_dup_ngram_chars: dict[int, Fraction] = Field(default_factory=_dup_ngram_defaults)
+    max_dup_lines: Fraction = Field(
+        0.30,
+        description='largest share of lines repeating an earlier line',
+    )
+    max_dup_paragraphs: Fraction = Field(
+        0.30,
+        description='largest share of paragraphs repeating an earlier paragraph',
+    )
+    max_dup_line_chars: Fraction = Field(
+        0.20,
+        description='largest share of line characters in lines repeating an earlier one',
+    )
+    max_dup_paragraph_chars: Fraction = Field(
+        0.20,
+        description='largest share of paragraph characters in repeated paragraphs',
+    )
+    max_top_ngram_chars: dict[int, Fraction] = Field(
+        default_factory=_top_ngram_defaults,
+        description='n: largest share of word characters in the most frequent n-gram',
+    )
+    max_dup_ngram_chars: dict[int, Fraction] = Field(
+        default_factory=_dup_ngram_defaults,
+        description="n: largest share of word characters inside repeated n-grams (each counted "
+                    "once)",
+    )
+    # False: the words of a repeated n-gram's later occurrences (the first is the text, the
+    # rest its repetition: as the line and paragraph rules and datatrove count); True: every
+    # occurrence, the first too (about twice the share on the same text)
+    dup_ngram_first_too: bool = Field(
+        False,
+        description="false: a repeated n-gram counts from its second occurrence (as lines, "
+                    "paragraphs and datatrove); true: its first occurrence too",
+    )
 
 
 @register
@@ -150,6 +215,7 @@ class GopherRepetition(Filter):
     """Gopher's repetition removal: repeated lines, paragraphs and n-grams."""
 
     name = "gopher_repetition"
+    DEFINITION = 2  # issue 43: repeated n-grams from their second occurrence
     Params = RepetitionParams
 
     def judge(self, text: str) -> str | None:
@@ -183,7 +249,8 @@ class GopherRepetition(Filter):
     def _rules(self) -> list[tuple[int, int, float]]:
         p: RepetitionParams = self.params
         rules = [(n, TOP, bound) for n, bound in sorted(p.max_top_ngram_chars.items())]
-        return rules + [(n, DUPLICATED, b) for n, b in sorted(p.max_dup_ngram_chars.items())]
+        kind = DUPLICATED if p.dup_ngram_first_too else REPEATED
+        return rules + [(n, kind, b) for n, b in sorted(p.max_dup_ngram_chars.items())]
 
     def needs(self) -> list[tuple] | None:
         """What `decide` reads from a DocStats (None: judge reads the text, where numba is
@@ -223,7 +290,9 @@ class GopherRepetition(Filter):
         return self.decide(DocStats(batch["text"]))
 
 
-TOP, DUPLICATED = 0, 1  # n-gram rules: the most frequent one's characters, or all repeated
+# n-gram rules: the most frequent one's characters; the characters of every occurrence of a
+# repeated n-gram (DUPLICATED), or of its occurrences after the first (REPEATED)
+TOP, DUPLICATED, REPEATED = 0, 1, 2
 
 
 class NGrams:
@@ -250,7 +319,8 @@ class NGrams:
         if ngram_kernel.available():
             return ngram_kernel.first_exceeded(self.ids, self.lengths, rules)
         for r, (n, kind, bound) in enumerate(rules):
-            value = self.top_fraction(n) if kind == TOP else self.duplicated_fraction(n)
+            value = self.top_fraction(n) if kind == TOP else self.duplicated_fraction(
+                n, first_too=kind == DUPLICATED)
             if value > bound:
                 return r, value
         return -1, 0.0
@@ -281,19 +351,21 @@ class NGrams:
         at = int(np.argmax(h == ordered[starts[best]]))
         return float(counts[best] * self.lengths[at : at + n].sum()) / self.total
 
-    def duplicated_fraction(self, n: int) -> float:
-        """Word characters inside any n-gram that occurs more than once, each counted once."""
+    def duplicated_fraction(self, n: int, first_too: bool = False) -> float:
+        """Word characters inside an occurrence of an n-gram after its first one (first_too:
+        inside any occurrence of an n-gram that occurs more than once), each counted once."""
         if len(self.ids) < n or not self.total:
             return 0.0
         h = self._hashes(n)
-        order = np.argsort(h)
+        order = np.argsort(h, kind="stable")  # equal hashes in text order: the first is first
         ordered = h[order]
         same = ordered[1:] == ordered[:-1]
         if not same.any():
             return 0.0
         repeated = np.zeros(len(h), bool)
         repeated[order[1:][same]] = True
-        repeated[order[:-1][same]] = True
+        if first_too:
+            repeated[order[:-1][same]] = True
         starts = np.flatnonzero(repeated)
         opened = np.zeros(len(self.ids) + 1, np.int64)
         closed = np.zeros(len(self.ids) + 1, np.int64)

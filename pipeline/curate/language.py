@@ -30,9 +30,18 @@ if TYPE_CHECKING:
 
 
 class LanguageParams(StrictModel):
-    languages: tuple[str, ...] = ("en",)
-    min_score: Fraction = 0.65
-    max_chars: int = Field(100_000, ge=1)
+    languages: tuple[str, ...] = Field(
+        ("en",),
+        description='lid.176 labels kept (e.g. en, de); empty: keep all, only annotate',
+    )
+    min_score: Fraction = Field(
+        0.65,
+        description='smallest score of the top label for a document to be kept',
+    )
+    max_chars: int = Field(
+        100_000, ge=1,
+        description='characters the model reads (a prefix decides when smaller)',
+    )
 
 
 def model_path() -> str:
@@ -109,6 +118,8 @@ def _utf8(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 @register
 class Language(Filter):
+    """Language identification (fastText lid.176): keeps the listed languages above a score."""
+
     name = "language"
     Params = LanguageParams
     FIELDS = ("language", "language_score")

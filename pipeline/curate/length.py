@@ -12,16 +12,36 @@ from pipeline.curate.base import Filter, above, below, first, register
 
 
 class LengthParams(StrictModel):
-    min_words: int | None = Field(50, ge=0)
-    max_words: int | None = Field(100_000, ge=1)
-    min_chars: int | None = Field(None, ge=0)
-    max_chars: int | None = Field(None, ge=1)
-    min_mean_word_length: float | None = Field(3.0, ge=0)
-    max_mean_word_length: float | None = Field(10.0, gt=0)
+    min_words: int | None = Field(
+        50, ge=0,
+        description='fewest words (whitespace-separated); null: not checked',
+    )
+    max_words: int | None = Field(
+        100_000, ge=1,
+        description='most words; null: not checked',
+    )
+    min_chars: int | None = Field(
+        None, ge=0,
+        description='fewest characters; null: not checked',
+    )
+    max_chars: int | None = Field(
+        None, ge=1,
+        description='most characters; null: not checked',
+    )
+    min_mean_word_length: float | None = Field(
+        3.0, ge=0,
+        description='shortest mean word length in characters; null: not checked',
+    )
+    max_mean_word_length: float | None = Field(
+        10.0, gt=0,
+        description='longest mean word length in characters; null: not checked',
+    )
 
 
 @register
 class Length(Filter):
+    """Length bounds: words, characters, mean word length (Gopher's word bounds by default)."""
+
     name = "length"
     Params = LengthParams
 

@@ -115,8 +115,8 @@ class Measured:
         return out
 
     def word_classes(self, classes: tuple[str, tuple[str, ...]], todo=None) -> None:
-        """per_doc's words holding a letter and stop words (classes: punctuation, stop words),
-        for the documents where `todo` (all when None; the others' are left 0)."""
+        """per_doc's words holding a letter and distinct stop words (classes: punctuation, stop
+        words), for the documents where `todo` (all when None; the others' are left 0)."""
         punct, stop_keys = _classes(*classes)
         if todo is None:
             todo = np.ones(len(self.offsets) - 1, np.bool_)

@@ -5,8 +5,9 @@ in the words) where the numpy path sorts, and no numpy call per rule.
 For each rule in order (n, kind, bound): the n-gram hashes (h_1 = word ids, h_n = h_(n-1) · MUL
 + the next word id, wrapping mod 2^64), then kind 0: the most frequent hash's count times its
 n-gram's word characters (the smallest hash among equally frequent ones, at its first
-occurrence; 0 when none occurs twice), kind 1: the word characters inside any hash that occurs
-twice, each counted once; both over all word characters. Returns the first rule whose fraction
+occurrence; 0 when none occurs twice), kind 1: the word characters inside any occurrence of a
+hash that occurs twice, kind 2: inside its occurrences after the first (gopher.REPEATED), each
+character counted once; all over all word characters. Returns the first rule whose fraction
 exceeds its bound and that fraction, or (-1, 0.0).
 
 `first_exceeded_batch` answers for every document of a batch in one call, each level n tallying
@@ -86,11 +87,11 @@ def _top(grams, lengths, n, total):  # pragma: no cover - compiled
 
 
 @_jit
-def _duplicated(grams, lengths, n, total):  # pragma: no cover - compiled
-    slot_of, counts, _, _ = _tally(grams)
+def _duplicated(grams, lengths, n, total, later_only):  # pragma: no cover - compiled
+    slot_of, counts, _, first = _tally(grams)
     depth = np.zeros(lengths.shape[0] + 1, np.int64)  # +1: a repeated n-gram opens, -1: ends
     for j in range(grams.shape[0]):
-        if counts[slot_of[j]] > 1:
+        if counts[slot_of[j]] > 1 and not (later_only and first[slot_of[j]] == j):
             depth[j] += 1
             depth[j + n] -= 1
     open_, chars = 0, 0
@@ -126,7 +127,7 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
         if kinds[r] == 0:
             value = _top(grams, lengths, n, total)
         else:
-            value = _duplicated(grams, lengths, n, total)
+            value = _duplicated(grams, lengths, n, total, kinds[r] == 2)
         if value > bounds[r]:
             return r, value
     return -1, 0.0
@@ -134,8 +135,9 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
 
 @_jit
 def _unigrams(ids, rep):  # pragma: no cover - compiled
-    """Level 1 from the word ids (1..distinct): rep[i] = word i occurs twice or more; returns
-    (the most frequent id's count, its first position), the smallest id among equals."""
+    """Level 1 from the word ids (1..distinct): rep[i] = 0 where word i occurs once, 1 at the
+    first occurrence of a word that occurs twice or more, 2 at its later ones; returns (the
+    most frequent id's count, its first position), the smallest id among equals."""
     counts = np.zeros(ids.shape[0] + 2, np.int64)
     for i in range(ids.shape[0]):
         counts[ids[i]] += 1
@@ -143,9 +145,10 @@ def _unigrams(ids, rep):  # pragma: no cover - compiled
     for v in range(2, counts.shape[0]):
         if counts[v] > counts[best]:
             best = v
-    at = 0
+    at, seen = 0, 0
     for i in range(ids.shape[0]):
-        rep[i] = counts[ids[i]] >= 2
+        rep[i] = 0 if counts[ids[i]] < 2 else (1 if ids[i] > seen else 2)
+        seen = max(seen, ids[i])  # ids are numbered in order of first occurrence
         if ids[i] == best and at == 0 and counts[best] > 0:
             at = i + 1
     return counts[best], max(at - 1, 0)
@@ -153,7 +156,8 @@ def _unigrams(ids, rep):  # pragma: no cover - compiled
 
 @_jit
 def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
-    """From rep (level n-1: its n-gram at i occurs twice or more) to level n over h[:m]: an
+    """From rep (level n-1: its n-gram at i occurs twice or more where rep[i] > 0: 1 at its
+    first occurrence, 2 at the later ones) to level n over h[:m]: an
     n-gram occurs twice only where both (n-1)-grams it holds do, so only those positions are
     tallied, and every occurrence of a repeated n-gram is among them. Returns (the most
     frequent hash's count, its first position), the smallest hash among equals (count 1: no
@@ -167,7 +171,7 @@ def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
             c += 1
     if c == 0:
         for i in range(m):
-            rep[i] = False
+            rep[i] = 0
         return 1, 0
     bits = 1
     while (1 << bits) < 2 * c:
@@ -187,10 +191,10 @@ def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
         if best < 0 or counts[s] > counts[best] or (counts[s] == counts[best] and g < keys[best]):
             best = s
     for i in range(m):
-        rep[i] = False
-    for j in range(c):
+        rep[i] = 0
+    for j in range(c):  # candidates in text order: a slot's first candidate is its first
         if counts[slot_of[j]] > 1:
-            rep[where[j]] = True
+            rep[where[j]] = 1 if first[slot_of[j]] == j else 2
     return counts[best], where[first[best]]
 
 
@@ -218,7 +222,7 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
     for i in range(words):
         total += lengths[i]
     h = ids.copy()
-    rep = np.empty(words + 1, np.bool_)
+    rep = np.empty(words + 1, np.int8)
     at_n = 0
     best_count, best_at = 1, 0
     for r in range(ns.shape[0]):
@@ -230,11 +234,11 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
         if n < at_n or at_n == 0:
             h[:] = ids
             best_count, best_at = _unigrams(ids, rep)
-            rep[words] = False
+            rep[words] = 0
             at_n = 1
         while at_n < n:
             if best_count < 2:  # nothing repeats at this level: nothing longer does (rep is
-                at_n = n  # all False, h is not needed: a shorter n starts again from ids)
+                at_n = n  # all 0, h is not needed: a shorter n starts again from ids)
                 break
             at_n += 1
             m = words - at_n + 1
@@ -242,7 +246,7 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
                 h[i] = h[i] * MUL + ids[i + at_n - 1]
             clock[0] += 1  # a new table: every slot's stamp is older
             best_count, best_at = _level(h, m, rep, scratch, clock[0])
-            rep[m] = False
+            rep[m] = 0
         value = 0.0
         if kinds[r] == 0:
             if best_count >= 2:
@@ -252,8 +256,9 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
                 value = float(best_count * chars) / float(total)
         else:
             chars, open_ = 0, 0
+            least = 1 if kinds[r] == 1 else 2  # kind 2: the later occurrences only
             for k in range(words):
-                if k < words - n + 1 and rep[k]:
+                if k < words - n + 1 and rep[k] >= least:
                     open_ = n
                 if open_ > 0:
                     chars += lengths[k]
@@ -261,7 +266,7 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
             value = float(chars) / float(total)
         if value > bounds[r]:
             return r, value
-        if kinds[r] == 1 and value <= rest[r]:
+        if kinds[r] != 0 and value <= rest[r]:
             return -1, 0.0
     return -1, 0.0
 
@@ -296,13 +301,14 @@ def first_exceeded_batch(
 
 
 def _rest(rules: list[tuple[int, int, float]]) -> np.ndarray:
-    """rest[r]: for a duplicated rule followed only by duplicated rules of n as large or
-    larger, the smallest of their bounds (a fraction at most this at r exceeds none of them);
-    -inf elsewhere."""
+    """rest[r]: for a duplicated rule (kind 1 or 2) followed only by rules of its kind and of
+    n as large or larger, the smallest of their bounds (a fraction at most this at r exceeds
+    none of them: a repeated (n+1)-gram occurrence is two overlapping ones of n, later ones
+    where it is a later one); -inf elsewhere."""
     rest = np.full(len(rules), -np.inf)
     for r, (n, kind, _) in enumerate(rules):
         later = rules[r + 1 :]
-        if kind == 1 and later and all(k == 1 and m >= n for m, k, _ in later):
+        if kind != 0 and later and all(k == kind and m >= n for m, k, _ in later):
             rest[r] = min(b for _, _, b in later)
     return rest
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import Field
 
 from pipeline.core.model import StrictModel
 from pipeline.curate.base import Rewrites, Transform, register
@@ -40,15 +41,32 @@ _LOCAL_PART = frozenset(string.ascii_letters + string.digits + "._%+-")  # EMAIL
 
 
 class PiiParams(StrictModel):
-    email: bool = True
-    ip: bool = True
-    email_placeholder: str = "email@example.com"
-    ipv4_placeholder: str = "192.0.2.1"
-    ipv6_placeholder: str = "2001:db8::1"
+    email: bool = Field(
+        True,
+        description='replace e-mail addresses',
+    )
+    ip: bool = Field(
+        True,
+        description='replace public IPv4 and IPv6 addresses',
+    )
+    email_placeholder: str = Field(
+        "email@example.com",
+        description='what an e-mail address becomes',
+    )
+    ipv4_placeholder: str = Field(
+        "192.0.2.1",
+        description='what a public IPv4 address becomes',
+    )
+    ipv6_placeholder: str = Field(
+        "2001:db8::1",
+        description='what a public IPv6 address becomes',
+    )
 
 
 @register
 class Pii(Transform):
+    """PII redaction: e-mail and public IP addresses replaced by fixed placeholders."""
+
     name = "pii"
     Params = PiiParams
 

@@ -148,10 +148,12 @@ def _size(c):
 def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, longest, todo,
                   per_doc):  # fmt: skip
     """per_doc[d, 6:8]: document d's words holding a letter (alpha_table: str.isalpha per code
-    point), and its words that, stripped of `punct` characters at both ends and lower-cased,
-    are a stop word (text.bare; stop_keys as measures.packed: ASCII, so a character lowers into
-    one only when it is ASCII or U+212A, KELVIN SIGN, "k"); `longest`: the longest stop word's
-    characters (7 at most). Only the documents d with todo[d]."""
+    point), and the distinct stop words among its words stripped of `punct` characters at both
+    ends and lower-cased (text.bare; stop_keys as measures.packed: ASCII, so a character lowers
+    into one only when it is ASCII or U+212A, KELVIN SIGN, "k"), each counted once (Gopher's
+    "at least two of"); `longest`: the longest stop word's characters (7 at most). Only the
+    documents d with todo[d]."""
+    seen = np.full(stop_keys.shape[0], -1, np.int64)  # the last document each was found in
     for doc in range(first.shape[0] - 1):
         if not todo[doc]:
             continue
@@ -202,7 +204,9 @@ def _word_classes(data, starts, ends, first, alpha_table, punct, stop_keys, long
                 key |= n << 56
                 for p in range(stop_keys.shape[0]):
                     if stop_keys[p] == key:
-                        stop += 1
+                        if seen[p] != doc:
+                            seen[p] = doc
+                            stop += 1
                         break
         per_doc[doc, 6], per_doc[doc, 7] = alpha, stop
 

@@ -5,7 +5,9 @@ Per source, it reads work units in listing order (the run's own listing and read
 process, without Ray) until it holds `sample` documents, runs the source's chain on them
 (curate/chain.py) and prints, per step, how many documents it saw and removed (or changed,
 for a transform) and a few of them with the reason. Nothing is written; only the units it
-samples are read.
+samples are read. The chains' files and functions are checked when the config loads (exit 2);
+a `python` step that raises or returns what it may not stops the preview with one line naming
+the step and the source (RunError, exit 3).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import pyarrow.compute as pc
 from pipeline.config import Config
 from pipeline.core.storage import Location
 from pipeline.curate import chain
+from pipeline.curate.user import HookError
 from pipeline.exchange.sections import concat
 from pipeline.ingest.records import docs_schema
 from pipeline.run.read_dedup_tasks import list_units, read_pieces
+from pipeline.run.results import RunError
 
 EXAMPLES = 3  # documents shown per step
 TEXT_SHOWN = 100  # characters of each example's text
@@ -36,7 +40,10 @@ def preview_lines(cfg: Config, sample: int) -> list[str]:
             continue
         docs = _sample_docs(cfg, src, listed.units, sample)
         steps = chain.build(chain.parse(raw), read=_reader(cfg))
-        lines += _step_lines(steps, docs)
+        try:
+            lines += _step_lines(steps, docs)
+        except HookError as e:
+            raise RunError(f"{e} (on the sample of source {src.name})") from None
     return lines
 
 

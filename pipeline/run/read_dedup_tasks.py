@@ -22,6 +22,7 @@ from pipeline.core.storage import Location
 from pipeline.curate import chain
 from pipeline.curate.chain import REMOVED_SCHEMA as REMOVED
 from pipeline.curate.chain import Outcome
+from pipeline.curate.user import HookError
 from pipeline.dedup import exact
 from pipeline.exchange import sections
 from pipeline.exchange.sections import concat
@@ -45,6 +46,7 @@ from pipeline.run.results import (
     ListResult,
     QuarantineResult,
     ReadResult,
+    RunError,
 )
 from pipeline.run.timer import TaskTimer
 from pipeline.run.tokenize_tasks import tokenize_docs
@@ -155,7 +157,11 @@ def read_unit(
     rank, src = cfg.source_rank(origin)
     docs, bad = read_pieces(input_root, pieces, cfg, src)
     curating = time.perf_counter()
-    curated = curate(docs, cfg.chain_of(src), cfg)
+    try:
+        curated = curate(docs, cfg.chain_of(src), cfg)
+    except HookError as e:  # the user's function misbehaved: stop the run, say where
+        raise RunError(f"{e} (unit {unit_id} of source {src.name}); nothing was committed"
+                       ) from None  # fmt: skip
     curating = time.perf_counter() - curating
     docs = curated.kept
     tokenizing = time.perf_counter()

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from pipeline.core.storage import IO
 from pipeline.exchange.regroup import regroup
 from pipeline.run import neardup, pack_tasks, read_dedup_tasks, tokenize_tasks
-from pipeline.run.results import StageReport, TaskResult
+from pipeline.run.results import RunError, StageReport, TaskResult
 
 # every Ray task of a run, by name: the functions are the task bodies
 TASKS = {
@@ -129,7 +129,7 @@ class Waves:
 
     def get(self, refs: list) -> list:
         """Results of futures the stage waits for itself (not counted as a wave)."""
-        return refs if self.inline else ray.get(refs)
+        return refs if self.inline else _got(refs)
 
     def run(self, name: str, futures: list, merge: bool = False, redo: bool = False) -> list:
         """Wait for one wave of tasks; with merge, count it into the previous report of that
@@ -258,6 +258,16 @@ class Later:
         self.futures = self.submitter()
 
 
+def _got(refs):
+    """ray.get, a task's RunError raised as itself: its one line, not Ray's traceback."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, RunError):
+            raise e.cause from None
+        raise
+
+
 def _gather(futures: list, bar: tqdm, tick=None) -> list:
     """Wait for a wave's tasks, advancing the stage's bar; results keep the submission order.
 
@@ -269,6 +279,6 @@ def _gather(futures: list, bar: tqdm, tick=None) -> list:
         if tick is not None:
             tick()
         for ref in ready:
-            results[ref] = ray.get(ref)
+            results[ref] = _got(ref)
             bar.update(1)
     return [results[f] for f in futures]

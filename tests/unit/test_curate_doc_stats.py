@@ -6,6 +6,7 @@ rules and of PII give their plain definitions' answers at the edges."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.curate import chain, measures, ngram_kernel
-from pipeline.curate.gopher import DUPLICATED, TOP, NGrams
+from pipeline.curate.gopher import DUPLICATED, REPEATED, TOP, NGrams
 
 pytestmark = pytest.mark.skipif(not measures.available(), reason="numba is not installed")
 
@@ -182,17 +183,21 @@ def test_ngram_rules_stop_early_with_the_same_answers():
     lengths = np.concatenate([g.lengths for g in grams])
     first = np.cumsum([0] + [len(words) for words in docs])
     todo = np.ones(len(docs), np.bool_)
-    for bounds in ([0.9, 0.7, 0.5, 0.4, 0.3, 0.2], [0.3] * 6, [0.2, 0.4, 0.6, 0.8, 0.9, 0.95]):
-        rules = [(2, TOP, 0.6)] + [(n, DUPLICATED, b) for n, b in zip(range(5, 11), bounds,
-                                                                      strict=True)]  # fmt: skip
+    for bounds, kind in itertools.product(
+        ([0.9, 0.7, 0.5, 0.4, 0.3, 0.2], [0.3] * 6, [0.2, 0.4, 0.6, 0.8, 0.9, 0.95]),
+        (DUPLICATED, REPEATED),
+    ):  # fmt: skip
+        rules = [(2, TOP, 0.6)] + [(n, kind, b) for n, b in zip(range(5, 11), bounds,
+                                                                strict=True)]  # fmt: skip
         got = ngram_kernel.first_exceeded_batch(ids, lengths, first, todo, rules)
         want = [_numpy_answer(g, rules) for g in grams]
-        assert list(zip(*got, strict=True)) == want, bounds
+        assert list(zip(*got, strict=True)) == want, (bounds, kind)
 
 
 def _numpy_answer(grams: NGrams, rules) -> tuple[int, float]:
     for r, (n, kind, bound) in enumerate(rules):
-        value = grams.top_fraction(n) if kind == TOP else grams.duplicated_fraction(n)
+        value = grams.top_fraction(n) if kind == TOP else grams.duplicated_fraction(
+            n, first_too=kind == DUPLICATED)
         if value > bound:
             return r, value
     return -1, 0.0

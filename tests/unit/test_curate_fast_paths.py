@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.bench import curate as bench
 from pipeline.curate import language, lid_kernel, ngram_kernel, pii
-from pipeline.curate.gopher import DUPLICATED, TOP, NGrams
+from pipeline.curate.gopher import DUPLICATED, REPEATED, TOP, NGrams
 from pipeline.curate.language import _model, identify, model_path
 
 
@@ -32,7 +32,8 @@ def test_compiled_ngram_rules_give_the_numpy_fractions():
         grams = NGrams(random_words(rng))
         for n in range(1, 11):
             for kind, numpy_value in ((TOP, grams.top_fraction(n)),
-                                      (DUPLICATED, grams.duplicated_fraction(n))):  # fmt: skip
+                                      (DUPLICATED, grams.duplicated_fraction(n, first_too=True)),
+                                      (REPEATED, grams.duplicated_fraction(n))):  # fmt: skip
                 # bound -1: every fraction exceeds it, so the kernel returns its value
                 rule, value = ngram_kernel.first_exceeded(
                     grams.ids, grams.lengths, [(n, kind, -1.0)]
@@ -46,7 +47,11 @@ def test_compiled_ngram_rules_stop_at_the_first_rule_exceeded():
     rules = [(2, TOP, 0.9), (2, DUPLICATED, 0.5), (3, TOP, 0.0)]
     grams = NGrams(words)
     assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules) == (
-        1, grams.duplicated_fraction(2))  # fmt: skip
+        1, grams.duplicated_fraction(2, first_too=True))  # fmt: skip
+    repeats = [(2, TOP, 0.9), (2, REPEATED, 0.5), (2, REPEATED, 0.4), (3, TOP, 0.0)]
+    # the repeats of "one two" after its first occurrence: words 2..7, 18 of 33 characters
+    assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, repeats) == (1, 18 / 33)
+    assert grams.duplicated_fraction(2) == 18 / 33
     assert ngram_kernel.first_exceeded(grams.ids, grams.lengths, rules[:1]) == (-1, 0.0)
 
 
@@ -73,7 +78,9 @@ def test_batched_ngram_rules_give_the_per_document_answers():
     default = [(2, TOP, 0.5), (3, TOP, 0.45), (4, TOP, 0.4)]
     default += [(n, DUPLICATED, 1.5 - n / 10) for n in range(5, 11)]
     seen = set()
-    for rules in (default, default[::-1], [(n, k, -1.0) for n in (1, 3, 2, 10) for k in (0, 1)]):
+    repeats = [(n, REPEATED if k == DUPLICATED else k, b) for n, k, b in default]
+    every = [(n, k, -1.0) for n in (1, 3, 2, 10) for k in (TOP, DUPLICATED, REPEATED)]
+    for rules in (default, default[::-1], repeats, repeats[::-1], every):
         todo = np.array([i % 5 != 0 for i in range(len(docs))])
         want = [ngram_kernel.first_exceeded(g.ids, g.lengths, rules) if t else (-1, 0.0)
                 for g, t in zip(grams, todo, strict=True)]  # fmt: skip
@@ -165,3 +172,26 @@ def test_compiled_language_model_gives_fasttexts_labels_and_scores():
 @pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
 def test_language_step_uses_the_compiled_model_where_numba_runs():
     assert isinstance(getattr(language._predict(), "__self__", None), lid_kernel.Predictor)
+
+
+def test_bench_curate_compares_with_an_implementation_that_can_disagree(tmp_path, capsys,
+                                                                         monkeypatch):
+    """`restated` restates the same definitions (1.0 expected); `datatrove` is datatrove's
+    filters, where installed: lines ending in ". " (a trailing space) end in punctuation for
+    the step (lines are stripped), not for datatrove, so they disagree on that page."""
+    page = "\n".join(f"this is line number {i} of a page about rivers and mills. "
+                     for i in range(12))  # fmt: skip
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"text": page}) + "\n" + json.dumps({"text": "short"}) + "\n")
+    args = ["--input", str(corpus), "--repeat", "1", "--language-max-chars", "0"]
+    if bench.datatrove_filters() is not None:
+        figures = bench.main(args)
+        row = figures["steps"]["fineweb_quality"]
+        assert row["restated"] == 1.0 and row["datatrove"] == 0.5
+        assert row["datatrove_disagree"] == {"kept / line_punct_ratio": 1}
+        assert "disagree fineweb_quality: kept / line_punct_ratio: 1" in capsys.readouterr().out
+    monkeypatch.setattr(bench, "datatrove_filters", lambda: None)
+    figures = bench.main(args)
+    assert figures["datatrove"] is False and figures["steps"]["c4"]["datatrove"] is None
+    assert figures["steps"]["c4"]["restated"] == 1.0
+    assert "datatrove not installed" in capsys.readouterr().out

@@ -112,17 +112,18 @@ def test_batch_reasons_hold_across_batches_sharing_buffers(name, monkeypatch):
 
 def test_gopher_quality_stop_words_lower_as_python_does():
     """A stop word holding "k" matches a word with U+212A (KELVIN SIGN), which lowers to "k";
-    "İ" lowers to two characters and matches nothing."""
+    "İ" lowers to two characters and matches nothing; each stop word counts once."""
     cls = REGISTRY["gopher_quality"]
     loose = {"min_words": 0, "min_mean_word_length": 0, "max_ellipsis_word_ratio": 1.0,
              "max_ellipsis_lines": 1.0, "min_alpha_words": 0.0}  # fmt: skip
     step = cls(cls.Params(**loose, min_stop_words=3, stop_words=("ok", "k", "i", "the")))
-    texts = ["o\u212a \u212a x", "\u212a ok (O\u212a)", "İ i the", "“the” «the» the…"]
+    texts = ["o\u212a \u212a x", "\u212a ok (O\u212a) the", "İ i the", "“the” «ok» k…",
+             "the the the (the) ok"]
     texts += random_texts(random.Random(2), 300)
     table = pa.table({"text": texts})
     got = step(table).why
     assert got == [step.judge(x) for x in texts]
-    assert got[:4] == ["stop_words=2 < 3", None, "stop_words=2 < 3", None]
+    assert got[:5] == ["stop_words=2 < 3", None, "stop_words=2 < 3", None, "stop_words=2 < 3"]
 
 
 def test_gopher_quality_judges_in_python_only_stop_words_it_cannot_pack(monkeypatch):
