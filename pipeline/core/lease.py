@@ -204,10 +204,30 @@ class Lease:
                 self.loc.remove()
 
 
+WAIT_POLL_S = 1.0  # how often a waiting holder tries again
+
+
 @contextlib.contextmanager
-def held(loc: Location, run_id: str, ttl_s: float = 900.0) -> Iterator[Lease]:
+def held(
+    loc: Location, run_id: str, ttl_s: float = 900.0, wait_s: float = 0.0, on_wait=None
+) -> Iterator[Lease]:
+    """The lease, held while the block runs. wait_s: while another live holder has it, try
+    again for up to that long (on_wait(LeaseHeld) is called once, when the wait begins) before
+    raising LeaseHeld; 0 refuses at once (a run)."""
     lease = Lease(loc, run_id, ttl_s)
-    lease.acquire()
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            lease.acquire()
+            break
+        except LeaseHeld as e:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            if on_wait is not None:
+                on_wait(e)
+                on_wait = None
+            time.sleep(min(WAIT_POLL_S, left))
     try:
         yield lease
     finally:
