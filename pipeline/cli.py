@@ -338,7 +338,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
     if args.config:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
     def waiting(held: LeaseHeld) -> None:
-        print(f"waiting up to {LEASE_WAIT_S:g} s for the dataset's lease: {held}", file=sys.stderr)
+        who = held.holder or str(held)
+        print(f"waiting up to {LEASE_WAIT_S:g} s for the dataset's lease: {who}", file=sys.stderr)
 
     try:
         done = remove_documents(

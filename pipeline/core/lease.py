@@ -42,6 +42,7 @@ class LeaseHeld(Exception):
     """Another live run holds the dataset."""
 
     exit_code = exit_codes.LEASE_HELD
+    holder: str | None = None  # who holds it, till when (without "refusing ...")
 
 
 class LeaseLost(LeaseHeld):
@@ -141,11 +142,14 @@ class Lease:
                     if isinstance(until, (int, float))
                     else "?"
                 )
-                raise LeaseHeld(
+                who = (
                     f"{self.loc.uri}: dataset is being written by run {holder.get('run_id')}"
                     f" (host {holder.get('host')}, pid {holder.get('pid')}) until {when} UTC"
-                    f" (+{CLOCK_SKEW_S:g} s clock-skew margin); refusing a concurrent run"
+                    f" (+{CLOCK_SKEW_S:g} s clock-skew margin)"
                 )
+                refused = LeaseHeld(f"{who}; refusing a concurrent run")
+                refused.holder = who  # for a line that waits instead of refusing
+                raise refused
             self.loc.remove()  # expired or its process is gone: take it over
         raise LeaseHeld(f"{self.loc.uri}: could not acquire the lease")
 
