@@ -182,7 +182,7 @@ def _remove(lease, version, dataset, ids, strict, ray_cfg, reason, allow_empty) 
     layout.removed_ids.write_parquet(pa.table({"doc_id": sorted(excluded)}))
     version_id = new_version_id(run_id)
     new = layout.version(version_id)
-    parts, stats = _repack(layout, new, manifest, units, frozenset(excluded))
+    parts, stats = _repack(layout, new, manifest, units, frozenset(excluded), lease)
     out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
     out["takedowns"] = {  # the list this version honours, as a run's (commit_stage.py)
         "entries": [e["entry"] for e in listed.active],
@@ -318,14 +318,16 @@ def _plans(manifest: dict, units: dict[str, list]) -> list[tuple[str, str, PackP
     return out
 
 
-def _repack(layout, version, manifest, units, excluded) -> tuple[Parts, dict]:
+def _repack(layout, version, manifest, units, excluded, lease) -> tuple[Parts, dict]:
     """Both pack passes of every pack (run/pack_stage.run_packs) without the `excluded`
-    documents; (source, split, results) per pack, and the stage's stats.json entry."""
+    documents; (source, split, results) per pack, and the stage's stats.json entry. The lease
+    is renewed while they run, as a run's."""
     packs = [
         (source, split, plan.without(excluded), groups)
         for source, split, plan, groups in _plans(manifest, units)
     ]
     waves = Waves()
+    waves.lease = lease
     parts = run_packs(waves, layout, version, packs, manifest["tokenizer"], TakedownError)
     return parts, waves.stats[0]
 
