@@ -12,6 +12,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from pipeline import cli_args
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
+from pipeline.core.lease import REMOVE_WAIT_S
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
 from pipeline.exit_codes import (
     CLOSED_PIPE,
@@ -318,7 +319,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from pipeline.formats.manifest import ManifestError
     from pipeline.formats.takedowns import TakedownListError, describe, read_id_file
     from pipeline.run.results import RunError
-    from pipeline.run.takedown import EXAMPLES, LEASE_WAIT_S, remove_documents
+    from pipeline.run.takedown import EXAMPLES, remove_documents
 
     try:
         ids = read_id_file(args.ids)
@@ -339,12 +340,12 @@ def cmd_remove(args: argparse.Namespace) -> int:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
     def waiting(held: LeaseHeld) -> None:
         who = held.holder or str(held)
-        print(f"waiting up to {LEASE_WAIT_S:g} s for the dataset's lease: {who}", file=sys.stderr)
+        print(f"waiting up to {args.wait:g} s for the dataset's lease: {who}", file=sys.stderr)
 
     try:
         done = remove_documents(
             location, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
-            allow_empty=args.allow_empty, on_wait=waiting,
+            allow_empty=args.allow_empty, wait_s=args.wait, on_wait=waiting,
         )
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -697,6 +698,14 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="publish even when the new version empties a source or shrinks against the"
         " dataset's newest version (refused otherwise, exit 3)",
+    )
+    remove.add_argument(
+        "--wait",
+        type=cli_args.non_negative_float,
+        default=REMOVE_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait while another run or removal holds the dataset's lease"
+        f" (default {REMOVE_WAIT_S:g}; then exit 4, nothing recorded)",
     )
     add_storage_args(remove)  # --config also gives the ray section
     remove.set_defaults(func=cmd_remove)

@@ -209,6 +209,7 @@ class Lease:
 
 
 WAIT_POLL_S = 1.0  # how often a waiting holder tries again
+REMOVE_WAIT_S = 600.0  # how long `remove` waits for another run's or removal's lease (--wait)
 
 
 @contextlib.contextmanager

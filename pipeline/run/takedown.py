@@ -33,7 +33,7 @@ import xxhash
 
 from pipeline.config_sections import PackConfig, RayConfig, RunConfig
 from pipeline.core.layout import MANIFEST, RunLayout, new_version_id
-from pipeline.core.lease import LeaseHeld, LeaseLost, held
+from pipeline.core.lease import REMOVE_WAIT_S, LeaseHeld, LeaseLost, held
 from pipeline.core.storage import Location
 from pipeline.exit_codes import CONFIG_ERROR
 from pipeline.formats import documents, takedowns
@@ -89,9 +89,6 @@ class Takedown:
     parent: Location | None = None  # the version re-packed (the newest, for a dataset folder)
 
 
-LEASE_WAIT_S = 600.0  # how long `remove` waits for another run's or removal's lease
-
-
 def remove_documents(
     target: Location,
     ids: list[str],
@@ -99,7 +96,7 @@ def remove_documents(
     ray_cfg: RayConfig | None = None,
     reason: str | None = None,
     allow_empty: bool = False,
-    wait_s: float = LEASE_WAIT_S,
+    wait_s: float = REMOVE_WAIT_S,
     on_wait=None,
 ) -> Takedown:
     """Record `ids` on the dataset's takedown list (formats/takedowns.py: every later run leaves
@@ -113,8 +110,8 @@ def remove_documents(
     dataset = target
     if given_version:
         dataset = Location(target.fs, target.path.rstrip("/").rsplit("/", 1)[0])
-    else:
-        resolve_version(dataset)  # ManifestError when none: no lease taken in a wrong folder
+    # a version that cannot be removed from is one line before any lease is taken or waited for
+    check_removable(resolve_version(target))
     label = f"remove-{uuid.uuid4().hex[:8]}"  # the run id is known once the parent is
     lease_at = RunLayout(dataset, label, "", "").lease
     try:
