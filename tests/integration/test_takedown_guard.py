@@ -193,3 +193,25 @@ def test_find_refuses_a_newest_version_that_still_holds_a_taken_down_id(
     assert f"says it honours takedown {entry['entry']} yet holds 'doc-3'" in line
     # an older version may hold it: the takedown's parent, still there for a trainer
     assert main(["find", str(dataset / committed_versions(loc)[0]), "--id", "doc-1"]) == 0
+
+
+def test_a_run_stops_when_an_entry_is_appended_before_its_lease(
+    base: Path, dataset: Path, monkeypatch, capsys
+) -> None:
+    """A `remove` that records its entry between a run's listing and the run's lease: the run,
+    keyed by the list before it, would publish a newest version holding the ids."""
+    from pipeline.run import driver
+
+    checked = driver.input_guard.check_listing
+
+    def and_a_removal_meanwhile(*args, **kwargs):
+        checked(*args, **kwargs)
+        takedowns.record(Location.from_uri(str(dataset)), ["doc-8"], "meanwhile")
+
+    monkeypatch.setattr(driver.input_guard, "check_listing", and_a_removal_meanwhile)
+    versions = committed_versions(Location.from_uri(str(dataset)))
+    capsys.readouterr()
+    assert _run(base, dataset) == 3
+    [line] = _error_lines(capsys.readouterr().err)
+    assert "the takedown list changed after the run listed its input (entry " in line
+    assert committed_versions(Location.from_uri(str(dataset))) == versions
