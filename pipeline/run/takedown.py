@@ -1,7 +1,12 @@
 """Takedown: `python -m pipeline remove VERSION --ids FILE` records the ids on the dataset's
 takedown list (formats/takedowns.py), which every later run applies, and writes a new version of
-the dataset without those documents, by re-packing the run's token files (no read, tokenize or
-dedup).
+the dataset without the documents of every active entry (its own and those before it), by
+re-packing the run's token files (no read, tokenize or dedup).
+
+All of it holds the dataset's lease (core/lease.py), waited for: a dataset folder's newest
+version is resolved, the list checked (takedowns.check_intact) and the entry recorded only then,
+so two removals at once run one after the other and the second re-packs the first's version
+leaving out both lists; none is lost.
 
 The parent's packs are planned again with the same shard count per (source, split) and the ids
 left out (tokens/pack.PackPlan.without): every remaining document keeps its shuffle key, so its
