@@ -285,7 +285,7 @@ def _unapplied_takedown(version, manifest: dict, doc_id: str) -> str | None:
         )
     return (
         f"version {manifest['version']} is the dataset's newest and still holds {doc_id!r},"
-        f" taken down by {entry['entry']}, which no version honours yet (its `remove` failed or"
+        f" taken down by {entry['entry']}, which it does not honour (a `remove` that failed or"
         " was bypassed): publish a version without it (`remove` or `run`)"
     )
 

@@ -181,7 +181,7 @@ def test_find_refuses_a_newest_version_that_still_holds_a_taken_down_id(
     newest = committed_versions(loc)[-1]
     assert line == (
         f"error: broken version: version {newest} is the dataset's newest and still holds"
-        f" 'doc-3', taken down by {entry['entry']}, which no version honours yet (its `remove`"
+        f" 'doc-3', taken down by {entry['entry']}, which it does not honour (a `remove` that"
         " failed or was bypassed): publish a version without it (`remove` or `run`)"
     )
     manifest_path = dataset / newest / "manifest.json"
