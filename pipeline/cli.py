@@ -12,6 +12,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from pipeline import cli_args
 from pipeline.config import ConfigError, load_config, parse_set
 from pipeline.config_sections import StorageConfig
+from pipeline.core.lease import REMOVE_WAIT_S
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
 from pipeline.exit_codes import (
     CLOSED_PIPE,
@@ -218,6 +219,10 @@ def cmd_find(args: argparse.Namespace) -> int:
         print(f"version {manifest['version']}")
         for key, value in row.items():
             print(f"{key:>12} {value}")
+    unapplied = _unapplied_takedown(version, manifest, args.id)
+    if unapplied:
+        print(f"error: broken version: {unapplied}", file=sys.stderr)
+        return VERSION_BROKEN
     return 0
 
 
@@ -253,6 +258,38 @@ def _takedown_state(version, doc_id: str) -> list[str]:
     return out
 
 
+def _unapplied_takedown(version, manifest: dict, doc_id: str) -> str | None:
+    """Why it is wrong that `version` holds `doc_id`, when it is the dataset's newest version
+    and an active takedown entry names the id (a bypassed or failed takedown); None else (an
+    older version still holds what a takedown removed from the newest)."""
+    from pipeline.core.storage import Location
+    from pipeline.formats import takedowns
+    from pipeline.formats.manifest import committed_versions
+
+    dataset = Location(version.fs, version.path.rstrip("/").rsplit("/", 1)[0])
+    if committed_versions(dataset)[-1:] != [manifest["version"]]:
+        return None
+    try:
+        active = [e for e in takedowns.load(dataset).active if doc_id in e["ids"]]
+    except takedowns.TakedownListError:
+        return None  # _takedown_state warned
+    if not active:
+        return None
+    honoured = set((manifest.get("takedowns") or {}).get("entries") or [])
+    entry = next((e for e in active if e["entry"] in honoured), active[0])
+    if entry["entry"] in honoured:
+        return (
+            f"version {manifest['version']} says it honours takedown {entry['entry']} yet holds"
+            f" {doc_id!r}, which it takes down (the version was made bypassing the takedown):"
+            " run `verify`; publish a version without it (`remove` or `run`)"
+        )
+    return (
+        f"version {manifest['version']} is the dataset's newest and still holds {doc_id!r},"
+        f" taken down by {entry['entry']}, which it does not honour (a `remove` that failed or"
+        " was bypassed): publish a version without it (`remove` or `run`)"
+    )
+
+
 def cmd_blend(args: argparse.Namespace) -> int:
     """Megatron-LM's --data-path for a split, with absolute prefixes (local paths, or the
     s3:// prefixes of an S3 version)."""
@@ -279,7 +316,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from pipeline.config_sections import RayConfig
     from pipeline.core.lease import LeaseHeld
     from pipeline.core.storage import Location, check_reachable
-    from pipeline.formats.manifest import ManifestError, resolve_version
+    from pipeline.formats.manifest import ManifestError
     from pipeline.formats.takedowns import TakedownListError, describe, read_id_file
     from pipeline.run.results import RunError
     from pipeline.run.takedown import EXAMPLES, remove_documents
@@ -301,12 +338,14 @@ def cmd_remove(args: argparse.Namespace) -> int:
     ray_cfg = RayConfig()
     if args.config:
         ray_cfg = load_config(args.config, overrides=_overrides(args), check_paths=False).ray
+    def waiting(held: LeaseHeld) -> None:
+        who = held.holder or str(held)
+        print(f"waiting up to {args.wait:g} s for the dataset's lease: {who}", file=sys.stderr)
+
     try:
-        version = resolve_version(location)
-        _check_removable(version)
         done = remove_documents(
-            version, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
-            allow_empty=args.allow_empty,
+            location, ids, strict=args.strict, ray_cfg=ray_cfg, reason=args.reason,
+            allow_empty=args.allow_empty, wait_s=args.wait, on_wait=waiting,
         )
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -323,7 +362,10 @@ def cmd_remove(args: argparse.Namespace) -> int:
     listed = "recorded" if done.new_entry else "already listed"
     print(f"takedown list: {listed} {describe(done.entry)}; every later run leaves them out")
     if done.result is None:
-        print(f"nothing to remove: no id of {args.ids} is in {version.uri}; no version written")
+        print(
+            f"nothing to remove: no id of the takedown list is in {done.parent.uri}; no version"
+            " written"
+        )
         return 0
     m = done.result.manifest
     removal, counts = m["removal"], m["counts"]
@@ -354,27 +396,6 @@ def cmd_takedown_lift(args: argparse.Namespace) -> int:
         return 2
     print(f"lifted {args.entry}: recorded {describe(entry)}; later runs include its documents")
     return 0
-
-
-def _check_removable(version) -> None:
-    """ManifestError unless the manifest's lineage names the run records a takedown re-packs
-    from (units, removed) as paths inside the dataset folder."""
-    from pipeline.formats.manifest import ManifestError, load_manifest
-
-    lineage = load_manifest(version).get("lineage")
-    for key in ("units", "removed"):
-        path = lineage.get(key) if isinstance(lineage, dict) else None
-        if (
-            not isinstance(path, str)
-            or not path.strip("/")
-            or path.startswith("/")
-            or ".." in path.split("/")
-            or "\0" in path
-        ):
-            raise ManifestError(
-                f"{version.uri}: lineage.{key} is not a path in the dataset folder: the"
-                " version cannot be re-packed (run `verify`); nothing was committed"
-            )
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
@@ -683,6 +704,14 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="publish even when the new version empties a source or shrinks against the"
         " dataset's newest version (refused otherwise, exit 3)",
+    )
+    remove.add_argument(
+        "--wait",
+        type=cli_args.non_negative_float,
+        default=REMOVE_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait while another run or removal holds the dataset's lease"
+        f" (default {REMOVE_WAIT_S:g}; then exit 4, nothing recorded)",
     )
     add_storage_args(remove)  # --config also gives the ray section
     remove.set_defaults(func=cmd_remove)

@@ -22,18 +22,20 @@ EXIT_CODES: dict[int, str] = {
     VERIFY_FAILED: "verify found a mismatch (or `retain --apply` an action that failed)",
     CONFIG_ERROR: "configuration error: the key and the file are named; nothing written",
     RUN_STOPPED: "the run stopped on purpose (too many bad records, accounting broken, a shard"
-    " `verify` would reject; `remove`: the token files it re-packs are gone; `run` or `remove`"
+    " `verify` would reject; `remove`: the token files it re-packs are gone; `run` or `remove`:"
+    " a takedown list entry lost or edited by hand; `run` or `remove`"
     " without `--allow-empty`: an input, a source or a version that yields no document, a"
     " source of the newest version renamed, dropped or shrunk by more than"
     " run.max_input_shrink); nothing committed",
-    LEASE_HELD: "another run holds the dataset's lease",
+    LEASE_HELD: "another run holds the dataset's lease (`remove` waits up to `--wait` seconds"
+    " first)",
     STORAGE_UNREACHABLE: "storage unreachable: the endpoint accepts no connection (the line"
     " names the endpoint and the object)",
     STORAGE_REFUSED: "the store refused: no credentials, access denied, an unknown key, no such"
     " bucket (the line names the URI and the cause)",
     NOT_FOUND: "`find`: the version does not hold the id",
     VERSION_BROKEN: "`find`, `blend`: the version's manifest or document index fails its checks"
-    " (`verify` names them all)",
+    " (`verify` names them all); `find`: the dataset's newest version holds a taken-down id",
     CLOSED_PIPE: "stdout was closed before the output was written (e.g. `| head`): the rest is"
     " dropped, quietly",
 }

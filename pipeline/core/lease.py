@@ -42,6 +42,7 @@ class LeaseHeld(Exception):
     """Another live run holds the dataset."""
 
     exit_code = exit_codes.LEASE_HELD
+    holder: str | None = None  # who holds it, till when (without "refusing ...")
 
 
 class LeaseLost(LeaseHeld):
@@ -141,11 +142,14 @@ class Lease:
                     if isinstance(until, (int, float))
                     else "?"
                 )
-                raise LeaseHeld(
+                who = (
                     f"{self.loc.uri}: dataset is being written by run {holder.get('run_id')}"
                     f" (host {holder.get('host')}, pid {holder.get('pid')}) until {when} UTC"
-                    f" (+{CLOCK_SKEW_S:g} s clock-skew margin); refusing a concurrent run"
+                    f" (+{CLOCK_SKEW_S:g} s clock-skew margin)"
                 )
+                refused = LeaseHeld(f"{who}; refusing a concurrent run")
+                refused.holder = who  # for a line that waits instead of refusing
+                raise refused
             self.loc.remove()  # expired or its process is gone: take it over
         raise LeaseHeld(f"{self.loc.uri}: could not acquire the lease")
 
@@ -204,10 +208,31 @@ class Lease:
                 self.loc.remove()
 
 
+WAIT_POLL_S = 1.0  # how often a waiting holder tries again
+REMOVE_WAIT_S = 600.0  # how long `remove` waits for another run's or removal's lease (--wait)
+
+
 @contextlib.contextmanager
-def held(loc: Location, run_id: str, ttl_s: float = 900.0) -> Iterator[Lease]:
+def held(
+    loc: Location, run_id: str, ttl_s: float = 900.0, wait_s: float = 0.0, on_wait=None
+) -> Iterator[Lease]:
+    """The lease, held while the block runs. wait_s: while another live holder has it, try
+    again for up to that long (on_wait(LeaseHeld) is called once, when the wait begins) before
+    raising LeaseHeld; 0 refuses at once (a run)."""
     lease = Lease(loc, run_id, ttl_s)
-    lease.acquire()
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            lease.acquire()
+            break
+        except LeaseHeld as e:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            if on_wait is not None:
+                on_wait(e)
+                on_wait = None
+            time.sleep(min(WAIT_POLL_S, left))
     try:
         yield lease
     finally:

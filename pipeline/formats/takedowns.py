@@ -8,7 +8,8 @@ entry, created exclusively (storage create_exclusive) and never rewritten, named
     entry       the object's name (without .json): what `takedown-lift --entry` names
     kind        "takedown" (`remove`) or "lift" (`takedown-lift`)
     at          ISO-8601 UTC time it was recorded
-    reason      the user's text (`--reason`; "(none given)" when `remove` got none)
+    reason      the user's text (`--reason`; "(none given)" when `remove` got none or a blank
+                one; `takedown-lift` refuses a blank one)
     ids         takedown: the document ids, sorted, distinct
     ids_sha256  takedown: ids_digest(ids), SHA-256 of the sorted ids as a JSON list (unlike a
                 newline-joined list, unambiguous for ids holding "\n")
@@ -16,6 +17,12 @@ entry, created exclusively (storage create_exclusive) and never rewritten, named
 
 The active list is every takedown entry no lift names. Every run applies it in the read pass
 (run/read_dedup_tasks.py) and its digest goes into the run id and the read key (run/read_stage.py).
+
+No hand edit brings ids back (`check_intact`, called by every run and `remove` before they use
+the list): each takedown entry's ids must still hash to its `ids_sha256`, and every entry the
+dataset's newest version honours (its manifest's `takedowns.entries`) must still be there, a
+takedown entry, its ids hashing together to the manifest's `takedowns.ids_sha256`. A lifted
+entry stays on the list with its lift, so lifting (an appended entry) is the one way back.
 
 An id file (`remove --ids FILE`), chosen by its name's ending: `.jsonl` one JSON object per line
 with an "id" string; `.parquet` an `id` string column; anything else one id per line, UTF-8,
@@ -32,8 +39,10 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from pipeline.core.layout import takedown_entry, takedowns, utc_stamp
+from pipeline.core.layout import MANIFEST, takedown_entry, takedowns, utc_stamp
 from pipeline.core.storage import Location
+from pipeline.exit_codes import RUN_STOPPED
+from pipeline.formats.manifest import committed_versions
 
 FORMAT = "pipeline.takedown/1"
 NO_REASON = "(none given)"
@@ -47,6 +56,13 @@ def ids_digest(ids) -> str:
 
 class TakedownListError(Exception):
     """An entry of the list, or an id file, cannot be read or used."""
+
+
+class TakedownListChanged(TakedownListError):
+    """The list lost an entry the newest version honours, or an entry's ids were edited: a run
+    or `remove` stops, nothing committed."""
+
+    exit_code = RUN_STOPPED
 
 
 def read_id_file(path: str) -> list[str]:
@@ -147,6 +163,71 @@ def _check(entry: dict, name: str) -> None:
         raise ValueError(f"kind {entry['kind']!r} / lifts {entry.get('lifts')!r}")
 
 
+def check_intact(dataset: Location, listed: TakedownList) -> None:
+    """TakedownListChanged (one line naming the entry) unless every takedown entry's ids hash to
+    its ids_sha256 and the list still holds, unchanged, each entry the dataset's newest version
+    honours (its manifest's `takedowns`; a lifted entry is still on the list, with its lift)."""
+    for name, entry in sorted(listed.entries.items()):
+        if entry["kind"] == "takedown" and entry.get("ids_sha256") != ids_digest(entry["ids"]):
+            raise TakedownListChanged(
+                f"takedown list entry {takedown_entry(dataset, name).uri} was edited: its"
+                f" {len(set(entry['ids']))} ids do not hash to its ids_sha256"
+                f" {str(entry.get('ids_sha256'))[:16]}...: restore it (entries are never"
+                " rewritten; `takedown-lift` brings ids back); nothing was committed"
+            )
+    version, honoured = newest_honoured(dataset)
+    if not honoured:
+        return
+    for name in honoured["entries"]:
+        if name not in listed.entries:
+            raise TakedownListChanged(
+                f"takedown list entry {name}, which version {version} honours, is gone from"
+                f" {takedowns(dataset).uri}: restore it (entries are never deleted;"
+                " `takedown-lift` brings ids back); nothing was committed"
+            )
+        if listed.entries[name]["kind"] != "takedown":
+            raise TakedownListChanged(
+                f"takedown list entry {name}, which version {version} honours, is no longer a"
+                " takedown: restore it; nothing was committed"
+            )
+    ids = {i for name in honoured["entries"] for i in listed.entries[name]["ids"]}
+    if ids_digest(ids) != honoured["ids_sha256"]:
+        names = ", ".join(honoured["entries"])
+        raise TakedownListChanged(
+            f"takedown list entries {names}, which version {version} honours, no longer hold"
+            f" its ids (their digest is not its takedowns.ids_sha256"
+            f" {honoured['ids_sha256'][:16]}...): an entry was edited; restore it; nothing was"
+            " committed"
+        )
+
+
+def newest_honoured(dataset: Location) -> tuple[str | None, dict | None]:
+    """(version, its manifest's `takedowns` {entries, ids_sha256}) of the dataset's newest
+    committed version; (version or None, None) when there is none or it honours no list."""
+    versions = committed_versions(dataset)
+    if not versions:
+        return None, None
+    try:
+        manifest = json.loads((dataset / versions[-1] / MANIFEST).read_bytes())
+    except (FileNotFoundError, ValueError):  # retention meanwhile, or `verify`'s to report
+        return versions[-1], None
+    down = manifest.get("takedowns") if isinstance(manifest, dict) else None
+    if not isinstance(down, dict) or not down.get("entries"):
+        return versions[-1], None
+    entries, digest = down.get("entries"), down.get("ids_sha256")
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise TakedownListChanged(
+            f"version {versions[-1]}'s takedowns.entries is not a list of entry names: the list"
+            " it honours cannot be checked (run `verify`); nothing was committed"
+        )
+    if not isinstance(digest, str):
+        raise TakedownListChanged(
+            f"version {versions[-1]}'s takedowns.ids_sha256 is not a digest: the list it"
+            " honours cannot be checked (run `verify`); nothing was committed"
+        )
+    return versions[-1], {"entries": entries, "ids_sha256": digest}
+
+
 def record(dataset: Location, ids: list[str], reason: str | None) -> tuple[dict, bool]:
     """A takedown entry for `ids` (distinct, sorted); (the entry, whether it is new): an active
     entry with exactly these ids is returned as it is."""
@@ -155,12 +236,18 @@ def record(dataset: Location, ids: list[str], reason: str | None) -> tuple[dict,
         if entry["ids_sha256"] == digest:
             return entry, False
     body = {"ids": sorted(set(ids)), "ids_sha256": digest}
-    return _create(dataset, "takedown", digest, reason or NO_REASON, body), True
+    reason = reason if reason and reason.strip() else NO_REASON  # never refused for want of it
+    return _create(dataset, "takedown", digest, reason, body), True
 
 
 def lift(dataset: Location, name: str, reason: str) -> dict:
     """A lift entry for takedown entry `name`; TakedownListError when it is not an active
     takedown entry of the list."""
+    if not reason.strip():
+        raise TakedownListError(
+            f"--reason {reason!r} is blank: a lift must say why the ids come back; nothing was"
+            " recorded"
+        )
     current = load(dataset)
     entry = current.entries.get(name)
     if entry is None or entry["kind"] != "takedown":

@@ -37,6 +37,7 @@ from pipeline.run.read_stage import (
     Listing,
     Units,
     check_quarantine,
+    check_takedowns_unchanged,
     list_inputs,
     read_units,
 )
@@ -75,6 +76,7 @@ def run_pipeline(cfg: Config, show_progress: bool = True, allow_empty: bool = Fa
         for warning in probe_fields(listing.cfg, listing.listed.inputs, listing.roots):
             tqdm.write(f"warning: {warning}", file=sys.stderr)  # above the open stage bar
         with held(layout.lease, layout.run_id) as lease:
+            check_takedowns_unchanged(listing)  # a removal committed before the lease was ours
             waves.lease = lease
             result = run_stages(waves, listing, started, allow_empty, clock)
             layout.committed.write_bytes(json.dumps({"version": result.version.name}).encode())

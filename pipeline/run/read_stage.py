@@ -138,14 +138,37 @@ def listing_of(cfg: Config, listed: ListResult, roots: dict[str, Location]) -> L
     # the run's own intermediates (dedup's exchanges) follow the row format: never read as another
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}:{ROW_FORMAT}".encode())
     dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
-    try:  # a later run honours every takedown recorded so far: another run id, read key
-        listed_down = takedowns.load(dataset)
-    except takedowns.TakedownListError as e:
-        raise RunError(f"{e}; nothing was committed") from None
+    listed_down = takedown_list(dataset)
     run_id = takedown_keyed(run_id, listed_down.digest)
     read_key = takedown_keyed(cfg.read_key(), listed_down.digest)
     layout = RunLayout.for_config(cfg, run_id, read_key)
     return Listing(cfg, listed, layout, digest, roots, listed_down)
+
+
+def takedown_list(dataset: Location) -> takedowns.TakedownList:
+    """The dataset's takedown list, checked against its newest version (no entry lost or
+    edited: takedowns.check_intact); RunError, nothing committed, else."""
+    try:  # a later run honours every takedown recorded so far: another run id, read key
+        listed = takedowns.load(dataset)
+        takedowns.check_intact(dataset, listed)
+    except takedowns.TakedownListChanged as e:  # its line says what to restore
+        raise RunError(str(e)) from None
+    except takedowns.TakedownListError as e:
+        raise RunError(f"{e}; nothing was committed") from None
+    return listed
+
+
+def check_takedowns_unchanged(listing: Listing) -> None:
+    """Once the lease is held: RunError unless the takedown list is still the one the listing
+    keyed the run by (a `remove` records an entry only under the lease, so none comes after)."""
+    now = takedown_list(listing.layout.dataset)
+    if sorted(now.entries) != sorted(listing.takedown.entries):
+        new = sorted(set(now.entries) - set(listing.takedown.entries)) or ["(none)"]
+        raise RunError(
+            f"the takedown list changed after the run listed its input (entry {new[0]} appended"
+            " by a `remove` or `takedown-lift`): the run was keyed by the list before it; run"
+            " again; nothing was committed"
+        )
 
 
 def write_listing(listing: Listing) -> None:

@@ -1,7 +1,12 @@
 """Takedown: `python -m pipeline remove VERSION --ids FILE` records the ids on the dataset's
 takedown list (formats/takedowns.py), which every later run applies, and writes a new version of
-the dataset without those documents, by re-packing the run's token files (no read, tokenize or
-dedup).
+the dataset without the documents of every active entry (its own and those before it), by
+re-packing the run's token files (no read, tokenize or dedup).
+
+All of it holds the dataset's lease (core/lease.py), waited for: a dataset folder's newest
+version is resolved, the list checked (takedowns.check_intact) and the entry recorded only then,
+so two removals at once run one after the other and the second re-packs the first's version
+leaving out both lists; none is lost.
 
 The parent's packs are planned again with the same shard count per (source, split) and the ids
 left out (tokens/pack.PackPlan.without): every remaining document keeps its shuffle key, so its
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -31,18 +37,20 @@ import pyarrow.compute as pc
 import xxhash
 
 from pipeline.config_sections import PackConfig, RayConfig, RunConfig
-from pipeline.core.layout import RunLayout, new_version_id
-from pipeline.core.lease import held
+from pipeline.core.layout import MANIFEST, RunLayout, new_version_id
+from pipeline.core.lease import REMOVE_WAIT_S, LeaseHeld, LeaseLost, held
 from pipeline.core.storage import Location
 from pipeline.exit_codes import CONFIG_ERROR
 from pipeline.formats import documents, takedowns
 from pipeline.formats.manifest import (
     FORMAT,
     TAKEDOWN_KEY,
+    ManifestError,
     blend_line,
     commit_manifest,
     documents_accounted,
     load_manifest,
+    resolve_version,
 )
 from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
@@ -83,20 +91,50 @@ class Takedown:
     unknown: list[str] = field(default_factory=list)  # ids the version does not hold
     entry: dict | None = None  # the takedown list's entry of these ids (formats/takedowns.py)
     new_entry: bool = False  # recorded now (else an active entry had exactly these ids)
+    parent: Location | None = None  # the version re-packed (the newest, for a dataset folder)
 
 
 def remove_documents(
-    version: Location,
+    target: Location,
     ids: list[str],
     strict: bool = False,
     ray_cfg: RayConfig | None = None,
     reason: str | None = None,
     allow_empty: bool = False,
+    wait_s: float = REMOVE_WAIT_S,
+    on_wait=None,
 ) -> Takedown:
     """Record `ids` on the dataset's takedown list (formats/takedowns.py: every later run leaves
-    them out), then re-pack `version` without them. --strict refuses first: nothing recorded.
-    allow_empty: publish even a version that empties a source or the dataset's newest version
-    shrinks against (run/input_guard.py's rule, with run.max_input_shrink's default)."""
+    them out), then re-pack the version without every active entry's ids. `target` is a version
+    folder, or a dataset folder: its newest version, resolved once the dataset's lease is held
+    (waited for up to wait_s; on_wait(LeaseHeld) when the wait begins), so that a removal
+    committed meanwhile is the parent, never re-packed over. --strict refuses first: nothing
+    recorded. allow_empty: publish even a version that empties a source or the dataset's newest
+    version shrinks against (run/input_guard.py's rule, with run.max_input_shrink's default)."""
+    given_version = (target / MANIFEST).exists()
+    dataset = target
+    if given_version:
+        dataset = Location(target.fs, target.path.rstrip("/").rsplit("/", 1)[0])
+    # a version that cannot be removed from is one line before any lease is taken or waited for
+    check_removable(resolve_version(target))
+    label = f"remove-{uuid.uuid4().hex[:8]}"  # the run id is known once the parent is
+    lease_at = RunLayout(dataset, label, "", "").lease
+    try:
+        with held(lease_at, label, wait_s=wait_s, on_wait=on_wait) as lease:
+            version = target if given_version else resolve_version(dataset)
+            return _remove(lease, version, dataset, ids, strict, ray_cfg, reason, allow_empty)
+    except LeaseLost:
+        raise
+    except LeaseHeld as e:
+        waited = f"; waited {wait_s:g} s for it" if wait_s > 0 else ""
+        raise LeaseHeld(
+            f"{e}{waited}: nothing was recorded or committed; run `remove` again"
+        ) from None
+
+
+def _remove(lease, version, dataset, ids, strict, ray_cfg, reason, allow_empty) -> Takedown:
+    """remove_documents' work, the dataset's lease held."""
+    check_removable(version)
     manifest = load_manifest(version)
     if manifest.get("documents") is None:
         raise NoIndex(
@@ -107,9 +145,8 @@ def remove_documents(
         index = documents.read_index(version, manifest["documents"])
     except ValueError as e:  # not the index the manifest names
         raise TakedownError(f"{version.uri}: {e}: run `verify`; nothing was committed") from None
-    hit = pc.is_in(index["doc_id"], value_set=pa.array(ids, pa.string()))
-    gone = index.filter(hit)
-    present = sorted(set(gone["doc_id"].to_pylist()))
+    mine = pc.is_in(index["doc_id"], value_set=pa.array(ids, pa.string()))
+    present = sorted(set(index.filter(mine)["doc_id"].to_pylist()))
     unknown = sorted(set(ids) - set(present))
     if unknown and strict:
         raise UnknownIds(
@@ -117,46 +154,74 @@ def remove_documents(
             f" (e.g. {', '.join(map(repr, unknown[:EXAMPLES]))}); --strict: nothing was"
             " committed"
         )
-    dataset = Location(version.fs, version.path.rsplit("/", 1)[0])
     try:  # first: the decision stands for later runs even if the re-pack below fails
+        takedowns.check_intact(dataset, takedowns.load(dataset))
         entry, new_entry = takedowns.record(dataset, ids, reason)
+        listed = takedowns.load(dataset)  # every active entry: its own and those before it
+    except takedowns.TakedownListChanged as e:  # a hand edit: its line says what to restore
+        raise TakedownError(str(e)) from None
     except takedowns.TakedownListError as e:
         raise TakedownError(f"{e}; nothing was committed") from None
-    if not present:
-        return Takedown(None, 0, len(ids), unknown, entry, new_entry)
+    hit = pc.is_in(index["doc_id"], value_set=pa.array(listed.ids, pa.string()))
+    gone = index.filter(hit)
+    if gone.num_rows == 0:
+        return Takedown(None, 0, len(ids), unknown, entry, new_entry, version)
     parent = manifest["version"]
-    digest = ids_digest(present)
+    digest = ids_digest(sorted(set(gone["doc_id"].to_pylist())))
     run_id = xxhash.xxh3_64_hexdigest(f"{parent}:{digest}".encode())
     lineage = manifest["lineage"]
     layout = RunLayout(dataset, run_id, "", _token_key(dataset, lineage))
     already = already_committed(layout)
     if already is not None:
-        return Takedown(already, gone.num_rows, len(ids), unknown, entry, new_entry)
+        return Takedown(already, gone.num_rows, len(ids), unknown, entry, new_entry, version)
     units = _token_files(layout, dataset, lineage, manifest["version"])
     ensure_ray(SimpleNamespace(ray=ray_cfg or RayConfig()))
     started = dt.datetime.now(dt.timezone.utc)
-    with held(layout.lease, run_id) as lease:
-        excluded = set(present)
-        if isinstance(lineage.get("removed_ids"), str):  # the parent was a takedown
-            earlier = (dataset / lineage["removed_ids"]).read_parquet(columns=["doc_id"])
-            excluded |= set(earlier["doc_id"].to_pylist())
-        layout.removed_ids.write_parquet(pa.table({"doc_id": sorted(excluded)}))
-        version_id = new_version_id(run_id)
-        new = layout.version(version_id)
-        parts, stats = _repack(layout, new, manifest, units, frozenset(excluded))
-        out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
-        if not allow_empty:
-            check_publish(dataset, out, RunConfig().max_input_shrink, "remove")
-        out["documents"] = _document_index(layout, new, shard_entries(parts), index)
-        layout.stats.write_bytes(RunStats(run_id=run_id, stages=[stats]).to_json())
-        try:
-            verify_manifest(new, out, shards_checked=True)
-        except VerifyError as e:
-            raise TakedownError(f"the version fails verify: {e}; nothing was committed") from None
-        lease.renew()
-        commit_manifest(new, out)
-        layout.committed.write_bytes(json.dumps({"version": version_id}).encode())
-    return Takedown(RunResult(new, out), gone.num_rows, len(ids), unknown, entry, new_entry)
+    excluded = set(gone["doc_id"].to_pylist())
+    if isinstance(lineage.get("removed_ids"), str):  # the parent was a takedown
+        earlier = (dataset / lineage["removed_ids"]).read_parquet(columns=["doc_id"])
+        excluded |= set(earlier["doc_id"].to_pylist())
+    layout.removed_ids.write_parquet(pa.table({"doc_id": sorted(excluded)}))
+    version_id = new_version_id(run_id)
+    new = layout.version(version_id)
+    parts, stats = _repack(layout, new, manifest, units, frozenset(excluded), lease)
+    out = _manifest(manifest, layout, version_id, parts, gone, digest, len(unknown), started)
+    out["takedowns"] = {  # the list this version honours, as a run's (commit_stage.py)
+        "entries": [e["entry"] for e in listed.active],
+        "ids_sha256": listed.digest,
+    }
+    if not allow_empty:
+        check_publish(dataset, out, RunConfig().max_input_shrink, "remove")
+    out["documents"] = _document_index(layout, new, shard_entries(parts), index)
+    layout.stats.write_bytes(RunStats(run_id=run_id, stages=[stats]).to_json())
+    try:
+        verify_manifest(new, out, shards_checked=True)
+    except VerifyError as e:
+        raise TakedownError(f"the version fails verify: {e}; nothing was committed") from None
+    lease.renew()  # fenced: LeaseLost if another run took the dataset over meanwhile
+    commit_manifest(new, out)
+    layout.committed.write_bytes(json.dumps({"version": version_id}).encode())
+    done = RunResult(new, out)
+    return Takedown(done, gone.num_rows, len(ids), unknown, entry, new_entry, version)
+
+
+def check_removable(version: Location) -> None:
+    """ManifestError unless the manifest's lineage names the run records a takedown re-packs
+    from (units, removed) as paths inside the dataset folder."""
+    lineage = load_manifest(version).get("lineage")
+    for key in ("units", "removed"):
+        path = lineage.get(key) if isinstance(lineage, dict) else None
+        if (
+            not isinstance(path, str)
+            or not path.strip("/")
+            or path.startswith("/")
+            or ".." in path.split("/")
+            or "\0" in path
+        ):
+            raise ManifestError(
+                f"{version.uri}: lineage.{key} is not a path in the dataset folder: the"
+                " version cannot be re-packed (run `verify`); nothing was committed"
+            )
 
 
 def _token_key(dataset: Location, lineage: dict) -> str:
@@ -255,14 +320,16 @@ def _plans(manifest: dict, units: dict[str, list]) -> list[tuple[str, str, PackP
     return out
 
 
-def _repack(layout, version, manifest, units, excluded) -> tuple[Parts, dict]:
+def _repack(layout, version, manifest, units, excluded, lease) -> tuple[Parts, dict]:
     """Both pack passes of every pack (run/pack_stage.run_packs) without the `excluded`
-    documents; (source, split, results) per pack, and the stage's stats.json entry."""
+    documents; (source, split, results) per pack, and the stage's stats.json entry. The lease
+    is renewed while they run, as a run's."""
     packs = [
         (source, split, plan.without(excluded), groups)
         for source, split, plan, groups in _plans(manifest, units)
     ]
     waves = Waves()
+    waves.lease = lease
     parts = run_packs(waves, layout, version, packs, manifest["tokenizer"], TakedownError)
     return parts, waves.stats[0]
 

@@ -104,3 +104,22 @@ def test_pid_liveness_only_in_the_same_boot_and_pid_namespace(tmp_path):
     path.write_text(json.dumps(holder(pid=pid)))  # provably our pid space, and dead
     Lease(loc, "mine").acquire()
     assert json.loads(path.read_text())["run_id"] == "mine"
+
+
+def test_a_waiting_holder_gets_the_lease_once_it_is_released(tmp_path) -> None:
+    """`remove` waits (held(wait_s=...)); a run refuses at once (wait_s=0)."""
+    loc = Location.from_uri(str(tmp_path / "lease.json"))
+    first = Lease(loc, "first-run", ttl_s=60)
+    first.acquire()
+    with pytest.raises(LeaseHeld, match="refusing a concurrent run"), lease_mod.held(loc, "x"):
+        pass
+    waits = []
+
+    def on_wait(e: LeaseHeld) -> None:
+        waits.append(e.holder)
+        first.release()  # the holder finishes while the other waits
+
+    with lease_mod.held(loc, "waiting", wait_s=60, on_wait=on_wait) as second:
+        assert json.loads(loc.read_bytes())["token"] == second.token
+    assert len(waits) == 1 and "dataset is being written by run first-run" in waits[0]
+    assert "refusing" not in waits[0]

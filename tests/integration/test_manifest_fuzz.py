@@ -185,7 +185,7 @@ COMMANDS = {
     "verify": lambda v, ids: ["verify", str(v)],
     "find": lambda v, ids: ["find", str(v), "--id", "zeta/zeta1"],
     "blend": lambda v, ids: ["blend", str(v)],
-    "remove": lambda v, ids: ["remove", str(v), "--ids", str(ids)],
+    "remove": lambda v, ids: ["remove", str(v), "--ids", str(ids), "--wait", "0"],
 }
 
 

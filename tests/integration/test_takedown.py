@@ -122,8 +122,14 @@ def test_rerun_is_idempotent_and_strict_refuses_unknown_ids(taken) -> None:
         f"error: 2 of {len(listed.read_text().split())} ids are not in version {parent.name}"
         " (e.g. 'docs/not-a-document', 'web/nor-this'); --strict: nothing was committed"
     ]
-    nothing = _cli("remove", str(parent), "--ids", str(_ids_file(parent.parent, "none", ["x"])))
+    none = _ids_file(parent.parent, "none", ["x"])
+    nothing = _cli("remove", str(parent.parent), "--ids", str(none))  # the newest version
     assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
+    # the parent still holds the list's ids: leaving them out is the version committed already
+    older = _cli("remove", str(parent), "--ids", str(none))
+    assert older.returncode == 0 and f"already committed {parent.parent / versions[-1]}" in (
+        older.stdout
+    )
     assert committed_versions(dataset) == versions
 
 

@@ -70,3 +70,39 @@ def test_an_unreadable_entry_is_one_error(tmp_path: Path) -> None:
     (tmp_path / "sample" / "_takedowns" / "x.json").write_text("{")
     with pytest.raises(TakedownListError, match="x.json is unreadable"):
         takedowns.load(dataset)
+
+
+def _honouring(tmp_path: Path, listed: takedowns.TakedownList) -> None:
+    """A committed version (only its manifest's `takedowns` matters here) honouring `listed`."""
+    version = tmp_path / "sample" / "20261201T000000.000000Z-0123abcd"
+    version.mkdir(parents=True)
+    names = [e["entry"] for e in listed.active]
+    manifest = {"takedowns": {"entries": names, "ids_sha256": listed.digest}}
+    (version / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_list_that_lost_or_changed_an_entry_is_refused(tmp_path: Path) -> None:
+    dataset = Location.from_uri(str(tmp_path / "sample"))
+    kept, _ = takedowns.record(dataset, ["a"], "legal")
+    gone, _ = takedowns.record(dataset, ["b"], "legal")
+    _honouring(tmp_path, takedowns.load(dataset))
+    takedowns.check_intact(dataset, takedowns.load(dataset))  # as committed: no complaint
+    folder = tmp_path / "sample" / "_takedowns"
+    lost = (folder / f"{gone['entry']}.json").read_bytes()
+    (folder / f"{gone['entry']}.json").unlink()
+    with pytest.raises(takedowns.TakedownListChanged, match=f"{gone['entry']}, which version"):
+        takedowns.check_intact(dataset, takedowns.load(dataset))
+    (folder / f"{gone['entry']}.json").write_bytes(lost)
+    path = folder / f"{kept['entry']}.json"
+    for ids, digest, said in [
+        (["z"], kept["ids_sha256"], "was edited: its 1 ids do not hash"),  # ids changed
+        (["a"], takedowns.ids_digest(["z"]), "was edited: its 1 ids do not hash"),  # digest
+        (["z"], takedowns.ids_digest(["z"]), "no longer hold its ids"),  # both, to agree
+    ]:
+        path.write_text(json.dumps({**kept, "ids": ids, "ids_sha256": digest}))
+        with pytest.raises(takedowns.TakedownListChanged, match=said) as refused:
+            takedowns.check_intact(dataset, takedowns.load(dataset))
+        assert refused.value.exit_code == 3 and "\n" not in str(refused.value)
+    path.write_text(json.dumps(kept))
+    takedowns.lift(dataset, kept["entry"], "appeal")  # a lift is appended: nothing is lost
+    takedowns.check_intact(dataset, takedowns.load(dataset))
