@@ -11,6 +11,8 @@ import xxhash
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
+    DOCUMENTS_KIND,
+    RECORDS_KEY,
     FILTERED_KEY,
     TAKEDOWN_KEY,
     ManifestError,
@@ -85,6 +87,18 @@ def verify_counts(version: Location, manifest: dict, shards: list[dict]) -> None
             f"{version.uri}: docs_in {counts['docs_in']} != out + removed +"
             f" quarantined = {accounted}"
         )
+    _check_records(version, "counts", counts)
+
+
+def _check_records(version: Location, where: str, counts: dict) -> None:
+    """The web archive records that entered the documents are among docs_in (the others are
+    counted by kind beside them, never as documents)."""
+    records = counts.get(RECORDS_KEY) or {}
+    if records.get(DOCUMENTS_KIND, 0) > counts["docs_in"]:
+        raise VerifyError(
+            f"{version.uri}: {where}: {records[DOCUMENTS_KIND]} web archive records became"
+            f" documents, more than docs_in {counts['docs_in']}"
+        )
 
 
 def verify_documents(version: Location, manifest: dict, shards: list[dict], dtype) -> None:
@@ -128,6 +142,7 @@ def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> Non
                 f"{version.uri}: source {name}: docs_in {entry['docs_in']} != out + removed +"
                 f" quarantined = {accounted}"
             )
+        _check_records(version, f"source {name}", entry)
         mine = [s for s in shards if s.get("source") == name]
         docs, tokens = sum(s["documents"] for s in mine), sum(s["tokens"] for s in mine)
         if (docs, tokens) != (entry["docs_out"], entry["tokens"]):
@@ -141,6 +156,15 @@ def verify_sources(version: Location, manifest: dict, shards: list[dict]) -> Non
         if total != counts.get(key, 0):
             raise VerifyError(
                 f"{version.uri}: sources add up to {key} = {total}, counts say {counts[key]}"
+            )
+    kinds = {k for entry in sources.values() for k in entry.get(RECORDS_KEY) or {}}
+    kinds |= set(counts.get(RECORDS_KEY) or {})
+    for kind in sorted(kinds):
+        total = sum((entry.get(RECORDS_KEY) or {}).get(kind, 0) for entry in sources.values())
+        if total != (counts.get(RECORDS_KEY) or {}).get(kind, 0):
+            raise VerifyError(
+                f"{version.uri}: sources add up to {RECORDS_KEY}.{kind} = {total}, counts say"
+                f" {(counts.get(RECORDS_KEY) or {}).get(kind, 0)}"
             )
     blend = (manifest.get("blend") or {}).get("train")
     if blend is not None:

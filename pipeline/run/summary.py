@@ -40,6 +40,12 @@ def format_summary(result: RunResult) -> str:
             + ", ".join(f"{name} {n} units" for name, n in reused.items())
         )
     lines.append("")
+    records = counts.get("records") or {}  # web archives (ingest/web_archive.py)
+    if records:
+        lines.append(f"web archive records {sum(v for k, v in records.items()"
+                     f" if k != 'warc_truncated'):>8,}  (by kind; documents enter below)")  # fmt: skip
+        for kind, n in records.items():
+            lines.append(f"  {kind:<17}{n:>9,}")
     lines.append(f"documents in      {counts['docs_in']:>10,}")
     lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
     lines.append(f"  removed near    {counts['removed_near']:>10,}")
