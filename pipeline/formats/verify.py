@@ -12,8 +12,8 @@ from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
     DOCUMENTS_KIND,
-    RECORDS_KEY,
     FILTERED_KEY,
+    RECORDS_KEY,
     TAKEDOWN_KEY,
     ManifestError,
     documents_accounted,

@@ -24,7 +24,6 @@ import zstandard
 
 from pipeline.core.storage import Location
 from pipeline.ingest.format_readers import READERS, STREAM_BUFFER
-from pipeline.ingest.web_archive import read_html, read_warc
 from pipeline.ingest.records import (
     DEFAULT_MAX_DOC_BYTES,
     EMPTY_FILE,
@@ -32,6 +31,7 @@ from pipeline.ingest.records import (
     UNREADABLE,
     Batches,
 )
+from pipeline.ingest.web_archive import read_html, read_warc
 
 _READERS = {**READERS, "warc": read_warc, "html": read_html}
 _EXTRACTED = ("warc", "html")  # formats whose text is extracted from HTML (pipeline/extract)

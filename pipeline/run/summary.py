@@ -42,8 +42,8 @@ def format_summary(result: RunResult) -> str:
     lines.append("")
     records = counts.get("records") or {}  # web archives (ingest/web_archive.py)
     if records:
-        lines.append(f"web archive records {sum(v for k, v in records.items()"
-                     f" if k != 'warc_truncated'):>8,}  (by kind; documents enter below)")  # fmt: skip
+        read = sum(n for kind, n in records.items() if kind != "warc_truncated")  # a subset
+        lines.append(f"web archive records {read:>8,}  (by kind; `documents` enter below)")
         for kind, n in records.items():
             lines.append(f"  {kind:<17}{n:>9,}")
     lines.append(f"documents in      {counts['docs_in']:>10,}")

@@ -5,6 +5,7 @@ one gzip stream. Test data only; the product reads WARC with fastwarc."""
 from __future__ import annotations
 
 import gzip
+import io
 import uuid
 from dataclasses import dataclass, field
 
@@ -37,9 +38,7 @@ class Record:
 
     def to_bytes(self) -> bytes:
         block = self.block()
-        content_type = (
-            "application/http; msgtype=response" if self.http else "text/plain"
-        )
+        content_type = "application/http; msgtype=response" if self.http else "text/plain"
         lines = [
             "WARC/1.0",
             f"WARC-Type: {self.kind}",
@@ -85,3 +84,21 @@ def warcinfo() -> Record:
 def request(url: str = "http://example.com/") -> Record:
     body = f"GET / HTTP/1.1\r\nHost: {url}\r\n\r\n".encode()
     return Record(kind="request", url=url, body=body, http=False, record_id="")
+
+
+def brotli_bytes(data: bytes) -> bytes:
+    """`data` brotli-compressed (fastwarc's writer: no brotli package needed)."""
+    from fastwarc.stream_io import BrotliWriter
+
+    out = io.BytesIO()
+    writer = BrotliWriter(out)
+    writer.write(data)
+    writer.close()  # flushes (finish alone leaves the stream unfinished)
+    return out.getvalue()
+
+
+def chunked(data: bytes, size: int = 50) -> bytes:
+    """`data` in HTTP/1.1 chunked transfer coding."""
+    parts = [b"%x\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size])
+             for i in range(0, len(data), size)]  # fmt: skip
+    return b"".join(parts) + b"0\r\n\r\n"
