@@ -102,3 +102,45 @@ def chunked(data: bytes, size: int = 50) -> bytes:
     parts = [b"%x\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size])
              for i in range(0, len(data), size)]  # fmt: skip
     return b"".join(parts) + b"0\r\n\r\n"
+
+
+def random_page(seed: int, words: int = 2000) -> Record:
+    """A page of `words` pseudo-random words (compresses like text, not like a pattern)."""
+    import random
+
+    rng = random.Random(seed)
+    heads = ("tal", "mor", "ven", "quo", "dri", "sel", "pan", "hek", "bru", "cim")
+    tails = ("a", "ist", "umen", "or", "ine", "ab", "eth", "oss", "ry", "ul")
+    vocab = [f"{h}{m}{t}" for h in heads for m in ("", "an", "ol", "ek") for t in tails]
+    paras = [" ".join(rng.choice(vocab) for _ in range(100)) for _ in range(words // 100)]
+    body = f"<html><head><title>Page {seed}</title></head><body><nav>Home | About</nav>"
+    body += "<article>" + "".join(f"<p>{p}.</p>" for p in paras) + "</article></body></html>"
+    return Record(url=f"http://example.com/{seed}", body=body.encode())
+
+
+def write_corpus(folder, files: int = 3, pages: int = 120) -> list[Record]:
+    """A crawl of `files` WARC files (Common Crawl's per-record gzip, one whole-stream gzip,
+    one uncompressed when there are three or more), each with a warcinfo, request records, a
+    404 and an image, and pages that repeat across files (for dedup); the records written."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for f in range(files):
+        records = [warcinfo()]
+        for i in range(pages):
+            seed = f * pages + i if i % 10 else i  # every tenth page is in every file
+            records += [request(f"http://example.com/{seed}"), random_page(seed)]
+        records.append(Record(url=f"http://example.com/gone{f}", status="404 Not Found"))
+        image = [("Content-Type", "image/png")]
+        records.append(Record(url=f"http://example.com/{f}.png", headers=image, body=b"\x89PNG"))
+        if f == 1:
+            name, data = f"crawl-{f}.warc.gz", whole_stream_gzip(records)
+        elif f == 2:
+            name, data = f"crawl-{f}.warc", uncompressed(records)
+        else:
+            name, data = f"crawl-{f}.warc.gz", per_record_gzip(records)
+        (folder / name).write_bytes(data)
+        written += records
+    return written
