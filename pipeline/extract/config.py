@@ -17,10 +17,10 @@ _READ = changes("read", "output")
 
 
 class ExtractConfig(StrictModel):
-    """resiliparse's extract_plain_text by default, with main-content extraction (DCLM's
-    choice); trafilatura (the optional extra `trafilatura`) where chosen. The options are
-    resiliparse's; trafilatura takes those it has (comments, links, preserve_formatting as
-    include_comments, include_links, include_formatting)."""
+    """resiliparse's extract_plain_text by default, with its defaults but main-content
+    extraction on (DCLM's choice); trafilatura (the optional extra `trafilatura`) where
+    chosen. The options are resiliparse's; trafilatura takes those it has (comments, links,
+    preserve_formatting as include_comments, include_links, include_formatting)."""
 
     engine: Literal["resiliparse", "trafilatura"] = Field(
         default="resiliparse",
@@ -39,7 +39,7 @@ class ExtractConfig(StrictModel):
         json_schema_extra=_READ,
     )
     alt_texts: bool = Field(
-        default=False, description="keep images' alt texts", json_schema_extra=_READ
+        default=True, description="keep images' alt texts", json_schema_extra=_READ
     )
     links: bool = Field(default=False, description="keep link targets", json_schema_extra=_READ)
     list_bullets: bool = Field(
@@ -49,7 +49,7 @@ class ExtractConfig(StrictModel):
         default=False, description="keep <noscript> content", json_schema_extra=_READ
     )
     comments: bool = Field(
-        default=False,
+        default=True,
         description="treat comment sections as main content",
         json_schema_extra=_READ,
     )
