@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
-from support.warc import page, per_record_gzip, whole_stream_gzip, write_corpus
+from support.warc import page, per_record_gzip, uncompressed, whole_stream_gzip, write_corpus
 
 from pipeline.config import load_config
 from pipeline.core.layout import MANIFEST
@@ -116,3 +117,43 @@ def test_warc_files_read_from_s3(s3_upload):
             assert bad.num_rows == 0
     assert sorted(ids) == sorted(r.record_id for r in pages)
     assert records == {"documents": 30}
+
+
+READ_IN_CHILD = """
+import resource, sys
+from collections import Counter
+from pipeline.core.storage import Location
+from pipeline.ingest.listing import cut_units, list_inputs
+from pipeline.ingest.readers import read_piece
+
+root = Location.from_uri(sys.argv[1])
+units = cut_units(list_inputs(root, ["**"], [])[0], 64 << 20).to_pylist()
+read_piece(root, units[0], "text", None).__next__  # imports done before the baseline
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+reasons, records = [], Counter()
+for piece in units:
+    for docs, bad in read_piece(root, piece, "text", None, records=records):
+        reasons += bad["reason"].to_pylist()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(reasons, records["documents"], (after - before) // 1024)
+"""
+
+
+@pytest.mark.parametrize("name", ["big.warc.gz", "big.warc"])
+def test_a_100_mb_record_is_quarantined_within_the_memory_bound(tmp_path, name):
+    """A 100 MB page (over ingest.max_doc_bytes, 16 MiB) is skipped in buffers: the reading
+    process's peak memory grows by far less than the record (measured, not timed)."""
+    big = page(0)
+    big.body = b"<html><body><p>" + b"all work and no play " * 5_000_000 + b"</p></body></html>"
+    records = [big, page(1)]
+    data = per_record_gzip(records) if name.endswith(".gz") else uncompressed(records)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / name).write_bytes(data)
+    del big, records, data
+    out = subprocess.run(
+        [sys.executable, "-c", READ_IN_CHILD, str(tmp_path / "in")],
+        check=True, capture_output=True, text=True, cwd=REPO,
+    ).stdout.split("\n")[-2]  # fmt: skip
+    reasons, documents, grown_mb = out.rsplit(" ", 2)
+    assert reasons == "['too_large']" and documents == "1"
+    assert int(grown_mb) < 40, f"peak memory grew by {grown_mb} MB for a 105 MB record"
