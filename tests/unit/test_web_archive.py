@@ -241,3 +241,19 @@ def test_an_unknown_content_encoding_is_undecodable(tmp_path):
     odd.headers = [("Content-Type", "text/html"), ("Content-Encoding", "compress")]
     docs, bad, _ = read_folder(write(tmp_path / "in", "a.warc.gz", per_record_gzip([odd])))
     assert docs == [] and [b["reason"] for b in bad] == ["undecodable_payload"]
+
+
+def test_block_list_on_a_warc_url(tmp_path):
+    """The kept `url` is what curation's block_list judges (curate/block_list.py)."""
+    import pyarrow as pa
+
+    from pipeline.curate import chain
+
+    records = [page(0), page(1)]
+    records[1].url = "http://spam.example.org/offer"
+    docs, _, _ = read_folder(write(tmp_path / "in", "a.warc.gz", per_record_gzip(records)))
+    (tmp_path / "domains.txt").write_text("example.org\n")
+    steps = chain.parse([{"block_list": {"domains_file": str(tmp_path / "domains.txt")}}])
+    outcome = chain.apply(chain.build(steps), pa.Table.from_pylist(docs))
+    assert outcome.kept["doc_id"].to_pylist() == [records[0].record_id]
+    assert outcome.removed["doc_id"].to_pylist() == [records[1].record_id]
