@@ -151,12 +151,32 @@ class _Parser:
         return self._first.restart(stream)
 
 
+class InvalidRecord(Exception):
+    """fastwarc found bytes that are not a WARC record; `row`: just past the last record read
+    (`base` when none was): a row no record has."""
+
+    def __init__(self, row: int, detail: str) -> None:
+        super().__init__(detail)
+        self.row, self.detail = row, detail
+
+
 def _records(
     stream: Any, base: int, out: Batches, parser: _Parser | None = None
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """The records of a (decompressed) WARC stream; `row` = base + the record's offset in it.
-    Returns whether a record was cut by the stream's end."""
-    for record in (parser or _Parser())(stream):
+    Returns whether a record was cut by the stream's end; raises InvalidRecord."""
+    records, row = iter((parser or _Parser())(stream)), None
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return False
+        except OSError as e:
+            if type(e) is not OSError:  # the stream's own error (I/O), not fastwarc's verdict
+                raise
+            where = base if row is None else row + 1
+            after = "no record" if row is None else f"the record at row {row}"
+            raise InvalidRecord(where, f"{e} (after {after})") from None
         row, kind = base + record.stream_pos, str(record.record_type)
         if kind == "response":
             complete = _response(out, record, row)
@@ -169,7 +189,6 @@ def _records(
             return True
         if out.full:
             yield out.take()
-    return False
 
 
 def _not_a_warc(head: bytes, what: str) -> ValueError:
@@ -194,8 +213,9 @@ def _gzip_members(raw: Any, piece: dict, out: Batches) -> Iterator[tuple[pa.Tabl
         member = Member(raw, at, pending)
         try:
             cut = yield from _records(member, at, out, parser)
-        except zlib.error as e:
-            out.problem(at, CORRUPT_RECORD, f"gzip member at byte {at}: zlib.error: {e}")
+        except (zlib.error, InvalidRecord) as e:
+            row = e.row if isinstance(e, InvalidRecord) else at
+            out.problem(row, CORRUPT_RECORD, f"gzip member at byte {at}: {type(e).__name__}: {e}")
             at, pending = find_member(raw, at + 1, end), b""
             if at is not None:
                 raw.seek(at)
@@ -225,7 +245,13 @@ def read_warc(
         head = stream.peek(len(WARC_MAGIC))[: len(WARC_MAGIC)]
         if head != WARC_MAGIC:
             raise _not_a_warc(head, "the file")
-        yield from _records(stream, 0, out)
+        try:
+            yield from _records(stream, 0, out)
+        except InvalidRecord as e:  # no member to go on at: the rest of the file is lost
+            out.problem(e.row, CORRUPT_RECORD, f"{e.detail}; the rest of the file is not read",
+                        nbytes=max(piece["size"] - e.row, 0))  # fmt: skip
+        except EOFError as e:  # a zstd stream cut short
+            out.problem(piece["size"], TRUNCATED_FILE, str(e))
 
 
 def read_html(

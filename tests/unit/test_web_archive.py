@@ -206,6 +206,26 @@ def test_a_corrupt_member_is_quarantined_and_reading_goes_on(tmp_path):
     assert [(b["row"], b["reason"]) for b in bad] == [(at, "corrupt_record")]
 
 
+def test_a_member_that_is_not_a_warc_record_is_quarantined_and_reading_goes_on(tmp_path):
+    records = [page(i) for i in range(3)]
+    parts = members(records)
+    junk = gzip.compress(b"this member holds no WARC record\r\n\r\n")
+    data = parts[0] + junk + parts[1] + parts[2]
+    docs, bad, _ = read_folder(write(tmp_path / "in", "a.warc.gz", data))
+    assert [d["doc_id"] for d in docs] == [r.record_id for r in records]
+    assert [(b["row"], b["reason"]) for b in bad] == [(len(parts[0]), "corrupt_record")]
+
+
+def test_garbage_inside_an_uncompressed_warc_is_quarantined_with_the_bytes_left(tmp_path):
+    records = [page(i) for i in range(4)]
+    head = uncompressed(records[:2])
+    data = head + b"garbage\r\n\r\n" + uncompressed(records[2:])
+    docs, bad, _ = read_folder(write(tmp_path / "in", "a.warc", data))
+    assert [d["doc_id"] for d in docs] == [r.record_id for r in records[:2]]
+    assert [b["reason"] for b in bad] == ["corrupt_record"]
+    assert 0 < bad[0]["bytes"] <= len(data) - len(head) + len(records[1].to_bytes())
+
+
 @pytest.mark.parametrize(
     ("name", "data"),
     [("a.warc.gz", gzip.compress(b'{"text": "json, not WARC"}\n')), ("b.warc.gz", b"plain" * 9),
