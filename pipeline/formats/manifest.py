@@ -35,7 +35,8 @@ CURATED_KEY = "curated"  # {changed: {transform: documents}, spans: {kind: n}}: 
 # {kind: records} of the web archives read: the records that are not documents by what they
 # were, and `documents` (those that entered docs_in); only where a web archive was read
 RECORDS_KEY = "records"
-DOCUMENTS_KIND = "documents"  # the kind ingest/web_archive.py counts documents under
+# the kinds ingest/web_archive.py counts the records in docs_in under
+DOCUMENT_KINDS = ("documents", "quarantined")
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",

@@ -11,7 +11,7 @@ import xxhash
 from pipeline.core.storage import Location, refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.manifest import (
-    DOCUMENTS_KIND,
+    DOCUMENT_KINDS,
     FILTERED_KEY,
     RECORDS_KEY,
     TAKEDOWN_KEY,
@@ -91,13 +91,14 @@ def verify_counts(version: Location, manifest: dict, shards: list[dict]) -> None
 
 
 def _check_records(version: Location, where: str, counts: dict) -> None:
-    """The web archive records that entered the documents are among docs_in (the others are
-    counted by kind beside them, never as documents)."""
+    """The web archive records that became documents or quarantine rows are among docs_in (the
+    others are counted by kind beside them, never as documents)."""
     records = counts.get(RECORDS_KEY) or {}
-    if records.get(DOCUMENTS_KIND, 0) > counts["docs_in"]:
+    entered = sum(records.get(kind, 0) for kind in DOCUMENT_KINDS)
+    if entered > counts["docs_in"]:
         raise VerifyError(
-            f"{version.uri}: {where}: {records[DOCUMENTS_KIND]} web archive records became"
-            f" documents, more than docs_in {counts['docs_in']}"
+            f"{version.uri}: {where}: {entered} web archive records became documents or"
+            f" quarantine rows, more than docs_in {counts['docs_in']}"
         )
 
 

@@ -50,6 +50,7 @@ NOT_HTML = "not_html"  # an HTTP response whose Content-Type is not HTML
 NO_TEXT = "no_text"  # the extraction left no text
 STATUS = "status_{}xx"  # an HTTP status outside 2xx, by class: status_3xx, status_4xx, ...
 DOCUMENTS = "documents"  # records that entered the documents (documents in), for the check
+QUARANTINED = "quarantined"  # records that were quarantined (each also in docs_in)
 CRAWLER_TRUNCATED = "warc_truncated"  # of those: the crawler cut the payload (WARC-Truncated)
 WARC_FIELDS = ("url", "date")  # what a WARC document offers keep_fields
 
@@ -62,6 +63,12 @@ def _warc_headers(record: Any) -> dict[str, str]:
 
 def _fields(headers: dict[str, str]) -> dict[str, str | None]:
     return {"url": headers.get("WARC-Target-URI"), "date": headers.get("WARC-Date")}
+
+
+def _quarantine(out: Batches, row: int, reason: str, detail: str, **more: Any) -> None:
+    """A quarantine row (records.py), also counted among the records by kind."""
+    out.records[QUARANTINED] += 1
+    out.problem(row, reason, detail, **more)
 
 
 def _kept(out: Batches, fields: dict[str, str | None]) -> tuple[str | None, ...]:
@@ -92,12 +99,12 @@ def _response(out: Batches, record: Any, row: int) -> bool:
     rid = record.record_id
     cap = out.max_doc_bytes
     if record.content_length > cap:  # never read: fastwarc skips it in buffers
-        out.problem(row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
+        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return True
     body = record.reader.read(record.content_length)
     if len(body) < record.content_length:
-        out.problem(row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
+        _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
                     f" {record.content_length} payload bytes", raw_id=rid)  # fmt: skip
         return False
     headers = record.http_headers
@@ -106,11 +113,11 @@ def _response(out: Batches, record: Any, row: int) -> bool:
             body, headers.get("Transfer-Encoding"), headers.get("Content-Encoding"), cap
         )
     except TooLarge as e:
-        out.problem(row, TOO_LARGE, f"decoded body over {e.size - 1} bytes >"
+        _quarantine(out, row, TOO_LARGE, f"decoded body over {e.size - 1} bytes >"
                     f" ingest.max_doc_bytes = {cap}", raw_id=rid)  # fmt: skip
         return True
     except Undecodable as e:
-        out.problem(row, UNDECODABLE_PAYLOAD, str(e), raw_id=rid)
+        _quarantine(out, row, UNDECODABLE_PAYLOAD, str(e), raw_id=rid)
         return True
     warc = _warc_headers(record)
     if warc.get("WARC-Truncated"):
@@ -123,12 +130,12 @@ def _conversion(out: Batches, record: Any, row: int) -> bool:
     """A WET conversion record: its payload is the document's text (UTF-8), not extracted."""
     cap, rid = out.max_doc_bytes, record.record_id
     if record.content_length > cap:
-        out.problem(row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
+        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return True
     body = record.reader.read(record.content_length)
     if len(body) < record.content_length:
-        out.problem(row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
+        _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
                     f" {record.content_length} bytes", raw_id=rid)  # fmt: skip
         return False
     _document(out, rid, row, html_text(body, "utf-8"), _fields(_warc_headers(record)))
@@ -215,14 +222,16 @@ def _gzip_members(raw: Any, piece: dict, out: Batches) -> Iterator[tuple[pa.Tabl
             cut = yield from _records(member, at, out, parser)
         except (zlib.error, InvalidRecord) as e:
             row = e.row if isinstance(e, InvalidRecord) else at
-            out.problem(row, CORRUPT_RECORD, f"gzip member at byte {at}: {type(e).__name__}: {e}")
+            _quarantine(
+                out, row, CORRUPT_RECORD, f"gzip member at byte {at}: {type(e).__name__}: {e}"
+            )
             at, pending = find_member(raw, at + 1, end), b""
             if at is not None:
                 raw.seek(at)
             continue
         if member.truncated:
             if not cut:  # cut inside a record's header: fastwarc yields nothing of it
-                out.problem(at + member.out if member.out else at, TRUNCATED_FILE,
+                _quarantine(out, at + member.out if member.out else at, TRUNCATED_FILE,
                             f"the file ends inside the gzip member at byte {at}")  # fmt: skip
             return
         at, pending = member.end, member.rest
@@ -248,10 +257,10 @@ def read_warc(
         try:
             yield from _records(stream, 0, out)
         except InvalidRecord as e:  # no member to go on at: the rest of the file is lost
-            out.problem(e.row, CORRUPT_RECORD, f"{e.detail}; the rest of the file is not read",
+            _quarantine(out, e.row, CORRUPT_RECORD, f"{e.detail}; the rest of the file is not read",
                         nbytes=max(piece["size"] - e.row, 0))  # fmt: skip
         except EOFError as e:  # a zstd stream cut short
-            out.problem(piece["size"], TRUNCATED_FILE, str(e))
+            _quarantine(out, piece["size"], TRUNCATED_FILE, str(e))
 
 
 def read_html(
@@ -271,10 +280,10 @@ def read_html(
                 del data
                 while chunk := stream.read(SCAN_CHUNK):
                     size += len(chunk)
-                out.problem(0, TOO_LARGE, f"{size} bytes > ingest.max_doc_bytes = {cap}")
+                _quarantine(out, 0, TOO_LARGE, f"{size} bytes > ingest.max_doc_bytes = {cap}")
                 return
         except EOFError as e:
-            out.problem(0, TRUNCATED_FILE, str(e))
+            _quarantine(out, 0, TRUNCATED_FILE, str(e))
             return
     _document(out, None, 0, out.extract(html_text(data)), {})
     yield from ()

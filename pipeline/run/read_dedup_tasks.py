@@ -153,8 +153,8 @@ def read_unit(
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
-    records: Counter = Counter()
-    docs, bad = read_pieces(input_root, pieces, cfg, src, records)
+    kinds: Counter = Counter()  # web archive records by kind
+    docs, bad = read_pieces(input_root, pieces, cfg, src, kinds)
     curating = time.perf_counter()
     curated = curate(docs, cfg.chain_of(src), cfg)
     curating = time.perf_counter() - curating
@@ -202,7 +202,7 @@ def read_unit(
         text_bytes=text_bytes,
         hash_size=hash_size,
         quarantined=dict(quarantined),
-        records=dict(sorted(records.items())),
+        records=dict(sorted(kinds.items())),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
         tokens=tokens.tokens,
         engine=tokens.engine,

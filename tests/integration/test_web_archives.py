@@ -55,10 +55,11 @@ def test_records_are_accounted_in_the_manifest_and_summary(crawl):
     manifest = verify_version(result.version)
     kinds = Counter(r.kind for r in records)
     expected = {"documents": 750, "request": kinds["request"], "warcinfo": 3,
-                "status_4xx": 3, "not_html": 3}  # fmt: skip
+                "status_4xx": 3, "not_html": 3, "quarantined": 3}  # fmt: skip
     assert manifest["counts"]["records"] == expected
     assert manifest["sources"]["sample"]["records"] == expected
-    assert manifest["counts"]["docs_in"] == 750
+    assert manifest["counts"]["docs_in"] == 753
+    assert manifest["counts"]["quarantined_by_reason"] == {"undecodable_payload": 3}
     summary = format_summary(result)
     assert "web archive records" in summary and "  status_4xx" in summary
 

@@ -133,6 +133,8 @@ def write_corpus(folder, files: int = 3, pages: int = 120) -> list[Record]:
             seed = f * pages + i if i % 10 else i  # every tenth page is in every file
             records += [request(f"http://example.com/{seed}"), random_page(seed)]
         records.append(Record(url=f"http://example.com/gone{f}", status="404 Not Found"))
+        odd = [("Content-Type", "text/html"), ("Content-Encoding", "compress")]  # quarantined
+        records.append(Record(url=f"http://example.com/odd{f}", headers=odd))
         image = [("Content-Type", "image/png")]
         records.append(Record(url=f"http://example.com/{f}.png", headers=image, body=b"\x89PNG"))
         if f == 1:
