@@ -43,7 +43,7 @@ def format_summary(result: RunResult) -> str:
     records = counts.get("records") or {}  # web archives (ingest/web_archive.py)
     if records:
         read = sum(n for kind, n in records.items() if kind != "warc_truncated")  # a subset
-        lines.append(f"web archive records {read:>8,}  (by kind; `documents` enter below)")
+        lines.append(f"web archive records {read:>8,}  (by kind; documents, quarantined: in below)")
         for kind, n in records.items():
             lines.append(f"  {kind:<17}{n:>9,}")
     lines.append(f"documents in      {counts['docs_in']:>10,}")
