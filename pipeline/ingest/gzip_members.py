@@ -17,7 +17,7 @@ from typing import Any
 GZIP_MAGIC = b"\x1f\x8b\x08"  # ID1 ID2 CM=deflate: how every gzip member starts
 WARC_MAGIC = b"WARC/"  # how every WARC record starts
 _CHUNK = 1 << 16  # compressed bytes pulled per read
-_PROBE = 1 << 12  # compressed bytes decompressed to tell a member start from chance bytes
+PROBE_BYTES = 1 << 12  # compressed bytes decompressed to tell a member start from chance bytes
 
 
 class Member(io.RawIOBase):
@@ -85,7 +85,7 @@ def find_member(raw: Any, offset: int, limit: int) -> int | None:
         at = chunk.find(GZIP_MAGIC)
         while at != -1 and pos + at < limit:
             raw.seek(pos + at)
-            if member_head(raw.read(_PROBE)).startswith(WARC_MAGIC):
+            if member_head(raw.read(PROBE_BYTES)).startswith(WARC_MAGIC):
                 return pos + at
             at = chunk.find(GZIP_MAGIC, at + 1)
         pos += len(chunk) - len(GZIP_MAGIC) + 1

@@ -31,7 +31,14 @@ import pyarrow as pa
 from fastwarc.warc import ArchiveIterator
 
 from pipeline.core.storage import Location
-from pipeline.ingest.gzip_members import _PROBE, WARC_MAGIC, Member, find_member, member_head
+from pipeline.ingest.format_readers import _decompressed
+from pipeline.ingest.gzip_members import (
+    PROBE_BYTES,
+    WARC_MAGIC,
+    Member,
+    find_member,
+    member_head,
+)
 from pipeline.ingest.http_payload import TooLarge, Undecodable, decoded_body, html_text, is_html
 from pipeline.ingest.read_guards import SCAN_CHUNK, open_checked
 from pipeline.ingest.records import (
@@ -207,7 +214,7 @@ def _gzip_members(raw: Any, piece: dict, out: Batches) -> Iterator[tuple[pa.Tabl
     is one corrupt_record row and reading goes on at the next member."""
     start, end, size = piece["start"], piece["end"], piece["size"]
     if start == 0:
-        head = raw.read(_PROBE)
+        head = raw.read(PROBE_BYTES)
         if not member_head(head).startswith(WARC_MAGIC):
             raise _not_a_warc(member_head(head) or head, "its first gzip member")
         at: int | None = 0
@@ -244,8 +251,6 @@ def read_warc(
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """A piece of a .warc, .warc.gz or .warc.zst (module doc). A file that does not start with
     a WARC record raises ValueError: read_piece makes it one file-level unreadable row."""
-    from pipeline.ingest.format_readers import _decompressed
-
     with open_checked(loc, piece) as raw:
         if piece["compression"] == "gzip":
             yield from _gzip_members(raw, piece, out)
@@ -268,8 +273,6 @@ def read_html(
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """A .html/.htm file (possibly compressed): one document, id derived from its path, its
     text extracted like a WARC response's (charset: BOM, <meta>, detection)."""
-    from pipeline.ingest.format_readers import _decompressed
-
     cap = out.max_doc_bytes
     with open_checked(loc, piece) as raw:
         stream = _decompressed(raw, piece["compression"])
