@@ -290,3 +290,25 @@ def read_html(
             return
     _document(out, None, 0, out.extract(html_text(data)), {})
     yield from ()
+
+
+def first_document(loc: Location, piece: dict) -> dict[str, Any]:
+    """{'fields': {WARC-Record-ID, url, date, page text}} of the first document of a web
+    archive or HTML file (what `run --dry-run` shows; extracted with extract's defaults), or
+    {'problem': why}; reads no further than that document."""
+    from pipeline.extract.config import ExtractConfig
+    from pipeline.extract.html import extractor
+
+    out = Batches(piece["path"], 1, extract=extractor(ExtractConfig()), keep=WARC_FIELDS)
+    reader = read_warc if piece["format"] == "warc" else read_html
+    for docs, bad in reader(loc, piece, None, out):
+        if docs.num_rows:
+            doc = docs.to_pylist()[0]
+            return {"fields": {"WARC-Record-ID": doc["doc_id"], "url": doc["keep.url"],
+                               "date": doc["keep.date"], "page text": doc["text"]}}  # fmt: skip
+        if bad.num_rows:
+            return {"problem": f"{bad['reason'][0]}: {bad['detail'][0]}"}
+    docs, _ = out.take()
+    if docs.num_rows:  # an HTML file's one document, flushed by the caller elsewhere
+        return {"fields": {"page text": docs["text"][0].as_py()}}
+    return {"problem": "no documents"}

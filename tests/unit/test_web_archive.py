@@ -277,3 +277,14 @@ def test_block_list_on_a_warc_url(tmp_path):
     outcome = chain.apply(chain.build(steps), pa.Table.from_pylist(docs))
     assert outcome.kept["doc_id"].to_pylist() == [records[0].record_id]
     assert outcome.removed["doc_id"].to_pylist() == [records[1].record_id]
+
+
+def test_dry_run_preview_is_the_first_document_extracted(tmp_path):
+    from pipeline.ingest.first_record import first_record
+
+    records = [warcinfo(), request(), page(4), page(5)]
+    folder = write(tmp_path / "in", "a.warc.gz", per_record_gzip(records))
+    found = first_record(Location.from_uri(str(folder / "a.warc.gz")), "warc", "gzip", 1 << 20)
+    fields = found["fields"]
+    assert fields["WARC-Record-ID"] == records[2].record_id and fields["url"] == records[2].url
+    assert fields["page text"].startswith("Title 4") and "<p>" not in fields["page text"]
