@@ -4,6 +4,7 @@ files read from the S3 server."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -158,3 +159,20 @@ def test_a_100_mb_record_is_quarantined_within_the_memory_bound(tmp_path, name):
     reasons, documents, grown_mb = out.rsplit(" ", 2)
     assert reasons == "['too_large']" and documents == "1"
     assert int(grown_mb) < 40, f"peak memory grew by {grown_mb} MB for a 105 MB record"
+
+
+@pytest.mark.parametrize(
+    ("where", "kind", "delta"),
+    [("counts", "request", 1), ("source", "not_html", -1), ("both", "documents", 1000)],
+)
+def test_verify_checks_the_record_kinds(crawl, where, kind, delta):
+    from pipeline.formats.verify import VerifyError, verify_claims
+
+    _, _, result = crawl
+    manifest = copy.deepcopy(result.manifest)
+    entries = {"counts": [manifest["counts"]], "source": [manifest["sources"]["sample"]]}
+    entries["both"] = entries["counts"] + entries["source"]
+    for entry in entries[where]:
+        entry["records"][kind] += delta
+    with pytest.raises(VerifyError, match="records|web archive records"):
+        verify_claims(result.version, manifest)

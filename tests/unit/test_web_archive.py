@@ -57,6 +57,10 @@ def mixed_records() -> list[Record]:
     gz = page(2)
     gz.body = gzip.compress(gz.body)
     gz.headers = [("Content-Type", "text/html"), ("Content-Encoding", "gzip")]
+    deflate = page(6)  # raw deflate, as many servers send `deflate`
+    packer = zlib.compressobj(wbits=-15)
+    deflate.body = packer.compress(deflate.body) + packer.flush()
+    deflate.headers = [("Content-Type", "text/html"), ("Content-Encoding", "deflate")]
     br = page(3)
     br.body = chunked(brotli_bytes(br.body))
     br.headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "br"),
@@ -77,13 +81,14 @@ def mixed_records() -> list[Record]:
         Record(kind="revisit", url="http://example.com/1", body=b"", http=False),
         gz,
         br,
+        deflate,
         Record(url="http://example.com/empty", body=b"<html><body></body></html>"),
     ]
 
 
 EXPECTED_KINDS = {
     "warcinfo": 1, "request": 1, "metadata": 1, "revisit": 1, "status_4xx": 1,
-    "status_3xx": 1, "not_html": 1, "no_text": 1, "documents": 4,
+    "status_3xx": 1, "not_html": 1, "no_text": 1, "documents": 5,
 }  # fmt: skip
 
 
@@ -96,11 +101,11 @@ def test_response_records_become_documents_and_the_rest_is_counted(tmp_path, nam
     docs, bad, kinds = read_folder(write(tmp_path / "in", name, compressed(records)))
     assert bad == []
     assert dict(kinds) == EXPECTED_KINDS
-    pages = [records[i] for i in (2, 4, 9, 10)]
+    pages = [records[i] for i in (2, 4, 9, 10, 11)]
     assert [d["doc_id"] for d in docs] == [r.record_id for r in pages]
     assert [d["keep.url"] for d in docs] == [r.url for r in pages]
     assert {d["keep.date"] for d in docs} == {"2024-05-01T12:00:00Z"}
-    for i, d in zip((0, 1, 2, 3), docs, strict=True):  # extracted text, not HTML
+    for i, d in zip((0, 1, 2, 3, 6), docs, strict=True):  # extracted text, not HTML
         assert f"Page {i} says:" in d["text"] and "<p>" not in d["text"]
 
 
