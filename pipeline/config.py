@@ -37,6 +37,7 @@ from pipeline.config_sections import (
 )
 from pipeline.core.layout import DATASET_NAME_PATTERN
 from pipeline.core.model import StrictModel
+from pipeline.extract.config import ExtractConfig
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
 
@@ -86,6 +87,11 @@ class Config(StrictModel):
     )
     ingest: IngestConfig = Field(
         default=IngestConfig(), description="listing, work units and bad records"
+    )
+    extract: ExtractConfig = Field(
+        default=ExtractConfig(),
+        description="how web archives' and .html files' pages become text, in the read pass"
+        " (pipeline/extract)",
     )
     dedup: DedupConfig = Field(default=DedupConfig(), description="exact and near dedup")
     tokenize: TokenizeConfig = Field(description="the tokenizer and how documents are encoded")

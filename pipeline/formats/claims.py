@@ -19,6 +19,8 @@ from typing import Any
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import (
     COUNT_KEYS,
+    DOCUMENT_KINDS,
+    RECORDS_KEY,
     TAKEDOWN_KEY,
     ManifestError,
     check_weights,
@@ -108,6 +110,19 @@ def check_counts(manifest: dict[str, Any], shards: list[dict], where: str) -> No
             f"{where}: counts.quarantined_by_reason {by_reason} adds up to"
             f" {sum(by_reason.values())}, counts.quarantined says {counts['quarantined']}"
         )
+    check_records(counts, "counts", where)
+
+
+def check_records(counts: dict[str, Any], field: str, where: str) -> None:
+    """The web archive records that became documents or quarantine rows are among docs_in (the
+    other record kinds are counted beside them, never as documents)."""
+    records = counts.get(RECORDS_KEY) or {}
+    entered = sum(records.get(kind, 0) for kind in DOCUMENT_KINDS)
+    if entered > counts["docs_in"]:
+        raise ManifestError(
+            f"{where}: {field}.{RECORDS_KEY}: {entered} web archive records became documents or"
+            f" quarantine rows, more than docs_in {counts['docs_in']}"
+        )
 
 
 def check_sources(manifest: dict[str, Any], shards: list[dict], where: str) -> None:
@@ -123,6 +138,7 @@ def check_sources(manifest: dict[str, Any], shards: list[dict], where: str) -> N
                 f"{where}: source {name}: docs_in {entry['docs_in']} != out + removed +"
                 f" quarantined = {accounted}"
             )
+        check_records(entry, f"sources.{name}", where)
         mine = [s for s in shards if s.get("source") == name]
         docs, tokens = sum(s["documents"] for s in mine), sum(s["tokens"] for s in mine)
         if (docs, tokens) != (entry["docs_out"], entry["tokens"]):
@@ -135,6 +151,15 @@ def check_sources(manifest: dict[str, Any], shards: list[dict], where: str) -> N
         if total != (counts.get(key) or 0):
             raise ManifestError(
                 f"{where}: sources add up to {key} = {total}, counts say {counts.get(key)}"
+            )
+    by_kind = counts.get(RECORDS_KEY) or {}
+    kinds = {k for entry in sources.values() for k in entry.get(RECORDS_KEY) or {}} | set(by_kind)
+    for kind in sorted(kinds):
+        total = sum((entry.get(RECORDS_KEY) or {}).get(kind, 0) for entry in sources.values())
+        if total != by_kind.get(kind, 0):
+            raise ManifestError(
+                f"{where}: sources add up to {RECORDS_KEY}.{kind} = {total}, counts say"
+                f" {by_kind.get(kind, 0)}"
             )
 
 

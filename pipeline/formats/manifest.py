@@ -36,6 +36,11 @@ MAX_WEIGHT = 1e6  # a source's largest weight (config_sections.SourceConfig.weig
 TAKEDOWN_KEY = "removed_takedown"  # only where a takedown removed documents
 FILTERED_KEY = "removed_filtered"  # {curation rule: documents}: only where a chain removed any
 CURATED_KEY = "curated"  # {changed: {transform: documents}, spans: {kind: n}}: where one ran
+# {kind: records} of the web archives read: the records that are not documents by what they
+# were, and `documents` (those that entered docs_in); only where a web archive was read
+RECORDS_KEY = "records"
+# the kinds ingest/web_archive.py counts the records in docs_in under
+DOCUMENT_KINDS = ("documents", "quarantined")
 COUNT_KEYS = ("docs_in", "docs_out", "removed_exact", "removed_near", "quarantined", "tokens")
 SHARD_KEYS = (
     "bin",
@@ -368,6 +373,7 @@ class Counts(_Entry):
     removed_takedown: Count | None = None  # TAKEDOWN_KEY: only where a takedown removed any
     removed_filtered: dict[str, Count] | None = None  # FILTERED_KEY: per curation rule
     quarantined_by_reason: dict[str, Count] | None = None  # in `counts`, not in a source's
+    records: dict[str, Count] | None = None  # RECORDS_KEY: where a web archive was read
     weight: Number = 1.0  # in a source's entry: absent means 1, null is not a weight
 
 

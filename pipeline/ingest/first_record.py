@@ -31,6 +31,21 @@ PROBE_BYTES = 1 << 13  # the first range read of an uncompressed JSONL file
 def first_record(loc: Location, fmt: str, compression: str, max_bytes: int) -> dict[str, Any]:
     """{'fields': {name: preview}} of the file's first record, or {'problem': why}."""
     try:
+        if fmt in ("warc", "html"):  # the first document, extracted as a run would
+            from pipeline.ingest.web_archive import first_document
+
+            size = loc.fs.info(loc.path)["size"]
+            piece = {
+                "path": loc.path.rsplit("/", 1)[-1],
+                "start": 0,
+                "end": size,
+                "size": size,
+                "format": fmt,
+                "compression": compression,
+                "etag": None,
+                "mtime": None,
+            }
+            return first_document(loc, piece)
         if fmt == "jsonl":
             line = first_line(loc, compression, max_bytes)
             return {"problem": "no records"} if line is None else _json_fields(line)

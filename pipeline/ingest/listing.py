@@ -46,6 +46,10 @@ _FORMAT_SUFFIXES = {
     ".text": "text",
     ".md": "text",
     ".parquet": "parquet",
+    ".warc": "warc",  # .warc, .warc.gz (a gzip member per record, or one stream)
+    ".warc.wet": "warc",  # Common Crawl's extracted text: conversion records
+    ".html": "html",
+    ".htm": "html",
 }
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import codecs
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +31,10 @@ from pipeline.ingest.records import (
     UNREADABLE,
     Batches,
 )
+from pipeline.ingest.web_archive import read_html, read_warc
+
+_READERS = {**READERS, "warc": read_warc, "html": read_html}
+_EXTRACTED = ("warc", "html")  # formats whose text is extracted from HTML (pipeline/extract)
 
 # What retrying cannot fix: the object is missing, forbidden or undecodable. Anything else (a
 # connection reset or timeout left after the storage layer's retries) fails the unit instead, so
@@ -92,20 +97,42 @@ def read_piece(
     batch_docs: int = 4096,
     max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
     keep_fields: tuple[str, ...] = (),
+    extract: Callable[[str], str] | None = None,
+    records: Counter | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
+
+    `extract`: HTML to text for web archives and .html files (default: resiliparse's main
+    content, pipeline/extract); `records`: where a web archive's records that are not documents
+    are counted by kind (ingest/web_archive.py).
 
     Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
     yielded and records ``changed_quarantine(exc)`` instead."""
     source = piece["path"]
-    out = Batches(source, batch_docs, max_doc_bytes, keep_fields)
+    if extract is None and piece["format"] in _EXTRACTED:
+        from pipeline.extract.config import ExtractConfig
+        from pipeline.extract.html import extractor
+
+        extract = extractor(ExtractConfig())
+    out = Batches(source, batch_docs, max_doc_bytes, keep_fields, extract)
+    try:
+        yield from _read(root, piece, (text_field, id_field), out)
+    finally:
+        if records is not None:
+            records.update(out.records)
+
+
+def _read(
+    root: Location, piece: Any, fields: tuple[str, str | None], out: Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    source = piece["path"]
     if piece["size"] == 0:
         out.problem(FILE_LEVEL, EMPTY_FILE, "the file has zero bytes")
         yield out.take()
         return
-    reader = READERS[piece["format"]]
+    reader = _READERS[piece["format"]]
     try:
-        yield from reader(root / source, piece, (text_field, id_field), out)
+        yield from reader(root / source, piece, fields, out)
     except PERMANENT_ERRORS as e:  # the object itself is bad or forbidden: reported, not raised
         whole = piece["start"] == 0 and piece["end"] == piece["size"]
         where = "" if whole else f" (bytes {piece['start']}-{piece['end']})"

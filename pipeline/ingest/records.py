@@ -14,6 +14,8 @@ docs/formats.md, "Documents and quarantine rows".
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +57,8 @@ TOO_LARGE = "too_large"
 CHANGED_DURING_RUN = "changed_during_run"
 SPECIAL_TOKEN_TEXT = "special_token_text"
 NON_SCALAR_FIELD = "non_scalar_field"
+CORRUPT_RECORD = "corrupt_record"  # a web archive's gzip member that does not decompress
+UNDECODABLE_PAYLOAD = "undecodable_payload"  # an HTTP body whose encoding cannot be undone
 KEEP_PREFIX = "keep."  # docs columns of the kept fields
 FILE_LEVEL = -1
 DEFAULT_MAX_DOC_BYTES = 16 * 2**20
@@ -123,8 +127,11 @@ class Batches:
         batch_docs: int,
         max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
         keep: tuple[str, ...] = (),
+        extract: Callable[[str], str] | None = None,
     ) -> None:
         self.source, self.batch_docs, self.keep = source, batch_docs, keep
+        self.extract = extract  # HTML to text (pipeline/extract): web archives and .html
+        self.records: Counter = Counter()  # web archive records by kind (ingest/web_archive.py)
         self._kept: list[list[str | None]] = [[] for _ in keep]
         self.max_doc_bytes = max_doc_bytes  # the readers' cap on one record
         self._ids: list[str] = []

@@ -34,8 +34,11 @@ _PIECE_BATCH = 1 << 16  # pieces whose paths are held as Python strings at once
 
 
 def is_splittable(fmt: str, compression: str) -> bool:
-    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet."""
-    return compression == "none" and fmt in ("jsonl", "parquet")
+    """Byte ranges can be read independently: uncompressed JSONL (newlines) and Parquet, and
+    gzip WARC (a piece reads the gzip members that start in it: ingest/gzip_members.py)."""
+    return (compression == "none" and fmt in ("jsonl", "parquet")) or (
+        compression == "gzip" and fmt == "warc"
+    )
 
 
 def cut_units(inputs: pa.Table, unit_bytes: int) -> pa.Table:
@@ -73,9 +76,12 @@ def _pieces(files: pa.Table, unit_bytes: int) -> tuple[np.ndarray, np.ndarray, n
     """(file index, start, end) of every piece: one piece per file but for the splittable
     files over unit_bytes, cut into equal pieces, each in (unit_bytes/2, unit_bytes]."""
     sizes = files["size"].to_numpy(zero_copy_only=False).astype(np.int64)
-    splittable = pc.and_(
-        pc.equal(files["compression"], "none"),
-        pc.is_in(files["format"], pa.array(["jsonl", "parquet"])),
+    splittable = pc.or_(
+        pc.and_(
+            pc.equal(files["compression"], "none"),
+            pc.is_in(files["format"], pa.array(["jsonl", "parquet"])),
+        ),
+        pc.and_(pc.equal(files["compression"], "gzip"), pc.equal(files["format"], "warc")),
     )
     split = np.flatnonzero((sizes > unit_bytes) & splittable.to_numpy(zero_copy_only=False))
     counts = np.ones(len(sizes), np.int64)

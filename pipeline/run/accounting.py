@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config import Config
-from pipeline.formats.manifest import CURATED_KEY, FILTERED_KEY, TAKEDOWN_KEY, documents_accounted
+from pipeline.formats.manifest import (
+    CURATED_KEY,
+    FILTERED_KEY,
+    RECORDS_KEY,
+    TAKEDOWN_KEY,
+    documents_accounted,
+)
 from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult
 
 if TYPE_CHECKING:
@@ -57,6 +63,7 @@ def run_counts(
         "quarantined": sum(quarantined.values()),
         "tokens": sum(s.tokens for s in packed),
         "quarantined_by_reason": dict(sorted(quarantined.items())),
+        **_records(reads.results),
     }
     accounted = documents_accounted(counts)
     if accounted != docs_in or counts["docs_out"] != sum(r.docs for r in tokenized):
@@ -65,6 +72,15 @@ def run_counts(
             f" quarantined = {accounted}; nothing was committed"
         )
     return counts
+
+
+def _records(reads: list[ReadResult]) -> dict[str, dict[str, int]]:
+    """{RECORDS_KEY: web archive records by kind, summed} where any unit read one, else {}."""
+    total: dict[str, int] = {}
+    for r in reads:
+        for kind, n in r.records.items():
+            total[kind] = total.get(kind, 0) + n
+    return {RECORDS_KEY: dict(sorted(total.items()))} if total else {}
 
 
 def source_counts(
@@ -103,6 +119,7 @@ def source_counts(
             "removed_in_favour_of": dict(sorted(removed.get("in_favour_of", {}).items())),
             "weight": src.weight,
             "input_bytes": input_bytes.get(name, 0),
+            **_records(reads),
         }
         for split, rs in shards.items():
             entry[f"{split}_documents"] = sum(r.documents for r in rs)

@@ -88,10 +88,14 @@ def _first_record_lines(cfg: Config, src, inputs) -> list[str]:
             continue
         fields = found["fields"]
         for name, value in fields.items():
+            if row["format"] in ("warc", "html"):
+                value = value if not isinstance(value, str) or len(value) < 80 else value[:77] + "…"
             marks = [m for m, f in (("text", src.text_field), ("id", src.id_field)) if f == name]
             tag = f"  <- {'/'.join(marks)}_field" if marks else ""
             lines.append(f"             {name}: {value!r}{tag}")
-        if row["format"] != "text" and src.text_field not in fields:
+        if row["format"] in ("text", "warc", "html"):  # no text field: the page's text
+            continue
+        if src.text_field not in fields:
             lines.append(
                 f"             no field {src.text_field!r} (text_field): every record"
                 " of such files would be quarantined as missing_text"

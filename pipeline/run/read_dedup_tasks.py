@@ -155,7 +155,8 @@ def read_unit(
         return timer.result(ReadResult, **earlier.own_fields(), reused=True)
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
-    docs, bad = read_pieces(input_root, pieces, cfg, src)
+    kinds: Counter = Counter()  # web archive records by kind
+    docs, bad = read_pieces(input_root, pieces, cfg, src, kinds)
     curating = time.perf_counter()
     try:
         curated = curate(docs, cfg.chain_of(src), cfg)
@@ -207,6 +208,7 @@ def read_unit(
         text_bytes=text_bytes,
         hash_size=hash_size,
         quarantined=dict(quarantined),
+        records=dict(sorted(kinds.items())),
         quarantined_bytes=int(pc.sum(bad["bytes"]).as_py() or 0),
         tokens=tokens.tokens,
         engine=tokens.engine,
@@ -287,13 +289,20 @@ def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config, earlier: Read
 
 
 def read_pieces(
-    input_root: Location, pieces: list[dict], cfg: Config, src
+    input_root: Location, pieces: list[dict], cfg: Config, src, records: Counter | None = None
 ) -> tuple[pa.Table, pa.Table]:
     """A unit's documents (ids as the run names them: "<source>/<id>" with named sources) and
     quarantine rows; a piece whose object changed since the listing keeps none of its documents
-    and is quarantined whole."""
+    and is quarantined whole. `records`: where web archive records that are not documents are
+    counted by kind (ingest/web_archive.py)."""
     doc_parts, bad_parts = [], []
+    extract = None
+    if any(p["format"] in ("warc", "html") for p in pieces):
+        from pipeline.extract.html import extractor
+
+        extract = extractor(cfg.extract)
     for piece in pieces:
+        piece_records: Counter = Counter()
         piece_docs, piece_bad = [], []
         try:
             for docs, bad in read_piece(
@@ -303,12 +312,16 @@ def read_pieces(
                 src.id_field,
                 max_doc_bytes=int(cfg.ingest.max_doc_bytes),
                 keep_fields=tuple(src.keep_fields),
+                extract=extract,
+                records=piece_records,
             ):
                 piece_docs.append(docs)
                 piece_bad.append(bad)
         except ObjectChanged as changed:  # not the object listed: nothing of it is kept
-            piece_docs = []
+            piece_docs, piece_records = [], Counter()
             piece_bad = [changed_quarantine(changed, piece["end"] - piece["start"])]
+        if records is not None:
+            records.update(piece_records)
         doc_parts += piece_docs
         bad_parts += piece_bad
     docs = concat(doc_parts, docs_schema(tuple(src.keep_fields)))

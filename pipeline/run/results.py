@@ -130,6 +130,8 @@ class ReadResult(TaskResult):
     text_bytes: int
     hash_size: int  # bytes of its hash-row object (sectioned by partition: exchange/sections.py)
     quarantined: dict[str, int]  # records per reason
+    # web archive records by kind: those that are not documents, and `documents` (web_archive.py)
+    records: dict[str, int] = field(default_factory=dict)
     quarantined_bytes: int = 0  # bytes of files whose records could not be counted
     tokens: int = 0  # in the unit's token file: every document the tokenizer did not quarantine
     engine: str | None = None  # that made the token file (None: found made)

@@ -40,6 +40,12 @@ def format_summary(result: RunResult) -> str:
             + ", ".join(f"{name} {n} units" for name, n in reused.items())
         )
     lines.append("")
+    records = counts.get("records") or {}  # web archives (ingest/web_archive.py)
+    if records:
+        read = sum(n for kind, n in records.items() if kind != "warc_truncated")  # a subset
+        lines.append(f"web archive records {read:>8,}  (by kind; documents, quarantined: in below)")
+        for kind, n in records.items():
+            lines.append(f"  {kind:<17}{n:>9,}")
     lines.append(f"documents in      {counts['docs_in']:>10,}")
     lines.append(f"  removed exact   {counts['removed_exact']:>10,}")
     lines.append(f"  removed near    {counts['removed_near']:>10,}")

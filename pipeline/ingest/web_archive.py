@@ -1,0 +1,314 @@
+"""Web archives (.warc, .warc.gz, .warc.wet.gz) and HTML files: records in, extracted text out.
+
+WARC is parsed by fastwarc (resiliparse's WARC library: 3.8x warcio's records per second on
+the same per-record gzip file, measured); HTTP bodies are decoded by ingest/http_payload.py and
+their text extracted by the configured engine (pipeline/extract) inside the read task, so
+curation, dedup and tokenizing see the extracted text.
+
+Which records become documents: `response` records holding an HTTP message with a 2xx status and
+an HTML Content-Type (text/html, application/xhtml+xml), and `conversion` records (Common
+Crawl's WET text, taken as it is). Every other record is counted in `Batches.records` by what
+it was (RECORD_KINDS below), never dropped silently; the run adds them up per source in the
+manifest's `records`. A document's id is its WARC-Record-ID; it offers the fields `url`
+(WARC-Target-URI) and `date` (WARC-Date) to `keep_fields`.
+
+`row` of a WARC record: in a .warc.gz, the offset of the gzip member holding it plus the
+record's offset in that member's decompressed bytes: for Common Crawl's layout (a member per
+record) that is the member's offset, where one range GET fetches the record; in a whole-stream
+gzip (one member) it is the record's offset in the decompressed stream. In an uncompressed (or
+zstd) WARC, the record's offset in the (decompressed) file. A piece of a .warc.gz reads the
+members that start in it (gzip_members.py), so every record belongs to one piece whatever the
+unit size; a whole-stream file is one member and so read by its first piece alone.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from fastwarc.warc import ArchiveIterator
+
+from pipeline.core.storage import Location
+from pipeline.ingest.format_readers import _decompressed
+from pipeline.ingest.gzip_members import (
+    PROBE_BYTES,
+    WARC_MAGIC,
+    Member,
+    find_member,
+    member_head,
+)
+from pipeline.ingest.http_payload import TooLarge, Undecodable, decoded_body, html_text, is_html
+from pipeline.ingest.read_guards import SCAN_CHUNK, open_checked
+from pipeline.ingest.records import (
+    CORRUPT_RECORD,
+    TOO_LARGE,
+    TRUNCATED_FILE,
+    UNDECODABLE_PAYLOAD,
+    Batches,
+)
+
+# What a record that is not a document was (Batches.records keys), and one note on documents:
+# the record types by name (warcinfo, request, metadata, revisit, resource, continuation,
+# unknown), then
+NOT_HTTP = "response_not_http"  # a response record that holds no HTTP message
+NOT_HTML = "not_html"  # an HTTP response whose Content-Type is not HTML
+NO_TEXT = "no_text"  # the extraction left no text
+STATUS = "status_{}xx"  # an HTTP status outside 2xx, by class: status_3xx, status_4xx, ...
+DOCUMENTS = "documents"  # records that entered the documents (documents in), for the check
+QUARANTINED = "quarantined"  # records that were quarantined (each also in docs_in)
+CRAWLER_TRUNCATED = "warc_truncated"  # of those: the crawler cut the payload (WARC-Truncated)
+WARC_FIELDS = ("url", "date")  # what a WARC document offers keep_fields
+
+
+def _warc_headers(record: Any) -> dict[str, str]:
+    """The record's WARC headers as a dict: one call into fastwarc (each of its lookups costs
+    ~15-30 us, more than the rest of a small record's parse)."""
+    return dict(record.headers.items())
+
+
+def _fields(headers: dict[str, str]) -> dict[str, str | None]:
+    return {"url": headers.get("WARC-Target-URI"), "date": headers.get("WARC-Date")}
+
+
+def _quarantine(out: Batches, row: int, reason: str, detail: str, **more: Any) -> None:
+    """A quarantine row (records.py), also counted among the records by kind."""
+    out.records[QUARANTINED] += 1
+    out.problem(row, reason, detail, **more)
+
+
+def _kept(out: Batches, fields: dict[str, str | None]) -> tuple[str | None, ...]:
+    return tuple(fields.get(name) for name in out.keep)
+
+
+def _document(out: Batches, raw_id: str | None, row: int, text: str, fields: dict) -> None:
+    if not text or text.isspace():
+        out.records[NO_TEXT] += 1
+        return
+    out.records[DOCUMENTS] += 1
+    out.doc(raw_id, row, text, _kept(out, fields))
+
+
+def _response(out: Batches, record: Any, row: int) -> bool:
+    """One response record: a document, a problem or a counted kind. False when its payload
+    was cut by the end of the stream (the file is truncated)."""
+    if not record.is_http:
+        out.records[NOT_HTTP] += 1
+        return True
+    status = record.http_headers.status_code or 0
+    if not 200 <= status < 300:
+        out.records[STATUS.format(status // 100)] += 1
+        return True
+    if not is_html(record.http_content_type):
+        out.records[NOT_HTML] += 1
+        return True
+    rid = record.record_id
+    cap = out.max_doc_bytes
+    if record.content_length > cap:  # never read: fastwarc skips it in buffers
+        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
+                    f" = {cap}", raw_id=rid)  # fmt: skip
+        return True
+    body = record.reader.read(record.content_length)
+    if len(body) < record.content_length:
+        _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
+                    f" {record.content_length} payload bytes", raw_id=rid)  # fmt: skip
+        return False
+    headers = record.http_headers
+    try:
+        body = decoded_body(
+            body, headers.get("Transfer-Encoding"), headers.get("Content-Encoding"), cap
+        )
+    except TooLarge as e:
+        _quarantine(out, row, TOO_LARGE, f"decoded body over {e.size - 1} bytes >"
+                    f" ingest.max_doc_bytes = {cap}", raw_id=rid)  # fmt: skip
+        return True
+    except Undecodable as e:
+        _quarantine(out, row, UNDECODABLE_PAYLOAD, str(e), raw_id=rid)
+        return True
+    warc = _warc_headers(record)
+    if warc.get("WARC-Truncated"):
+        out.records[CRAWLER_TRUNCATED] += 1
+    _document(out, rid, row, out.extract(html_text(body, record.http_charset)), _fields(warc))
+    return True
+
+
+def _conversion(out: Batches, record: Any, row: int) -> bool:
+    """A WET conversion record: its payload is the document's text (UTF-8), not extracted."""
+    cap, rid = out.max_doc_bytes, record.record_id
+    if record.content_length > cap:
+        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
+                    f" = {cap}", raw_id=rid)  # fmt: skip
+        return True
+    body = record.reader.read(record.content_length)
+    if len(body) < record.content_length:
+        _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
+                    f" {record.content_length} bytes", raw_id=rid)  # fmt: skip
+        return False
+    _document(out, rid, row, html_text(body, "utf-8"), _fields(_warc_headers(record)))
+    return True
+
+
+class _Parser:
+    """fastwarc iterators with one set of options: the first made, the others restarted from
+    it (a member per record makes one per record: restarting costs less than half)."""
+
+    def __init__(self) -> None:
+        self._first: ArchiveIterator | None = None
+
+    def __call__(self, stream: Any) -> ArchiveIterator:
+        if self._first is None:
+            self._first = ArchiveIterator(
+                stream, parse_http=True, auto_decode="none", stream_detect=False
+            )
+            return self._first
+        return self._first.restart(stream)
+
+
+class InvalidRecord(Exception):
+    """fastwarc found bytes that are not a WARC record; `row`: just past the last record read
+    (`base` when none was): a row no record has."""
+
+    def __init__(self, row: int, detail: str) -> None:
+        super().__init__(detail)
+        self.row, self.detail = row, detail
+
+
+def _records(
+    stream: Any, base: int, out: Batches, parser: _Parser | None = None
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The records of a (decompressed) WARC stream; `row` = base + the record's offset in it.
+    Returns whether a record was cut by the stream's end; raises InvalidRecord."""
+    records, row = iter((parser or _Parser())(stream)), None
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return False
+        except OSError as e:
+            if type(e) is not OSError:  # the stream's own error (I/O), not fastwarc's verdict
+                raise
+            where = base if row is None else row + 1
+            after = "no record" if row is None else f"the record at row {row}"
+            raise InvalidRecord(where, f"{e} (after {after})") from None
+        row, kind = base + record.stream_pos, str(record.record_type)
+        if kind == "response":
+            complete = _response(out, record, row)
+        elif kind == "conversion":
+            complete = _conversion(out, record, row)
+        else:
+            out.records[kind] += 1
+            complete = True
+        if not complete:
+            return True
+        if out.full:
+            yield out.take()
+
+
+def _not_a_warc(head: bytes, what: str) -> ValueError:
+    return ValueError(f"not a WARC file: {what} starts with {head[:16]!r}, not {WARC_MAGIC!r}")
+
+
+def _gzip_members(raw: Any, piece: dict, out: Batches) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The records of the gzip members that start in the piece (module doc); a corrupt member
+    is one corrupt_record row and reading goes on at the next member."""
+    start, end, size = piece["start"], piece["end"], piece["size"]
+    if start == 0:
+        head = raw.read(PROBE_BYTES)
+        if not member_head(head).startswith(WARC_MAGIC):
+            raise _not_a_warc(member_head(head) or head, "its first gzip member")
+        at: int | None = 0
+    else:
+        at = find_member(raw, start, end)
+    pending, parser = b"", _Parser()
+    if at is not None:
+        raw.seek(at)
+    while at is not None and at < end:
+        member = Member(raw, at, pending)
+        try:
+            cut = yield from _records(member, at, out, parser)
+        except (zlib.error, InvalidRecord) as e:
+            row = e.row if isinstance(e, InvalidRecord) else at
+            _quarantine(
+                out, row, CORRUPT_RECORD, f"gzip member at byte {at}: {type(e).__name__}: {e}"
+            )
+            at, pending = find_member(raw, at + 1, end), b""
+            if at is not None:
+                raw.seek(at)
+            continue
+        if member.truncated:
+            if not cut:  # cut inside a record's header: fastwarc yields nothing of it
+                _quarantine(out, at + member.out if member.out else at, TRUNCATED_FILE,
+                            f"the file ends inside the gzip member at byte {at}")  # fmt: skip
+            return
+        at, pending = member.end, member.rest
+        if at >= size:
+            return
+
+
+def read_warc(
+    loc: Location, piece: dict, fields: Any, out: Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """A piece of a .warc, .warc.gz or .warc.zst (module doc). A file that does not start with
+    a WARC record raises ValueError: read_piece makes it one file-level unreadable row."""
+    with open_checked(loc, piece) as raw:
+        if piece["compression"] == "gzip":
+            yield from _gzip_members(raw, piece, out)
+            return
+        stream = _decompressed(raw, piece["compression"])
+        head = stream.peek(len(WARC_MAGIC))[: len(WARC_MAGIC)]
+        if head != WARC_MAGIC:
+            raise _not_a_warc(head, "the file")
+        try:
+            yield from _records(stream, 0, out)
+        except InvalidRecord as e:  # no member to go on at: the rest of the file is lost
+            _quarantine(out, e.row, CORRUPT_RECORD, f"{e.detail}; the rest of the file is not read",
+                        nbytes=max(piece["size"] - e.row, 0))  # fmt: skip
+        except EOFError as e:  # a zstd stream cut short
+            _quarantine(out, piece["size"], TRUNCATED_FILE, str(e))
+
+
+def read_html(
+    loc: Location, piece: dict, fields: Any, out: Batches
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """A .html/.htm file (possibly compressed): one document, id derived from its path, its
+    text extracted like a WARC response's (charset: BOM, <meta>, detection)."""
+    cap = out.max_doc_bytes
+    with open_checked(loc, piece) as raw:
+        stream = _decompressed(raw, piece["compression"])
+        try:
+            data = stream.read(cap + 1)
+            if len(data) > cap:  # measured in chunks, never held whole
+                size = len(data)
+                del data
+                while chunk := stream.read(SCAN_CHUNK):
+                    size += len(chunk)
+                _quarantine(out, 0, TOO_LARGE, f"{size} bytes > ingest.max_doc_bytes = {cap}")
+                return
+        except EOFError as e:
+            _quarantine(out, 0, TRUNCATED_FILE, str(e))
+            return
+    _document(out, None, 0, out.extract(html_text(data)), {})
+    yield from ()
+
+
+def first_document(loc: Location, piece: dict) -> dict[str, Any]:
+    """{'fields': {WARC-Record-ID, url, date, page text}} of the first document of a web
+    archive or HTML file (what `run --dry-run` shows; extracted with extract's defaults), or
+    {'problem': why}; reads no further than that document."""
+    from pipeline.extract.config import ExtractConfig
+    from pipeline.extract.html import extractor
+
+    out = Batches(piece["path"], 1, extract=extractor(ExtractConfig()), keep=WARC_FIELDS)
+    reader = read_warc if piece["format"] == "warc" else read_html
+    for docs, bad in reader(loc, piece, None, out):
+        if docs.num_rows:
+            doc = docs.to_pylist()[0]
+            return {"fields": {"WARC-Record-ID": doc["doc_id"], "url": doc["keep.url"],
+                               "date": doc["keep.date"], "page text": doc["text"]}}  # fmt: skip
+        if bad.num_rows:
+            return {"problem": f"{bad['reason'][0]}: {bad['detail'][0]}"}
+    docs, _ = out.take()
+    if docs.num_rows:  # an HTML file's one document, flushed by the caller elsewhere
+        return {"fields": {"page text": docs["text"][0].as_py()}}
+    return {"problem": "no documents"}
