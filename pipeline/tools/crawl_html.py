@@ -67,16 +67,19 @@ def blocks(text: str) -> list[str]:
         if _ENTRY.match(lines[0]):
             out.append(f"<h2>{html.escape(lines[0].strip())}</h2>")
             lines = lines[1:]
-        if lines and all(_BULLET.match(x) or x.startswith("    ") for x in lines) and _BULLET.match(
-            lines[0]
+        if (
+            lines
+            and all(_BULLET.match(x) or x.startswith("    ") for x in lines)
+            and _BULLET.match(lines[0])
         ):
             out.append(_list(lines))
         elif lines and sum(x.startswith(("  ", "\t")) for x in lines) == len(lines) > 2:
             out.append(f"<pre>{html.escape(chr(10).join(lines))}</pre>")
         else:
-            body, sign = [x for x in lines if not _SIGNATURE.match(x)], [
-                x for x in lines if _SIGNATURE.match(x)
-            ]
+            body, sign = (
+                [x for x in lines if not _SIGNATURE.match(x)],
+                [x for x in lines if _SIGNATURE.match(x)],
+            )
             if body:
                 out.append(f"<p>{html.escape(chr(10).join(x.strip() for x in body))}</p>")
             for x in sign:
@@ -110,10 +113,10 @@ def _head(title: str, site: Site, charset: str | None) -> str:
 
 def _chrome_top(site: Site, crumbs: list[str]) -> str:
     nav = "".join(f'<li><a href="/{n.lower().replace(" ", "-")}/">{n}</a></li>' for n in site.nav)
-    trail = "".join(f"<li><a href=\"#\">{html.escape(c)}</a></li>" for c in crumbs)
+    trail = "".join(f'<li><a href="#">{html.escape(c)}</a></li>' for c in crumbs)
     return (
         '<body>\n<div id="cookie-banner" class="cookie-consent" role="dialog">We use cookies to '
-        "understand how our pages are read. <a href=\"/privacy/\">Learn more</a> "
+        'understand how our pages are read. <a href="/privacy/">Learn more</a> '
         "<button>Accept all</button> <button>Reject</button></div>\n"
         f'<header class="site-header">\n<a class="logo" href="/">{site.name}</a>\n'
         f'<nav class="main-nav" aria-label="main"><ul>{nav}</ul></nav>\n'
@@ -158,16 +161,21 @@ def page(
         body = blocks(text)
         heads = [b for b in body if b.startswith("<h2>")]
         if site.template == "licenses" and len(heads) > 1:
-            toc = '<nav class="toc"><h3>Contents</h3><ol>' + "".join(
-                f"<li>{h[4:-5]}</li>" for h in heads[:12]
-            ) + "</ol></nav>\n"
+            toc = (
+                '<nav class="toc"><h3>Contents</h3><ol>'
+                + "".join(f"<li>{h[4:-5]}</li>" for h in heads[:12])
+                + "</ol></nav>\n"
+            )
         article = (
             f'<main id="content">\n<article>\n<h1>{html.escape(title)}</h1>\n'
             f'<p class="meta">Last updated {updated} · {rng.randint(2, 40)} min read</p>\n'
             f"{toc}" + "\n".join(body) + "\n</article>\n</main>\n"
         )
-    return _head(title, site, charset) + _chrome_top(site, crumbs) + article + _chrome_bottom(
-        site, related, year
+    return (
+        _head(title, site, charset)
+        + _chrome_top(site, crumbs)
+        + article
+        + _chrome_bottom(site, related, year)
     )
 
 

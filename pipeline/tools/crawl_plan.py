@@ -26,6 +26,8 @@ from pipeline.tools.sample_io import iter_records, list_data_files, usable_text
 
 MIN_TEXT, MAX_TEXT = 600, 9_000  # bytes of a page's text: realistic, and the sample stays small
 HTML = "text/html; charset=utf-8"
+PROSE_KINDS = ("news", "readme", "other", "license")
+PROSE_SHARE = 0.6  # of ordinary pages; the rest are changelogs and copyright files
 # plant -> (becomes a document?, what it tests)
 EXPECT = {
     "page": (True, "an ordinary HTML page, 200 OK"),
@@ -106,7 +108,11 @@ def _site_and_title(t: Text, rng: random.Random) -> tuple[str, str, str]:
     if t.kind == "copyright":
         return "licenses", f"Copyright of {package}", f"/copyright/{package}/"
     if t.kind == "changelog" and rng.random() < 0.3:
-        return "forum", f"{package}: what changed", f"/t/{package}-what-changed/{rng.randint(1000, 99999)}"
+        return (
+            "forum",
+            f"{package}: what changed",
+            f"/t/{package}-what-changed/{rng.randint(1000, 99999)}",
+        )
     if t.kind == "changelog":
         return "packages", f"{package} changelog", f"/{package}/changelog/"
     return "packages", f"{package}: {name}", f"/{package}/{name.lower().replace('.', '-')}/"
@@ -121,10 +127,48 @@ def _url(host: str, path: str, used: set[str]) -> str:
     return url
 
 
+class Pools:
+    """The texts left to place: prose (NEWS, README, licences, other documentation) and the
+    rest (changelogs, copyright files), which the FineWeb-like chain mostly removes; ordinary
+    pages mix them, planted cases take prose so that they reach dedup and the shards."""
+
+    def __init__(self, texts: list[Text], rng: random.Random) -> None:
+        pool = [t for t in texts if MIN_TEXT <= len(t.text.encode()) <= MAX_TEXT]
+        rng.shuffle(pool)
+        self.rng = rng
+        self.prose = [t for t in pool if t.kind in PROSE_KINDS]
+        self.rest = [t for t in pool if t.kind not in PROSE_KINDS]
+
+    def ordinary(self) -> Text:
+        take_prose = self.rng.random() < PROSE_SHARE or not self.rest
+        return (self.prose if take_prose else self.rest).pop()
+
+    def planted(self) -> Text:
+        """The next prose text that `reads_as_prose`."""
+        t = next(t for t in reversed(self.prose) if reads_as_prose(t.text))
+        self.prose.remove(t)
+        return t
+
+
+def reads_as_prose(text: str) -> bool:
+    """Sentences rather than lists, code or logs: at least 80 words, 85 % of them with a
+    letter, half the paragraphs ending a sentence, no curly bracket. A cheap stand-in for the
+    curation chain (which the builder does not run, so that the sample does not change with
+    it): planted pages that pass it mostly survive configs/crawl.yaml's chain."""
+    if "{" in text or "}" in text:
+        return False
+    words = text.split()
+    paras = [p.strip() for p in text.split("\n\n") if p.strip()]
+    if len(words) < 80 or not paras:
+        return False
+    alpha = sum(any(c.isalpha() for c in w) for w in words) / len(words)
+    ends = sum(p.endswith((".", "!", "?", ":", '"')) for p in paras) / len(paras)
+    return alpha >= 0.85 and ends >= 0.5
+
+
 def make_plan(texts: list[Text], files: list[tuple[str, int]], wet_pages: int,
               rng: random.Random) -> Plan:  # fmt: skip
-    pool = [t for t in texts if MIN_TEXT <= len(t.text.encode()) <= MAX_TEXT]
-    rng.shuffle(pool)
+    pools = Pools(texts, rng)
     used: set[str] = set()
     pages: dict[str, tuple[str, str, Text]] = {}  # url -> (site, title, text)
 
@@ -145,13 +189,14 @@ def make_plan(texts: list[Text], files: list[tuple[str, int]], wet_pages: int,
 
     plan = Plan()
     for rel, count in files:
-        plan.files[rel] = [html_capture(new_page(pool.pop())) for _ in range(count)]
-    plan.wet = [_wet(t, used) for t in (pool.pop() for _ in range(wet_pages))]
+        plan.files[rel] = [html_capture(new_page(pools.ordinary())) for _ in range(count)]
+    plan.wet = [_wet(pools.ordinary(), used) for _ in range(wet_pages)]
     plan.wet.insert(wet_pages // 2, Capture("https://forum.example.com/t/empty/1", "wet_empty",
                                             text="", origin=""))  # fmt: skip
     main, second = files[0][0], files[1][0]
-    plants = _plants(plan.files[main], pool, pages, new_page, html_capture, rng)
-    plants_second = [_copy(plan.files[main][3], "exact_other_file", pages, rng, same=True)]
+    originals = [c for c in plan.files[main] if reads_as_prose(c.text)]
+    plants = _plants(plan.files[main], originals, pools, pages, new_page, html_capture, rng)
+    plants_second = [_copy(originals[10], "exact_other_file", pages, rng, same=True)]
     for captures, extra in ((plan.files[main], plants), (plan.files[second], plants_second)):
         for c in extra:
             at = rng.randint(1, len(captures)) if c.plant != "revisit" else len(captures)
@@ -160,8 +205,8 @@ def make_plan(texts: list[Text], files: list[tuple[str, int]], wet_pages: int,
 
 
 def _wet(t: Text, used: set[str]) -> Capture:
-    site, title, path = "packages", "", f"/{Path(t.path).parent.name}/text/"
-    return Capture(_url(SITES[site].host, path, used), "wet", text=t.text, origin=t.origin)
+    path = f"/{Path(t.path).parent.name}/text/"
+    return Capture(_url(SITES["packages"].host, path, used), "wet", text=t.text, origin=t.origin)
 
 
 def _copy(original: Capture, plant: str, pages, rng, same: bool) -> Capture:
@@ -172,45 +217,69 @@ def _copy(original: Capture, plant: str, pages, rng, same: bool) -> Capture:
         url = original.url + "?utm_source=feed&utm_medium=rss"
         resp = Response(200, "OK", HTML, original.response.body, ("gzip",), stored_decoded=True)
         return Capture(url, plant, resp, t.text, t.origin, copy_of=original.url)
-    text = mutate_words(t.text, round(rng.uniform(0.02, 0.04), 3), rng) if plant == "near" else t.text
+    text = (
+        mutate_words(t.text, round(rng.uniform(0.02, 0.04), 3), rng) if plant == "near" else t.text
+    )
     url = f"https://{SITES['mirror'].host}/{original.url.split('/', 3)[3]}"
     body = page(SITES["mirror"], title, text, []).encode()
-    return Capture(url, plant, Response(200, "OK", HTML, body), text, t.origin, copy_of=original.url)
+    return Capture(
+        url, plant, Response(200, "OK", HTML, body), text, t.origin, copy_of=original.url
+    )
 
 
-def _plants(main: list[Capture], pool, pages, new_page, html_capture, rng) -> list[Capture]:
-    out = [_copy(main[i], "exact_same_site", pages, rng, same=True) for i in (0, 1)]
-    out += [_copy(main[i], "exact_mirror", pages, rng, same=False) for i in (2, 4, 5)]
-    out += [_copy(main[i], "near", pages, rng, same=False) for i in (6, 7, 8, 9)]
+def _plants(main: list[Capture], originals: list[Capture], pools: Pools, pages, new_page,
+            html_capture, rng) -> list[Capture]:  # fmt: skip
+    out = [_copy(originals[i], "exact_same_site", pages, rng, same=True) for i in (0, 1)]
+    out += [_copy(originals[i], "exact_mirror", pages, rng, same=False) for i in (2, 3, 4)]
+    out += [_copy(originals[i], "near", pages, rng, same=False) for i in (5, 6, 7, 8)]
     site = SITES["packages"]
     missing = f"https://{site.host}/no-such-package/changelog/"
-    out.append(Capture(missing, "not_found", Response(404, "Not Found", HTML,
-                                                      error_page(site, 404, "Not Found").encode())))
-    target = main[10].url
+    out.append(
+        Capture(
+            missing,
+            "not_found",
+            Response(404, "Not Found", HTML, error_page(site, 404, "Not Found").encode()),
+        )
+    )
+    target = main[0].url
     moved = (f'<html><head><title>301 Moved Permanently</title></head><body><h1>Moved '
              f'Permanently</h1><p>The document has moved <a href="{target}">here</a>.</p>'
              "</body></html>\n").encode()  # fmt: skip
     out.append(Capture(target.rstrip("/"), "redirect",
                        Response(301, "Moved Permanently", "text/html; charset=iso-8859-1", moved,
                                 headers=[("Location", target)]), copy_of=target))  # fmt: skip
-    out.append(Capture(main[11].url, "revisit", copy_of=main[11].url))
-    out.append(Capture(f"https://{site.host}/static/img/logo.png", "png",
-                       Response(200, "OK", "image/png", _png(rng))))
-    first = pool[-1]
-    out.append(Capture(f"https://{site.host}/{Path(first.path).parent.name}/manual.pdf", "pdf",
-                       Response(200, "OK", "application/pdf", _pdf(first.text))))
-    for plant, codings, chunk in (("chunked", (), True), ("chunked_gzip", ("gzip",), True),
-                                  ("br", ("br",), False), ("deflate", ("deflate",), False)):
-        c = html_capture(new_page(pool.pop()), plant)
+    out.append(Capture(originals[9].url, "revisit", copy_of=originals[9].url))
+    out.append(
+        Capture(
+            f"https://{site.host}/static/img/logo.png",
+            "png",
+            Response(200, "OK", "image/png", _png(rng)),
+        )
+    )
+    first = pools.prose[-1]
+    out.append(
+        Capture(
+            f"https://{site.host}/{Path(first.path).parent.name}/manual.pdf",
+            "pdf",
+            Response(200, "OK", "application/pdf", _pdf(first.text)),
+        )
+    )
+    for plant, codings, chunk in (
+        ("chunked", (), True),
+        ("chunked_gzip", ("gzip",), True),
+        ("br", ("br",), False),
+        ("deflate", ("deflate",), False),
+    ):
+        c = html_capture(new_page(pools.planted()), plant)
         c.response.codings, c.response.transfer_chunked = codings, chunk
         c.response.stored_decoded = False
         out.append(c)
-    out += _charset_plants(pool, pages, new_page, rng)
+    out += _charset_plants(pools.prose, pages, new_page, rng)
     for plant, coding in (("truncated", ()), ("truncated_gzip", ("gzip",))):
-        c = html_capture(new_page(pool.pop()), plant, truncate_at=0.6)
+        c = html_capture(new_page(pools.planted()), plant, truncate_at=0.6)
         c.response.codings, c.response.stored_decoded = coding, False
         out.append(c)
-    c = html_capture(new_page(pool.pop()), "xhtml")
+    c = html_capture(new_page(pools.planted()), "xhtml")
     c.response.content_type = "application/xhtml+xml; charset=utf-8"
     out.append(c)
     for n, s in enumerate(("packages", "licenses")):
@@ -231,7 +300,7 @@ def _charset_plants(pool, pages, new_page, rng) -> list[Capture]:
             t.text.encode("latin-1")
         except UnicodeEncodeError:
             return False
-        return any(ord(ch) > 127 for ch in t.text)
+        return any(ord(ch) > 127 for ch in t.text) and reads_as_prose(t.text)
 
     chosen = [t for t in pool if fits(t)][:3]
     for t in chosen:
@@ -254,11 +323,18 @@ def _png(rng: random.Random) -> bytes:
     """A valid 16x16 RGB PNG of seeded pixels."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     rows = b"".join(b"\x00" + bytes(rng.randrange(256) for _ in range(48)) for _ in range(16))
     header = struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _pdf(text: str) -> bytes:
@@ -280,7 +356,10 @@ def _pdf(text: str) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
     return bytes(out)
 
 

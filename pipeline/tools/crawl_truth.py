@@ -76,10 +76,10 @@ def readme(summary: dict, truth: dict) -> str:
     t = summary["totals"]
     return f"""# Crawl sample
 
-A small web crawl ({t['bytes']:,} bytes in {t['files']} files, {t['records']} WARC records,
-{t['documents']} of them should become documents) for tests, examples and
+A small web crawl ({t["bytes"]:,} bytes in {t["files"]} files, {t["records"]} WARC records,
+{t["documents"]} of them should become documents) for tests, examples and
 `configs/crawl.yaml`. Regenerate with
-`python -m pipeline.tools.make_crawl_sample --out sample/crawl` (seed {truth['seed']}; written
+`python -m pipeline.tools.make_crawl_sample --out sample/crawl` (seed {truth["seed"]}; written
 with warcio, the `crawl-sample` extra); the bytes depend only on the shipped `sample/` and the
 seed, and a test checks that the files here are what the builder makes.
 

@@ -130,7 +130,9 @@ class Archive:
         return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def tick(self) -> datetime:
-        self.clock += timedelta(seconds=self.rng.randint(1, 9), milliseconds=self.rng.randint(0, 999))
+        self.clock += timedelta(
+            seconds=self.rng.randint(1, 9), milliseconds=self.rng.randint(0, 999)
+        )
         return self.clock
 
     def write(self, uri: str, kind: str, block: bytes, content_type: str,
@@ -160,8 +162,14 @@ class Archive:
         record id."""
         ip = f"192.0.2.{self.rng.randint(1, 254)}"  # TEST-NET-1: documentation addresses
         response_id = self.record_id()
-        request = self.write(url, "request", request_bytes(url), "application/http; msgtype=request",
-                             {"WARC-IP-Address": ip, "WARC-Concurrent-To": response_id}, when)
+        request = self.write(
+            url,
+            "request",
+            request_bytes(url),
+            "application/http; msgtype=request",
+            {"WARC-IP-Address": ip, "WARC-Concurrent-To": response_id},
+            when,
+        )
         self.write(url, "response", http, "application/http; msgtype=response",
                    {"WARC-Record-ID": response_id, "WARC-IP-Address": ip,
                     "WARC-Concurrent-To": request, **(headers or {})}, when)  # fmt: skip
