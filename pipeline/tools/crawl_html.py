@@ -11,6 +11,7 @@ arguments.
 from __future__ import annotations
 
 import html
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -146,8 +147,10 @@ def page(
     text: str,
     related: list[tuple[str, str]],
     charset: str | None = "utf-8",
+    padding: tuple[str, str] = ("", ""),
 ) -> str:
-    """A whole HTML page for `text` on `site` (charset: the <meta charset>, None for none).
+    """A whole HTML page for `text` on `site` (charset: the <meta charset>, None for none;
+    padding: markup put at the end of <head> and of <body>, see `heavy_boilerplate`).
     The article's small variations (date, reading time, forum user names) are drawn from the
     text alone, so the same text on two sites differs only in the chrome around it."""
     rng = random.Random(xxhash.xxh3_64_intdigest(f"{title}\x00{text}".encode()))
@@ -171,12 +174,45 @@ def page(
             f'<p class="meta">Last updated {updated} · {rng.randint(2, 40)} min read</p>\n'
             f"{toc}" + "\n".join(body) + "\n</article>\n</main>\n"
         )
-    return (
-        _head(title, site, charset)
-        + _chrome_top(site, crumbs)
-        + article
-        + _chrome_bottom(site, related, year)
-    )
+    head = _head(title, site, charset).replace("</head>\n", padding[0] + "</head>\n")
+    bottom = _chrome_bottom(site, related, year).replace("</body>", padding[1] + "</body>")
+    return head + _chrome_top(site, crumbs) + article + bottom
+
+
+def heavy_boilerplate(rng: random.Random, names: list[str], kb: int) -> tuple[str, str]:
+    """About `kb` KB of what a real page carries besides its text, as (end of <head>, end of
+    <body>): inline CSS, minified-looking scripts, JSON-LD, inline SVG icons, and a mega menu
+    and link-heavy footer over `names` (e.g. package names). Common Crawl's HTML pages are tens
+    of KB for a few KB of text; an extractor's cost grows with the markup, not the text."""
+    css, js, menu = [], [], []
+    target = kb * 1000
+    size = 0
+    while size < target * 0.35:
+        cls = f".{rng.choice(names)}-{rng.randrange(999)}"
+        rule = f"{cls}{{margin:{rng.randrange(40)}px;color:#{rng.randrange(16**6):06x};" \
+               f"display:{rng.choice(('flex', 'block', 'grid'))}}}"  # fmt: skip
+        css.append(rule)
+        size += len(rule)
+    while size < target * 0.75:
+        name, step = rng.choice(names), rng.randrange(97)
+        fn = (f"function {name.replace('-', '_')}{rng.randrange(999)}(a,b){{var c=a."
+              f"querySelectorAll('.{name}');for(var i=0;i<c.length;i++){{c[i].setAttribute("
+              f"'data-x',b+i*{step})}}return c.length}}")  # fmt: skip
+        js.append(fn)
+        size += len(fn)
+    while size < target:
+        name = rng.choice(names)
+        item = (f'<li class="menu-item"><a href="/{name}/"><svg width="16" height="16" '
+                f'viewBox="0 0 16 16"><path d="M{rng.randrange(16)} {rng.randrange(16)}'
+                f'l4 4-4 4"/></svg>{name}</a></li>')  # fmt: skip
+        menu.append(item)
+        size += len(item)
+    ld = json.dumps({"@context": "https://schema.org", "@type": "WebSite",
+                     "name": rng.choice(names)})  # fmt: skip
+    head = (f"<style>{''.join(css)}</style>\n<script>{';'.join(js)}</script>\n"
+            f'<script type="application/ld+json">{ld}</script>\n')  # fmt: skip
+    body = f'<nav class="mega-menu" aria-label="all packages"><ul>{"".join(menu)}</ul></nav>\n'
+    return head, body
 
 
 def _thread(title: str, text: str, rng: random.Random) -> str:
