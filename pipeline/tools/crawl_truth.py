@@ -25,7 +25,9 @@ def ground_truth(records: list[dict], plan: Plan, seed: int) -> dict:
         "offset": "byte offset of the record (its gzip member in a per-record .warc.gz; 0 for "
         "every record of a whole-stream .warc.gz, which is one member)",
         "document": "true where a reader should make a document of the record (README.md)",
-        "plants": {k: {"document": v[0], "tests": v[1]} for k, v in EXPECT.items()},
+        "counted_as": "how a run counts the record (the manifest's `records`): `documents`, or"
+        " what the record was",
+        "plants": {k: {"counted_as": v[0], "tests": v[1]} for k, v in EXPECT.items()},
         "records": records,
     }
 
@@ -43,9 +45,16 @@ def summarize(out: Path, records: list[dict]) -> dict:
     for rel in sorted({r["file"] for r in records}):
         kinds = count_kinds(out / rel)
         mine = [r for r in records if r["file"] == rel]
+        counted = Counter(r["counted_as"] for r in mine)
+        counted.update({k: kinds[k] for k in ("request", "metadata") if kinds.get(k)})
+        counted["warc_truncated"] = sum(r["plant"].startswith("truncated") for r in mine)
         files.append({"file": rel, "bytes": (out / rel).stat().st_size, "kinds": dict(kinds),
-                      "documents": sum(r["document"] for r in mine)})  # fmt: skip
+                      "documents": sum(r["document"] for r in mine),
+                      "counted": {k: v for k, v in sorted(counted.items()) if v}})  # fmt: skip
     plants = Counter(r["plant"] for r in records if r["plant"] != "warcinfo")
+    counted: Counter = Counter()
+    for f in files:
+        counted.update(f["counted"])
     totals = {
         "files": len(files),
         "bytes": sum(f["bytes"] for f in files),
@@ -53,7 +62,8 @@ def summarize(out: Path, records: list[dict]) -> dict:
         "documents": sum(f["documents"] for f in files),
         **{k: sum(f["kinds"].get(k, 0) for f in files) for k in KINDS},
     }
-    return {"files": files, "plants": dict(sorted(plants.items())), "totals": totals}
+    return {"files": files, "plants": dict(sorted(plants.items())), "totals": totals,
+            "counted": dict(sorted(counted.items()))}  # fmt: skip
 
 
 def format_table(summary: dict) -> str:
@@ -70,10 +80,11 @@ def format_table(summary: dict) -> str:
 
 def readme(summary: dict, truth: dict) -> str:
     plants = "\n".join(
-        f"| `{name}` | {n} | {'yes' if EXPECT[name][0] else 'no'} | {EXPECT[name][1]} |"
+        f"| `{name}` | {n} | `{EXPECT[name][0]}` | {EXPECT[name][1]} |"
         for name, n in summary["plants"].items()
     )
     t = summary["totals"]
+    counted = "\n".join(f"| `{k}` | {v} |" for k, v in summary["counted"].items())
     return f"""# Crawl sample
 
 A small web crawl ({t["bytes"]:,} bytes in {t["files"]} files, {t["records"]} WARC records,
@@ -117,13 +128,30 @@ Records by kind:
 
 {format_table(summary)}
 
+## What a run makes of it
+
+pipeline/ingest/web_archive.py makes a document of each `response` holding an HTTP 2xx
+message with an HTML Content-Type (`text/html`, `application/xhtml+xml`) and of each
+`conversion` record with text; it counts every other record by what it was. The run reports
+these counts per source (the manifest's `records`, the summary's lines above `documents in`);
+on this sample, e.g. `python -m pipeline run --config configs/crawl.yaml`:
+
+| counted as | records |
+|---|---|
+{counted}
+
+(`warc_truncated`: of the documents, those whose payload the crawler cut.) What the curation
+chain and dedup then remove depends on their settings; with configs/crawl.yaml most planted
+pages read as prose and reach dedup (tools/crawl_plan.py `reads_as_prose`).
+
 ## What was planted
 
-Ground truth per record (file, offset, WARC-Record-ID, type, URL, plant, status, whether it
-should become a document, the sample document its text came from, the page it copies) is in
+Ground truth per record (file, offset, WARC-Record-ID, type, URL, plant, status, how a run
+counts it, the sample document its text came from, the page it copies and the word 5-gram
+Jaccard of their texts) is in
 `_planted.json`. Ordinary pages hold texts of {MIN_TEXT:,} to {MAX_TEXT:,} bytes.
 
-| plant | records | a document? | what it tests |
+| plant | records | counted as | what it tests |
 |---|---|---|---|
 {plants}
 

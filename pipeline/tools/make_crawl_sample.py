@@ -63,7 +63,7 @@ def write_warc(out: Path, rel: str, layout: str, version: str, plan: Plan, rng) 
     (out / rel).write_bytes(data)
     return [{"file": rel, "offset": archive.offsets[r["record_id"]], **r} for r in rows] + [
         {"file": rel, "offset": 0, "record_id": archive.warcinfo_id, "type": "warcinfo",
-         "url": "", "plant": "warcinfo", "document": False}
+         "url": "", "plant": "warcinfo", "document": False, "counted_as": "warcinfo"}
     ]  # fmt: skip
 
 
@@ -72,12 +72,15 @@ def write_wet(out: Path, plan: Plan, rng) -> list[dict]:
     archive = Archive(buffer, True, "WARC/1.0", rng, START)
     archive.warcinfo(Path(WET).name, warcinfo_fields(Path(WET).name, "WARC/1.0"))
     rows = [{"file": WET, "offset": 0, "record_id": archive.warcinfo_id, "type": "warcinfo",
-             "url": "", "plant": "warcinfo", "document": False}]  # fmt: skip
+             "url": "", "plant": "warcinfo", "document": False,
+             "counted_as": "warcinfo"}]  # fmt: skip
     for item in plan.wet:
         rid = archive.conversion(item.url, item.text, archive.record_id(), "eng")
         rows.append({"file": WET, "offset": archive.offsets[rid], "record_id": rid,
                      "type": "conversion", "url": item.url, "plant": item.plant,
-                     "document": bool(item.text.strip()), "text_from": item.origin})  # fmt: skip
+                     "document": bool(item.text.strip()),
+                     "counted_as": crawl_plan.EXPECT[item.plant][0],
+                     "text_from": item.origin})  # fmt: skip
     (out / WET).parent.mkdir(parents=True, exist_ok=True)
     (out / WET).write_bytes(buffer.getvalue())
     return rows
