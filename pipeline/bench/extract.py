@@ -108,6 +108,7 @@ def figures_of(measured: dict, run: dict | None) -> dict:
         "html_mb": round(mb, 3),
         "text_mb": round(measured["text_mb"], 3),
         "kept_by_chain": measured["kept_by_chain"],
+        **{k: measured[k] for k in ("warcio_records",) if k in measured},
         "seconds": {k: round(v, 4) for k, v in sec.items()},
         "mb_s_per_core": {**rate, "read_pass_parts": round(mb / pass_s, 2)},
         # parsing goes over every record, the other parts over the HTML responses
