@@ -184,12 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, help="a folder of WARC files (e.g. sample/crawl)")
     source.add_argument("--mb", type=float, help="build (once) a make_crawl_corpus of this size")
-    parser.add_argument("--corpus-cache", type=Path, default=CORPUS_CACHE)
+    parser.add_argument(
+        "--corpus-cache", type=Path, default=CORPUS_CACHE, help="where --mb corpora are kept"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each part; best is kept")
     parser.add_argument("--config", type=Path, default=REPO_CONFIG, help="the run's config")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
     parser.add_argument("--no-run", dest="run", action="store_false", help="the parts only")
-    parser.add_argument("--no-warcio", dest="warcio", action="store_false")
+    parser.add_argument(
+        "--no-warcio", dest="warcio", action="store_false", help="do not time warcio's parsing"
+    )
     return parser
 
 
