@@ -92,8 +92,13 @@ def measure_run(input_dir: Path, config: Path, sets: list[str], input_bytes: int
     work = Path(tempfile.mkdtemp(prefix="bench-extract-"))
     ns = argparse.Namespace(config=str(config), input=str(input_dir), pin=True)
     unit = scaling.unit_bytes_for(input_bytes, 1)
+    # the files the parts read, whatever the config's globs (crawl.yaml's fit sample/crawl)
+    globs = json.dumps([f"**/*{suffix}" for suffix in parts.WARC_SUFFIXES])
+    own = [f"ingest.unit_bytes={unit}"]
+    if "input" in (yaml.safe_load(config.read_text()) or {}):
+        own += [f"input.include={globs}", "input.exclude=[]"]
     try:
-        return scaling.run_once(ns, 1, work, [f"ingest.unit_bytes={unit}", *sets])
+        return scaling.run_once(ns, 1, work, [*own, *sets])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
