@@ -125,3 +125,19 @@ def _sample_texts() -> dict[str, str]:
 def _words(text: str) -> list[str]:
     """The words that carry letters or digits (list bullets and rules differ in HTML)."""
     return [w for w in normalize(text).split(" ") if any(c.isalnum() for c in w)]
+
+
+def test_rebuilding_the_sample_keeps_the_crawl_sample_beside_it(tmp_path):
+    import random
+
+    from pipeline.tools import make_sample
+
+    (tmp_path / "crawl").mkdir()
+    (tmp_path / "crawl" / "kept.warc").write_bytes(b"WARC/1.0")
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "stale.jsonl").write_text("{}\n")
+    (tmp_path / "stale.txt").write_text("old")
+    make_sample.write_sample(tmp_path, [], random.Random(0))
+    assert (tmp_path / "crawl" / "kept.warc").read_bytes() == b"WARC/1.0"
+    assert not (tmp_path / "web" / "stale.jsonl").exists()
+    assert not (tmp_path / "stale.txt").exists()
