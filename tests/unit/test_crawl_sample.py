@@ -141,3 +141,18 @@ def test_rebuilding_the_sample_keeps_the_crawl_sample_beside_it(tmp_path):
     assert (tmp_path / "crawl" / "kept.warc").read_bytes() == b"WARC/1.0"
     assert not (tmp_path / "web" / "stale.jsonl").exists()
     assert not (tmp_path / "stale.txt").exists()
+
+
+def test_the_revisit_refers_to_a_capture_with_its_payload_digest(truth):
+    from warcio.archiveiterator import ArchiveIterator
+
+    (revisit,) = [r for r in truth["records"] if r["type"] == "revisit"]
+    digests, found = {}, None
+    with open(CRAWL / revisit["file"], "rb") as f:
+        for rec in ArchiveIterator(f):
+            h = rec.rec_headers
+            if rec.rec_type == "response":
+                digests[h.get_header("WARC-Record-ID")] = h.get_header("WARC-Payload-Digest")
+            elif rec.rec_type == "revisit":
+                found = (h.get_header("WARC-Refers-To"), h.get_header("WARC-Payload-Digest"))
+    assert found is not None and digests[found[0]] == found[1]
