@@ -79,7 +79,8 @@ def build(out: Path, target_bytes: int, seed: int, file_bytes: int = 64_000_000,
     for n, doc in enumerate(documents(rng, written)):
         if html_bytes >= target_bytes:
             break
-        written.append(doc) if doc.kind != "mutated" else None
+        if doc.kind != "mutated":  # what mutated documents are drawn from
+            written.append(doc)
         package = Path(doc.origin).parent.name or "doc"
         names = (names + [package])[-200:]  # the menu: packages seen lately, as a site lists
         site = SITES[_SITE_OF.get(doc.kind, "packages")]
