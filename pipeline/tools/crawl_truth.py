@@ -120,9 +120,10 @@ linked by `WARC-Concurrent-To`; every file starts with a `warcinfo` record.
 - `warc/*-00002.warc`: WARC/1.1, uncompressed.
 - `wet/*-00000.warc.wet.gz`: WARC/1.0 `conversion` records (plain text), per-record gzip.
 
-Most 200 responses are stored as Common Crawl stores them (body decoded, the server's
-`Content-Encoding` and `Content-Length` kept as `X-Crawler-Content-Encoding` and
-`X-Crawler-Content-Length`), the rest as received (identity, or `Content-Encoding: gzip`).
+About half of the ordinary pages are stored as Common Crawl stores them (body decoded, the
+server's `Content-Encoding` and `Content-Length` kept as `X-Crawler-Content-Encoding` and
+`X-Crawler-Content-Length`), the rest as received (identity, or `Content-Encoding: gzip`);
+the planted cases below add the other codings.
 
 Records by kind:
 
