@@ -100,9 +100,9 @@ Every page's text is an original document of the shipped sample (`sample/`, see
 sample/README.md): text cut from Debian 12's `/usr/share/doc/<package>/` files (copyright
 files, changelogs, NEWS and README files) and `/usr/share/common-licenses/`, written by the
 upstream developers, the Debian maintainers and the licences' stewards. Each text stays under
-the terms stated in its package's `copyright` file (free licences that allow redistribution:
-GPL, LGPL, BSD, MIT/Expat, Apache, Artistic and the like); the licence texts themselves may be
-copied verbatim. `text_from` in `_planted.json` names each page's sample document
+the terms stated in its package's `copyright` file, as in the shipped sample, which carries
+the same texts; the licence texts themselves are distributed verbatim, as their stewards
+allow. `text_from` in `_planted.json` names each page's sample document
 (`source#row`), whose `documents` entry in `sample/_planted.json` names the Debian file.
 Everything around the text was made by this builder and belongs to this project: the HTML
 templates and their boilerplate, the HTTP and WARC headers, the PNG's pixels and the PDF. No
