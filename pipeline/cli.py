@@ -506,6 +506,7 @@ BENCHES = {
     "doc-memory": "pipeline.bench.doc_memory",
     "pieces": "pipeline.bench.pieces",
     "curate": "pipeline.bench.curate",
+    "extract": "pipeline.bench.extract",
     "startup": "pipeline.bench.startup",
 }
 

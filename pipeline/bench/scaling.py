@@ -132,6 +132,8 @@ def run_once(args: argparse.Namespace, workers: int, work: Path, sets: list[str]
         # task seconds the read tasks spent tokenizing (all workers together)
         "tokenize_task_s": _part_seconds(stages, "tokenize"),
         "curate_task_s": _part_seconds(stages, "curate"),
+        # every part the read tasks timed (tokenize, curate, and what the reader reports)
+        "read_parts_s": dict(getattr(stages.get("read+hash"), "part_seconds", {})),
         "read_bytes": stages["read+hash"].bytes if "read+hash" in stages else 0,
         "tokens": result.manifest["counts"]["tokens"],
         "docs_out": result.manifest["counts"]["docs_out"],

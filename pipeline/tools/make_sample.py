@@ -41,6 +41,7 @@ MIN_NEAR_WORDS = 150  # a few % of edits on a shorter text is only a handful of 
 UNIT_TARGET_BYTES = {"changelog": 3_000}  # a few changelog entries per document
 DEFAULT_TARGET_BYTES = 8_000
 PROSE_SUFFIXES = (".txt", ".md", ".rst")
+KEPT_FOLDER = "crawl"  # sample/crawl: built from this sample by tools/make_crawl_sample.py
 
 
 @dataclass(frozen=True)
@@ -251,9 +252,12 @@ def write_container(out: Path, container: Container, docs: list[Doc], counter: l
 
 
 def write_sample(out: Path, docs: list[Doc], rng: random.Random) -> None:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if out.exists():  # the crawl sample (tools/make_crawl_sample.py) lives beside it: kept
+        for child in out.iterdir():
+            if child.name == KEPT_FOLDER:
+                continue
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    out.mkdir(parents=True, exist_ok=True)
     counter = [0]
     for container in CONTAINERS:
         members = [d for d in docs if d.container == container.path]

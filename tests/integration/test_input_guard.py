@@ -52,7 +52,8 @@ def test_an_empty_folder_is_refused_and_allow_empty_publishes_it(ray_local, tmp_
     assert code == 3, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in err
-    assert f"input {empty}: no file to read (include ['**'], exclude ['README.md'];" in lines[0]
+    excluded = "exclude ['README.md', 'crawl/**']"  # configs/single-sample.yaml's
+    assert f"input {empty}: no file to read (include ['**'], {excluded};" in lines[0]
     assert "skipped: 1 marker)" in lines[0]
     assert "--allow-empty" in lines[0] and "Nothing was committed" in lines[0]
     assert versions(out) == []
