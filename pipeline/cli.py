@@ -426,7 +426,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import json
 
     from pipeline.formats.run_stats import StatsError
-    from pipeline.report.build import build_report, write_report
+    from pipeline.report.build import NoSuchRun, build_report, write_report
     from pipeline.report.html import format_html
     from pipeline.report.markdown import format_markdown
     from pipeline.retention.plan import dataset_location
@@ -445,6 +445,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     except StatsError as e:
         print(f"error: stats file rejected: {e}", file=sys.stderr)
+        return CONFIG_ERROR
+    except NoSuchRun as e:
+        print(f"error: {e}", file=sys.stderr)
         return CONFIG_ERROR
     if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.report import bill, dry_run
@@ -625,7 +628,12 @@ def _find_parser(sub: argparse._SubParsersAction) -> None:
         type=cli_args.folder,
         help="a version folder, or a dataset folder (its newest version)",
     )
-    find.add_argument("--id", required=True, help="the document id (named sources: SOURCE/ID)")
+    find.add_argument(
+        "--id",
+        required=True,
+        type=cli_args.utf8_text,
+        help="the document id (named sources: SOURCE/ID)",
+    )
     add_storage_args(find)
     find.set_defaults(func=cmd_find)
 
@@ -665,6 +673,7 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
     )
     remove.add_argument(
         "--reason",
+        type=cli_args.utf8_text,
         help='why, recorded with the takedown list\'s entry (default: "(none given)")',
     )
     remove.add_argument(
@@ -689,8 +698,15 @@ def _lift_parser(sub: argparse._SubParsersAction) -> None:
     lift.add_argument(
         "uri", type=cli_args.folder, help="the dataset folder (or one of its versions)"
     )
-    lift.add_argument("--entry", required=True, help="the takedown entry (as `remove` printed)")
-    lift.add_argument("--reason", required=True, help="why, recorded with the lift")
+    lift.add_argument(
+        "--entry",
+        required=True,
+        type=cli_args.utf8_text,
+        help="the takedown entry (as `remove` printed)",
+    )
+    lift.add_argument(
+        "--reason", required=True, type=cli_args.utf8_text, help="why, recorded with the lift"
+    )
     add_storage_args(lift)
     lift.set_defaults(func=cmd_takedown_lift)
 
@@ -725,6 +741,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
     _add_config_args(report)
     report.add_argument(
         "--run-id",
+        type=cli_args.utf8_text,
         help="whose _work/<run>/stats.json (default: the run of the newest committed version)",
     )
     report.add_argument(
@@ -867,13 +884,13 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
     )
     scale.add_argument(
         "--token-ratio",
-        type=float,
+        type=cli_args.positive_float,
         help="token bytes per text byte at 2 B a token (default"
         f" {TOKEN_BYTES_RATIO}; a corpus's own: a run's tokens x 2 / text bytes)",
     )
     scale.add_argument(
         "--stored-ratio",
-        type=float,
+        type=cli_args.positive_float,
         help="stored / raw bytes of the token files (default"
         f" {TOKEN_STORED_RATIO}; a corpus's own: its token files' zstd ratio)",
     )

@@ -285,7 +285,7 @@ def _format_error(err: ValidationError, source: str) -> str:
             lines.append(f"{source}: missing required key '{key}'")
         else:
             lines.append(f"{source}: key '{key}': {e['msg']} (got {e.get('input')!r})")
-    return "\n".join(lines)
+    return "; ".join(lines)  # one line, however many keys are wrong
 
 
 def load_config(
@@ -299,14 +299,7 @@ def load_config(
     """Load, override, validate. Raises ConfigError naming the key and the file."""
     path = Path(path)
     source = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: config file not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    raw = _read_yaml(path, source)
     _resolve_paths(raw, path.parent.resolve())
 
     cwd_raw: dict = {}
@@ -319,6 +312,7 @@ def load_config(
         _apply_override(cwd_raw, key, value, f"--set {key}")
     _resolve_paths(cwd_raw, Path.cwd())
     merged = _deep_merge(raw, cwd_raw)
+    _check_text(merged, source)
 
     try:
         config = Config.model_validate(merged)
@@ -328,6 +322,67 @@ def load_config(
     if check_paths:
         _check_paths(config, source)
     return config
+
+
+def _read_yaml(path: Path, source: str) -> dict:
+    """The config file's top-level mapping; ConfigError in one line when the file cannot be read,
+    is not UTF-8 or not YAML (PyYAML's message spans several lines: its problem and where)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: config file not found") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{source}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start});"
+            " save the config as UTF-8"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"{source}: cannot read the config: {e.strerror or e}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    return raw
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error as one line: where (line and column, from 1) and what."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    context = getattr(e, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = f"{problem} ({context})" if context else problem
+    return where + " ".join(what.split())
+
+
+def _check_text(node: Any, source: str, key: str = "") -> None:
+    """Every string of the config is text the run can record (manifests, listings and logs are
+    UTF-8): a value from a non-UTF-8 file name or argument (Python keeps its bytes as lone
+    surrogates) is refused naming the key, where it would fail later as a traceback."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_text(v, source, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_text(v, source, f"{key}.{i}")
+    elif isinstance(node, str):
+        try:
+            node.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"{source}: key '{key}': \"{_shown(node)}\" is not valid UTF-8 (a file or folder"
+                " name of other bytes?): give a name in UTF-8"
+            ) from None
+
+
+def _shown(text: str) -> str:
+    """A string of undecodable bytes made printable: the bytes as \\x escapes."""
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate not from a byte (a YAML "\\ud800" escape)
+        return text.encode("utf-8", "backslashreplace").decode()
 
 
 def _override_input(raw: dict, cwd_raw: dict, input_uri: str, source: str) -> None:
@@ -381,6 +436,13 @@ def _check_paths(config: Config, source: str) -> None:
         if not is_remote(src.uri) and not os.path.exists(src.uri):
             raise ConfigError(
                 f"{source}: key '{_key_of(config, i)}': path does not exist: {src.uri}"
+            )
+        if not is_remote(src.uri) and not os.path.isdir(src.uri):
+            # the listing walks a folder (ingest/listing.py); a file is read through its folder
+            folder, name = os.path.split(src.uri)
+            raise ConfigError(
+                f"{source}: key '{_key_of(config, i)}': {src.uri} is a file, not a folder: give"
+                f" its folder ({folder}) and, to read only this file, include: [{name!r}]"
             )
     tok = config.tokenize.tokenizer
     try:
