@@ -762,7 +762,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
         "--epochs",
         type=cli_args.non_negative_float,
         default=1.0,
-        help="training epochs per month (default 1)",
+        help="training epochs per month (default 1; 0: no training reads this month)",
     )
     report.add_argument(
         "--range-bytes",

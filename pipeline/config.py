@@ -283,8 +283,12 @@ def _format_error(err: ValidationError, source: str) -> str:
             lines.append(f"{source}: unknown key '{key}'")
         elif e["type"] == "missing":
             lines.append(f"{source}: missing required key '{key}'")
-        else:
-            lines.append(f"{source}: key '{key}': {e['msg']} (got {e.get('input')!r})")
+        else:  # a rule over a section's keys (its input: the section) says what it got
+            msg, got = e["msg"].removeprefix("Value error, "), e.get("input")
+            lines.append(
+                f"{source}: key '{key}': {msg}"
+                + ("" if isinstance(got, dict) else f" (got {got!r})")
+            )
     return "; ".join(lines)  # one line, however many keys are wrong
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ByteSize, Field, field_validator
+from pydantic import ByteSize, Field, field_validator, model_validator
 
 from pipeline.core.model import MAX_BYTES, MAX_COUNT, MAX_SECONDS, Bytes, Seed, StrictModel
 from pipeline.exchange.plan import SMALL_GETS
@@ -275,6 +275,15 @@ class NearDedupConfig(StrictModel):
     seed: Seed = Field(
         default=42, description="seed of the MinHash permutations", json_schema_extra=OUTPUT
     )
+
+    @model_validator(mode="after")
+    def _bands_fit(self) -> NearDedupConfig:
+        # else the first signing task fails (dedup/minhash.py MinHashParams), after the listing
+        if self.bands * self.rows > self.num_perm:
+            raise ValueError(
+                f"bands x rows = {self.bands} x {self.rows} is more than num_perm {self.num_perm}"
+            )
+        return self
 
 
 class DedupConfig(StrictModel):

@@ -185,6 +185,10 @@ BAD_INPUTS = {  # case: (argv with {placeholders} from `bad`, a word the one lin
         f"run --config {CONFIG} --output {{out}} --dry-run --set retention.grace_days=.inf",
         "retention.grace_days",
     ),
+    "--set dedup.near.bands above num_perm": (
+        f"run --config {CONFIG} --output {{out}} --dry-run --set dedup.near.bands=64",
+        "bands x rows",
+    ),
     "bench minhash unknown option": ("bench minhash --nosuch", "--input"),
     "bench listing unknown option": ("bench listing --files -5x", "--files"),
 }
