@@ -358,6 +358,7 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     context = getattr(e, "context", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     what = f"{problem} ({context})" if context else problem
+    what = what.replace(' in "<unicode string>",', " at")  # a ReaderError's, without a mark
     return where + " ".join(what.split())
 
 

@@ -116,6 +116,7 @@ def bad(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("bad")
     (root / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
     (root / "syntax.yaml").write_bytes(b"name: x\noutput:\n  uri: out\n  bad: : [\n")
+    (root / "quote.yaml").write_bytes(b'name: "x\nother: 1\n')  # PyYAML said it in 8 lines
     (root / "reader.json").write_bytes(b'{"epochs": 1, "note": "caf\xe9"}')
     (root / "reader_nan.json").write_bytes(b'{"epochs": 0, "bytes_read": NaN}')
     folder = os.path.join(str(root), "in-" + NOT_UTF8)
@@ -124,6 +125,7 @@ def bad(tmp_path_factory) -> dict[str, str]:
     return {
         "latin1": str(root / "latin1.yaml"),
         "syntax": str(root / "syntax.yaml"),
+        "quote": str(root / "quote.yaml"),
         "reader": str(root / "reader.json"),
         "reader_nan": str(root / "reader_nan.json"),
         "folder": folder,
@@ -139,8 +141,13 @@ BAD_INPUTS = {  # case: (argv with {placeholders} from `bad`, a word the one lin
     "plan --config YAML error": ("plan --corpus-bytes 1TB --config {syntax}", "line 4, column 8"),
     "verify --config YAML error": (f"verify {FOLDER} --config {{syntax}}", "line 4, column 8"),
     "retain --config YAML error": ("retain --config {syntax}", "line 4, column 8"),
+    "run --config unclosed quote": ("run --config {quote}", "line 3, column 1"),
     "run --input FILE --dry-run": (
         f"run --config {CONFIG} --input {{jsonl}} --dry-run",
+        "is a file, not a folder",
+    ),
+    "run --set input.uri=FILE": (
+        f"run --config {CONFIG} --set input.uri={{jsonl}} --dry-run",
         "is a file, not a folder",
     ),
     "curate-preview --input FILE": (
