@@ -453,7 +453,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pipeline.report import bill, dry_run
 
         corpus = args.corpus_bytes
-        cut, stages = dry_run.plan_for_config(cfg, corpus)
+        try:
+            cut, stages = dry_run.plan_for_config(cfg, corpus)
+        except dry_run.PlanTooLarge as e:
+            print(f"error: --corpus-bytes {corpus:,}: {e}", file=sys.stderr)
+            return CONFIG_ERROR
         report["projection"] = bill.projected_bill(
             report,
             corpus,
@@ -516,17 +520,21 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
             print(f"error: --rates {args.rates}: not `bench scaling` JSON: {e!r}", file=sys.stderr)
             return CONFIG_ERROR
-    cut, stages = dry_run.plan_for_config(
-        cfg,
-        args.corpus_bytes,
-        docs=args.docs,
-        unit_bytes=args.unit_bytes,
-        shard_bytes=args.shard_bytes,
-        file_bytes=args.file_bytes,
-        rates=rates,
-        token_ratio=args.token_ratio,
-        stored_ratio=args.stored_ratio,
-    )
+    try:
+        cut, stages = dry_run.plan_for_config(
+            cfg,
+            args.corpus_bytes,
+            docs=args.docs,
+            unit_bytes=args.unit_bytes,
+            shard_bytes=args.shard_bytes,
+            file_bytes=args.file_bytes,
+            rates=rates,
+            token_ratio=args.token_ratio,
+            stored_ratio=args.stored_ratio,
+        )
+    except dry_run.PlanTooLarge as e:
+        print(f"error: --corpus-bytes {args.corpus_bytes:,}: {e}", file=sys.stderr)
+        return CONFIG_ERROR
     for line in dry_run.dry_run_lines(cut, stages):
         print(line)
     if args.json:
@@ -884,13 +892,13 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
     )
     scale.add_argument(
         "--token-ratio",
-        type=cli_args.positive_float,
+        type=cli_args.ratio,
         help="token bytes per text byte at 2 B a token (default"
         f" {TOKEN_BYTES_RATIO}; a corpus's own: a run's tokens x 2 / text bytes)",
     )
     scale.add_argument(
         "--stored-ratio",
-        type=cli_args.positive_float,
+        type=cli_args.ratio,
         help="stored / raw bytes of the token files (default"
         f" {TOKEN_STORED_RATIO}; a corpus's own: its token files' zstd ratio)",
     )

@@ -20,6 +20,7 @@ from pipeline.core.units import parse_size
 
 MAX_BYTES = 2**60  # 1 EiB: a size above it is a typo (or `1e30`), and overflows int64 sums
 MAX_NUMBER = 1e15  # counts, rates and multipliers: far above any real cluster or corpus
+MAX_RATIO = 10.0  # bytes per byte (token / text bytes at 2 B a token, stored / raw): at most ~2
 
 
 def _number(text: str, kind: type, minimum: float, inclusive: bool) -> float:
@@ -44,6 +45,14 @@ def positive_float(text: str) -> float:
 
 def non_negative_float(text: str) -> float:
     return _number(text, float, 0, inclusive=True)
+
+
+def ratio(text: str) -> float:
+    """A positive ratio of bytes to bytes, at most MAX_RATIO."""
+    value = positive_float(text)
+    if value > MAX_RATIO:
+        raise argparse.ArgumentTypeError(f"{text!r} is above the maximum {MAX_RATIO:g}")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -52,7 +52,7 @@ def number_cases():
         for value in bad:
             yield pytest.param([*where.split(), value], id=f"{where.split()[-1]} {value!r}")
     for where in RATIOS:  # were plain floats: -1 planned "-1.8TB written", exit 0
-        for value in ["-1", "0", "nan", "inf", "1e30"]:
+        for value in ["-1", "0", "nan", "inf", "1e30", "1e15"]:  # 1e15: 2e24 TB written
             yield pytest.param([*where.split(), value], id=f"{where.split()[-1]} {value!r}")
 
 
@@ -195,6 +195,13 @@ BAD_INPUTS = {  # case: (argv with {placeholders} from `bad`, a word the one lin
     "--set dedup.near.bands above num_perm": (
         f"run --config {CONFIG} --output {{out}} --dry-run --set dedup.near.bands=64",
         "bands x rows",
+    ),
+    "plan 1EiB in 1 GiB files": ("plan --corpus-bytes 1EiB", "--file-bytes"),
+    "plan tiny units": ("plan --corpus-bytes 1TB --unit-bytes 1", "--unit-bytes"),
+    "plan more documents than bytes": ("plan --corpus-bytes 1MB --docs 2000000", "--docs"),
+    "report --corpus-bytes 1EiB": (
+        f"report --config {CONFIG} --output {{out}} --corpus-bytes 1EiB",
+        "--file-bytes",
     ),
     "bench minhash unknown option": ("bench minhash --nosuch", "--input"),
     "bench listing unknown option": ("bench listing --files -5x", "--files"),
