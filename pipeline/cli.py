@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+from pydantic import ValidationError
 
 from pipeline import cli_args
-from pipeline.config import ConfigError, load_config, parse_set
+from pipeline.config import ConfigError, check_text, format_error, load_config, parse_set
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
 from pipeline.exit_codes import (
@@ -62,7 +64,9 @@ def _add_overrides(parser: argparse.ArgumentParser, set_help: str) -> None:
 
 def _overrides(args: argparse.Namespace) -> list[str]:
     endpoint = getattr(args, "endpoint_url", None)
-    return [*args.set, *([f"storage.endpoint_url={endpoint}"] if endpoint else [])]
+    # the URL as a YAML string, never read as a number (`--endpoint-url 9000`) or other scalar
+    quoted = json.dumps(endpoint)
+    return [*args.set, *([f"storage.endpoint_url={quoted}"] if endpoint else [])]
 
 
 def storage_from_args(args: argparse.Namespace) -> StorageConfig:
@@ -75,10 +79,11 @@ def storage_from_args(args: argparse.Namespace) -> StorageConfig:
         if not key.startswith("storage."):
             raise ConfigError(f"--set {key}: without --config only storage.* keys apply")
         values[key.removeprefix("storage.")] = value
+    check_text({"storage": values}, "--set")
     try:
         return StorageConfig.model_validate(values)
-    except ValueError as e:  # pydantic's ValidationError
-        raise ConfigError(f"--set storage.*: {e}") from None
+    except ValidationError as e:
+        raise ConfigError(format_error(e, "--set storage.*")) from None
 
 
 def _load(args: argparse.Namespace):
@@ -550,10 +555,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
     if args.probe:
-        from pipeline.stream.fetch import probe_uri
+        from pipeline.stream.fetch import FetchError, probe_uri
 
         _URIS[:] = [args.probe]
-        probe = probe_uri(args.probe, storage_from_args(args))
+        try:
+            probe = probe_uri(args.probe, storage_from_args(args))
+        except (FetchError, ValueError, FileNotFoundError) as e:  # a folder, no object there
+            if refusal_cause(e) is not None:
+                raise
+            print(f"error: --probe {args.probe}: not an object or a version: {e}", file=sys.stderr)
+            return CONFIG_ERROR
         latency_s, bandwidth = probe.latency_s, probe.bandwidth
     for line in plan_lines(
         latency_s,

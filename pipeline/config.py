@@ -270,10 +270,14 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected key.sub=value")
     key, _, text = assignment.partition("=")
-    return key.strip(), yaml.safe_load(text) if text.strip() else ""
+    key = key.strip()
+    try:
+        return key, yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as e:  # an unclosed quote or bracket, bytes that are not UTF-8
+        raise ConfigError(f"--set {key}: not a YAML value: {_yaml_problem(e)}") from None
 
 
-def _format_error(err: ValidationError, source: str) -> str:
+def format_error(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
@@ -316,12 +320,12 @@ def load_config(
         _apply_override(cwd_raw, key, value, f"--set {key}")
     _resolve_paths(cwd_raw, Path.cwd())
     merged = _deep_merge(raw, cwd_raw)
-    _check_text(merged, source)
+    check_text(merged, source)
 
     try:
         config = Config.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_format_error(e, source)) from None
+        raise ConfigError(format_error(e, source)) from None
     _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
@@ -362,16 +366,16 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return where + " ".join(what.split())
 
 
-def _check_text(node: Any, source: str, key: str = "") -> None:
+def check_text(node: Any, source: str, key: str = "") -> None:
     """Every string of the config is text the run can record (manifests, listings and logs are
     UTF-8): a value from a non-UTF-8 file name or argument (Python keeps its bytes as lone
     surrogates) is refused naming the key, where it would fail later as a traceback."""
     if isinstance(node, dict):
         for k, v in node.items():
-            _check_text(v, source, f"{key}.{k}" if key else str(k))
+            check_text(v, source, f"{key}.{k}" if key else str(k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _check_text(v, source, f"{key}.{i}")
+            check_text(v, source, f"{key}.{i}")
     elif isinstance(node, str):
         try:
             node.encode("utf-8")

@@ -114,6 +114,8 @@ def reader_counters(data: bytes) -> dict[str, Any]:
     io = raw.get("io", raw)
     if not isinstance(io, dict):
         raise StatsError("io: not an object of counters")
+    if "bytes_read" not in io and "bytes" not in io:  # another JSON file given by mistake
+        raise StatsError("no bytes_read (nor bytes): not reader counters")
     counters = [f"{kind}_requests" for kind in cost.REQUEST_KINDS]
     for where, key in [(raw, "epochs"), *((io, k) for k in [*counters, *READER_BYTES])]:
         value = where.get(key)

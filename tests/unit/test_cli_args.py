@@ -119,6 +119,8 @@ def bad(tmp_path_factory) -> dict[str, str]:
     (root / "quote.yaml").write_bytes(b'name: "x\nother: 1\n')  # PyYAML said it in 8 lines
     (root / "reader.json").write_bytes(b'{"epochs": 1, "note": "caf\xe9"}')
     (root / "reader_nan.json").write_bytes(b'{"epochs": 0, "bytes_read": NaN}')
+    (root / "config.json").write_bytes(b'{"name": "x"}')
+    (root / "empty").mkdir()
     folder = os.path.join(str(root), "in-" + NOT_UTF8)
     os.mkdir(folder)
     (Path(folder) / "a.jsonl").write_text('{"id": "1", "text": "hello"}\n')
@@ -128,6 +130,8 @@ def bad(tmp_path_factory) -> dict[str, str]:
         "quote": str(root / "quote.yaml"),
         "reader": str(root / "reader.json"),
         "reader_nan": str(root / "reader_nan.json"),
+        "config_json": str(root / "config.json"),
+        "empty": str(root / "empty"),
         "folder": folder,
         "jsonl": str(REPO / "sample" / "web" / "part-0000.jsonl"),
         "out": str(root / "out"),
@@ -203,6 +207,17 @@ BAD_INPUTS = {  # case: (argv with {placeholders} from `bad`, a word the one lin
         f"report --config {CONFIG} --output {{out}} --corpus-bytes 1EiB",
         "--file-bytes",
     ),
+    "report --reader-stats not counters": (
+        f"report --config {CONFIG} --output {{out}} --reader-stats {{config_json}}",
+        "bytes_read",
+    ),
+    "--endpoint-url non-UTF-8": (f"verify {FOLDER} --endpoint-url {NOT_UTF8}", "not valid UTF-8"),
+    "--set storage.retries=0 without --config": (
+        f"verify {FOLDER} --set storage.retries=0",
+        "storage.*",
+    ),
+    "--set unclosed bracket": (f"run --config {CONFIG} --dry-run --set name=[x", "name"),
+    "plan --probe a folder": ("plan --probe {empty}", "--probe"),
     "bench minhash unknown option": ("bench minhash --nosuch", "--input"),
     "bench listing unknown option": ("bench listing --files -5x", "--files"),
 }
