@@ -83,7 +83,7 @@ def storage_from_args(args: argparse.Namespace) -> StorageConfig:
     try:
         return StorageConfig.model_validate(values)
     except ValidationError as e:
-        raise ConfigError(format_error(e, "--set storage.*")) from None
+        raise ConfigError(format_error(e, "--set", "storage")) from None
 
 
 def _load(args: argparse.Namespace):

@@ -277,10 +277,12 @@ def parse_set(assignment: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {key}: not a YAML value: {_yaml_problem(e)}") from None
 
 
-def format_error(err: ValidationError, source: str) -> str:
+def format_error(err: ValidationError, source: str, section: str = "") -> str:
+    """pydantic's errors as one line naming the file and each key (under `section`, for a
+    section validated alone)."""
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"])
+        key = ".".join(str(p) for p in (section, *e["loc"]) if p != "")
         if not key:  # a rule over several keys (Config._one_input_form)
             lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":
