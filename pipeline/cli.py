@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+from pydantic import ValidationError
 
 from pipeline import cli_args
-from pipeline.config import ConfigError, load_config, parse_set
+from pipeline.config import ConfigError, check_text, format_error, load_config, parse_set
 from pipeline.config_sections import StorageConfig
 from pipeline.core.lease import REMOVE_WAIT_S
 from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
@@ -63,7 +65,9 @@ def _add_overrides(parser: argparse.ArgumentParser, set_help: str) -> None:
 
 def _overrides(args: argparse.Namespace) -> list[str]:
     endpoint = getattr(args, "endpoint_url", None)
-    return [*args.set, *([f"storage.endpoint_url={endpoint}"] if endpoint else [])]
+    # the URL as a YAML string, never read as a number (`--endpoint-url 9000`) or other scalar
+    quoted = json.dumps(endpoint)
+    return [*args.set, *([f"storage.endpoint_url={quoted}"] if endpoint else [])]
 
 
 def storage_from_args(args: argparse.Namespace) -> StorageConfig:
@@ -76,10 +80,11 @@ def storage_from_args(args: argparse.Namespace) -> StorageConfig:
         if not key.startswith("storage."):
             raise ConfigError(f"--set {key}: without --config only storage.* keys apply")
         values[key.removeprefix("storage.")] = value
+    check_text({"storage": values}, "--set")
     try:
         return StorageConfig.model_validate(values)
-    except ValueError as e:  # pydantic's ValidationError
-        raise ConfigError(f"--set storage.*: {e}") from None
+    except ValidationError as e:
+        raise ConfigError(format_error(e, "--set", "storage")) from None
 
 
 def _load(args: argparse.Namespace):
@@ -447,7 +452,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import json
 
     from pipeline.formats.run_stats import StatsError
-    from pipeline.report.build import build_report, write_report
+    from pipeline.report.build import NoSuchRun, build_report, write_report
     from pipeline.report.html import format_html
     from pipeline.report.markdown import format_markdown
     from pipeline.retention.plan import dataset_location
@@ -467,11 +472,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     except StatsError as e:
         print(f"error: stats file rejected: {e}", file=sys.stderr)
         return CONFIG_ERROR
+    except NoSuchRun as e:
+        print(f"error: {e}", file=sys.stderr)
+        return CONFIG_ERROR
     if args.corpus_bytes:  # the same run, at the user's scale: a section of every rendering
         from pipeline.report import bill, dry_run
 
         corpus = args.corpus_bytes
-        cut, stages = dry_run.plan_for_config(cfg, corpus)
+        try:
+            cut, stages = dry_run.plan_for_config(cfg, corpus)
+        except dry_run.PlanTooLarge as e:
+            print(f"error: --corpus-bytes {corpus:,}: {e}", file=sys.stderr)
+            return CONFIG_ERROR
         report["projection"] = bill.projected_bill(
             report,
             corpus,
@@ -535,17 +547,21 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
             print(f"error: --rates {args.rates}: not `bench scaling` JSON: {e!r}", file=sys.stderr)
             return CONFIG_ERROR
-    cut, stages = dry_run.plan_for_config(
-        cfg,
-        args.corpus_bytes,
-        docs=args.docs,
-        unit_bytes=args.unit_bytes,
-        shard_bytes=args.shard_bytes,
-        file_bytes=args.file_bytes,
-        rates=rates,
-        token_ratio=args.token_ratio,
-        stored_ratio=args.stored_ratio,
-    )
+    try:
+        cut, stages = dry_run.plan_for_config(
+            cfg,
+            args.corpus_bytes,
+            docs=args.docs,
+            unit_bytes=args.unit_bytes,
+            shard_bytes=args.shard_bytes,
+            file_bytes=args.file_bytes,
+            rates=rates,
+            token_ratio=args.token_ratio,
+            stored_ratio=args.stored_ratio,
+        )
+    except dry_run.PlanTooLarge as e:
+        print(f"error: --corpus-bytes {args.corpus_bytes:,}: {e}", file=sys.stderr)
+        return CONFIG_ERROR
     for line in dry_run.dry_run_lines(cut, stages):
         print(line)
     if args.json:
@@ -561,10 +577,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     latency_s, bandwidth = args.latency_ms / 1000, args.bandwidth_mbps * MB
     if args.probe:
-        from pipeline.stream.fetch import probe_uri
+        from pipeline.stream.fetch import FetchError, probe_uri
 
         _URIS[:] = [args.probe]
-        probe = probe_uri(args.probe, storage_from_args(args))
+        try:
+            probe = probe_uri(args.probe, storage_from_args(args))
+        except (FetchError, ValueError, FileNotFoundError) as e:  # a folder, no object there
+            if refusal_cause(e) is not None:
+                raise
+            print(f"error: --probe {args.probe}: not an object or a version: {e}", file=sys.stderr)
+            return CONFIG_ERROR
         latency_s, bandwidth = probe.latency_s, probe.bandwidth
     for line in plan_lines(
         latency_s,
@@ -653,7 +675,12 @@ def _find_parser(sub: argparse._SubParsersAction) -> None:
         type=cli_args.folder,
         help="a version folder, or a dataset folder (its newest version)",
     )
-    find.add_argument("--id", required=True, help="the document id (named sources: SOURCE/ID)")
+    find.add_argument(
+        "--id",
+        required=True,
+        type=cli_args.utf8_text,
+        help="the document id (named sources: SOURCE/ID)",
+    )
     add_storage_args(find)
     find.set_defaults(func=cmd_find)
 
@@ -693,6 +720,7 @@ def _remove_parser(sub: argparse._SubParsersAction) -> None:
     )
     remove.add_argument(
         "--reason",
+        type=cli_args.utf8_text,
         help='why, recorded with the takedown list\'s entry (default: "(none given)")',
     )
     remove.add_argument(
@@ -725,8 +753,15 @@ def _lift_parser(sub: argparse._SubParsersAction) -> None:
     lift.add_argument(
         "uri", type=cli_args.folder, help="the dataset folder (or one of its versions)"
     )
-    lift.add_argument("--entry", required=True, help="the takedown entry (as `remove` printed)")
-    lift.add_argument("--reason", required=True, help="why, recorded with the lift")
+    lift.add_argument(
+        "--entry",
+        required=True,
+        type=cli_args.utf8_text,
+        help="the takedown entry (as `remove` printed)",
+    )
+    lift.add_argument(
+        "--reason", required=True, type=cli_args.utf8_text, help="why, recorded with the lift"
+    )
     add_storage_args(lift)
     lift.set_defaults(func=cmd_takedown_lift)
 
@@ -761,6 +796,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
     _add_config_args(report)
     report.add_argument(
         "--run-id",
+        type=cli_args.utf8_text,
         help="whose _work/<run>/stats.json (default: the run of the newest committed version)",
     )
     report.add_argument(
@@ -781,7 +817,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
         "--epochs",
         type=cli_args.non_negative_float,
         default=1.0,
-        help="training epochs per month (default 1)",
+        help="training epochs per month (default 1; 0: no training reads this month)",
     )
     report.add_argument(
         "--range-bytes",
@@ -903,13 +939,13 @@ def _plan_parser(sub: argparse._SubParsersAction) -> None:
     )
     scale.add_argument(
         "--token-ratio",
-        type=float,
+        type=cli_args.ratio,
         help="token bytes per text byte at 2 B a token (default"
         f" {TOKEN_BYTES_RATIO}; a corpus's own: a run's tokens x 2 / text bytes)",
     )
     scale.add_argument(
         "--stored-ratio",
-        type=float,
+        type=cli_args.ratio,
         help="stored / raw bytes of the token files (default"
         f" {TOKEN_STORED_RATIO}; a corpus's own: its token files' zstd ratio)",
     )

@@ -2,6 +2,7 @@
 checked here, so that a bad value is one line and exit 2 (argparse's usage error), never a
 traceback or a silently wrong result later.
 
+Text: valid UTF-8 where it is recorded or looked up (ids, reasons).
 Numbers: finite (no nan/inf), in range (positive, or non-negative where 0 means something),
 below `MAX_NUMBER` / `MAX_BYTES`. Sizes: `10TB`, `256MiB` or bytes, as the config reads them.
 Local paths: an existing file where a file is read, not a folder where a file is written or
@@ -19,6 +20,7 @@ from pipeline.core.units import parse_size
 
 MAX_BYTES = 2**60  # 1 EiB: a size above it is a typo (or `1e30`), and overflows int64 sums
 MAX_NUMBER = 1e15  # counts, rates and multipliers: far above any real cluster or corpus
+MAX_RATIO = 10.0  # bytes per byte (token / text bytes at 2 B a token, stored / raw): at most ~2
 
 
 def _number(text: str, kind: type, minimum: float, inclusive: bool) -> float:
@@ -45,6 +47,14 @@ def non_negative_float(text: str) -> float:
     return _number(text, float, 0, inclusive=True)
 
 
+def ratio(text: str) -> float:
+    """A positive ratio of bytes to bytes, at most MAX_RATIO."""
+    value = positive_float(text)
+    if value > MAX_RATIO:
+        raise argparse.ArgumentTypeError(f"{text!r} is above the maximum {MAX_RATIO:g}")
+    return value
+
+
 def positive_int(text: str) -> int:
     return int(_number(text, int, 1, inclusive=True))
 
@@ -60,6 +70,20 @@ def size(text: str) -> int:
     if value > MAX_BYTES:
         raise argparse.ArgumentTypeError(f"{text!r} is above the maximum of 1 EiB")
     return value
+
+
+def utf8_text(text: str) -> str:
+    """Text that is recorded or looked up as UTF-8 (document ids, reasons, run ids): an argument
+    of other bytes (kept by Python as lone surrogates) can match nothing and be written nowhere."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:  # the argument's bytes, as \\x escapes
+            shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate not from a byte (a call from Python)
+            shown = text.encode("utf-8", "backslashreplace").decode()
+        raise argparse.ArgumentTypeError(f'"{shown}" is not valid UTF-8') from None
+    return text
 
 
 def _local(text: str) -> str | None:

@@ -287,22 +287,32 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected key.sub=value")
     key, _, text = assignment.partition("=")
-    return key.strip(), yaml.safe_load(text) if text.strip() else ""
+    key = key.strip()
+    try:
+        return key, yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as e:  # an unclosed quote or bracket, bytes that are not UTF-8
+        raise ConfigError(f"--set {key}: not a YAML value: {_yaml_problem(e)}") from None
 
 
-def _format_error(err: ValidationError, source: str) -> str:
+def format_error(err: ValidationError, source: str, section: str = "") -> str:
+    """pydantic's errors as one line naming the file and each key (under `section`, for a
+    section validated alone)."""
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"])
+        key = ".".join(str(p) for p in (section, *e["loc"]) if p != "")
         if not key:  # a rule over several keys (Config._one_input_form)
             lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key '{key}'")
         elif e["type"] == "missing":
             lines.append(f"{source}: missing required key '{key}'")
-        else:
-            lines.append(f"{source}: key '{key}': {e['msg']} (got {e.get('input')!r})")
-    return "\n".join(lines)
+        else:  # a rule over a section's keys (its input: the section) says what it got
+            msg, got = e["msg"].removeprefix("Value error, "), e.get("input")
+            lines.append(
+                f"{source}: key '{key}': {msg}"
+                + ("" if isinstance(got, dict) else f" (got {got!r})")
+            )
+    return "; ".join(lines)  # one line, however many keys are wrong
 
 
 def load_config(
@@ -316,14 +326,7 @@ def load_config(
     """Load, override, validate. Raises ConfigError naming the key and the file."""
     path = Path(path)
     source = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: config file not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    raw = _read_yaml(path, source)
     _resolve_paths(raw, path.parent.resolve())
 
     cwd_raw: dict = {}
@@ -336,11 +339,12 @@ def load_config(
         _apply_override(cwd_raw, key, value, f"--set {key}")
     _resolve_paths(cwd_raw, Path.cwd())
     merged = _deep_merge(raw, cwd_raw)
+    check_text(merged, source)
 
     try:
         config = Config.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(_format_error(e, source)) from None
+        raise ConfigError(format_error(e, source)) from None
     _check_overlap(config, source)
     if check_paths:
         _check_paths(config, source)
@@ -366,6 +370,68 @@ def _check_chains(config: Config, source: str) -> None:
             check(chain, key)
         except CurationError as e:
             raise ConfigError(f"{source}: key {e}") from None
+
+
+def _read_yaml(path: Path, source: str) -> dict:
+    """The config file's top-level mapping; ConfigError in one line when the file cannot be read,
+    is not UTF-8 or not YAML (PyYAML's message spans several lines: its problem and where)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: config file not found") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{source}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start});"
+            " save the config as UTF-8"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"{source}: cannot read the config: {e.strerror or e}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    return raw
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error as one line: where (line and column, from 1) and what."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    context = getattr(e, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = f"{problem} ({context})" if context else problem
+    what = what.replace(' in "<unicode string>",', " at")  # a ReaderError's, without a mark
+    return where + " ".join(what.split())
+
+
+def check_text(node: Any, source: str, key: str = "") -> None:
+    """Every string of the config is text the run can record (manifests, listings and logs are
+    UTF-8): a value from a non-UTF-8 file name or argument (Python keeps its bytes as lone
+    surrogates) is refused naming the key, where it would fail later as a traceback."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            check_text(v, source, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            check_text(v, source, f"{key}.{i}")
+    elif isinstance(node, str):
+        try:
+            node.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"{source}: key '{key}': \"{_shown(node)}\" is not valid UTF-8 (a file or folder"
+                " name of other bytes?): give a name in UTF-8"
+            ) from None
+
+
+def _shown(text: str) -> str:
+    """A string of undecodable bytes made printable: the bytes as \\x escapes."""
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate not from a byte (a YAML "\\ud800" escape)
+        return text.encode("utf-8", "backslashreplace").decode()
 
 
 def _override_input(raw: dict, cwd_raw: dict, input_uri: str, source: str) -> None:
@@ -419,6 +485,13 @@ def _check_paths(config: Config, source: str) -> None:
         if not is_remote(src.uri) and not os.path.exists(src.uri):
             raise ConfigError(
                 f"{source}: key '{_key_of(config, i)}': path does not exist: {src.uri}"
+            )
+        if not is_remote(src.uri) and not os.path.isdir(src.uri):
+            # the listing walks a folder (ingest/listing.py); a file is read through its folder
+            folder, name = os.path.split(src.uri)
+            raise ConfigError(
+                f"{source}: key '{_key_of(config, i)}': {src.uri} is a file, not a folder: give"
+                f" its folder ({folder}) and, to read only this file, include: [{name!r}]"
             )
     tok = config.tokenize.tokenizer
     try:

@@ -100,7 +100,41 @@ def _plain(value: Any) -> Any:
 
 def _describe(field: FieldInfo) -> str:
     required = " (required)" if field.is_required() else ""
-    return f"{field.description}{required}"
+    return f"{field.description}{_range(field)}{required}"
+
+
+def _range(field: FieldInfo) -> str:
+    """A numeric key's bounds (core/model.py), e.g. ` (1 <= value <= 1000000)`; '' for other
+    keys. Every numeric key has both (tests/unit/test_config_values.py)."""
+    bounds = {}
+    for m in field.metadata:
+        for name in ("gt", "ge", "lt", "le"):
+            if getattr(m, name, None) is not None:
+                bounds[name] = getattr(m, name)
+    if not bounds:
+        return ""
+    tp = field.annotation
+    if get_origin(tp) in (Union, types.UnionType):
+        tp = next(a for a in get_args(tp) if a is not type(None))
+    show = _size if isinstance(tp, type) and issubclass(tp, ByteSize) else _number
+    low = f"{show(bounds['ge'])} <= " if "ge" in bounds else f"{show(bounds.get('gt'))} < "
+    high = f" <= {show(bounds['le'])}" if "le" in bounds else f" < {show(bounds.get('lt'))}"
+    return f" ({low}value{high})"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
+
+
+def _size(value: int | None) -> str:
+    if not value:
+        return "0" if value == 0 else "?"
+    for unit, scale in (("EiB", 2**60), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if value and value % scale == 0:
+            return f"{value // scale}{unit}"
+    return f"{int(value)} bytes"
 
 
 def defaults_yaml() -> str:
@@ -185,7 +219,7 @@ def _table_rows(model: BaseModel, prefix: str, first: dict) -> list[str]:
     rows = []
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
-        key, meaning = f"{prefix}{name}", _cell(field.description or "")
+        key, meaning = f"{prefix}{name}", _cell((field.description or "") + _range(field))
         sub, is_list = _model_of(field.annotation)
         if isinstance(value, BaseModel) and type(value) in first:
             own = yaml.safe_dump(

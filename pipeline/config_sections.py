@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ByteSize, Field, field_validator
+from pydantic import ByteSize, Field, field_validator, model_validator
 
-from pipeline.core.model import Bytes, Seed, StrictModel
+from pipeline.core.model import MAX_BYTES, MAX_COUNT, MAX_SECONDS, Bytes, Seed, StrictModel
 from pipeline.exchange.plan import SMALL_GETS
 from pipeline.reuse_keys import changes
 
@@ -154,20 +154,27 @@ class StorageConfig(StrictModel):
     )
     anon: bool = Field(default=False, description="unsigned (anonymous) requests, public buckets")
     max_pool_connections: int = Field(
-        default=32, ge=1, description="HTTP connections per process to the store"
+        default=32, ge=1, le=10_000, description="HTTP connections per process to the store"
     )
     # botocore's "standard" mode: jittered exponential backoff
     retries: int = Field(
         default=10,
         ge=1,
+        le=100,
         description="attempts per request in all, retried on 503 SlowDown, 500, resets and"
         " timeouts",
     )
     read_timeout: float = Field(
-        default=15.0, gt=0, description="seconds without a byte before a request is retried"
+        default=15.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="seconds without a byte before a request is retried",
     )
     connect_timeout: float = Field(
-        default=5.0, gt=0, description="seconds to connect; also the reach check's (exit 5)"
+        default=5.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="seconds to connect; also the reach check's (exit 5)",
     )
     # Checked by the store before it accepts a PUT (S3 ChecksumAlgorithm; a corrupted upload is
     # refused, BadDigest). SHA256 is the algorithm s3fs carries through a multipart upload.
@@ -185,7 +192,10 @@ class RayConfig(StrictModel):
         description="Ray cluster address; null: RAY_ADDRESS if set, else a local Ray",
     )
     num_cpus: int | None = Field(
-        default=None, ge=1, description="CPUs of a local Ray (null: all); ignored on a cluster"
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description="CPUs of a local Ray (null: all); ignored on a cluster",
     )
 
 
@@ -229,19 +239,30 @@ class NearDedupConfig(StrictModel):
     enabled: bool = Field(
         default=True, description="remove near-duplicates (MinHash LSH)", json_schema_extra=OUTPUT
     )
-    ngram: int = Field(default=5, ge=1, description="words per shingle", json_schema_extra=OUTPUT)
+    ngram: int = Field(
+        default=5, ge=1, le=1024, description="words per shingle", json_schema_extra=OUTPUT
+    )
     # 32 bands x 8 rows: see dedup/minhash.py for why
     num_perm: int = Field(
-        default=256, ge=8, description="MinHash permutations per document", json_schema_extra=OUTPUT
+        default=256,
+        ge=8,
+        le=8192,
+        description="MinHash permutations per document",
+        json_schema_extra=OUTPUT,
     )
     bands: int = Field(
         default=32,
         ge=1,
+        le=8192,
         description="LSH bands (bands x rows <= num_perm)",
         json_schema_extra=OUTPUT,
     )
     rows: int = Field(
-        default=8, ge=1, description="signature rows per LSH band", json_schema_extra=OUTPUT
+        default=8,
+        ge=1,
+        le=8192,
+        description="signature rows per LSH band",
+        json_schema_extra=OUTPUT,
     )
     threshold: float = Field(
         default=0.8,
@@ -255,6 +276,15 @@ class NearDedupConfig(StrictModel):
         default=42, description="seed of the MinHash permutations", json_schema_extra=OUTPUT
     )
 
+    @model_validator(mode="after")
+    def _bands_fit(self) -> NearDedupConfig:
+        # else the first signing task fails (dedup/minhash.py MinHashParams), after the listing
+        if self.bands * self.rows > self.num_perm:
+            raise ValueError(
+                f"bands x rows = {self.bands} x {self.rows} is more than num_perm {self.num_perm}"
+            )
+        return self
+
 
 class DedupConfig(StrictModel):
     exact: bool = Field(
@@ -267,6 +297,7 @@ class DedupConfig(StrictModel):
     partitions: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_COUNT,
         description="dedup hash partitions (one task each); null: from the listed bytes and"
         " partition_bytes",
         json_schema_extra=READ,
@@ -274,6 +305,7 @@ class DedupConfig(StrictModel):
     partition_bytes: ByteSize = Field(
         default=ByteSize(2**30),
         gt=0,
+        le=MAX_BYTES,
         description="listed input bytes per dedup partition when partitions is null",
         json_schema_extra=NO_BYTES,
     )
@@ -295,6 +327,7 @@ class DedupConfig(StrictModel):
     exchange_small_gets: int = Field(
         default=SMALL_GETS,
         ge=0,
+        le=MAX_COUNT,
         description="GETs a small dedup exchange may spend to save a wave: one of at most this"
         " many GETs reads the writers' objects directly, and a pass 1 with fewer tasks than"
         " partitions is cut finer within it; 0: neither",
@@ -322,7 +355,11 @@ class TokenizeConfig(StrictModel):
         json_schema_extra=TOKENS,
     )
     batch_docs: int = Field(
-        default=1024, ge=1, description="documents per encode batch", json_schema_extra=NO_BYTES
+        default=1024,
+        ge=1,
+        le=MAX_COUNT,
+        description="documents per encode batch",
+        json_schema_extra=NO_BYTES,
     )
     # The shards are the same bytes whichever engine runs (see tokens/check.py).
     engine: Literal["auto", "fastokens", "tokenizers"] = Field(

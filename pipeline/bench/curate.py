@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline import cli_args
 from pipeline.bench.minhash import load_texts
 from pipeline.curate import chain, language
 from pipeline.curate.text import SENTENCE_ENDS
@@ -248,7 +249,7 @@ def _prefix_row(full, full_why, batch, mb: float, args, figures: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench curate", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline import cli_args
 from pipeline.dedup.components import (
     connected_components,
     near_duplicate_removals,
@@ -184,7 +185,7 @@ def rate_table(corpus: Corpus, truth: Truth, removed: dict[int, int]) -> list[st
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench dedup-quality", description=__doc__.split("\n")[0]
     )
     parser.add_argument(

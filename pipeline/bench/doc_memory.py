@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline import cli_args
+
 REPO = Path(__file__).resolve().parents[2]
 
 _CHILD = """
@@ -101,7 +103,7 @@ def peak_rss_mb(work: str, tokenizer: str, engine: str, code: str) -> tuple[floa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli_args.Parser(
         prog="python -m pipeline bench doc-memory", description=__doc__.split("\n")[0]
     )
     p.add_argument("--mb", type=float, default=15.0, help="size of the giant document, MB")

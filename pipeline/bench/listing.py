@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline import cli_args
 from pipeline.config import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
@@ -158,7 +159,7 @@ def per_object_get_seconds(root: Location, sample: int, n: int) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench listing", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--objects", type=int, default=10_000, help="objects to upload and list")

@@ -27,6 +27,7 @@ import pyarrow as pa
 import xxhash
 from datasketch import MinHash
 
+from pipeline import cli_args
 from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,
@@ -92,7 +93,7 @@ def accuracy(texts: list[str], params: MinHashParams, pairs: int = 200) -> tuple
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench minhash", description=__doc__.split("\n")[0]
     )
     parser.add_argument(

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from pipeline import cli_args
 from pipeline.tokens import pieces
 from pipeline.tokens.encode import EngineUnavailable, FastokensEncoder, TokenizersEncoder
 from pipeline.tools import real_text
@@ -63,7 +64,7 @@ def cl100k_bpe(docs: list[str], vocab: int) -> bytes:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli_args.Parser(
         prog="python -m pipeline bench pieces", description=__doc__.split("\n")[0]
     )
     p.add_argument(

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import xxhash
 
+from pipeline import cli_args
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
@@ -126,7 +127,7 @@ def rate(result: dict) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench read",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -35,6 +35,7 @@ from pathlib import Path
 import ray
 from pydantic import ByteSize
 
+from pipeline import cli_args
 from pipeline.bench.scaling import SAMPLE_CONFIG
 from pipeline.config import load_config
 from pipeline.config_sections import DedupConfig, StorageConfig
@@ -142,7 +143,7 @@ def print_size(label: str, input_bytes: int, run: dict, rows: dict[str, dict]) -
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench scale", description=__doc__.split("\n\n")[0]
     )
     src = parser.add_mutually_exclusive_group(required=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import ray
 
+from pipeline import cli_args
 from pipeline.config import load_config
 from pipeline.run.driver import run_pipeline
 from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
@@ -230,7 +231,7 @@ def rerun_with_code(code: Path, argv: list[str], args: argparse.Namespace) -> in
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench scaling", description=__doc__.split("\n\n")[0]
     )
     source = parser.add_mutually_exclusive_group(required=True)

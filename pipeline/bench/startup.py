@@ -33,13 +33,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline import cli_args
+
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 WARM_TARGET_S, FIRST_EXTRA_TARGET_S = 10.0, 10.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pipeline bench startup", description=__doc__.split("\n")[0]
+    parser = cli_args.Parser(
+        prog="python -m pipeline bench startup", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--config", type=Path, default=CONFIG, help="the run's config")
     parser.add_argument("--warm", type=int, default=3, help="warm runs after the first")

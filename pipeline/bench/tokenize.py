@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline import cli_args
 from pipeline.config import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
@@ -172,7 +173,7 @@ def identical_to_tokenizers(version: Location, docs: pa.Table, cfg: Config) -> b
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench tokenize", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--input", required=True, help="a local folder of input files")

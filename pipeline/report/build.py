@@ -50,6 +50,8 @@ STAGE_READS = (
     ("verify", "versions"),
 )
 RANGE_BYTES = 16 * MiB
+READER_BYTES = ("bytes_read", "requests", "bytes")  # the other counters a reader file holds
+MAX_COUNTER = 2.0**63  # an int64: a larger count (or NaN, inf) is not a reader's
 
 
 def stage_class(stage: StageStats) -> str:
@@ -83,8 +85,48 @@ def _newest_manifest(plan: Plan) -> dict[str, Any] | None:
     return None
 
 
-def _read_json(uri: str, cfg: Config) -> Any:
-    return json.loads(Location.from_uri(uri, cfg.storage).read_bytes())
+class NoSuchRun(ValueError):
+    """--run-id names no run of the dataset (no `_work/runs/<run_id>/stats.json`)."""
+
+
+def _reader_counters(uri: str, cfg: Config) -> dict[str, Any]:
+    """The reader counters JSON at `uri` (READER_SCHEMA); StatsError naming the file and the
+    first bad field, rather than a report priced from text that is not counters."""
+    data = Location.from_uri(uri, cfg.storage).read_bytes()
+    try:
+        return reader_counters(data)
+    except StatsError as e:
+        raise StatsError(f"{uri}: {e}") from None
+
+
+def reader_counters(data: bytes) -> dict[str, Any]:
+    """Reader counters from a file's bytes: a JSON object whose counters (READER_SCHEMA's keys,
+    flat or under "io") are numbers from 0 to MAX_COUNTER and whose epochs is above 0."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        where = f"byte {e.object[e.start]:#04x} at offset {e.start}"
+        raise StatsError(f"not UTF-8 text ({where})") from None
+    except ValueError as e:
+        raise StatsError(f"not JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise StatsError(f"not an object of reader counters, a {type(raw).__name__}")
+    io = raw.get("io", raw)
+    if not isinstance(io, dict):
+        raise StatsError("io: not an object of counters")
+    if "bytes_read" not in io and "bytes" not in io:  # another JSON file given by mistake
+        raise StatsError("no bytes_read (nor bytes): not reader counters")
+    counters = [f"{kind}_requests" for kind in cost.REQUEST_KINDS]
+    for where, key in [(raw, "epochs"), *((io, k) for k in [*counters, *READER_BYTES])]:
+        value = where.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is None or (number and 0 <= value <= MAX_COUNTER and key != "epochs"):
+            continue
+        if key == "epochs" and number and 0 < value <= MAX_COUNTER:
+            continue
+        low = "above 0" if key == "epochs" else "from 0"
+        raise StatsError(f"{key}: {value!r} is not a number {low} to {MAX_COUNTER:g}")
+    return raw
 
 
 def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Location | None:
@@ -98,6 +140,12 @@ def _find_stats(plan: Plan, manifest: dict | None, run_id: str | None) -> Locati
         and d.obj.key.endswith("/stats.json")
         and d.obj.key.count("/") == 3
     }
+    if run_id is not None and run_id not in stats:  # asked for: a report without it misleads
+        runs = ", ".join(sorted(stats)[:5]) or "none"
+        raise NoSuchRun(
+            f"--run-id {run_id!r}: no {plan.dataset.uri}/_work/runs/{run_id}/stats.json"
+            f" (runs there: {runs}{', ...' if len(stats) > 5 else ''})"
+        )
     run_id = run_id or (manifest or {}).get("run", {}).get("run_id")
     if run_id not in stats:
         if not stats or run_id:
@@ -156,7 +204,7 @@ def build_report(
     )
     stats = _load_stats(stats_loc)
     streams = pipeline_streams(stats, runs_per_month)
-    reader = _read_json(reader_stats_uri, cfg) if reader_stats_uri else None
+    reader = _reader_counters(reader_stats_uri, cfg) if reader_stats_uri else None
     epoch_bytes, epoch_requests, how = training_per_epoch(manifest, reader, range_bytes)
     if epochs_per_month and epoch_bytes:
         streams.append(_training_stream(epoch_bytes, epoch_requests, epochs_per_month))

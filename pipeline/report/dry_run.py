@@ -95,6 +95,32 @@ def rates_from_bench(data: dict) -> dict[str, float]:
     return {k: data["input_mb"] / (s * int(w)) for k, s in secs.items() if s > 0}
 
 
+# The dry run lists every file and cuts every unit as a run would (~0.6 GB and ~12 s a million
+# rows): a plan of more is refused rather than run out of memory (1 PiB at 1 GiB files is 2^20).
+MAX_PLAN_ROWS = 2_000_000
+
+
+class PlanTooLarge(ValueError):
+    """Sizes the dry run cannot model: too many files or units to list, more documents than
+    bytes. Phrased for the user (the option to change is named)."""
+
+
+def check_sizes(corpus_bytes: int, file_bytes: int, unit_bytes: int, docs: int | None) -> None:
+    """PlanTooLarge unless the dry run at these sizes fits (MAX_PLAN_ROWS) and makes sense."""
+    for what, option, size in (
+        ("input files", "--file-bytes", file_bytes),
+        ("work units", "--unit-bytes (ingest.unit_bytes)", unit_bytes),
+    ):
+        rows = math.ceil(corpus_bytes / size)
+        if rows > MAX_PLAN_ROWS:
+            raise PlanTooLarge(
+                f"{rows:,} {what} of {size:,} B: the dry run models at most {MAX_PLAN_ROWS:,};"
+                f" give a larger {option}"
+            )
+    if docs is not None and docs > corpus_bytes:
+        raise PlanTooLarge(f"--docs {docs:,}: more documents than bytes ({corpus_bytes:,})")
+
+
 def synthetic_listing(corpus_bytes: int, file_bytes: int) -> pa.Table:
     n = max(1, math.ceil(corpus_bytes / file_bytes))
     sizes = [file_bytes] * (n - 1) + [corpus_bytes - file_bytes * (n - 1)]
@@ -200,6 +226,7 @@ def dry_run(
     """The plan of one run over `corpus_bytes` of text (pure: sizes in, stage table out). Each
     default is the config models' default for the same key (see the module docstring);
     `token_bytes_per_id` is the shards' token dtype's size (4 for int32 ids)."""
+    check_sizes(corpus_bytes, file_bytes, unit_bytes, docs)
     dedup, rates = dedup or DedupConfig(), {**DEFAULT_RATES, **(rates or {})}
     prices = prices or PricesConfig()
     docs = docs or max(1, corpus_bytes // DOC_BYTES)

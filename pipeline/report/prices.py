@@ -8,22 +8,29 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.core.model import StrictModel
+from pipeline.core.model import MAX_BYTES, MAX_DAYS, MAX_PRICE, StrictModel
 from pipeline.retention.policy import STORAGE_CLASSES
 
 
 class ClassPrice(StrictModel):
-    gb_month: float = Field(ge=0, description="$ per GB-month stored", examples=[0.023])
+    gb_month: float = Field(
+        ge=0, le=MAX_PRICE, description="$ per GB-month stored", examples=[0.023]
+    )
     put_per_1000: float = Field(
-        ge=0, description="$ per 1,000 PUT, COPY, POST or LIST requests", examples=[0.005]
+        ge=0,
+        le=MAX_PRICE,
+        description="$ per 1,000 PUT, COPY, POST or LIST requests",
+        examples=[0.005],
     )
     get_per_1000: float = Field(
-        ge=0, description="$ per 1,000 GET or HEAD requests", examples=[0.0004]
+        ge=0, le=MAX_PRICE, description="$ per 1,000 GET or HEAD requests", examples=[0.0004]
     )
     retrieval_per_gb: float = Field(
-        default=0.0, ge=0, description="$ per GB read back from this class"
+        default=0.0, ge=0, le=MAX_PRICE, description="$ per GB read back from this class"
     )
-    min_days: int = Field(default=0, ge=0, description="minimum storage duration billed, days")
+    min_days: int = Field(
+        default=0, ge=0, le=MAX_DAYS, description="minimum storage duration billed, days"
+    )
 
 
 class PricesConfig(StrictModel):
@@ -71,13 +78,19 @@ class PricesConfig(StrictModel):
         description="DEEP_ARCHIVE (a restore of hours before reading)",
     )
     egress_per_gb: float = Field(
-        default=0.09, ge=0, description="$ per GB transferred out of the region"
+        default=0.09, ge=0, le=MAX_PRICE, description="$ per GB transferred out of the region"
     )
     bytes_per_gb: int = Field(
-        default=2**30, ge=1, description="bytes in a billed GB (AWS bills GB-months of 2^30)"
+        default=2**30,
+        ge=1,
+        le=MAX_BYTES,
+        description="bytes in a billed GB (AWS bills GB-months of 2^30)",
     )
     days_per_month: float = Field(
-        default=30.0, gt=0, description="days in a billed month, for minimum-duration charges"
+        default=30.0,
+        gt=0,
+        le=31,
+        description="days in a billed month, for minimum-duration charges",
     )
 
     def for_class(self, storage_class: str) -> ClassPrice:

@@ -34,7 +34,7 @@ from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
-from pipeline.core.model import StrictModel
+from pipeline.core.model import MAX_COUNT, MAX_DAYS, StrictModel
 
 StorageClass = Literal["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"]
 STORAGE_CLASSES: tuple[str, ...] = get_args(StorageClass)  # warm to cold
@@ -61,7 +61,9 @@ def coldness(storage_class: str) -> int:
 
 
 class Transition(StrictModel):
-    after_days: float = Field(ge=0, description="days after the object's last write", examples=[30])
+    after_days: float = Field(
+        ge=0, le=MAX_DAYS, description="days after the object's last write", examples=[30]
+    )
     storage_class: StorageClass = Field(
         description="the colder class to move to: " + ", ".join(STORAGE_CLASSES[1:]),
         examples=["STANDARD_IA"],
@@ -73,10 +75,16 @@ class ClassRule(StrictModel):
 
     keep_forever: bool = Field(default=False, description="never delete nor move")
     delete_after_days: float | None = Field(
-        default=None, ge=0, description="delete this many days after the last write; null: never"
+        default=None,
+        ge=0,
+        le=MAX_DAYS,
+        description="delete this many days after the last write; null: never",
     )
     keep_newest: int | None = Field(
-        default=None, ge=1, description="versions only: keep the newest N committed versions"
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description="versions only: keep the newest N committed versions",
     )
     transitions: list[Transition] = Field(
         default_factory=list,
@@ -159,6 +167,7 @@ class RetentionConfig(StrictModel):
     grace_days: float = Field(
         default=1.0,
         ge=0,
+        le=MAX_DAYS,
         description="a run folder or uncommitted version with an object younger than this is"
         " in progress: untouched",
     )

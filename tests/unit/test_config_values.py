@@ -1,7 +1,9 @@
 """Every invalid numeric configuration value exits 2 naming the key and the file.
 
 The keys are found by walking the pydantic model, so a key added later is covered without
-editing this test; a numeric key without a bound fails it (pick a type in core/model.py).
+editing this test; a numeric key without a lower and an upper bound fails it (pick a type in
+core/model.py): without a maximum, `--set dedup.partitions=99999999999999999999` or `.inf` days
+passed the check and failed (or priced nonsense) later.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def _unwrap(tp: Any, metadata: list) -> tuple[Any, list]:
             return tp, metadata
 
 
-def _invalid_values(metadata: list) -> list[Any]:
-    """One value just outside each declared bound."""
+def _invalid_values(metadata: list, tp: type) -> list[Any]:
+    """One value just outside each declared bound (a whole number for an integer key, so that
+    the bound refuses it, not the type)."""
+    step = 1 if issubclass(tp, int) else 0.5
     values = []
     for m in metadata:
         if getattr(m, "gt", None) is not None:
@@ -43,8 +47,15 @@ def _invalid_values(metadata: list) -> list[Any]:
         if getattr(m, "lt", None) is not None:
             values.append(m.lt)
         if getattr(m, "le", None) is not None:
-            values.append(m.le + 0.5)
+            values.append(int(m.le) + step if step == 1 else m.le + step)
     return values
+
+
+def _bounded_both_ways(metadata: list) -> bool:
+    def has(*names: str) -> bool:
+        return any(getattr(m, n, None) is not None for m in metadata for n in names)
+
+    return has("gt", "ge") and has("lt", "le")
 
 
 def _valid_item(model: type[BaseModel]) -> dict[str, Any]:
@@ -62,7 +73,8 @@ def _valid_item(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def numeric_keys(model: type[BaseModel], prefix: str = "", wrap=None):
-    """(dotted key, --set assignment, bounded) for each invalid value of each numeric key."""
+    """(dotted key, --set assignment, bounded below and above) for each invalid value of each
+    numeric key."""
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         tp, metadata = _unwrap(field.annotation, field.metadata)
@@ -78,8 +90,8 @@ def numeric_keys(model: type[BaseModel], prefix: str = "", wrap=None):
 
             yield from numeric_keys(item_model, f"{key}.0.", in_list)
         elif tp is not bool and isinstance(tp, type) and issubclass(tp, (int, float)):
-            values = _invalid_values(metadata)
-            if not values:
+            values = _invalid_values(metadata, tp)
+            if not _bounded_both_ways(metadata):
                 yield key, None, False
             for value in values:
                 assignment = wrap(key, value) if wrap else f"{key}={value}"
@@ -91,7 +103,7 @@ CASES = list(numeric_keys(Config))
 
 def test_every_numeric_key_declares_a_bound() -> None:
     unbounded = [key for key, _, bounded in CASES if not bounded]
-    assert not unbounded, f"numeric config keys without a bound: {unbounded}"
+    assert not unbounded, f"numeric config keys without a lower and an upper bound: {unbounded}"
     keys = {key for key, _, _ in CASES}
     # the walk reaches nested sections, optional keys and list items
     for key in (
