@@ -233,8 +233,9 @@ def test_garbage_inside_an_uncompressed_warc_is_quarantined_with_the_bytes_left(
 
 @pytest.mark.parametrize(
     ("name", "data"),
-    [("a.warc.gz", gzip.compress(b'{"text": "json, not WARC"}\n')), ("b.warc.gz", b"plain" * 9),
-     ("c.warc", b"<html>not an archive</html>")],
+    [("a.warc.gz", gzip.compress(b'{"text": "json, not WARC"}\n', mtime=0)),
+     ("b.warc.gz", b"plain" * 9), ("c.warc", b"<html>not an archive</html>")],
+    ids=["gzip-json", "plain-bytes", "html"],  # stable ids: xdist's workers must collect the same
 )  # fmt: skip
 def test_a_file_that_is_not_a_warc_is_one_file_level_row(tmp_path, name, data):
     docs, bad, _ = read_folder(write(tmp_path / "in", name, data))
