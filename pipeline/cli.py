@@ -485,6 +485,7 @@ BENCHES = {
     "doc-memory": "pipeline.bench.doc_memory",
     "pieces": "pipeline.bench.pieces",
     "curate": "pipeline.bench.curate",
+    "classifier": "pipeline.bench.classifier",
     "startup": "pipeline.bench.startup",
 }
 

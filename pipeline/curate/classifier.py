@@ -104,7 +104,7 @@ class Classifier(Filter):
         if lid_kernel.numba is None:
             return
         predictor = lid_kernel.Predictor(language.model_path(), cache_words=64)
-        for chunk in pa.chunked_array([texts]).chunks:
+        for chunk in texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]:
             for mode in (lid_kernel.TEXT, lid_kernel.FIRST_LINE):
                 predictor.score_texts(*_utf8(chunk), -1, mode, 0)
 

@@ -224,6 +224,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
     word = np.empty(max(longest, LONGEST_CACHED) + 2, np.uint8)
     scratch = np.empty(maxn * (max(longest, LONGEST_CACHED) + 2) + 2, np.int32)
     hashes = np.empty(longest // 2 + 2 if w.word_ngrams > 1 else 0, np.int32)
+    grams = np.empty(hashes.shape[0] * max(w.word_ngrams - 1, 0), np.int64)
     x = np.empty(rows.shape[1], np.float32)
     nodes = np.empty(2 * net[1].shape[0] + 1, np.int64)
     scores = np.empty(2 * net[1].shape[0] + 1, np.float32)
@@ -263,7 +264,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
             count += 1
             nh = _hash_eos(hashes, nh, w)
         if nh > 1:
-            count += _add_word_ngrams(x, rows, hashes, nh, w)
+            count += _add_word_ngrams(x, rows, hashes, nh, w, grams)
         if count == 0:
             node[d], score[d], named[d] = -1, 0.0, 0.0
         else:
@@ -311,6 +312,7 @@ class _Words(NamedTuple):
     word_ngrams: int
     pruned: bool  # lid_model's: only the kept buckets have rows
     eos_hash: np.int32  # fastText's word hash of "</s>"
+    barrett: np.uint64  # (2**64 - 1) // bucket: a word n-gram's bucket without a division
 
 
 def _shapes(model: lid_model.LidModel) -> np.ndarray:
@@ -379,9 +381,9 @@ class Predictor:
         eos_hash = np.array(lid_model.fnv(b"</s>"), np.uint32).view(np.int32)[()]
         self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
                              model.before, model.ranked, _shapes(model), model.minn, model.maxn,
-                             np.uint64(bucket), np.uint64((2**64 - 1) // bucket + 1),
+                             np.uint64(bucket), np.uint64(((2**64 - 1) // bucket + 1) % 2**64),
                              model.eos, model.nwords, model.word_ngrams, model.pruned,
-                             eos_hash)  # fmt: skip
+                             eos_hash, np.uint64((2**64 - 1) // bucket))  # fmt: skip
         rows = _lines(model.rows.shape, np.float32)
         rows[:] = model.rows
         self._net = (rows, model.out, model.out_norms, model.left, model.right,

@@ -350,18 +350,36 @@ def _token_rows(data, start, end, w, word, out):
     return WORD, n, h
 
 
+@_inline
+def _remainder(h, d, m):
+    """h % d for uint64 h, with m = (2**64 - 1) // d: q = the high half of h * m is the
+    quotient or up to two less (Barrett), so at most two subtractions correct the remainder;
+    no division."""
+    r = h - _high_product(h, m) * d
+    while r >= d:
+        r -= d
+    return r
+
+
 @_jit
-def _add_word_ngrams(x, rows, hashes, nh, w):
+def _add_word_ngrams(x, rows, hashes, nh, w, found):
     """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
-    hashes[:nh], in fastText's order; returns the rows added."""
-    n, found = 0, np.empty(1, np.int64)
+    hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for
+    nh * (word_ngrams - 1)) are found and asked for first, then added: a row of a large table
+    is rarely in the cache, and its loads then overlap."""
+    n = 0
     for i in range(nh):
         h = np.uint64(np.int64(hashes[i]))  # int32 to uint64: sign-extended, as in fastText
         for j in range(i + 1, min(nh, i + w.word_ngrams)):
             h = h * _NGRAM_MIX + np.uint64(np.int64(hashes[j]))
-            if _bucket_row(h % w.bucket, w, found, 0):
-                _add(x, rows, found[0])
-                n += 1
+            more = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
+            if more > n:
+                start = np.int64(found[n]) * x.shape[0]
+                for k in range(0, x.shape[0], LANES):
+                    _prefetch(rows, start + k)
+                n = more
+    for r in range(n):
+        _add(x, rows, found[r])
     return n
 
 

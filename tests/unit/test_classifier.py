@@ -8,11 +8,15 @@ sides of the threshold; a missing or wrong model is a one-line error."""
 from __future__ import annotations
 
 import random
+import re
+import shutil
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from support import REPO
 
+from pipeline import cli
 from pipeline.curate import chain, classifier, lid_kernel, lid_model
 from pipeline.curate.language import _utf8
 from pipeline.curate.user import CurationError
@@ -27,6 +31,7 @@ pytestmark = pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not i
 MODELS = {
     "bigram_softmax.bin": {"loss": "softmax", "wordNgrams": 2, "dim": 20, "bucket": 50_000},
     "hs_chars.bin": {"loss": "hs", "wordNgrams": 2, "minn": 2, "maxn": 4, "bucket": 50_000},
+    "words_only.bin": {"loss": "softmax", "maxn": 0},  # no n-gram at all: bucket 0
     "ova.bin": {"loss": "ova", "dim": 16, "minn": 3, "maxn": 5, "bucket": 20_000},
     "ova_trigrams.bin": {"loss": "ova", "wordNgrams": 3, "dim": 16, "minn": 2, "maxn": 3,
                          "bucket": 20_000},
@@ -57,7 +62,7 @@ def models(tmp_path_factory) -> dict[str, str]:
 
 
 def documents(n_random: int = 300) -> list[str]:
-    """Every 12th line of the sample (each a document, 2,767), lines joined (newlines inside),
+    """Every 12th line of the sample (each a document), lines joined (newlines inside),
     and random mixtures of words, labels, </s>, control bytes and long tokens."""
     lines = [line for _, line in sample_lines()][::12]
     rng = random.Random(3)
@@ -109,6 +114,7 @@ def test_the_models_cover_every_kind_the_reader_reads(models):
     assert not (kinds["many_qout.ftz"].out_norms == 1).all()  # a quantized output with norms
     assert len(kinds["many_hs.bin"].labels) > 256
     assert {m.word_ngrams for m in kinds.values()} == {1, 2, 3}
+    assert kinds["words_only.bin"].bucket == 0
     assert {m.maxn for m in kinds.values()} >= {0, 3, 4}
 
 
@@ -175,3 +181,43 @@ def test_a_missing_or_wrong_model_or_label_is_a_one_line_error(models, tmp_path)
         with pytest.raises(CurationError, match=message) as e:
             chain.parse([{"fasttext_classifier": params}])
         assert "\n" not in str(e.value)
+
+
+def _config(tmp_path, model_file: str, min_score: float = 0.5) -> str:
+    shutil.copy(REPO / "configs" / "tokenizer.json", tmp_path / "tokenizer.json")
+    config = tmp_path / "clf.yaml"
+    config.write_text(f"""name: x
+input: {{uri: {REPO / 'sample'}}}
+output: {{uri: {tmp_path / 'out'}}}
+tokenize: {{tokenizer: tokenizer.json}}
+curate: [{{fasttext_classifier: {{model_file: {model_file}, label: web, min_score: {min_score}}}}}]
+""")
+    return str(config)
+
+
+def test_preview_prints_the_score_quantiles(models, tmp_path, capsys):
+    """The quantile printed for a share is a min_score that keeps at least that share."""
+    shutil.copy(models["bigram_softmax.bin"], tmp_path / "quality.bin")
+
+    def preview(min_score: float) -> tuple[list[float], int]:
+        argv = ["curate-preview", "--config", _config(tmp_path, "quality.bin", min_score)]
+        assert cli.main([*argv, "--sample", "300"]) == 0
+        out = capsys.readouterr().out
+        (line,) = [x for x in out.splitlines() if "score quantiles" in x]
+        assert "(300 documents)" in line
+        cuts = [float(v) for v in re.findall(r"top \d+% >= ([\d.]+)", line)]
+        found = re.search(r"fasttext_classifier\s+filter: removes (\d+) of 300", out)
+        return cuts, int(found.group(1))
+
+    cuts, _ = preview(0.5)
+    assert len(cuts) == 5 and cuts == sorted(cuts) and cuts[0] < cuts[-1]
+    _, removed = preview(cuts[2])  # the top 10 %'s bound (printed to 4 decimals: rounded)
+    assert 300 * 0.85 <= removed <= 300 * 0.9 + 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_model_stops_the_command_with_exit_2(tmp_path, capsys):
+    assert cli.main(["curate-preview", "--config", _config(tmp_path, "none.bin")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fasttext_classifier" in err[0] and "cannot read" in err[0]
+    assert str(tmp_path / "none.bin") in err[0]  # the path is the config folder's
