@@ -89,6 +89,9 @@ def _add(x, rows, t):
     """x += rows[t] (rows C-contiguous, x of its width), in float32, element by element."""
     dim = x.shape[0]
     start = np.int64(t) * dim
+    if dim == LANES:  # lid.176: one vector addition
+        _add_lanes(x, 0, rows, start)
+        return
     j = 0
     while j + LANES <= dim:
         _add_lanes(x, j, rows, start + j)

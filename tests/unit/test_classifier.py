@@ -221,3 +221,17 @@ def test_a_missing_model_stops_the_command_with_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "fasttext_classifier" in err[0] and "cannot read" in err[0]
     assert str(tmp_path / "none.bin") in err[0]  # the path is the config folder's
+
+
+def test_warm_compiles_the_predict_a_classifier_runs(models):
+    """`pipeline warm` has no model of the user's: it compiles the classifier's loops on
+    lid.176, and a trained model's predict then needs no new compiled signature."""
+    from pipeline.curate import warm
+
+    assert warm.warm(["fasttext_classifier"]) == ["fasttext_classifier"]
+    compiled = len(lid_kernel._predict_all.signatures)
+    assert compiled >= 1
+    for name in ("bigram_softmax.bin", "hs_q_pruned.ftz"):
+        for params in ({}, {"normalise": []}):
+            step(models, model_file=models[name], **params).scores(pa.array(["a b c\nd"]))
+    assert len(lid_kernel._predict_all.signatures) == compiled
