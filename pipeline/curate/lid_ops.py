@@ -49,6 +49,7 @@ SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its ro
 HS, NS, SOFTMAX, OVA = 1, 2, 3, 4  # fastText's losses (curate/lid_model.py)
 MAX_SIGMOID, SIGMOID_TABLE = 8, 512  # fastText's Loss sigmoid table
 _NGRAM_MIX = np.uint64(116049371)  # Dictionary::addWordNgrams
+AHEAD = 16  # a word n-gram's row is asked for this many rows before it is added
 SHAPE_BITS = 16  # the dictionary's shape filter: 2**16 bits, about one in ten set
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -320,8 +321,8 @@ def _token_rows(data, start, end, w, word, out):
         n = 1
         if wid == w.eos:  # "</s>" in the text: a word without n-grams that ends the line
             return END, n, h
-        if maxn <= 0:  # fastText adds no n-gram of a word of the dictionary then
-            return WORD, n, h
+    if maxn <= 0:  # no character n-grams (fastText adds none)
+        return WORD, n, h
     size = length + 2
     word[0] = 60  # "<"
     high = 0
@@ -368,22 +369,29 @@ def _remainder(h, d, m):
 def _add_word_ngrams(x, rows, hashes, nh, w, found):
     """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
     hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for
-    nh * (word_ngrams - 1)) are found and asked for first, then added: a row of a large table
-    is rarely in the cache, and its loads then overlap."""
+    nh * (word_ngrams - 1)) are found first, then added, each row asked for AHEAD rows before
+    it is added: a row of a large table is rarely in the cache, and its loads then overlap."""
     n = 0
     for i in range(nh):
         h = np.uint64(np.int64(hashes[i]))  # int32 to uint64: sign-extended, as in fastText
         for j in range(i + 1, min(nh, i + w.word_ngrams)):
             h = h * _NGRAM_MIX + np.uint64(np.int64(hashes[j]))
-            more = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
-            if more > n:
-                start = np.int64(found[n]) * x.shape[0]
-                for k in range(0, x.shape[0], LANES):
-                    _prefetch(rows, start + k)
-                n = more
+            n = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
+    dim = x.shape[0]
+    for r in range(min(n, AHEAD)):
+        _prefetch_row(rows, found[r], dim)
     for r in range(n):
+        if r + AHEAD < n:
+            _prefetch_row(rows, found[r + AHEAD], dim)
         _add(x, rows, found[r])
     return n
+
+
+@_inline
+def _prefetch_row(rows, t, dim):
+    start = np.int64(t) * dim
+    for k in range(0, dim, LANES):
+        _prefetch(rows, start + k)
 
 
 @_inline
