@@ -78,9 +78,15 @@ def _reference(path: str) -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _compiled(path: str) -> Any:
+    """The compiled predict, checked against fastText's own (loaded for the check and then
+    let go: a large model is held once, not twice), or None."""
+    import fasttext
+
     from pipeline.curate import lid_kernel  # numba: imported where a document is scored
 
-    return lid_kernel.load(path, _reference(path).f)
+    if lid_kernel.numba is None:
+        return None
+    return lid_kernel.load(path, fasttext.load_model(path).f)
 
 
 @register
