@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     block_list,
     c4,
+    classifier,
     decontaminate,
     fineweb,
     gopher,

@@ -1,14 +1,17 @@
-"""fastText's supervised predict (top 1) for the language model, compiled with numba: the same
-label and float32 score as fastText-predict's C++, value for value (its pieces: lid_ops.py; the
-model file: lid_model.py). `Predictor` holds the model's arrays and a word cache; `load` checks
-it against fastText's own predict on probe texts and returns None where one differs or numba is
-missing (the caller then uses fastText).
+"""fastText's supervised predict, compiled with numba, for the language model (lid.176) and any
+supervised classifier (curate/classifier.py): the top label and its float32 score, and the
+score of one named label, as fastText's C++ gives them, value for value (its pieces:
+lid_ops.py; the model file: lid_model.py). `Predictor` holds the model's arrays and a word
+cache; `load` checks it against fastText's own predict on probe texts and returns None where
+one differs or numba is missing (the caller then uses fastText).
 
 `_predict_all` reads many texts' UTF-8 bytes and offsets (an Arrow array's buffers) in one call
-and forms the language step's line in the loop (the first `max_chars` characters, newlines as
-spaces, then EOS). A token's row ids (its dictionary row, then its kept n-gram rows, in
-fastText's order) are found once per distinct token and kept in the word cache, so a repeated
-token adds the same rows in the same order and every float32 sum is fastText's. A text is read
+and forms the line in the loop (the first `max_chars` characters; TEXT: newlines as spaces,
+then EOS; FIRST_LINE: up to the first newline, then EOS; LINE: as fastText reads a stream). A
+token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) and its
+word hash are found once per distinct token and kept in the word cache, so a repeated token
+adds the same rows in the same order and every float32 sum is fastText's; a model with word
+n-grams adds their rows after the line's tokens, from the hashes. A text is read
 in chunks of tokens: the chunk's tokens are found and their slots' lines prefetched, then each
 token's slot is looked up (a new token gets a PENDING slot that its next occurrences find), then
 the new tokens' rows are found, then the chunk's rows added: four small loops, and a token's
@@ -33,11 +36,14 @@ import numpy as np
 from pipeline.curate import lid_model
 from pipeline.curate.lid_ops import (
     _MIX1,
-    DIM,
     END,
+    MAX_SIGMOID,
     SHAPE_BITS,
+    SIGMOID_TABLE,
+    SKIP,
     _add,
     _add_all,
+    _add_word_ngrams,
     _char_end,
     _is_space,
     _prefetch,
@@ -69,8 +75,9 @@ INLINE_BYTES = 16  # a longer token's bytes are kept in the arena and compared t
 # a slot, as int32: 0-3 the token's first 16 bytes (uint64 x 2, zero-padded), 4 its length
 # (0: empty), 5 its row count | kind << 16 (PENDING: not found yet), 6 where its rows are in
 # the arena, or -1: in the slot (8-15, at most INLINE_ROWS), 7 where its bytes are in the
-# arena (int32 units) when it is longer than INLINE_BYTES
-SLOT, LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS = 16, 4, 5, 6, 7, 8, 8
+# arena (int32 units) when it is longer than INLINE_BYTES, 15 its word hash (word n-grams)
+SLOT, LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS, HASH = 16, 4, 5, 6, 7, 8, 7, 15
+LINE, TEXT, FIRST_LINE = 0, 1, 2  # how a text is read (_predict_all's mode)
 PENDING = -1
 MORE, EOL, LONG = 0, 1, 2  # a look-up stopped: chunk full or text done, the line's \n, a long token
 _MIX0 = np.uint64(0x9E3779B97F4A7C15)  # a slot from a token's key, with lid_ops's _MIX1
@@ -154,7 +161,8 @@ def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
     _, cells, arena, _, fill = cache
     for k in range(m):
         s, first = miss_slot[k], miss_at[k]
-        kind, n = _token_rows(data, first, first + cells[s, LENGTH], w, word, scratch)
+        kind, n, h = _token_rows(data, first, first + cells[s, LENGTH], w, word, scratch)
+        cells[s, HASH] = h
         if n > INLINE_ROWS:
             a = fill[1]
             for r in range(n):
@@ -169,12 +177,16 @@ def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
 
 
 @_jit
-def _sum_rows(x, rows, cells, arena, slot_of, t):
-    """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token: (rows
-    added, whether one ended the line)."""
+def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh):
+    """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token, their
+    word hashes (labels left out) to hashes[nh:] where the model has word n-grams: (rows
+    added, whether one ended the line, hashes held)."""
     count = 0
     for k in range(t):
         s = slot_of[k]
+        if hashes.shape[0] and cells[s, HEAD] >> 16 != SKIP:
+            hashes[nh] = cells[s, HASH]
+            nh += 1
         n, at = cells[s, HEAD] & 0xFFFF, cells[s, RECORD]
         if at < 0:
             for r in range(ROWS, ROWS + n):
@@ -184,19 +196,21 @@ def _sum_rows(x, rows, cells, arena, slot_of, t):
                 _add(x, rows, arena[r])
         count += n
         if cells[s, HEAD] >> 16 == END:
-            return count, True
-    return count, False
+            return count, True, nh
+    return count, False, nh
 
 
 @_jit
-def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
-    """node[d], score[d] for each line data[offsets[d]:offsets[d + 1]] (node -1: no words).
-    `text`: the language step's line (\\n a space, EOS at the end); else a line as given, that
-    ends at its first \\n. A chunk of tokens is looked up, its new tokens' rows found, then
-    its rows added: each loop small, and a token's look-up does not wait for the one before."""
-    rows, out, left, right = net
+def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, score, named):
+    """node[d], score[d] (the top label), named[d] (label want's score) for each text
+    data[offsets[d]:offsets[d + 1]] (node -1: no rows, as fastText predicts nothing), read as
+    `mode` says (LINE, TEXT, FIRST_LINE). A chunk of tokens is looked up, its new tokens' rows
+    found, then its rows added: each loop small, and a token's look-up does not wait for the
+    one before."""
+    rows = net[0]
     keys, cells, arena, abytes, fill = cache
     maxn, eos = w.maxn, w.eos
+    text = mode == TEXT
     bits = 1
     while (1 << bits) < cells.shape[0]:
         bits += 1
@@ -209,15 +223,17 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
         longest = max(longest, offsets[d + 1] - offsets[d])
     word = np.empty(max(longest, LONGEST_CACHED) + 2, np.uint8)
     scratch = np.empty(maxn * (max(longest, LONGEST_CACHED) + 2) + 2, np.int32)
-    x = np.empty(DIM, np.float32)
-    nodes = np.empty(left.shape[0] + 1, np.int64)
-    scores = np.empty(left.shape[0] + 1, np.float32)
+    hashes = np.empty(longest // 2 + 2 if w.word_ngrams > 1 else 0, np.int32)
+    grams = np.empty(hashes.shape[0] * max(w.word_ngrams - 1, 0), np.int64)
+    x = np.empty(rows.shape[1], np.float32)
+    nodes = np.empty(2 * net[1].shape[0] + 1, np.int64)
+    scores = np.empty(2 * net[1].shape[0] + 1, np.float32)
     for d in range(offsets.shape[0] - 1):
         i, end = offsets[d], offsets[d + 1]
         if max_chars >= 0 and end - i > max_chars:
             end = _char_end(data, i, end, max_chars)
         x[:] = 0
-        count, ended = 0, False
+        count, ended, nh = 0, False, 0
         while not ended and i < end:
             if (2 * (fill[0] + chunk) > cells.shape[0]
                     or fill[1] + _most_room(maxn, LONGEST_CACHED) > arena.shape[0]):  # fmt: skip
@@ -228,24 +244,40 @@ def _predict_all(data, offsets, max_chars, text, w, net, cache, node, score):
             if looked < t:  # the arena is full: the rest of the chunk after it is emptied
                 i, t, why = found[looked, 0], looked, MORE
             _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache)
-            n, ended = _sum_rows(x, rows, cells, arena, slot_of, t)
+            n, ended, nh = _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh)
             count += n
             if not ended and why == EOL:  # the line's end: EOS, a word without n-grams
                 _add(x, rows, eos)
                 count += 1
+                nh = _hash_eos(hashes, nh, w)
                 ended = True
             elif not ended and why == LONG:
-                kind, n = _token_rows(data, i, after, w, word, scratch)
+                kind, n, h = _token_rows(data, i, after, w, word, scratch)
                 _add_all(x, rows, scratch, 0, n)
                 count += n
+                if hashes.shape[0] and kind != SKIP:
+                    hashes[nh] = h
+                    nh += 1
                 i, ended = after, kind == END
-        if text and not ended:
+        if mode != LINE and not ended:
             _add(x, rows, eos)
             count += 1
+            nh = _hash_eos(hashes, nh, w)
+        if nh > 1:
+            count += _add_word_ngrams(x, rows, hashes, nh, w, grams)
         if count == 0:
-            node[d], score[d] = -1, 0.0
+            node[d], score[d], named[d] = -1, 0.0, 0.0
         else:
-            node[d], score[d] = _top(x, count, out, left, right, nodes, scores)
+            node[d], score[d], named[d] = _top(x, count, net, want, nodes, scores)
+
+
+@_jit
+def _hash_eos(hashes, nh, w):
+    """The line's EOS word hash added where the model has word n-grams."""
+    if hashes.shape[0]:
+        hashes[nh] = w.eos_hash
+        nh += 1
+    return nh
 
 
 PROBES = (
@@ -276,6 +308,11 @@ class _Words(NamedTuple):
     bucket: np.uint64
     magic: np.uint64  # (2**64 - 1) // bucket + 1: a remainder without a division
     eos: int
+    nwords: int
+    word_ngrams: int
+    pruned: bool  # lid_model's: only the kept buckets have rows
+    eos_hash: np.int32  # fastText's word hash of "</s>"
+    barrett: np.uint64  # (2**64 - 1) // bucket: a word n-gram's bucket without a division
 
 
 def _shapes(model: lid_model.LidModel) -> np.ndarray:
@@ -308,29 +345,56 @@ def _empty_cache(words: int, maxn: int) -> tuple:
     return slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64)
 
 
+def _sigmoid_table() -> np.ndarray:
+    """fastText's Loss::t_sigmoid_: 1 / (1 + exp(-x)) at SIGMOID_TABLE + 1 points over [-8, 8]
+    (x in float32, exp in float32, the rest in double, stored as float32)."""
+    table = np.empty(SIGMOID_TABLE + 1, np.float32)
+    for i in range(SIGMOID_TABLE + 1):
+        x = np.float32(np.float32(i * 2 * MAX_SIGMOID) / np.float32(SIGMOID_TABLE))
+        x = np.float32(x - np.float32(MAX_SIGMOID))
+        table[i] = 1.0 / (1.0 + float(np.float32(math.exp(-float(x)))))
+    return table
+
+
+def _parents(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    parent = np.full(len(left), -1, np.int64)
+    inner = np.flatnonzero(left >= 0)
+    parent[left[inner]] = inner
+    parent[right[inner]] = inner
+    return parent
+
+
 class Predictor:
-    """fastText's `predict(line, 1, 0.0)` for the model at `path`; `cache_words`: distinct
-    tokens the word cache holds before it is emptied (2**18: 32 MiB of slots, 8 MiB of arena)."""
+    """fastText's predict for the supervised model at `path`: the top label and its score
+    (`predict(line, 1, 0.0)`), and a named label's score (`predict(line, -1, 0.0)`);
+    `cache_words`: distinct tokens the word cache holds before it is emptied (2**18: 32 MiB
+    of slots, 8 MiB of arena)."""
 
     def __init__(self, path: str, cache_words: int = 1 << 18) -> None:
         model = lid_model.read(path)
-        if model.rows.shape[1] != DIM or sys.byteorder != "little":  # the vectors, _load8
-            raise ValueError(f"a model of dimension {model.rows.shape[1]}, not {DIM}")
+        if sys.byteorder != "little":  # _load8, the file's numbers
+            raise ValueError("a big-endian machine")
+        if model.bucket == 0 and (model.maxn > 0 or model.word_ngrams > 1):
+            raise ValueError("n-grams without buckets")
         self.labels = model.labels
+        bucket = max(model.bucket, 1)
+        eos_hash = np.array(lid_model.fnv(b"</s>"), np.uint32).view(np.int32)[()]
         self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
                              model.before, model.ranked, _shapes(model), model.minn, model.maxn,
-                             np.uint64(model.bucket), np.uint64((2**64 - 1) // model.bucket + 1),
-                             model.eos)  # fmt: skip
+                             np.uint64(bucket), np.uint64(((2**64 - 1) // bucket + 1) % 2**64),
+                             model.eos, model.nwords, model.word_ngrams, model.pruned,
+                             eos_hash, np.uint64((2**64 - 1) // bucket))  # fmt: skip
         rows = _lines(model.rows.shape, np.float32)
         rows[:] = model.rows
-        self._net = (rows, model.out, model.left, model.right)
+        self._net = (rows, model.out, model.out_norms, model.left, model.right,
+                     _parents(model.left, model.right), _sigmoid_table(), model.loss)  # fmt: skip
         self._cache = _empty_cache(cache_words, model.maxn)
         self._lock = threading.Lock()  # the cache is written in place: one call at a time
 
     def predict(self, line: str) -> tuple[str, float]:
         """(label, score) of one line, read up to its first \\n."""
         data = np.frombuffer(line.encode("utf-8"), np.uint8)
-        node, score = self._run(data, np.array([0, len(data)], np.int64), -1, False)
+        node, score, _ = self._run(data, np.array([0, len(data)], np.int64), -1, LINE, -1)
         if node[0] < 0:
             raise ValueError("no words to predict from")
         return self.labels[node[0]], float(score[0])
@@ -339,8 +403,20 @@ class Predictor:
                       ) -> tuple[list[str], np.ndarray]:  # fmt: skip
         """(labels, float32 scores) of texts data[offsets[i]:offsets[i + 1]] (UTF-8), each read
         as the line `text[:max_chars].replace("\\n", " ") + "\\n"`."""
-        node, score = self._run(data, offsets.astype(np.int64, copy=False), max_chars, True)
+        node, score, _ = self._run(data, offsets.astype(np.int64, copy=False), max_chars, TEXT,
+                                   -1)  # fmt: skip
         return [self.labels[i] for i in node.tolist()], score
+
+    def score_texts(self, data: np.ndarray, offsets: np.ndarray, max_chars: int, mode: int,
+                    label: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        """For texts data[offsets[i]:offsets[i + 1]] (UTF-8) read as `mode` says (TEXT: the
+        line `text[:max_chars].replace("\\n", " ") + "\\n"`; FIRST_LINE: `text[:max_chars]`
+        up to its first \\n, then "\\n"): the top label's index (-1: nothing to predict
+        from), its float32 score, and the float32 score of label index `label` that fastText's
+        predict(line, -1, 0.0) reports (0.0 where it leaves the label out)."""
+        if not 0 <= label < len(self.labels):
+            raise ValueError(f"no label {label}")
+        return self._run(data, offsets.astype(np.int64, copy=False), max_chars, mode, label)
 
     def forget(self) -> None:
         """Empty the word cache (a benchmark's cold start); its memory is kept."""
@@ -352,15 +428,17 @@ class Predictor:
         """The distinct tokens the word cache holds now."""
         return int(self._cache[4][0])
 
-    def _run(self, data, offsets, max_chars, text) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, data, offsets, max_chars, mode, label
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
         data = data.view()
         data.flags.writeable = False  # one compiled signature, whoever owns the bytes
         node = np.empty(len(offsets) - 1, np.int64)
         score = np.empty(len(offsets) - 1, np.float32)
+        named = np.empty(len(offsets) - 1, np.float32)
         with self._lock:
-            _predict_all(data, offsets, max_chars, text, self._words, self._net, self._cache,
-                         node, score)  # fmt: skip
-        return node, score
+            _predict_all(data, offsets, max_chars, mode, label, self._words, self._net,
+                         self._cache, node, score, named)  # fmt: skip
+        return node, score, named
 
 
 def load(path: str, reference: Any) -> Predictor | None:

@@ -1,36 +1,50 @@
-"""The fastText supervised model file, read into the arrays the compiled predict uses
+"""A fastText supervised model file, read into the arrays the compiled predict uses
 (curate/lid_kernel.py). This module owns the file format; it computes nothing per document.
 
-Format (.ftz, fastText's format version 12, as `lid.176.ftz`): magic and version (int32), the
-arguments (12 int32, a double), the dictionary (size, words, labels: int32; tokens, pruned
-buckets: int64; per entry a NUL-ended UTF-8 string, an int64 count, an int8 type 0 word or
-1 label; then (bucket, row) int32 pairs), the input matrix product-quantized (norms quantized),
-the output matrix dense. Read here: hierarchical softmax (loss 1), word n-grams 1, character
-n-grams minn..maxn; another kind raises ValueError.
+Format (fastText's format version 12: `.bin` and `.ftz` alike): magic and version (int32), the
+arguments (12 int32: dim, ws, epoch, minCount, neg, wordNgrams, loss, model, bucket, minn, maxn,
+lrUpdateRate; a double), the dictionary (size, words, labels: int32; tokens, pruned index size:
+int64; per entry a NUL-ended UTF-8 string, an int64 count, an int8 type 0 word or 1 label; then
+(bucket, row) int32 pairs: -1 pairs, every bucket has its row nwords + bucket; 0, none has one),
+then the input matrix and the output matrix, each after a bool "quantized": dense (rows, cols:
+int64; float32 values) or product-quantized (qnorm bool, rows, cols int64, code size int32, the
+codes, the quantizer (dim, nsubq, dsub, lastdsub int32; 256 x dim float32 centroids), then with
+qnorm a byte per row and the norms' quantizer). Read here: a supervised model (model 3) of any
+loss fastText predicts with (hierarchical softmax 1, negative sampling 2, softmax 3,
+one-vs-all 4), any word n-grams and character n-grams (maxn 0: none); another file raises
+ValueError.
 
 What `read` returns: the dictionary as an open-addressing table over fastText's word hash
-(FNV-1a of the bytes, each byte sign-extended), the kept buckets as a bitmap with a rank
-(bucket b's row is ranked[before[b // 64] + kept bits below b in word b // 64]), the input
-rows decoded the way fastText forms them (norm x centroid, in float32), the output matrix and
-the Huffman tree of the labels (fastText's HierarchicalSoftmaxLoss::buildTree).
+(FNV-1a of the bytes, each byte sign-extended), the kept buckets of a pruned model as a bitmap
+with a rank (bucket b's row is ranked[before[b // 64] + kept bits below b in word b // 64]),
+the input rows formed as fastText adds them (a quantized row: norm x centroid, in float32), the
+output rows (a quantized one: its centroids, and its norm apart, since fastText multiplies the
+dot product by the norm) and, for hierarchical softmax, the Huffman tree of the labels
+(fastText's HierarchicalSoftmaxLoss::buildTree).
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+MAGIC, VERSION, SUPERVISED = 793712314, 12, 3
+HS, NS, SOFTMAX, OVA = 1, 2, 3, 4  # fastText's loss_name
+
 
 @dataclass(frozen=True)
 class LidModel:
-    nwords: int  # dictionary words; then labels; rows nwords.. are the kept buckets
+    nwords: int  # dictionary words; then labels; rows nwords.. are the buckets (kept ones)
     minn: int
     maxn: int
     bucket: int
+    word_ngrams: int
+    loss: int  # HS, NS, SOFTMAX or OVA
+    pruned: bool  # only the buckets in `kept` have rows (else bucket b's row is nwords + b)
     eos: int  # the dictionary id of "</s>"
     types: np.ndarray  # int8 per dictionary entry: 0 word, 1 label
     table: np.ndarray  # int64 slots: dictionary id or -1
@@ -39,15 +53,16 @@ class LidModel:
     kept: np.ndarray  # uint64 bits: bucket b is kept iff bit b % 64 of kept[b // 64] is set
     before: np.ndarray  # int32 per word of kept: the kept buckets in the words before it
     ranked: np.ndarray  # int32 per kept bucket, in bucket order: its row
-    rows: np.ndarray  # float32 (words + kept buckets, dim)
-    out: np.ndarray  # float32 (labels - 1, dim): the tree's inner nodes
+    rows: np.ndarray  # float32 (words + buckets, dim), read-only where the file is dense
+    out: np.ndarray  # float32 (labels, or labels - 1 inner nodes of the tree, dim)
+    out_norms: np.ndarray  # float32 per output row: its dot product's factor (1: dense)
     left: np.ndarray  # int64 per tree node: left child, -1 at a leaf (a label)
     right: np.ndarray
     labels: list[str]
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: Any) -> None:
         self.data, self.at = data, 0
 
     def take(self, fmt: str) -> tuple:
@@ -55,58 +70,114 @@ class _Reader:
         self.at += struct.calcsize("<" + fmt)
         return values
 
-    def array(self, dtype: Any, n: int) -> np.ndarray:
-        out = np.frombuffer(self.data, dtype, n, self.at).copy()
+    def array(self, dtype: Any, n: int, copy: bool = True) -> np.ndarray:
+        if self.at + n * np.dtype(dtype).itemsize > len(self.data):
+            raise ValueError("the file ends inside a matrix")
+        out = np.frombuffer(self.data, dtype, n, self.at)
         self.at += out.nbytes
-        return out
+        return out.copy() if copy else out
 
     def quantizer(self) -> tuple[int, int, int, np.ndarray]:
         dim, nsubq, dsub, lastdsub = self.take("4i")
         return nsubq, dsub, lastdsub, self.array(np.float32, dim * 256)
 
+    def matrix(self, dim: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """A matrix after its "quantized" bool: (its rows, dense or decoded centroids; the
+        quantized norms per row, or None)."""
+        if not self.take("?")[0]:
+            m, n = self.take("2q")
+            if n != dim:
+                raise ValueError(f"a matrix of {n} columns in a model of dimension {dim}")
+            return self.array(np.float32, m * n, copy=False).reshape(m, n), None
+        (qnorm,) = self.take("?")
+        m, n = self.take("2q")
+        codes = self.array(np.uint8, self.take("i")[0])
+        nsubq, dsub, lastdsub, centroids = self.quantizer()
+        if n != dim or len(codes) != m * nsubq or (nsubq - 1) * dsub + lastdsub != dim:
+            raise ValueError("a quantized matrix that does not match the model's dimension")
+        rows = _decode(codes.reshape(m, nsubq), centroids, dsub, lastdsub, dim)
+        if not qnorm:
+            return rows, None
+        norm_codes = self.array(np.uint8, m)
+        return rows, self.quantizer()[3][norm_codes]
 
-def read(path: str) -> LidModel:
-    r = _Reader(Path(path).read_bytes())
-    magic, version = r.take("2i")
-    (dim, _, _, _, _, word_ngrams, loss, model, bucket, minn, maxn, _) = r.take("12i")
-    r.take("d")
+
+def check(path: str) -> None:
+    """Raise ValueError (or OSError) unless `path` starts as a fastText supervised model."""
+    with open(path, "rb") as f:
+        head = f.read(8 + 12 * 4)
+    if len(head) < 56:
+        raise ValueError("not a fastText model file (too short)")
+    magic, version = struct.unpack_from("<2i", head)
+    model = struct.unpack_from("<12i", head, 8)[7]
+    if (magic, version) != (MAGIC, VERSION):
+        raise ValueError("not a fastText model file (format version 12: .bin or .ftz)")
+    if model != SUPERVISED:
+        raise ValueError("a fastText model that is not supervised (a classifier)")
+
+
+def _open(path: str) -> _Reader:
+    check(path)
+    with open(path, "rb") as f:
+        return _Reader(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def _dictionary(r: _Reader) -> tuple[list[bytes], list[int], list[int], int, int]:
+    """The entries' bytes, types and counts, the words, the pruned index's size."""
     size, nwords, _ = r.take("3i")
     _, pruned_n = r.take("2q")
-    if (magic, version, loss, model, word_ngrams) != (793712314, 12, 1, 3, 1):
-        raise ValueError("not a supervised hierarchical-softmax model without word n-grams")
     words, types, counts = [], [], []
     for _ in range(size):
-        end = r.data.index(b"\0", r.at)
+        end = r.data.find(b"\0", r.at)
+        if end < 0:
+            raise ValueError("the file ends inside the dictionary")
         words.append(r.data[r.at : end])
         r.at = end + 1
         counts.append(r.take("q")[0])
         types.append(r.take("b")[0])
-    pairs = r.array(np.int32, 2 * pruned_n).reshape(-1, 2)
-    (quantized,) = r.take("?")
-    (qnorm,) = r.take("?")
-    rows_n, _ = r.take("2q")
-    if not quantized or not qnorm or pruned_n <= 0:
-        raise ValueError("not a quantized model with quantized norms and pruned buckets")
-    codes = r.array(np.uint8, r.take("i")[0])
-    nsubq, dsub, lastdsub, centroids = r.quantizer()
-    norms = r.array(np.uint8, rows_n)
-    _, _, _, norm_centroids = r.quantizer()
-    if r.take("?")[0]:
-        raise ValueError("a quantized output matrix")
-    out_m, out_n = r.take("2q")
-    out = r.array(np.float32, out_m * out_n).reshape(out_m, out_n)
-    rows = _decode(codes.reshape(rows_n, nsubq), centroids, dsub, lastdsub,
-                   norm_centroids[norms], dim)  # fmt: skip
+    if b"</s>" not in words:
+        raise ValueError("a dictionary without </s>")
+    return words, types, counts, nwords, pruned_n
+
+
+def labels_of(path: str) -> list[str]:
+    """The model's labels, in its order (the dictionary's; no matrix is read)."""
+    r = _open(path)
+    r.at = 8 + 12 * 4 + 8
+    words, _, _, nwords, _ = _dictionary(r)
+    return [w.decode("utf-8", "replace") for w in words[nwords:]]
+
+
+def read(path: str) -> LidModel:
+    r = _open(path)
+    r.take("2i")
+    (dim, _, _, _, _, word_ngrams, loss, _, bucket, minn, maxn, _) = r.take("12i")
+    r.take("d")
+    if loss not in (HS, NS, SOFTMAX, OVA):
+        raise ValueError(f"a fastText loss ({loss}) without a predict")
+    words, types, counts, nwords, pruned_n = _dictionary(r)
+    pairs = r.array(np.int32, 2 * max(pruned_n, 0)).reshape(-1, 2)
+    rows, norms = r.matrix(dim)
+    if norms is not None:  # fastText's addcode: x += norm * centroid, the product in float32
+        rows = rows * norms[:, None]
+    out, out_norms = r.matrix(dim)
+    out = np.ascontiguousarray(out, np.float32).copy()
+    out_norms = np.ones(len(out), np.float32) if out_norms is None else out_norms
+    nlabels = len(words) - nwords
+    if out.shape[0] != nlabels or nlabels < 1:
+        raise ValueError("an output matrix that does not match the labels")
+    if pruned_n < 0 and rows.shape[0] != nwords + bucket:
+        raise ValueError("an input matrix that does not match the dictionary and buckets")
     left, right = _huffman(counts[nwords:])
     return LidModel(
-        nwords, minn, maxn, bucket, words.index(b"</s>"), np.array(types, np.int8),
-        *_words_table(words), *_kept_buckets(pairs, nwords, bucket), rows, out, left, right,
-        [w.decode("utf-8", "replace") for w in words[nwords:]],
+        nwords, minn, maxn, bucket, word_ngrams, loss, pruned_n >= 0, words.index(b"</s>"),
+        np.array(types, np.int8), *_words_table(words), *_kept_buckets(pairs, nwords, bucket),
+        rows, out, out_norms, left, right, [w.decode("utf-8", "replace") for w in words[nwords:]],
     )  # fmt: skip
 
 
-def _decode(codes, centroids, dsub, lastdsub, norms, dim) -> np.ndarray:
-    """fastText's ProductQuantizer::addcode per row: 0 + norm * centroid, in float32."""
+def _decode(codes, centroids, dsub, lastdsub, dim) -> np.ndarray:
+    """fastText's ProductQuantizer::addcode per row with norm 1: the centroids, in float32."""
     rows = np.zeros((codes.shape[0], dim), np.float32)
     nsubq = codes.shape[1]
     for m in range(nsubq):
@@ -114,8 +185,7 @@ def _decode(codes, centroids, dsub, lastdsub, norms, dim) -> np.ndarray:
         last = m == nsubq - 1
         width = lastdsub if last else dsub
         base = m * 256 * dsub + code * lastdsub if last else (m * 256 + code) * dsub
-        block = centroids[base[:, None] + np.arange(width)]
-        rows[:, m * dsub : m * dsub + width] += norms[:, None] * block
+        rows[:, m * dsub : m * dsub + width] = centroids[base[:, None] + np.arange(width)]
     return rows
 
 

@@ -1,15 +1,21 @@
-"""The compiled pieces of fastText's predict for the language model (curate/lid_kernel.py's loop
-calls them; pure: no I/O): a token found 8 bytes at a time, a token's row ids in fastText's
-order, a row added as one vector, the output layer. Each gives fastText's values.
+"""The compiled pieces of fastText's supervised predict (curate/lid_kernel.py's loop calls them;
+pure: no I/O): a token found 8 bytes at a time, a token's row ids in fastText's order, its word
+n-grams, a row added as vectors, the output layer. Each gives fastText's values.
 
 A token is split at space, \\n, \\r, \\t, \\v, \\f and NUL. Its rows: a word of the dictionary
 adds its row, then its character n-grams of "<word>" (FNV-1a of the bytes, sign-extended, modulo
 the buckets, kept buckets only: curate/lid_model.py's bitmap and rank); an unknown word its
-n-grams; a label token nothing; "</s>" its row, and ends the line. Hidden = the rows summed in
-that order in float32, times 1/count: a row is added as one DIM-lane vector, each lane's float32
-additions those of the scalar loop (numba leaves that loop scalar). The output layer is a
-depth-first walk of the Huffman tree of the labels (left first, pruned by the best leaf so far),
-scores summed as log(p + 1e-5). numba is optional: without it lid_kernel.load gives None.
+n-grams; a label token nothing; "</s>" its row, and ends the line. After the line's tokens, its
+word n-grams (Dictionary::addWordNgrams): over the word hashes of its word tokens (labels left
+out, sign-extended from int32), h = h * 116049371 + next, row of bucket h % bucket (a pruned
+model: kept buckets only). Hidden = the rows summed in that order in float32, times 1/count: a
+row is added as LANES-lane vectors, each lane's float32 additions those of the scalar loop
+(numba leaves that loop scalar). The output layer: hierarchical softmax, a depth-first walk of
+the Huffman tree of the labels (left first, pruned by the best leaf so far), scores summed as
+log(p + 1e-5); softmax (exp(o - max) / sum) or one-vs-all and negative sampling (fastText's
+sigmoid table of 512 steps over [-8, 8]) over the output rows' dot products (a quantized row's
+times its norm), the score exp(log(p + 1e-5)). numba is optional: without it lid_kernel.load
+gives None.
 """
 
 from __future__ import annotations
@@ -38,8 +44,12 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
     _inline = _intrinsic = _jit
 
-DIM = 16  # the model's dimension the additions are vectors of (lid.176's)
+LANES = 16  # a row is added LANES floats at a time (lid.176's dimension: one addition)
 SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
+HS, NS, SOFTMAX, OVA = 1, 2, 3, 4  # fastText's losses (curate/lid_model.py)
+MAX_SIGMOID, SIGMOID_TABLE = 8, 512  # fastText's Loss sigmoid table
+_NGRAM_MIX = np.uint64(116049371)  # Dictionary::addWordNgrams
+AHEAD = 16  # a word n-gram's row is asked for this many rows before it is added
 SHAPE_BITS = 16  # the dictionary's shape filter: 2**16 bits, about one in ten set
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -54,24 +64,42 @@ _LABEL = np.frombuffer(b"__label__", np.uint8).copy()  # fastText's label prefix
 
 
 @_intrinsic
-def _add(typingctx, x, rows, t):
-    """x += rows[t] as one addition of DIM-lane vectors: lane by lane the float32 additions of
-    the scalar loop (vectorised by hand: numba leaves that loop scalar)."""
-    sig = numba.types.void(x, rows, t)
+def _add_lanes(typingctx, x, j, rows, start):
+    """x[j:j + LANES] += rows.flat[start:start + LANES] as one addition of LANES-lane vectors:
+    lane by lane the float32 additions of the scalar loop (vectorised by hand: numba leaves
+    that loop scalar)."""
+    sig = numba.types.void(x, j, rows, start)
 
     def codegen(context, builder, sig, args):
-        lanes = ir.VectorType(ir.FloatType(), DIM)
-        start = builder.mul(context.cast(builder, args[2], sig.args[2], numba.types.int64),
-                            ir.Constant(ir.IntType(64), DIM))  # fmt: skip
-        row = context.make_array(sig.args[1])(context, builder, args[1]).data
-        row = builder.bitcast(builder.gep(row, [start]), lanes.as_pointer())
-        acc = builder.bitcast(context.make_array(sig.args[0])(context, builder, args[0]).data,
-                              lanes.as_pointer())  # fmt: skip
+        lanes = ir.VectorType(ir.FloatType(), LANES)
+        at = context.cast(builder, args[3], sig.args[3], numba.types.int64)
+        row = context.make_array(sig.args[2])(context, builder, args[2]).data
+        row = builder.bitcast(builder.gep(row, [at]), lanes.as_pointer())
+        acc = context.make_array(sig.args[0])(context, builder, args[0]).data
+        j = context.cast(builder, args[1], sig.args[1], numba.types.int64)
+        acc = builder.bitcast(builder.gep(acc, [j]), lanes.as_pointer())
         total = builder.fadd(builder.load(acc, align=4), builder.load(row, align=4))
         builder.store(total, acc, align=4)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@_inline
+def _add(x, rows, t):
+    """x += rows[t] (rows C-contiguous, x of its width), in float32, element by element."""
+    dim = x.shape[0]
+    start = np.int64(t) * dim
+    if dim == LANES:  # lid.176: one vector addition
+        _add_lanes(x, 0, rows, start)
+        return
+    j = 0
+    while j + LANES <= dim:
+        _add_lanes(x, j, rows, start + j)
+        j += LANES
+    while j < dim:
+        x[j] += rows[t, j]
+        j += 1
 
 
 def _element_pointer(context, builder, sig, args):
@@ -245,9 +273,18 @@ def _word_id(data, start, end, w):
 @_inline
 def _kept_row(gh, w, out, n):
     """The n-gram of FNV hash gh: its row written to out[n] if its bucket is kept (about one
-    in fifty), and the rows written then. b = gh mod bucket without a division (Lemire, Kaser
-    and Kurz 2019)."""
-    b = _high_product(w.magic * (gh & _LOW32), w.bucket)
+    in fifty in lid.176), and the rows written then. b = gh mod bucket without a division
+    (Lemire, Kaser and Kurz 2019)."""
+    return _bucket_row(_high_product(w.magic * (gh & _LOW32), w.bucket), w, out, n)
+
+
+@_inline
+def _bucket_row(b, w, out, n):
+    """Bucket b's row written to out[n] (an unpruned model: every bucket's; a pruned one: a
+    kept bucket's), and the rows written then (fastText's Dictionary::pushHash)."""
+    if not w.pruned:
+        out[n] = w.nwords + np.int64(b)
+        return n + 1
     bits, bit = w.kept[b >> _U6], b & _U63
     if (bits >> bit) & _U1:
         rank = np.int64(w.before[b >> _U6]) + np.int64(_ones(bits & ((_U1 << bit) - _U1)))
@@ -257,22 +294,35 @@ def _kept_row(gh, w, out, n):
 
 
 @_jit
+def _fnv(data, start, end):
+    """fastText's word hash of data[start:end], as the int32 its addWordNgrams reads."""
+    h = _FNV_OFFSET
+    for k in range(start, end):
+        h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
+    return np.int32(h & _LOW32)
+
+
+@_jit
 def _token_rows(data, start, end, w, word, out):
-    """What the token data[start:end] does, and its row ids in fastText's order written to
-    out (room for maxn * (length + 2) + 2): (kind, rows written)."""
+    """What the token data[start:end] does, its row ids in fastText's order written to out
+    (room for maxn * (length + 2) + 2) and its word hash (0 unless the model has word n-grams):
+    (kind, rows written, hash)."""
     minn, maxn = w.minn, w.maxn
     length = end - start
     wid = _word_id(data, start, end, w)
     if wid >= 0 and w.types[wid] != 0:
-        return SKIP, 0  # a label of the dictionary
+        return SKIP, 0, np.int32(0)  # a label of the dictionary
     if wid < 0 and length >= 9 and _same(data, start, _LABEL, 0, 9):
-        return SKIP, 0
+        return SKIP, 0, np.int32(0)
+    h = _fnv(data, start, end) if w.word_ngrams > 1 else np.int32(0)
     n = 0
     if wid >= 0:
         out[0] = wid
         n = 1
         if wid == w.eos:  # "</s>" in the text: a word without n-grams that ends the line
-            return END, n
+            return END, n, h
+    if maxn <= 0:  # no character n-grams (fastText adds none)
+        return WORD, n, h
     size = length + 2
     word[0] = 60  # "<"
     high = 0
@@ -287,7 +337,7 @@ def _token_rows(data, start, end, w, word, out):
                 gh = (gh ^ np.uint64(word[a + g - 1])) * _FNV_PRIME
                 if g >= minn and not (g == 1 and (a == 0 or a + 1 == size)):
                     n = _kept_row(gh, w, out, n)
-        return WORD, n
+        return WORD, n, h
     for a in range(size):
         if (word[a] & 0xC0) == 0x80:
             continue
@@ -301,17 +351,124 @@ def _token_rows(data, start, end, w, word, out):
             if g >= minn and not (g == 1 and (a == 0 or j == size)):
                 n = _kept_row(gh, w, out, n)
             g += 1
-    return WORD, n
+    return WORD, n, h
+
+
+@_inline
+def _remainder(h, d, m):
+    """h % d for uint64 h, with m = (2**64 - 1) // d: q = the high half of h * m is the
+    quotient or up to two less (Barrett), so at most two subtractions correct the remainder;
+    no division."""
+    r = h - _high_product(h, m) * d
+    while r >= d:
+        r -= d
+    return r
 
 
 @_jit
-def _top(x, count, out, left, right, nodes, scores):
-    """fastText's HierarchicalSoftmaxLoss::predict (k = 1, threshold 0): (leaf, score)."""
-    labels = left.shape[0] // 2 + 1
+def _add_word_ngrams(x, rows, hashes, nh, w, found):
+    """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
+    hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for
+    nh * (word_ngrams - 1)) are found first, then added, each row asked for AHEAD rows before
+    it is added: a row of a large table is rarely in the cache, and its loads then overlap."""
+    n = 0
+    for i in range(nh):
+        h = np.uint64(np.int64(hashes[i]))  # int32 to uint64: sign-extended, as in fastText
+        for j in range(i + 1, min(nh, i + w.word_ngrams)):
+            h = h * _NGRAM_MIX + np.uint64(np.int64(hashes[j]))
+            n = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
+    dim = x.shape[0]
+    for r in range(min(n, AHEAD)):
+        _prefetch_row(rows, found[r], dim)
+    for r in range(n):
+        if r + AHEAD < n:
+            _prefetch_row(rows, found[r + AHEAD], dim)
+        _add(x, rows, found[r])
+    return n
+
+
+@_inline
+def _prefetch_row(rows, t, dim):
+    start = np.int64(t) * dim
+    for k in range(0, dim, LANES):
+        _prefetch(rows, start + k)
+
+
+@_inline
+def _std_log(p):
+    """fastText's std_log: log(p + 1e-5), the argument a float32, the sum in double."""
+    return np.float32(math.log(np.float64(np.float32(p)) + 1e-5))
+
+
+@_inline
+def _dot(out, i, x, norm):
+    """fastText's dotRow: the float32 sum of out[i, j] * x[j] in order, times the row's norm."""
+    d = np.float32(0.0)
+    for j in range(x.shape[0]):
+        d += out[i, j] * x[j]
+    return np.float32(d * norm)
+
+
+@_inline
+def _exact_sigmoid(d):
+    """HierarchicalSoftmaxLoss::dfs's f = 1. / (1 + std::exp(-f))."""
+    return np.float32(1.0 / np.float64(np.float32(1.0) + np.float32(math.exp(-d))))
+
+
+@_inline
+def _table_sigmoid(d, table):
+    """Loss::sigmoid: fastText's table of SIGMOID_TABLE + 1 values over [-8, 8]."""
+    if d < np.float32(-MAX_SIGMOID):
+        return np.float32(0.0)
+    if d > np.float32(MAX_SIGMOID):
+        return np.float32(1.0)
+    at = np.float32(np.float32(d + np.float32(MAX_SIGMOID)) * np.float32(SIGMOID_TABLE))
+    return table[np.int64(np.float32(np.float32(at / np.float32(MAX_SIGMOID)) / np.float32(2)))]
+
+
+@_jit
+def _top(x, count, net, want, nodes, scores):
+    """fastText's predict: (the top label, its score, the score of label `want` in predict(k=-1,
+    threshold=0): 0.0 where fastText leaves it out; want -1: not asked), after x *= 1/count."""
+    _, out, norms, left, right, parent, table, loss = net
+    labels = out.shape[0]
     scale = np.float32(1.0 / count)
-    for j in range(DIM):
+    for j in range(x.shape[0]):
         x[j] *= scale
-    floor = np.float32(math.log(np.float64(np.float32(0.0)) + 1e-5))
+    if loss == HS:
+        top, best = _hs_top(x, out, norms, left, right, nodes, scores)
+        return top, best, _hs_score(x, out, norms, left, right, parent, want, nodes)
+    for i in range(labels):
+        scores[i] = _dot(out, i, x, norms[i])
+    if loss == SOFTMAX:
+        most = scores[0]
+        for i in range(labels):
+            most = max(scores[i], most)
+        z = np.float32(0.0)
+        for i in range(labels):
+            scores[i] = np.float32(math.exp(np.float64(np.float32(scores[i] - most))))
+            z = np.float32(z + scores[i])
+        for i in range(labels):
+            scores[i] = np.float32(scores[i] / z)
+    else:
+        for i in range(labels):
+            scores[i] = _table_sigmoid(scores[i], table)
+    top, best = -1, np.float32(0.0)
+    for i in range(labels):  # findKBest (k = 1): a tie goes to the later label
+        s = _std_log(scores[i])
+        if top < 0 or s >= best:
+            top, best = i, s
+    named = np.float32(0.0)
+    if want >= 0:
+        named = np.float32(math.exp(_std_log(scores[want])))
+    return top, np.float32(math.exp(best)), named
+
+
+@_jit
+def _hs_top(x, out, norms, left, right, nodes, scores):
+    """HierarchicalSoftmaxLoss::predict (k = 1, threshold 0): (leaf, score)."""
+    labels = left.shape[0] // 2 + 1
+    floor = _std_log(0.0)
     nodes[0], scores[0], depth = 2 * labels - 2, np.float32(0.0), 1
     best_node, best = -1, np.float32(0.0)
     while depth > 0:
@@ -322,17 +479,42 @@ def _top(x, count, out, left, right, nodes, scores):
         if left[node] == -1:  # a leaf that gets here replaces the best (fastText's heap)
             best_node, best = node, score
             continue
-        d = np.float32(0.0)
-        for j in range(DIM):
-            d += out[node - labels, j] * x[j]
-        f = np.float32(1.0 / (np.float32(1.0) + np.float32(math.exp(-d))))
+        f = _exact_sigmoid(_dot(out, node - labels, x, norms[node - labels]))
         nodes[depth] = right[node]
-        scores[depth] = np.float32(score + np.float32(math.log(np.float64(f) + 1e-5)))
+        scores[depth] = np.float32(score + _std_log(f))
         nodes[depth + 1] = left[node]
-        not_f = np.float32(1.0 - np.float64(f))
-        scores[depth + 1] = np.float32(score + np.float32(math.log(np.float64(not_f) + 1e-5)))
+        scores[depth + 1] = np.float32(score + _std_log(np.float32(1.0 - np.float64(f))))
         depth += 2
     return best_node, np.float32(math.exp(best))
+
+
+@_jit
+def _hs_score(x, out, norms, left, right, parent, want, path):
+    """The score fastText's predict(k=-1, threshold=0) gives leaf `want` of the tree: its
+    path's log(p + 1e-5) summed from the root, 0.0 where a node on it falls under the floor
+    (the walk prunes it there)."""
+    if want < 0:
+        return np.float32(0.0)
+    labels = left.shape[0] // 2 + 1
+    k, node = 0, want
+    while node != 2 * labels - 2:
+        path[k] = node
+        k += 1
+        node = parent[node]
+    floor, score = _std_log(0.0), np.float32(0.0)
+    for step in range(k - 1, -1, -1):
+        if score < floor:
+            return np.float32(0.0)
+        f = _exact_sigmoid(_dot(out, node - labels, x, norms[node - labels]))
+        child = path[step]
+        if child == left[node]:
+            score = np.float32(score + _std_log(np.float32(1.0 - np.float64(f))))
+        else:
+            score = np.float32(score + _std_log(f))
+        node = child
+    if score < floor:
+        return np.float32(0.0)
+    return np.float32(math.exp(score))
 
 
 @_jit

@@ -4,8 +4,10 @@ curation steps before its first read task needs them.
 Each built-in step a chain names is built with its default parameters and run once, under the
 machine-wide compile lock, on PROBE: a few documents that reach every compiled path the steps
 take (words, lines, paragraphs, repeated n-grams, non-ASCII text, e-mail and IP hints). A step
-that cannot be built from defaults alone (it needs a word list, benchmarks or a module) is left
-out: its loops, if any, compile on first use, as before. The driver names the steps without
+that cannot be built from defaults alone (it needs a word list, benchmarks, a module or a
+model) is left out: its loops, if any, compile on first use, as before; unless its class has a
+`warm(texts)` of its own (fasttext_classifier: its compiled predict is the language step's,
+warmed on the shipped lid.176 model). The driver names the steps without
 importing numba (`step_names`); `warm` runs in the compile child (dedup/warm_kernels.py) and
 in each worker as it starts (run/ray_env.py).
 """
@@ -59,11 +61,15 @@ def warm(names: Iterable[str]) -> list[str]:
     )
     warmed = []
     for name in names:
+        own = getattr(chain.REGISTRY.get(name), "warm", None)
         try:
-            steps = chain.build(chain.parse([{name: {}}]))
+            steps = chain.build(chain.parse([{name: {}}])) if own is None else []
         except Exception:  # noqa: BLE001 - needs parameters or files: compiled on first use
             continue
         with kernel_cache.compiling():
-            chain.apply(steps, probe)
+            if own is not None:
+                own(probe["text"])
+            else:
+                chain.apply(steps, probe)
         warmed.append(name)
     return warmed

@@ -4,20 +4,24 @@ without writing anything.
 Per source, it reads work units in listing order (the run's own listing and readers, in this
 process, without Ray) until it holds `sample` documents, runs the source's chain on them
 (curate/chain.py) and prints, per step, how many documents it saw and removed (or changed,
-for a transform) and a few of them with the reason. Nothing is written; only the units it
-samples are read. The chains' files and functions are checked when the config loads (exit 2);
-a `python` step that raises or returns what it may not stops the preview with one line naming
-the step and the source (RunError, exit 3).
+for a transform) and a few of them with the reason; for a step that scores documents
+(fasttext_classifier) the score's quantiles on the documents it saw, i.e. the `min_score` that
+keeps 50 %, 25 %, 10 %, 5 % and 1 % of them. Nothing is written; only the units it samples are
+read. The chains' files and functions are checked when the config loads (exit 2); a `python`
+step that raises or returns what it may not stops the preview with one line naming the step
+and the source (RunError, exit 3).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config import Config
 from pipeline.core.storage import Location
 from pipeline.curate import chain
+from pipeline.curate.classifier import QUANTILES
 from pipeline.curate.user import HookError
 from pipeline.exchange.sections import concat
 from pipeline.ingest.records import docs_schema
@@ -69,6 +73,8 @@ def _step_lines(steps: list[chain.Step], docs: pa.Table) -> list[str]:
             lines.append(f"  {step.name:<18} transform: {outcome.changed_by_rule[step.name]:,}"
                          f" of {seen:,} changed; spans {dict(outcome.spans) or {}}")  # fmt: skip
         else:
+            if hasattr(step, "scores") and seen:
+                lines.append(_quantile_line(step.scores(docs["text"]).astype(np.float64)))
             removed = outcome.removed.num_rows
             share = removed / seen if seen else 0.0
             lines.append(f"  {step.name:<18} filter: removes {removed:,} of {seen:,}"
@@ -81,6 +87,13 @@ def _step_lines(steps: list[chain.Step], docs: pa.Table) -> list[str]:
         docs = outcome.kept
     lines.append(f"  kept       {docs.num_rows:,}")
     return lines
+
+
+def _quantile_line(scores: np.ndarray) -> str:
+    """The score that keeps each share of the documents (a min_score keeps those at or above it)."""
+    cuts = "  ".join(f"top {1 - q:.0%} >= {np.quantile(scores, q, method='lower'):.4f}"
+                     for q in QUANTILES)  # fmt: skip
+    return f"    score quantiles ({len(scores):,} documents): {cuts}"
 
 
 def _reader(cfg: Config):

@@ -111,7 +111,7 @@ def test_every_dictionary_entry_passes_the_shape_filter_and_is_found():
     word = np.empty(300, np.uint8)
     for t in range(len(words.woff) - 1):
         entry = words.wbytes[words.woff[t] : words.woff[t + 1]].copy()
-        kind, n = lid_ops._token_rows(entry, 0, len(entry), words, word, scratch)
+        kind, n, _ = lid_ops._token_rows(entry, 0, len(entry), words, word, scratch)
         if words.types[t]:  # a label: adds nothing
             assert (kind, n) == (lid_ops.SKIP, 0)
         else:  # its own row first (</s>: only it, and the line ends)
