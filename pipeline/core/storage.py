@@ -171,8 +171,9 @@ _REFUSALS = {
     "403": "access denied",  # a HEAD's answer: no body, so no code (botocore uses the status)
 }
 # Denials named by the HTTP status, never by the S3 code: a HEAD's 403 has no code, a GET's or
-# a LIST's says AccessDenied, and which request a command sends first (or s3fs's listing cache
-# answers instead) must not change the line: every one reads "access denied (HTTP 403, in Op)".
+# a LIST's says AccessDenied, and which request meets the denial first (a store that refuses
+# the HEAD, or one that answers it 404 so that s3fs LISTs next) must not change the line: every
+# one reads "access denied (HTTP 403, in Op)".
 _DENIED_BY_STATUS = {"AccessDenied", "AllAccessDisabled", "403"}
 
 

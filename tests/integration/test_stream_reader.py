@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support import wait_until
 
 from pipeline.config_sections import StorageConfig
