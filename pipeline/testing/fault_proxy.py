@@ -100,6 +100,7 @@ class FaultProxy:
     plan: FaultPlan = field(default_factory=FaultPlan)
     counters: Counter = field(default_factory=Counter)
     endpoint: str = ""
+    host: str = "127.0.0.1"  # where it listens (a test bridge's address, for other namespaces)
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlsplit(self.upstream)
@@ -149,10 +150,10 @@ class FaultProxy:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", 0)
+            asyncio.start_server(self._serve, self.host, 0)
         )
         port = self._server.sockets[0].getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{port}"
+        self.endpoint = f"http://{self.host}:{port}"
         started.set()
         self._loop.run_forever()
 
