@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -147,6 +148,14 @@ def _part_seconds(stages: dict, part: str) -> float:
     return getattr(stages.get("read+hash"), "part_seconds", {}).get(part, 0.0)
 
 
+def significant(value: float) -> float:
+    """Rounded for the JSON line: two decimals, or three significant digits below 1, so that a
+    small share or rate (a fast machine's, a slow one's) is never printed as 0.0."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, max(2, 2 - math.floor(math.log10(abs(value)))))
+
+
 def per_core(run: dict, input_bytes: int) -> dict[str, float]:
     """Throughput per core of one run: a stage's amount / (its wall seconds x cores used)."""
     w, stages = run["workers"], run["stages"]
@@ -164,7 +173,7 @@ def per_core(run: dict, input_bytes: int) -> dict[str, float]:
         if run.get("curate_task_s"):  # the curation chain's share of the read pass's core-seconds
             figures["curate_share_of_read_pass"] = run["curate_task_s"] / (stages["read+hash"] * w)
             figures["curate_mb_s_per_core"] = input_bytes / 1e6 / run["curate_task_s"]
-    return {k: round(v) if k.startswith("tokens") else round(v, 2) for k, v in figures.items()}
+    return {k: round(v) if k.startswith("tokens") else significant(v) for k, v in figures.items()}
 
 
 def stage_mb_s_per_core(run: dict, input_bytes: int) -> dict[str, float]:
@@ -173,10 +182,10 @@ def stage_mb_s_per_core(run: dict, input_bytes: int) -> dict[str, float]:
     w, figures = run["workers"], {}
     for name, seconds in run["stages"].items():
         if seconds:
-            figures[name] = round(input_bytes / 1e6 / (seconds * w), 2)
+            figures[name] = significant(input_bytes / 1e6 / (seconds * w))
     stage_s = sum(run["stages"].values())
     if stage_s:
-        figures["total"] = round(input_bytes / 1e6 / (stage_s * w), 2)
+        figures["total"] = significant(input_bytes / 1e6 / (stage_s * w))
     return figures
 
 

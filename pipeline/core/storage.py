@@ -168,8 +168,13 @@ _REFUSALS = {
     "ExpiredToken": "the credentials have expired",
     "InvalidToken": "the session token is invalid",
     "TokenRefreshRequired": "the credentials have expired",
-    "403": "access denied",  # a HEAD's answer has no body, so no code: "(403, in HeadObject)"
+    "403": "access denied",  # a HEAD's answer: no body, so no code (botocore uses the status)
 }
+# Denials named by the HTTP status, never by the S3 code: a HEAD's 403 has no code, a GET's or
+# a LIST's says AccessDenied, and which request meets the denial first (a store that refuses
+# the HEAD, or one that answers it 404 so that s3fs LISTs next) must not change the line: every
+# one reads "access denied (HTTP 403, in Op)".
+_DENIED_BY_STATUS = {"AccessDenied", "AllAccessDisabled", "403"}
 
 
 def refusal_cause(error: BaseException) -> str | None:
@@ -195,7 +200,8 @@ def refusal_cause(error: BaseException) -> str | None:
             code = str(err.get("Code", ""))
             if code in _REFUSALS:
                 bucket = f", bucket {err['BucketName']}" if err.get("BucketName") else ""
-                return f"{_REFUSALS[code]} ({code}{bucket}, in {e.operation_name})"
+                shown = "HTTP 403" if code in _DENIED_BY_STATUS else code
+                return f"{_REFUSALS[code]} ({shown}{bucket}, in {e.operation_name})"
         stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
     return None
 

@@ -9,8 +9,9 @@ does the framing). Then, by the request's number n (1, 2, ... over all connectio
   rate"), every `reset_every`-th gets a TCP reset, every `stall_every`-th gets no answer for
   `stall_seconds` (longer than the client's read timeout) and then a closed connection;
 - else the request is forwarded upstream and the answer relayed unchanged; the first `count`
-  requests matching a hold rule are kept waiting `seconds` before that, so a test knows its client
-  is mid-request (`holding` names the clients waiting now).
+  requests matching a hold rule are kept waiting `seconds` (or until their client closes the
+  connection: then nothing is forwarded) before that, so a test knows its client is mid-request
+  (`holding` names the clients waiting now).
 A faulted request never reaches the upstream, so a retry can not apply a write twice (which
 matters for conditional writes such as If-None-Match). `counters` tells what happened, as an
 independent check of the client's retries. `/moto-api/` requests are never faulted.
@@ -54,7 +55,8 @@ class PermanentFault:
 
 @dataclass(frozen=True)
 class Hold:
-    """Keep the first `count` matching requests waiting `seconds`, then forward them."""
+    """Keep the first `count` matching requests waiting `seconds`, then forward them; one whose
+    client closes the connection meanwhile (killed) ends its hold and is not forwarded."""
 
     key: str
     seconds: float
@@ -98,6 +100,7 @@ class FaultProxy:
     plan: FaultPlan = field(default_factory=FaultPlan)
     counters: Counter = field(default_factory=Counter)
     endpoint: str = ""
+    host: str = "127.0.0.1"  # where it listens (a test bridge's address, for other namespaces)
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlsplit(self.upstream)
@@ -147,10 +150,10 @@ class FaultProxy:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", 0)
+            asyncio.start_server(self._serve, self.host, 0)
         )
         port = self._server.sockets[0].getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{port}"
+        self.endpoint = f"http://{self.host}:{port}"
         started.set()
         self._loop.run_forever()
 
@@ -206,7 +209,8 @@ class FaultProxy:
                         conn, writer, fault.status, fault.code, fault.message, path, n, method
                     )
                 else:
-                    await self._hold_if_planned(method, path, writer)
+                    if not await self._hold_if_planned(method, path, reader, writer, conn):
+                        return  # its client went away while held: nothing to answer
                     self.counters["forwarded"] += 1
                     await self._forward(conn, writer, request, body)
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
@@ -222,7 +226,16 @@ class FaultProxy:
             if not writer.is_closing():
                 writer.close()
 
-    async def _hold_if_planned(self, method: str, path: str, writer: asyncio.StreamWriter) -> None:
+    async def _hold_if_planned(
+        self,
+        method: str,
+        path: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        conn: h11.Connection,
+    ) -> bool:
+        """Hold a matching request (the rule's `seconds`, or until its client closes the
+        connection); False when the client went away meanwhile."""
         for i, rule in enumerate(self.plan.holds):
             if self._holds_left[i] and rule.matches(method, path):
                 self._holds_left[i] -= 1
@@ -230,10 +243,10 @@ class FaultProxy:
                 client = writer.get_extra_info("peername")[:2]
                 self.holding.append(client)
                 try:
-                    await asyncio.sleep(rule.seconds)
+                    return await _open_after(reader, conn, rule.seconds)
                 finally:
                     self.holding.remove(client)
-                return
+        return True
 
     async def _forward(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request, body: bytes
@@ -265,6 +278,24 @@ class FaultProxy:
         data += conn.send(h11.EndOfMessage())
         writer.write(data)
         await writer.drain()
+
+
+async def _open_after(reader: asyncio.StreamReader, conn: h11.Connection, seconds: float) -> bool:
+    """Wait `seconds`, or until the client closes its connection (a killed process's sockets
+    are closed by its kernel): whether it is still open."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (left := deadline - loop.time()) > 0:
+        try:
+            data = await asyncio.wait_for(reader.read(_MAX_BODY_READ), left)
+        except asyncio.TimeoutError:
+            return True
+        except ConnectionError:
+            return False
+        if not data:
+            return False
+        conn.receive_data(data)  # a pipelined next request: h11 keeps it for the next cycle
+    return True
 
 
 async def _read_message(

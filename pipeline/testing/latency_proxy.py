@@ -13,6 +13,10 @@
 - Bandwidth: a token bucket per connection and direction, `bandwidth` bytes/s.
 - Counters are independent of the client: what really crossed the wire.
 
+- Gate (tests): `hold_answers_until_active(n)` holds every answer until n requests are open at
+  once, then lets them all go: a client that keeps n requests in flight is shown doing so
+  whatever the machine's speed or scheduling, not only when its requests happen to overlap.
+
 The proxy runs its own asyncio loop in a thread; `stop()` closes the server and every connection
 and joins the thread. `latency_s` and `bandwidth` may be changed between requests.
 `python -m pipeline.testing.latency_proxy --upstream URL --latency-ms 50` runs one in the
@@ -151,6 +155,9 @@ class LatencyProxy:
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._gate: asyncio.Event | None = None  # set: answers flow (no gate armed)
+        self._gate_at = 0  # open the gate once this many requests are open at once
+        self._gate_guard_s = 0.0
 
     @property
     def endpoint(self) -> str:
@@ -166,12 +173,26 @@ class LatencyProxy:
             active = self._counters.active
             self._counters = ProxyCounters(active=active, max_active=active)
 
+    def hold_answers_until_active(self, n: int, guard_s: float = 120.0) -> None:
+        """From now on, hold every answer until `n` requests are open at once (then answer as
+        usual). `guard_s` only ends a hold that a client with fewer in flight would never end
+        (the answers then go, and the test's count shows fewer than `n`)."""
+
+        async def arm() -> None:
+            self._gate_at, self._gate_guard_s = n, guard_s
+            self._gate.clear()
+
+        asyncio.run_coroutine_threadsafe(arm(), self._loop).result()
+
     def _count(self, **amounts: int) -> None:
         with self._lock:
             c = self._counters
             for key, value in amounts.items():
                 setattr(c, key, getattr(c, key) + value)
             c.max_active = max(c.max_active, c.active)
+            if self._gate_at and c.active >= self._gate_at:  # on the loop's thread
+                self._gate_at = 0
+                self._gate.set()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LatencyProxy:
@@ -206,6 +227,8 @@ class LatencyProxy:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        self._gate = asyncio.Event()
+        self._gate.set()
         tasks: set[asyncio.Task] = set()
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -275,6 +298,9 @@ class LatencyProxy:
             framing = state["open"]
             if framing is not None and not state["waited"]:
                 state["waited"] = True
+                if not self._gate.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._gate.wait(), self._gate_guard_s)
                 await asyncio.sleep(self.latency_s)
             await bucket.spend(len(data))
             client_w.write(data)

@@ -1,6 +1,7 @@
 """bench scaling: its packaged config, its corpus cache and one real run (W=1)."""
 
 import json
+import math
 from pathlib import Path
 
 from support import REPO, SAMPLE_CONFIG
@@ -52,7 +53,7 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(own_ray, tmp_path, c
     assert figures["pinned"]["1"] is not None and len(figures["pinned"]["1"]) == 1
     rates = figures["stage_mb_s_per_core"]["1"]
     assert {"read+hash", "select", "pack", "total"} <= set(rates)
-    assert all(v > 0 for v in rates.values())
+    assert all(math.isfinite(v) and v > 0 for v in rates.values())
     assert figures["worker_env"]["PIPELINE_TASK_THREADS"] == "1"
     assert set(figures["per_core"]["1"]) >= {
         "pipeline_mb_s_per_core",
@@ -60,5 +61,27 @@ def test_one_worker_run_reports_per_stage_rates_on_one_core(own_ray, tmp_path, c
         "read_hash_untokenized_mb_s_per_core",
         "tokenize_mb_s_per_core",
     }
-    # the curation chain's own seconds, out of the read pass's
-    assert 0 < figures["per_core"]["1"]["curate_share_of_read_pass"] < 1
+    assert all(math.isfinite(v) and v > 0 for v in figures["per_core"]["1"].values())
+    # the curation chain's own seconds, out of the read pass's: a share, however fast the chain
+    assert 0 < figures["per_core"]["1"]["curate_share_of_read_pass"] <= 1
+
+
+def test_small_shares_and_rates_are_not_rounded_to_zero():
+    """A fast machine's curation share and a slow one's rates stay above 0 in the JSON line."""
+    run = {
+        "workers": 1,
+        "wall_s": 4000.0,
+        "stages": {"read+hash": 3000.0, "pack": 1000.0},
+        "tokens": 10_000,
+        "tokenize_task_s": 500.0,
+        "curate_task_s": 0.004,
+    }
+    figures = scaling.per_core(run, input_bytes=300_000)
+    assert figures["curate_share_of_read_pass"] == 1.33e-06
+    assert figures["pipeline_mb_s_per_core"] == 7.5e-05
+    assert scaling.stage_mb_s_per_core(run, 300_000) == {
+        "read+hash": 0.0001,
+        "pack": 0.0003,
+        "total": 7.5e-05,
+    }
+    assert scaling.significant(26.716) == 26.72 and scaling.significant(0.7712) == 0.771

@@ -159,14 +159,25 @@ def _uploaded_copies(tmpdir: str, name: str) -> list[Path]:
     return list(Path(tmpdir).glob(f"session_*/runtime_resources/working_dir_files/*/{name}"))
 
 
-class DroppingRelay:
-    """A TCP relay to the Ray dashboard that cuts the first `drops` log-tail WebSockets
-    `after_s` seconds after they open, as a flaky network or a restarted proxy does: the client
-    sees the abnormal closure (1006) of ray-project/ray#57002 while the job goes on."""
+class _Cut(Exception):
+    """The relay cut a log stream on purpose."""
 
-    def __init__(self, upstream_port: int, drops: int = 2, after_s: float = 2.5) -> None:
-        self.upstream_port, self.drops, self.after_s = upstream_port, drops, after_s
-        self.dropped = 0
+
+class DroppingRelay:
+    """A TCP relay to the Ray dashboard that cuts the first `drops` log-tail WebSockets once
+    they have relayed the job's line `line N` (N from `at_lines`, one per drop), as a flaky
+    network or a restarted proxy does: the client sees the abnormal closure (1006) of
+    ray-project/ray#57002 while the job goes on. The cut follows what the stream carried, not a
+    time, so it lands mid-job however fast the job or the client runs (a stream reopened after
+    the job has printed the line carries it again, and is cut again)."""
+
+    def __init__(self, upstream_port: int, at_lines: tuple[int, ...] = (5, 15)) -> None:
+        self.upstream_port, self.at_lines = upstream_port, at_lines
+        self.arm(drops=2)
+
+    def arm(self, drops: int) -> None:
+        """Cut the next `drops` log-tail streams; `dropped` counts the cuts made."""
+        self.drops, self.armed, self.dropped = drops, 0, 0
 
     def __enter__(self) -> DroppingRelay:
         self._loop = asyncio.new_event_loop()
@@ -192,21 +203,39 @@ class DroppingRelay:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         first = await reader.read(65536)
         up_writer.write(first)
-        pipes = [self._pipe(reader, up_writer), self._pipe(up_reader, writer)]
-        drop = b"/logs/tail" in first.split(b"\r\n", 1)[0] and self.dropped < self.drops
-        if drop:
-            self.dropped += 1
-            pipes = [asyncio.wait_for(asyncio.gather(*pipes), self.after_s)]
-        with contextlib.suppress(Exception):
+        cut_at = None
+        if b"/logs/tail" in first.split(b"\r\n", 1)[0] and self.armed < self.drops:
+            cut_at = f"line {self.at_lines[self.armed]}\n".encode()
+            self.armed += 1
+        pipes = [
+            asyncio.ensure_future(self._pipe(reader, up_writer)),
+            asyncio.ensure_future(self._pipe(up_reader, writer, cut_at)),
+        ]
+        try:
             await asyncio.gather(*pipes)
+        except _Cut:
+            self.dropped += 1
+        except Exception:  # noqa: BLE001 - either side closing abruptly ends the relay
+            pass
+        for pipe in pipes:
+            pipe.cancel()
         for w in (writer, up_writer):
             w.transport.abort()  # no WebSocket close frame: an abnormal closure
 
     @staticmethod
-    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        src: asyncio.StreamReader, dst: asyncio.StreamWriter, cut_at: bytes | None = None
+    ) -> None:
+        """Copy src to dst; with `cut_at`, stop (raise) once those bytes have passed (a
+        WebSocket's text frames are not compressed by Ray's client: the bytes are the log's)."""
+        tail = b""
         while data := await src.read(65536):
             dst.write(data)
             await dst.drain()
+            if cut_at is not None:
+                if cut_at in tail + data:
+                    raise _Cut(cut_at)
+                tail = (tail + data)[-len(cut_at) :]
         dst.write_eof()
 
 
@@ -221,7 +250,7 @@ def test_submit_survives_a_dropped_log_stream_and_exits_with_the_jobs_code(ray_t
     ):
         client = JobSubmissionClient(url)
         # `ray job submit` through the same network: the job succeeds, the CLI fails.
-        relay.dropped, relay.drops = 0, 1
+        relay.arm(drops=1)
         cli = subprocess.run(
             [str(VENV_BIN / "ray"), "job", "submit", "--address", relay.url, "--"]
             + ["python", "-c", SLOW_JOB],
@@ -239,7 +268,7 @@ def test_submit_survives_a_dropped_log_stream_and_exits_with_the_jobs_code(ray_t
         assert client.get_job_status(job.submission_id) == JobStatus.SUCCEEDED
 
         # jobs/submit.py: the stream dropped twice, every line printed once, the job's exit code.
-        relay.dropped, relay.drops = 0, 2
+        relay.arm(drops=2)
         ok = subprocess.run(
             [*submit, relay.url, "--", "python", "-c", SLOW_JOB],
             env=env,

@@ -6,7 +6,9 @@ dir, the job's working dir) and /dev/shm (its object store); SeaweedFS listens o
 bridge address. The head has no CPU, so every task runs on a worker node. The reference is the
 same job on one worker node; then a second worker joins, the job is submitted again, and one
 worker node is SIGKILLed (every process of its namespace) while it runs a read+hash task: the
-job must still succeed, with the reference's shards byte for byte. Needs root, `ip` and `unshare`
+job must still succeed, with the reference's shards byte for byte. The kill lands on a state, not
+on a poll's luck: the second job reads through a fault proxy that holds the first GET of one
+input until the node that sent it is killed. Needs root, `ip` and `unshare`
 (CI has them: .ci/run): without them it fails, naming what is missing.
 """
 
@@ -28,6 +30,7 @@ from pipeline.core.storage import Location
 from pipeline.formats.manifest import comparable, load_manifest, resolve_version
 from pipeline.formats.run_stats import parse_stats
 from pipeline.formats.verify import verify_version
+from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, Hold
 from pipeline.testing.netns import Bridge, Node
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
@@ -48,6 +51,11 @@ SLOW_START = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout
 # raylet's limit; its Ray workers still run at Ray's niceness above this
 PRIORITY = ["nice", "-n", "-10"]
 KILL_DURING = "ray::read_unit_task"  # the process title of a Ray worker running read+hash
+HELD_KEY = r"/raw-bucket/corpus/web/part-0000\.jsonl$"  # the largest input: read by read+hash
+# The hold ends when the killed node's connection closes; its own limit and the job's read
+# timeout only stop a hang (far beyond any machine's speed).
+HOLD_SECONDS = 600.0
+READ_TIMEOUT = "storage.read_timeout=1200"
 ONE_NODE, CLUSTER = "s3://datasets-bucket/one-node/", "s3://datasets-bucket/tokenized/"
 GCS_PORT, DASHBOARD_PORT = 6379, 8265  # Ray's defaults: each node has a network of its own
 # each node's agent ports, fixed like the GCS's (no other process shares a node's network)
@@ -127,15 +135,18 @@ def worker_node(bridge: Bridge, head: Node, url: str, log: Path) -> Node:
     return ray_node(bridge, url, log, f"--address={head.ip}:{GCS_PORT}", "--num-cpus=1")
 
 
-def kill_when_running(bridge: Bridge, nodes: list[Node], title: str, job: subprocess.Popen):
-    """SIGKILL every process of the first node seen running a process titled `title`; returns
-    (node, pid of that process, pids killed, seconds since the call) or None if the job ended."""
+def kill_the_holding_node(
+    bridge: Bridge, nodes: list[Node], proxy: FaultProxy, title: str, job: subprocess.Popen
+):
+    """Once the proxy holds a node's GET of an input (a read+hash task mid-unit, held until its
+    connection closes), SIGKILL every process of that node; returns (node, pid of its process
+    titled `title`, pids killed, seconds since the call) or None if the job ended first."""
     started = time.monotonic()
     while job.poll() is None:
-        for node in nodes:
+        held_by = {ip for ip, _ in list(proxy.holding)}
+        for node in (n for n in nodes if n.ip in held_by):
             running = [pid for pid, cmd in bridge.pids(node).items() if cmd.startswith(title)]
-            if running:
-                return node, running[0], bridge.kill(node), time.monotonic() - started
+            return node, running[:1], bridge.kill(node), time.monotonic() - started
         time.sleep(0.02)
     return None
 
@@ -212,18 +223,24 @@ def test_share_nothing_nodes_give_the_one_node_bytes_with_a_node_killed_mid_read
 
         second = worker_node(bridge, head, url, tmp_path / "worker2.log")
         log = tmp_path / "job.log"
-        job = submit(url, env, sets, log)
-        try:
-            kill = kill_when_running(bridge, [first, second], KILL_DURING, job)
-        finally:
-            job_log = finished(job, log)
+        # the job's requests cross a fault proxy on the bridge that holds the first GET of the
+        # largest input until the node that sent it is killed (its connection then closes)
+        hold = FaultPlan(holds=(Hold(HELD_KEY, HOLD_SECONDS),))
+        with FaultProxy(endpoint, hold, host=bridge.host_ip) as proxy:
+            proxied = [*SETS, f"storage.endpoint_url={proxy.endpoint}", READ_TIMEOUT]
+            job = submit(url, env, proxied, log)
+            try:
+                kill = kill_the_holding_node(bridge, [first, second], proxy, KILL_DURING, job)
+            finally:
+                job_log = finished(job, log)
         assert kill is not None, f"no {KILL_DURING} seen on a worker node:\n{job_log[-4000:]}"
-        killed, task_pid, pids, after = kill
+        killed, task_pids, pids, after = kill
         print(
             f"\nSIGKILL {after:.1f} s after submitting: every process of node {killed.ip}"
-            f" (namespace {killed.name}), which ran {KILL_DURING} as pid {task_pid};"
-            f" pids killed: {pids}"
+            f" (namespace {killed.name}), whose GET the proxy held, running {KILL_DURING} as"
+            f" pid {task_pids}; pids killed: {pids}"
         )
+        assert task_pids, f"the node whose GET was held ran no {KILL_DURING}"
         workers = "".join(p.read_text()[-2000:] for p in sorted(tmp_path.glob("worker*.log")))
         assert job.returncode == 0, job_log[-6000:] + workers
         assert "succeeded" in job_log

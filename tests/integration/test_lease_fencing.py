@@ -23,9 +23,9 @@ def dead_pid() -> int:
 
 
 def _fenced(loc: Location, monkeypatch) -> None:
-    paused = Lease(loc, "paused-run", ttl_s=0.2)
+    # a lease that expired a second ago: its driver was paused past its expiry (no sleep)...
+    paused = Lease(loc, "paused-run", ttl_s=-1.0)
     paused.acquire()
-    time.sleep(0.3)  # the driver is paused past its expiry...
     monkeypatch.setattr(lease_mod, "CLOCK_SKEW_S", 0.0)  # (no skew margin, to keep it short)
     newer = Lease(loc, "newer-run", ttl_s=60)
     newer.acquire()  # ...and another run takes the dataset over

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -66,25 +67,45 @@ def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path, marker
     assert shards(second.version) == shards(first.version)
 
 
+# `python -m pipeline run` whose driver, once every unit has been read (their done markers
+# written) and before exact dedup, says "paused" and blocks on stdin until the test kills it:
+# the kill lands at that point of the run however fast or slow the machine is.
+PAUSED_RUN = """
+import sys
+from pipeline.run import driver
+from pipeline.cli import exit_cleanly, main
+
+def paused(*args, **kwargs):
+    print("paused", flush=True)
+    sys.stdin.read()
+
+driver.exact_dedup = paused
+exit_cleanly(main(sys.argv[1:]))
+"""
+
+
 def test_driver_killed_mid_run_then_rerun_is_byte_identical(ray_local, tmp_path):
     reference = run_pipeline(
         load_config(SAMPLE_CONFIG, output_uri=str(tmp_path / "ref")), show_progress=False
     )
     out = tmp_path / "crash"
+    argv = run_command(SAMPLE_CONFIG, out)[3:]  # after `python -m pipeline`
     proc = subprocess.Popen(
-        run_command(SAMPLE_CONFIG, out),
+        [sys.executable, "-c", PAUSED_RUN, *argv],
         cwd=REPO,
         env=own_ray_env(),
-        stdout=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while not list(out.glob("sample/_work/units/*/*.done.json")):
-        assert proc.poll() is None and time.monotonic() < deadline, "run ended before the kill"
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray, mid-stage
-    proc.wait()
+    try:
+        said = proc.stdout.readline()  # blocks until the driver pauses (or exits: b"")
+        assert said == b"paused\n", f"the run ended before the pause: {said!r}"
+        assert list(out.glob("sample/_work/units/*/*.done.json"))  # the read stage's markers
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray, mid-run
+        proc.wait()
     dataset = Location.from_uri(str(out / "sample"))
     assert committed_versions(dataset) == []
     assert (out / "sample/_work/lease.json").exists()  # left behind by the dead driver
@@ -145,13 +166,16 @@ def test_added_file_reuses_unchanged_units(ray_local, tmp_path):
 def test_lease_is_renewed_before_it_expires(tmp_path):
     from pipeline.core.lease import Lease
 
-    lease = Lease(Location.from_uri(str(tmp_path / "lease.json")), "run", ttl_s=0.3)
+    path = tmp_path / "lease.json"
+    lease = Lease(Location.from_uri(str(path)), "run", ttl_s=60)
     lease.acquire()
-    first = json.loads((tmp_path / "lease.json").read_text())["expires_at"]
-    lease.renew_if_due()  # too early: nothing written
-    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] == first
-    time.sleep(0.15)
+    first, inode = json.loads(path.read_text())["expires_at"], path.stat().st_ino
+    lease.renew_if_due()  # too early (20 s of 60 have not passed): nothing written
+    assert path.stat().st_ino == inode
+    assert json.loads(path.read_text())["expires_at"] == first
+    lease.renewed_at -= 21  # as if a third of the expiry had passed since (no sleep)
     lease.renew_if_due()
-    assert json.loads((tmp_path / "lease.json").read_text())["expires_at"] > first
+    assert path.stat().st_ino != inode  # written anew (temp file + rename)
+    assert json.loads(path.read_text())["expires_at"] >= first
     lease.release()
     assert not (tmp_path / "lease.json").exists()

@@ -106,9 +106,11 @@ def locked_bucket(s3_server) -> tuple[str, dict[str, str]]:
 @pytest.mark.slow  # one command process per case (`run` starts Ray)
 @pytest.mark.parametrize("name", ["run", "verify", "retain"])
 def test_access_denied(locked_bucket, name):
+    """One cause for every command, whichever request it sends first: `run` LISTs (an answer
+    with the code AccessDenied), verify and retain HEAD the manifest (an answer with no body)."""
     endpoint, env = locked_bucket
     proc = command(commands(endpoint, "s3://locked/raw", "s3://locked/out")[name], env)
-    assert_refused(proc, "s3://locked/", "access denied (AccessDenied")
+    assert_refused(proc, "s3://locked/", "access denied (HTTP 403, in ")
 
 
 @pytest.mark.slow  # a pipeline run
@@ -119,7 +121,7 @@ def test_an_unknown_access_key(locked_bucket):
     proc = command(runs["run"], env)  # a LIST's answer names the cause
     assert_refused(proc, "s3://locked/raw", "the access key is not known to the store")
     proc = command(runs["verify"], env)  # a HEAD's answer has no body: 403 alone
-    assert_refused(proc, "s3://locked/out/sample", "access denied (403, in HeadObject)")
+    assert_refused(proc, "s3://locked/out/sample", "access denied (HTTP 403, in HeadObject)")
 
 
 def test_the_classification_of_botocore_errors():
@@ -132,9 +134,15 @@ def test_the_classification_of_botocore_errors():
         except PermissionError as e:
             return e
 
-    assert (
-        refusal_cause(client_error("AccessDenied")) == "access denied (AccessDenied, in GetObject)"
+    # a denial reads the same whatever the request: a GET's answer names AccessDenied, a HEAD's
+    # has no body (botocore's code is then the status)
+    denied_get = client_error("AccessDenied")
+    head_answer = {"Code": "403", "Message": "Forbidden"}
+    denied_head = ClientError(
+        {"Error": head_answer, "ResponseMetadata": {"HTTPStatusCode": 403}}, "HeadObject"
     )
+    assert refusal_cause(denied_get) == "access denied (HTTP 403, in GetObject)"
+    assert refusal_cause(translated(denied_head)) == "access denied (HTTP 403, in HeadObject)"
     assert refusal_cause(translated(client_error("SignatureDoesNotMatch"))).startswith(
         "the secret key does not match"
     )

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,12 +29,16 @@ READ = {"request_bytes": 8192, "inflight": 2, "shuffle_buffer_bytes": 12 * (L + 
 REPO = Path(__file__).resolve().parents[2]
 
 # The training loop of the child: every step writes its windows' ids and the loader's state in
-# one file (atomically), as a checkpoint would; it runs until killed or the epoch ends.
+# one file (atomically), as a checkpoint would. With a step count to stop at, it writes
+# "paused" after that step's file and blocks (reading stdin, which the test never writes) until
+# the test kills it: the kill lands at that step, however fast or slow this machine is, while
+# the loader's workers keep prefetching as they would in a training loop. Without one, it runs
+# to the epoch's end.
 CHILD = """
 import json, os, sys
 from pipeline.stream.torch_data import StreamDataLoader, TorchIterableDataset
 uri, out, resume, seq_len = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5])
-read = json.loads(sys.argv[4])
+read, stop_at = json.loads(sys.argv[4]), int(sys.argv[6])
 loader = StreamDataLoader(TorchIterableDataset(uri, seq_len, **read), batch_size=3, num_workers=2)
 step = 0
 if resume != "-":
@@ -48,6 +51,9 @@ for batch in loader:
         json.dump(record, f)
     os.replace(f"{out}/step.tmp", f"{out}/step-{step:05d}.json")
     step += 1
+    if step == stop_at:
+        print("paused", flush=True)
+        sys.stdin.read()
 print("epoch done", flush=True)
 """
 
@@ -75,18 +81,25 @@ def steps(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("step-*.json"))]
 
 
-def run_child(version, out: Path, resume: str, kill_after: int | None):
+def run_child(version, out: Path, resume: str, kill_at: int | None):
+    """Run the training loop; with `kill_at`, SIGKILL it once it has written step `kill_at`'s
+    file and paused there (it says so on stdout)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    stop_at = str(kill_at if kill_at is not None else -1)
     args = [sys.executable, "-c", CHILD, version.uri, str(out), resume, json.dumps(READ), str(L)]
-    proc = subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*args, stop_at],
+        env=env,
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
-        if kill_after is None:
-            assert b"epoch done" in proc.communicate(timeout=120)[0]
+        if kill_at is None:
+            assert b"epoch done" in proc.communicate(timeout=600)[0]
             return
-        deadline = time.monotonic() + 120
-        while len(list(out.glob("step-*.json"))) < kill_after:
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
+        said = proc.stdout.readline()  # blocks until the child pauses (or exits: b"")
+        assert said == b"paused\n", f"the child ended before step {kill_at}: {said!r}"
         os.killpg(proc.pid, signal.SIGKILL)  # the loader and its two workers, mid-epoch
         proc.wait()
     finally:
@@ -100,11 +113,12 @@ def test_killed_two_worker_loader_resumes_without_loss_or_repeat(version, tmp_pa
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
-    run_child(version, first, "-", kill_after=7)
+    run_child(version, first, "-", kill_at=7)
     before = steps(first)
     last = sorted(first.glob("step-*.json"))[-1]
-    assert 7 <= len(before) < len(ids) // 3  # killed mid-epoch
-    run_child(version, second, str(last), kill_after=None)
+    assert [s["step"] for s in before] == list(range(7))  # killed at step 7, mid-epoch
+    run_child(version, second, str(last), kill_at=None)
+    assert steps(second)[0]["step"] == 7
     seen = Counter(ids[tuple(w)] for s in before + steps(second) for w in s["windows"])
     assert set(seen) == set(ids.values()) and max(seen.values()) == 1
 

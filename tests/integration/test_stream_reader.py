@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import wait_until
 
 from pipeline.config_sections import StorageConfig
 from pipeline.core.storage import IO, Location
@@ -357,6 +358,9 @@ def test_keeps_littles_law_depth_in_flight(s3_version, proxy, s3_storage):
     reader = proxied_reader(s3_version, proxy, target_bytes_per_s=target, shuffle_windows=False)
     assert reader.plan.inflight == plan.inflight_needed(target, LATENCY, BANDWIDTH, REQUEST) == 8
     proxy.reset_counters()
+    # the answers wait until 8 requests are open at once: the depth is shown kept, not hoped
+    # to overlap within the proxy's latency on this machine
+    proxy.hold_answers_until_active(8)
     io_before = IO.snapshot()
     with reader:
         got = read(reader)
@@ -376,10 +380,16 @@ def test_memory_cap_limits_depth_and_buffer(s3_version, proxy):
     reader = proxied_reader(s3_version, proxy, target_bytes_per_s=1e9, max_buffer_bytes=cap)
     assert reader.plan.little_inflight > 3 and reader.plan.inflight == 3
     proxy.reset_counters()
+    proxy.hold_answers_until_active(3)  # the first answers wait until 3 requests are open
     with reader:
-        for _ in reader:
-            time.sleep(0.0005)  # a consumer slower than the fetchers: the buffer fills up
-    assert proxy.counters().max_active == 3
+        for i, _ in enumerate(reader):
+            if i == 0:  # a consumer slower than the fetchers: it holds its first window until
+                # the fetchers have filled the buffer (a state, however fast either side is)
+                wait_until(
+                    lambda: reader.stats.max_buffered_bytes >= REQUEST * 3,
+                    "the fetchers fill the buffer while the consumer waits",
+                )
+    assert proxy.counters().max_active == reader.stats.max_inflight == 3
     assert REQUEST * 3 <= reader.stats.max_buffered_bytes <= cap
 
 
@@ -425,9 +435,7 @@ def test_proxy_adds_latency_caps_bandwidth_and_counts(s3_bucket, s3_storage, pro
     assert small >= LATENCY
     assert large >= LATENCY + 600_000 / BANDWIDTH * 0.9  # token bucket: burst of one chunk
     # the proxy closes its books on a request just after the client has the last byte
-    deadline = time.monotonic() + 5
-    while proxy.counters().active and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not proxy.counters().active, "the proxy closes its books")
     counted = proxy.counters()
     assert (counted.requests, counted.active, counted.max_active) == (2, 0, 1)
     assert 600_010 < counted.bytes_to_client < 600_010 + 4096

@@ -30,10 +30,12 @@ from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, Hold
 psutil = importlib.import_module("psutil")
 
 HELD_KEY = r"/raw/web/part-0000\.jsonl$"  # the largest input object: a unit of its own
-# Under storage.read_timeout (15 s), so the client does not time out and retry on its own: the
-# kill comes well inside this window, so it costs no time unless the kill never happens.
-HOLD_SECONDS = 12.0
-DEADLINE_SECONDS = 60.0
+# The held GET waits for the kill: its hold ends when the killed worker's connection closes
+# (the proxy then forwards nothing). The hold's own limit and the client's read timeout are far
+# beyond any machine's speed, so neither can end the hold first; the deadline only stops a hang.
+DEADLINE_SECONDS = 600.0
+HOLD_SECONDS = DEADLINE_SECONDS
+READ_TIMEOUT = f"storage.read_timeout={2 * DEADLINE_SECONDS:g}"
 
 
 def shards(version: Location) -> dict[str, bytes]:
@@ -92,7 +94,7 @@ def test_worker_killed_mid_unit_then_commit_is_byte_identical(
 
     plan = FaultPlan(holds=(Hold(HELD_KEY, HOLD_SECONDS),))
     with FaultProxy(s3_server, plan) as proxy, ThreadPoolExecutor(1) as pool:
-        cfg = s3_config(s3_bucket, proxy.endpoint, "crash")
+        cfg = s3_config(s3_bucket, proxy.endpoint, "crash", READ_TIMEOUT)
         started = time.perf_counter()
         run = pool.submit(run_pipeline, cfg, show_progress=False)
         victim = kill_the_held_worker(proxy, run)

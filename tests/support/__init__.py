@@ -24,8 +24,10 @@ from support.paths import (
     own_ray_env,
     run_command,
 )
+from support.waiting import wait_until
 
 __all__ = [
+    "wait_until",
     "unigram",
     "REPO",
     "SAMPLE",

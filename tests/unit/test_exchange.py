@@ -187,21 +187,22 @@ def test_a_pass_1_of_too_few_tasks_is_cut_finer_within_a_bound_of_gets():
 def test_a_reader_gets_its_ranges_several_at_a_time_in_order():
     """A one-pass reader GETs a range of every writer: FETCHES in flight, not one by one."""
     import threading
-    import time
 
-    class SlowObject:  # a Location's read_bytes with a first-byte latency
+    class SlowObject:  # a Location's read_bytes that answers once FETCHES GETs are open
         flight = peak = 0
-        lock = threading.Lock()
+        both = threading.Condition()
 
         def __init__(self, data: bytes) -> None:
             self.data = data
 
         def read_bytes(self, a: int, b: int) -> bytes:
-            with SlowObject.lock:
+            with SlowObject.both:
                 SlowObject.flight += 1
                 SlowObject.peak = max(SlowObject.peak, SlowObject.flight)
-            time.sleep(0.02)
-            with SlowObject.lock:
+                SlowObject.both.notify_all()
+                # the first GETs wait for each other (a state, not a latency): a reader with
+                # fewer in flight keeps them waiting until the guard, and its peak stays low
+                SlowObject.both.wait_for(lambda: SlowObject.peak >= sections.FETCHES, 60)
                 SlowObject.flight -= 1
             return self.data[a:b]
 

@@ -90,8 +90,10 @@ def test_once_ray_is_up_the_compile_runs_at_the_drivers_priority():
     wait for it, and `hurry` gives it the driver's priority back."""
     from pipeline.dedup import kernel_cache
 
-    niced = "import os, sys, time; os.nice(10); print(flush=True); time.sleep(60)"
-    child = subprocess.Popen([sys.executable, "-c", niced], stdout=subprocess.PIPE)
+    niced = "import os, sys; os.nice(10); print(flush=True); sys.stdin.read()"  # until stopped
+    child = subprocess.Popen(
+        [sys.executable, "-c", niced], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         child.stdout.readline()  # it has lowered its priority
         mine = os.getpriority(os.PRIO_PROCESS, 0)
