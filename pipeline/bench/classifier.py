@@ -88,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dim", type=int, default=64, help="the trained model's dimension")
     parser.add_argument("--bucket", type=int, default=1_000_000, help="its n-gram buckets")
     parser.add_argument("--word-ngrams", type=int, default=2, help="its word n-grams")
-    parser.add_argument("--loss", default="softmax", choices=["softmax", "hs", "ova"])
+    parser.add_argument(
+        "--loss", default="softmax", choices=["softmax", "hs", "ova"],
+        help="the trained model's loss: softmax, hierarchical softmax or one-vs-all",
+    )
     parser.add_argument("--model", type=Path, help="a model of yours instead (.bin or .ftz)")
     parser.add_argument("--label", default="web", help="with --model: the label scored")
     return parser

@@ -12,21 +12,15 @@ emptied before each timed run (its rows and the chain's: a worker's first sight 
 the `language (warm)` row runs it again on the text it has just read.
 
 Two checks of the decisions, each the share of documents both keep or both remove:
-- `restated`: the restatements below share no code with pipeline/curate (regex splits, Counter,
-  per-position loops) but restate its definitions, so they check the implementation (the
-  compiled paths, the shared measures) and can never disagree on a definition: 1.0 is
-  expected, anything less is a bug.
-- `datatrove`: datatrove's own filters (GopherQuality, GopherRepetition, C4Quality with only
-  its document rules, FineWebQuality at the paper's duplicated-line bound 0.1), a different
-  implementation of the same papers that can disagree: its words come from a tokenizer
-  (spaCy for English, not installed here: a heavy dependency), stood in for by whitespace
-  words and sentences ending in . ! ?; it measures fractions over all characters where the
-  steps measure line or word characters, it counts a repeated n-gram greedily without
-  overlaps, and its C4 counts sentences on each line. The rows under the table count the
-  disagreements by the step's reason (the measure it removed for, or kept) and datatrove's.
-The language step's opt-in
-`max_chars` (the model reads only a prefix) is timed too, and its agreement is with the step
-at its default (the whole text up to 100,000 characters). Last line: a JSON object.
+- `restated`: restatements that share no code with pipeline/curate but restate its
+  definitions: they check the implementation and cannot disagree on a definition (1.0 is
+  expected, anything less is a bug).
+- `datatrove`: datatrove's own filters (the `bench` extra; FineWeb at the paper's bound 0.1, C4
+  with only its document rules), an implementation that can disagree: whitespace words and
+  sentences ending in . ! ? stand in for its spaCy tokenizer; the rows under the table count
+  the disagreements by the step's reason and datatrove's.
+The language step's opt-in `max_chars` is timed too, its agreement with the step at its
+default. Last line: a JSON object.
 """
 
 from __future__ import annotations

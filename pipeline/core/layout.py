@@ -15,6 +15,8 @@ from functools import cached_property
 
 from pipeline.core.storage import Location
 
+SPLITS = ("train", "valid")  # a shard file name starts with its split (train-..., valid-...)
+
 WORK_DIR = "_work"
 MANIFEST = "manifest.json"
 AUDIT_DIR = "_audit"  # retention audit logs and the storage-class ledger (retention/apply.py)

@@ -37,11 +37,25 @@ QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)  # curate-preview: the scores that keep
 
 
 class ClassifierParams(StrictModel):
-    model_file: str
-    label: str  # as the model names it (`__label__hq`), or without fastText's `__label__`
-    min_score: Fraction = 0.5
-    normalise: tuple[Literal["newlines", "lower"], ...] = ("newlines",)
-    max_chars: int | None = Field(None, ge=1)
+    model_file: str = Field(
+        description="a fastText supervised model (.bin or .ftz), relative to the config's folder"
+    )
+    label: str = Field(
+        description="the label whose score decides, as the model names it (`__label__hq`) or"
+        " without fastText's `__label__`"
+    )
+    min_score: Fraction = Field(
+        0.5, description="smallest score of `label` for a document to be kept (kept field"
+        " `classifier_score`)"
+    )
+    normalise: tuple[Literal["newlines", "lower"], ...] = Field(
+        ("newlines",), description="the text normalisation the model was trained with:"
+        " newlines as spaces, lower case"
+    )
+    max_chars: int | None = Field(
+        None, ge=1, le=1 << 40, description="characters of each document the model reads;"
+        " null: all"
+    )
 
     @field_validator("model_file")
     @classmethod

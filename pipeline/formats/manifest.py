@@ -23,11 +23,10 @@ import numpy as np
 import xxhash
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from pipeline.core.layout import MANIFEST, is_dataset_name, is_version_name
+from pipeline.core.layout import MANIFEST, SPLITS, is_dataset_name, is_version_name
 from pipeline.core.storage import Location
 from pipeline.formats.documents import INDEX_FILE
 from pipeline.formats.megatron import token_dtype
-from pipeline.tokens.split import SPLITS
 
 FORMAT = "pipeline.dataset/2"
 FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard checksums only)

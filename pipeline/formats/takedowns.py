@@ -8,26 +8,20 @@ entry, created exclusively (storage create_exclusive) and never rewritten, named
     entry       the object's name (without .json): what `takedown-lift --entry` names
     kind        "takedown" (`remove`) or "lift" (`takedown-lift`)
     at          ISO-8601 UTC time it was recorded
-    reason      the user's text (`--reason`; "(none given)" when `remove` got none or a blank
-                one; `takedown-lift` refuses a blank one)
+    reason      the user's text (`--reason`; `remove` without one: "(none given)")
     ids         takedown: the document ids, sorted, distinct
-    ids_sha256  takedown: ids_digest(ids), SHA-256 of the sorted ids as a JSON list (unlike a
-                newline-joined list, unambiguous for ids holding "\n")
+    ids_sha256  takedown: ids_digest(ids), SHA-256 of the sorted ids as a JSON list
     lifts       lift: the takedown entry it lifts
 
-The active list is every takedown entry no lift names. Every run applies it in the read pass
-(run/read_dedup_tasks.py) and its digest goes into the run id and the read key (run/read_stage.py).
+The active list is every takedown entry no lift names; every run applies it in the read pass
+and its digest goes into the run id and the read key. No hand edit brings ids back
+(`check_intact`, run by every run and `remove`): each entry's ids hash to its `ids_sha256`, and
+each entry the newest manifest honours (`takedowns.entries`, `takedowns.ids_sha256`) is still
+there, unchanged. Lifting (an appended entry) is the one way back.
 
-No hand edit brings ids back (`check_intact`, called by every run and `remove` before they use
-the list): each takedown entry's ids must still hash to its `ids_sha256`, and every entry the
-dataset's newest version honours (its manifest's `takedowns.entries`) must still be there, a
-takedown entry, its ids hashing together to the manifest's `takedowns.ids_sha256`. A lifted
-entry stays on the list with its lift, so lifting (an appended entry) is the one way back.
-
-An id file (`remove --ids FILE`), chosen by its name's ending: `.jsonl` one JSON object per line
-with an "id" string; `.parquet` an `id` string column; anything else one id per line, UTF-8,
-exactly as written: only the "\\n" that ends a line is removed (no strip, "\\r" is part of the
-id), and an empty line names nothing. Ids holding "\\n" need the JSONL or Parquet form.
+An id file (`remove --ids FILE`), by its name's ending: `.jsonl` an "id" string a line;
+`.parquet` an `id` string column; else one UTF-8 id a line exactly as written (only the ending
+"\\n" removed; an empty line names nothing).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, 
 
 if TYPE_CHECKING:
     from pipeline.run.read_stage import Reads
-from pipeline.tokens.split import SPLITS
+from pipeline.core.layout import SPLITS
 
 Parts = list[tuple[str, str, list[PackResult]]]  # (source, split, its shards) in pack order
 

@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from pipeline.core.layout import SPLITS  # noqa: F401 - the splits, as the layout names them
+
 VALID_SALT = 0x76616C6964  # "valid": never a shuffle seed's role
-SPLITS = ("train", "valid")
 
 
 def valid_threshold(fraction: float) -> int:
