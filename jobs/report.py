@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the uploaded 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline import cli
+    from pipeline.cli import main as cli
 
     return cli.main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    from pipeline.cli import exit_cleanly
+    from pipeline.cli.main import exit_cleanly
 
     exit_cleanly(main())

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import ray
 
-    from pipeline import cli
+    from pipeline.cli import main as cli
 
     code = cli.main(["run", "--quiet", *(sys.argv[1:] if argv is None else argv)])
     if ray.is_initialized():
@@ -44,6 +44,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pipeline.cli import exit_cleanly
+    from pipeline.cli.main import exit_cleanly
 
     exit_cleanly(main())

@@ -1,5 +1,5 @@
-"""`python -m pipeline ...`: the command line (pipeline/cli.py)."""
+"""`python -m pipeline ...`: the command line (pipeline/cli/main.py)."""
 
-from pipeline.cli import exit_cleanly, main
+from pipeline.cli.main import exit_cleanly, main
 
 exit_cleanly(main())

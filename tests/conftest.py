@@ -17,8 +17,8 @@ import ray
 import s3fs
 from support import SAMPLE, SOURCES_CONFIG, s3_config
 
-from pipeline.config import load_config
-from pipeline.config_sections import StorageConfig
+from pipeline.config.loader import load_config
+from pipeline.config.sections import StorageConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.run.driver import run_pipeline

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline import cli_args
 from pipeline.bench.minhash import load_texts
+from pipeline.cli import args as cli_args
 from pipeline.curate import chain, language
 from pipeline.curate.text import SENTENCE_ENDS
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import cli_args
+from pipeline.cli import args as cli_args
 from pipeline.dedup.components import (
     connected_components,
     near_duplicate_removals,

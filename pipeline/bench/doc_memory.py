@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline import cli_args
+from pipeline.cli import args as cli_args
 
 REPO = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import sys
-from pipeline.config import Config
+from pipeline.config.loader import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.run import tokenize_tasks

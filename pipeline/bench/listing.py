@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline import cli_args
-from pipeline.config import Config
+from pipeline.cli import args as cli_args
+from pipeline.config.loader import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import StoreListing, list_inputs, store_listing

@@ -27,7 +27,7 @@ import pyarrow as pa
 import xxhash
 from datasketch import MinHash
 
-from pipeline import cli_args
+from pipeline.cli import args as cli_args
 from pipeline.dedup.minhash import (
     PUNCTUATION,
     MinHashParams,

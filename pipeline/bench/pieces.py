@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from pipeline import cli_args
+from pipeline.cli import args as cli_args
 from pipeline.tokens import pieces
 from pipeline.tokens.encode import EngineUnavailable, FastokensEncoder, TokenizersEncoder
 from pipeline.tools import real_text

@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import xxhash
 
-from pipeline import cli_args
-from pipeline.config_sections import StorageConfig
+from pipeline.cli import args as cli_args
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.manifest import load_manifest

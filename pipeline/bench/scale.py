@@ -35,10 +35,10 @@ from pathlib import Path
 import ray
 from pydantic import ByteSize
 
-from pipeline import cli_args
 from pipeline.bench.scaling import SAMPLE_CONFIG
-from pipeline.config import load_config
-from pipeline.config_sections import DedupConfig, StorageConfig
+from pipeline.cli import args as cli_args
+from pipeline.config.loader import load_config
+from pipeline.config.sections import DedupConfig, StorageConfig
 from pipeline.core.storage import Location
 from pipeline.formats.run_stats import parse_stats
 from pipeline.run.driver import run_pipeline

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import ray
 
-from pipeline import cli_args
-from pipeline.config import load_config
+from pipeline.cli import args as cli_args
+from pipeline.config.loader import load_config
 from pipeline.run.driver import run_pipeline
 from pipeline.run.ray_env import WORKER_ENV, hide_local_auth_notice
 

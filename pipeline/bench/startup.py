@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline import cli_args
+from pipeline.cli import args as cli_args
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 WARM_TARGET_S, FIRST_EXTRA_TARGET_S = 10.0, 10.0

@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import cli_args
-from pipeline.config import Config
+from pipeline.cli import args as cli_args
+from pipeline.config.loader import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup.exact import REMOVED_SCHEMA

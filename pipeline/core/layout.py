@@ -2,7 +2,7 @@
 
 Contract: the paths of a dataset are made here (RunLayout, PathRule); each path belongs to
 one retention class; an intermediate's folder is named by the key of everything that decides
-its bytes (reuse_keys.py), so an output is reused exactly when it would be made the same.
+its bytes (config/reuse_keys.py), so an output is reused exactly when it would be made the same.
 In full: docs/formats.md, "Where a dataset's files live".
 """
 
@@ -188,7 +188,7 @@ class RunLayout:
 
     @classmethod
     def for_config(cls, cfg, run_id: str, read_key: str | None = None) -> RunLayout:
-        """The layout of run `run_id` of the dataset a Config (pipeline.config) writes
+        """The layout of run `run_id` of the dataset a Config (pipeline.config.loader) writes
         (`read_key`: the config's unless given: a run under a takedown list)."""
         dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
         return cls(dataset, run_id, read_key or cfg.read_key(), cfg.token_key())

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from pipeline import exit_codes
+from pipeline.cli import exit_codes
 from pipeline.core.storage import IO, Location, precondition_failed
 
 CLOCK_SKEW_S = 60.0

@@ -1,7 +1,7 @@
 """The base of every configuration model, and bounded value types for every numeric key.
 
 Unknown keys are errors and values are frozen (StrictModel). Every number in the config
-(pipeline/config_sections.py, pipeline/retention/policy.py, pipeline/report/prices.py) takes one
+(pipeline/config/sections.py, pipeline/retention/policy.py, pipeline/report/prices.py) takes one
 of these types, or a `Field` with explicit bounds, so that a value that cannot work (a size of
 0, a negative seed, a fraction above 1, a count of 10^20, inf) is a configuration error naming
 the key and the file (exit 2) before anything runs. tests/unit/test_config_values.py walks every

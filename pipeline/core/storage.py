@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from pipeline import exit_codes
+from pipeline.cli import exit_codes
 
 
 class IOCounters:

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from pipeline.config.reuse_keys import changes
 from pipeline.core.model import StrictModel
-from pipeline.reuse_keys import changes
 
 _READ = changes("read", "output")
 

@@ -31,7 +31,7 @@ from pipeline.formats.megatron import token_dtype
 FORMAT = "pipeline.dataset/2"
 FORMAT_V1 = "pipeline.dataset/1"  # no block checksums: still read (whole-shard checksums only)
 FORMATS = (FORMAT_V1, FORMAT)
-MAX_WEIGHT = 1e6  # a source's largest weight (config_sections.SourceConfig.weight's bound too)
+MAX_WEIGHT = 1e6  # a source's largest weight (config/sections.py SourceConfig.weight's bound too)
 TAKEDOWN_KEY = "removed_takedown"  # only where a takedown removed documents
 FILTERED_KEY = "removed_filtered"  # {curation rule: documents}: only where a chain removed any
 CURATED_KEY = "curated"  # {changed: {transform: documents}, spans: {kind: n}}: where one ran

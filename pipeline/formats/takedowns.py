@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
+from pipeline.cli.exit_codes import RUN_STOPPED
 from pipeline.core.layout import MANIFEST, takedown_entry, takedowns, utc_stamp
 from pipeline.core.storage import Location
-from pipeline.exit_codes import RUN_STOPPED
 from pipeline.formats.manifest import committed_versions
 
 FORMAT = "pipeline.takedown/1"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pydantic import ByteSize
 
-from pipeline.config_sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
+from pipeline.config.sections import DedupConfig, IngestConfig, NearDedupConfig, PackConfig
 from pipeline.dedup import band_rows
 from pipeline.dedup.minhash import cand_row_bytes, signature_row_bytes
 from pipeline.exchange.plan import direct, exchange_plan, one_pass_writers
@@ -26,7 +26,7 @@ from pipeline.tokens.framed import FRAME_BYTES
 from pipeline.tokens.pack import INDEX_ROW_BYTES, pack_plan
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
-    from pipeline.config import Config
+    from pipeline.config.loader import Config
 
 MiB = 2**20
 DOC_BYTES = 4000  # assumed mean document size when --docs is not given

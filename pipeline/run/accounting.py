@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config import Config
+from pipeline.config.loader import Config
 from pipeline.formats.manifest import (
     CURATED_KEY,
     FILTERED_KEY,

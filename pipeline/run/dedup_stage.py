@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from pipeline.config import Config
-from pipeline.config_sections import DedupConfig
+from pipeline.config.loader import Config
+from pipeline.config.sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, components, exact

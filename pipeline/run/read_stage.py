@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config import Config
+from pipeline.config.loader import Config
+from pipeline.config.reuse_keys import takedown_keyed
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.exchange.row_codec import FORMAT as ROW_FORMAT
 from pipeline.formats import takedowns
 from pipeline.formats.manifest import table_digest
-from pipeline.reuse_keys import takedown_keyed
 from pipeline.run import input_guard
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback

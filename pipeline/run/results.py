@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline import exit_codes
+from pipeline.cli import exit_codes
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import ShardInfo
 

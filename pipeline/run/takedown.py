@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config_sections import PackConfig, RayConfig, RunConfig
+from pipeline.cli.exit_codes import CONFIG_ERROR
+from pipeline.config.sections import PackConfig, RayConfig, RunConfig
 from pipeline.core.layout import MANIFEST, RunLayout, new_version_id
 from pipeline.core.lease import REMOVE_WAIT_S, LeaseHeld, LeaseLost, held
 from pipeline.core.storage import Location
-from pipeline.exit_codes import CONFIG_ERROR
 from pipeline.formats import documents, takedowns
 from pipeline.formats.manifest import (
     FORMAT,

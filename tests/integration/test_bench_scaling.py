@@ -7,7 +7,7 @@ from pathlib import Path
 from support import REPO, SAMPLE_CONFIG
 
 from pipeline.bench import scaling
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 
 
 def test_packaged_config_is_the_single_sample_config(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 import s3fs
 from support import REPO, SAMPLE_CONFIG
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location, storage_options
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run import commit_stage as run_module
@@ -131,7 +131,7 @@ def test_a_corrupted_upload_is_refused_by_the_store(s3_bucket, s3_storage, multi
 
 
 def test_plan_prints_bytes_moved_and_pack_reads_no_shard_back(capsys):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     from pipeline.report import dry_run
     from pipeline.tokens.framed import FRAME_BYTES
 

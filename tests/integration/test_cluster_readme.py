@@ -30,7 +30,7 @@ from test_cluster import (  # the cluster helpers: private Ray temp dir, stop by
     ray_tmpdir,  # noqa: F401 - a fixture
 )
 
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.testing.s3 import free_port, recorded_requests
 

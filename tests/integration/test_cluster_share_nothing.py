@@ -25,7 +25,7 @@ import pytest
 from support import REPO
 from test_cluster import VENV_BIN, ray_env, ray_tmpdir  # noqa: F401 - ray_tmpdir: a fixture
 
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import comparable, load_manifest, resolve_version
 from pipeline.formats.run_stats import parse_stats

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.testing.s3 import recorded_requests
 

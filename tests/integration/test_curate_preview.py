@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support import REPO
 
-from pipeline import cli
+from pipeline.cli import main as cli
 
 
 def test_preview_counts_each_step_and_writes_nothing(tmp_path: Path, capsys) -> None:

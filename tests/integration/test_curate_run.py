@@ -14,8 +14,8 @@ import yaml
 from support import SAMPLE_CONFIG, TOKENIZER
 from tokenizers import Tokenizer
 
-from pipeline import cli
-from pipeline.config import load_config
+from pipeline.cli import main as cli
+from pipeline.config.loader import load_config
 from pipeline.core.text import derived_id
 from pipeline.formats.megatron import decode_index
 from pipeline.formats.verify import verify_version

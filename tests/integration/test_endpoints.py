@@ -21,8 +21,8 @@ from ray.runtime_env import RuntimeEnv
 from ray.runtime_env.runtime_env import _merge_runtime_env
 from support import REPO
 
-from pipeline import cli
-from pipeline.config_sections import StorageConfig
+from pipeline.cli import main as cli
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import IO, Location, StorageUnreachable
 from pipeline.run.ray_env import WORKER_ENV, worker_runtime_env
 from pipeline.stream.reader import StreamReader

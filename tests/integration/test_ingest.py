@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units, list_inputs
 from pipeline.testing.s3 import recorded_requests

@@ -13,7 +13,7 @@ import yaml
 from support import SAMPLE_CONFIG, SOURCES_CONFIG, TOKENIZER, run_command
 from support.cli import call  # the command line in this process, on the shared Ray
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import is_version_name
 from pipeline.formats import documents
 from pipeline.retention.apply import apply_plan

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from support import REPO, SAMPLE, TOKENIZER, own_ray_env
 
-from pipeline.cli import main
-from pipeline.config import ConfigError, load_config
+from pipeline.cli.main import main
+from pipeline.config.loader import ConfigError, load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import resolve_version
 from pipeline.formats.verify import verify_version

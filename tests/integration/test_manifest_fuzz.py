@@ -31,11 +31,8 @@ import yaml
 from support import REPO, TOKENIZER
 from support.cli import call
 
-from pipeline import cli
-from pipeline.config import load_config
-from pipeline.core.lease import Lease
-from pipeline.core.storage import Location
-from pipeline.exit_codes import (
+from pipeline.cli import main as cli
+from pipeline.cli.exit_codes import (
     CLOSED_PIPE,
     EXIT_CODES,
     LEASE_HELD,
@@ -43,6 +40,9 @@ from pipeline.exit_codes import (
     VERIFY_FAILED,
     VERSION_BROKEN,
 )
+from pipeline.config.loader import load_config
+from pipeline.core.lease import Lease
+from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError
 from pipeline.run.driver import run_pipeline
 from pipeline.stream.reader import StreamReader

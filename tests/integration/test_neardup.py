@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support import REPO, SAMPLE_CONFIG, run_documents
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.text import normalize
 from pipeline.dedup import components, minhash

@@ -15,7 +15,7 @@ import pytest
 from support import REPO, SAMPLE_CONFIG, unigram
 
 from pipeline.bench import doc_memory
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import committed_versions

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from support import TOKENIZER
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import MANIFEST

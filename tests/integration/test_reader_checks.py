@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support import SOURCES_CONFIG, setter
 
-from pipeline.cli import main
-from pipeline.config import load_config
+from pipeline.cli.main import main
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import LeaseHeld
 from pipeline.core.storage import Location
@@ -73,7 +73,7 @@ def test_unfinished_unit_is_redone_and_others_reused(ray_local, tmp_path, marker
 PAUSED_RUN = """
 import sys
 from pipeline.run import driver
-from pipeline.cli import exit_cleanly, main
+from pipeline.cli.main import exit_cleanly, main
 
 def paused(*args, **kwargs):
     print("paused", flush=True)

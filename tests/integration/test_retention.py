@@ -16,8 +16,8 @@ import pytest
 import s3fs
 from support import REPO
 
-from pipeline.cli import main
-from pipeline.config import Config
+from pipeline.cli.main import main
+from pipeline.config.loader import Config
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import (
     FORMAT_V1,

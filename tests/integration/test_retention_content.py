@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import support
 from support import SAMPLE_CONFIG
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.ingest.local_listing import HEAD_TAIL_BYTES

@@ -16,8 +16,8 @@ import boto3
 import support
 from support import SAMPLE_CONFIG
 
-from pipeline.config import load_config
-from pipeline.config_sections import StorageConfig
+from pipeline.config.loader import load_config
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY

@@ -10,7 +10,7 @@ import time
 import boto3
 from support import SAMPLE_CONFIG, jsonl
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version

@@ -15,7 +15,7 @@ import support
 import yaml
 from support import TOKENIZER
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.verify import verify_version
 from pipeline.retention.apply import apply_plan

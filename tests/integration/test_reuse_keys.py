@@ -14,12 +14,12 @@ import pytest
 from pydantic import BaseModel, ByteSize, Field
 from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
-from pipeline import reuse_keys
-from pipeline.config import Config, load_config
-from pipeline.config_sections import InputConfig
+from pipeline.config import reuse_keys
+from pipeline.config.loader import Config, load_config
+from pipeline.config.reuse_keys import changes
+from pipeline.config.sections import InputConfig
 from pipeline.core.model import StrictModel
 from pipeline.formats.megatron import decode_index
-from pipeline.reuse_keys import changes
 from pipeline.run.driver import run_pipeline
 from pipeline.tokens.encode import load_tokenizer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO
 from pipeline.exchange import sections

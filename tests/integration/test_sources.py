@@ -15,7 +15,7 @@ import pytest
 import yaml
 from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_ray_env, run_command
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config.loader import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import comparable, parse_blend, resolve_version

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support import wait_until
 
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline.formats.verify import VerifyError, verify_version

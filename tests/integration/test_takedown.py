@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats import documents
 from pipeline.formats.manifest import committed_versions, load_manifest, resolve_version

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import REPO, SAMPLE_CONFIG, own_ray_env
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.core.storage import Location
 from pipeline.formats import documents, takedowns
 from pipeline.formats.manifest import committed_versions, resolve_version
@@ -35,7 +35,7 @@ def base(tmp_path_factory, ray_local) -> Path:
     (root / "in").mkdir()
     rows = [json.dumps({"id": d, "text": f"{n} document {n} " * 40}) for n, d in enumerate(IDS)]
     (root / "in" / "a.jsonl").write_text("\n".join(rows) + "\n")
-    from pipeline.config import load_config
+    from pipeline.config.loader import load_config
 
     cfg = load_config(SAMPLE_CONFIG, input_uri=str(root / "in"), output_uri=str(root / "out"))
     run_pipeline(cfg, show_progress=False)

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from support import SAMPLE_CONFIG
 
-from pipeline.cli import main
-from pipeline.config import load_config
+from pipeline.cli.main import main
+from pipeline.config.loader import load_config
 from pipeline.core.layout import takedown_entry
 from pipeline.core.storage import Location
 from pipeline.formats import documents, takedowns

@@ -25,7 +25,7 @@ from support import (
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import block_digests, read_shard

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import REPO, SAMPLE_CONFIG, setter
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError
 from pipeline.formats.verify import VerifyError, verify_version
@@ -128,10 +128,11 @@ def test_verify_cli_says_failed_without_a_traceback_and_retain_skips(committed, 
 
 _RETAIN = """
 import json, sys
-from pipeline.config import Config
+from pipeline.config.loader import Config
 from pipeline.retention.plan import format_plan, plan_retention
 print(format_plan(plan_retention(Config.model_validate(json.loads(sys.argv[1])))))
-from pipeline.cli import exit_cleanly  # as `python -m pipeline retain` exits (apache/arrow#34314)
+# as `python -m pipeline retain` exits (apache/arrow#34314)
+from pipeline.cli.main import exit_cleanly
 exit_cleanly(0)
 """
 

@@ -17,7 +17,7 @@ import pytest
 from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command
 from support.warc import page, per_record_gzip, uncompressed, whole_stream_gzip, write_corpus
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
 from pipeline.formats import documents

@@ -17,7 +17,7 @@ import pytest
 import support
 from support import REPO, SAMPLE_CONFIG
 
-from pipeline.config import load_config
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import decode_index
 from pipeline.formats.verify import verify_version

@@ -6,7 +6,7 @@ import io
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 
 def call(argv: list[str]) -> tuple[int | str, str, str]:

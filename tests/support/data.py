@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenizers import SentencePieceUnigramTokenizer
 
-from pipeline.config import Config, load_config
+from pipeline.config.loader import Config, load_config
 from support.paths import SAMPLE_CONFIG, TOKENIZER
 
 

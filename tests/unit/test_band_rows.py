@@ -84,7 +84,7 @@ def test_plan_sizes_a_band_object_as_the_read_task_writes_it(tmp_path, docs, par
     where a section's keys are distinct (many partitions: 10 TB's), looser where they repeat."""
     from support import SAMPLE_CONFIG
 
-    from pipeline.config import load_config
+    from pipeline.config.loader import load_config
     from pipeline.core.storage import Location
     from pipeline.report.dry_run import band_object_doc_bytes
     from pipeline.run.near_signing import write_band_object

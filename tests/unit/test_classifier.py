@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from support import REPO
 
-from pipeline import cli
+from pipeline.cli import main as cli
 from pipeline.curate import chain, classifier, lid_kernel, lid_model
 from pipeline.curate.language import _utf8
 from pipeline.curate.user import CurationError

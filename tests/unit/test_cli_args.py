@@ -1,4 +1,4 @@
-"""Every bad command-line argument is one line on stderr and exit 2 (cli_args.py): paths that
+"""Every bad command-line argument is one line on stderr and exit 2 (cli/args.py): paths that
 are files where a folder is expected and the other way round, missing files, numbers that are
 0, negative, NaN, inf, huge or not numbers, and a --rates file that is not JSON; and the bad
 inputs behind them (test_bad_inputs_are_one_line_and_exit_2): files and names that are not
@@ -15,7 +15,7 @@ import pytest
 from support import REPO, SAMPLE_CONFIG
 from support.cli import call
 
-from pipeline import cli
+from pipeline.cli import main as cli
 
 FILE = str(REPO / "README.md")
 FOLDER = str(REPO / "configs")

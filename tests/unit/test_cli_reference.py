@@ -14,9 +14,10 @@ import yaml
 from pydantic import BaseModel
 from support import REPO, SOURCES_CONFIG, TOKENIZER
 
-from pipeline import cli, config_reference
-from pipeline.config import Config
-from pipeline.exit_codes import EXIT_CODES
+from pipeline.cli import main as cli
+from pipeline.cli.exit_codes import EXIT_CODES
+from pipeline.config import reference as config_reference
+from pipeline.config.loader import Config
 
 
 def _models(model: type[BaseModel], seen: set) -> set:

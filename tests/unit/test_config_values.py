@@ -15,8 +15,8 @@ import pytest
 from pydantic import BaseModel
 from support import SAMPLE_CONFIG
 
-from pipeline import cli
-from pipeline.config import Config
+from pipeline.cli import main as cli
+from pipeline.config.loader import Config
 
 
 def _unwrap(tp: Any, metadata: list) -> tuple[Any, list]:

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from support import SAMPLE_CONFIG, TOKENIZER
 
-from pipeline import config_reference
-from pipeline.config import ConfigError, load_config
+from pipeline.config import reference as config_reference
+from pipeline.config.loader import ConfigError, load_config
 from pipeline.curate import chain
 from pipeline.curate.base import REGISTRY
 from pipeline.curate.user import CurationError, HookError

@@ -14,7 +14,7 @@ import pipeline
 
 PACKAGE = Path(pipeline.__file__).parent
 MAX_LINES = 25
-# config_reference.py builds docs/configuration.md's retention section from this one
+# config/reference.py builds docs/configuration.md's retention section from this one
 GENERATED_FROM = {"retention/policy.py": 30}
 HISTORY = re.compile(
     r"\b(this|last|previous|earlier) (session|round)\b|\bbefore (this|the) (change|session|round)"

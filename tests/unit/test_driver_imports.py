@@ -10,7 +10,8 @@ import sys
 from support import REPO
 
 _IMPORTED = (
-    "import json, sys; import pipeline.cli, pipeline.run.driver, pipeline.run.read_dedup_tasks;"
+    "import json, sys;"
+    " import pipeline.cli.main, pipeline.run.driver, pipeline.run.read_dedup_tasks;"
     " print(json.dumps(sorted(m for m in ('numba', 'torch') if m in sys.modules)))"
 )
 

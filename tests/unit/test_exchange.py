@@ -222,7 +222,7 @@ def test_near_band_groups_read_the_exact_removals_by_unit_bucket_not_per_unit(tm
     (dry_run.exact_removal_spans)."""
     from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
-    from pipeline.config import load_config
+    from pipeline.config.loader import load_config
     from pipeline.core.layout import RunLayout
     from pipeline.dedup.exact import REMOVED_SCHEMA
     from pipeline.report.dry_run import exact_removal_spans

@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 from support import SAMPLE_CONFIG
 
-from pipeline import exit_codes
-from pipeline.config import ConfigError, load_config
+from pipeline.cli import exit_codes
+from pipeline.config.loader import ConfigError, load_config
 from pipeline.extract.html import extractor
 
 PAGE = (

@@ -119,7 +119,7 @@ def test_each_curation_step_is_marked_ready_on_its_own(tmp_path, monkeypatch):
 
 
 def test_warm_compiles_a_runs_kernels_once_so_that_the_run_starts_no_compile(capsys):
-    from pipeline import cli
+    from pipeline.cli import main as cli
     from pipeline.curate.warm import step_names
     from pipeline.dedup import kernel_cache
 
@@ -149,7 +149,7 @@ def test_a_loop_file_keyed_also_on_the_file_it_calls_gets_a_new_folder_when_that
 
 
 def test_warm_refuses_an_unknown_step_in_one_line(capsys):
-    from pipeline import cli
+    from pipeline.cli import main as cli
 
     assert cli.main(["warm", "language", "no_such_step"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from pipeline.bench import listing as bench
-from pipeline.config_sections import StorageConfig
+from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
 from pipeline.formats import manifest
 from pipeline.ingest import listing, work_units

@@ -9,7 +9,7 @@ import re
 import pytest
 from support import setter
 
-from pipeline.config_sections import SourceConfig
+from pipeline.config.sections import SourceConfig
 from pipeline.formats.claims import check_claims
 from pipeline.formats.manifest import (
     FORMAT,

@@ -19,7 +19,7 @@ from tokenizers import (
     trainers,
 )
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config.loader import ConfigError, load_config
 from pipeline.tokens import pieces
 from pipeline.tokens.check import hard_strings
 from pipeline.tokens.encode import (

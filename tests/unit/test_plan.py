@@ -1,7 +1,7 @@
 
 import pytest
 
-from pipeline import cli
+from pipeline.cli import main as cli
 from pipeline.core.storage import Location
 from pipeline.core.units import MB, MiB
 from pipeline.stream import plan

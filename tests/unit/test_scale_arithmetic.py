@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from support import REPO, SAMPLE_CONFIG
 
-from pipeline.config_sections import DedupConfig, IngestConfig, PackConfig
+from pipeline.config.sections import DedupConfig, IngestConfig, PackConfig
 from pipeline.report.dry_run import dry_run
 from pipeline.tokens.pack import INDEX_ROW_BYTES, key_range, pack_plan
 
@@ -79,7 +79,7 @@ def test_plan_at_a_corpus_size_takes_the_configs_unit_and_shard_sizes(capsys):
     """It printed the default's units whatever the config said (the option's unset value hid
     the config's); the sample's 1 MiB units and shards give ~95k units and ~73k shards for
     100 GB (10 TB: 9.5M units, 70 s of cutting; the arithmetic is the same)."""
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     base = ["plan", "--corpus-bytes", "100GB", "--config", str(SAMPLE_CONFIG)]
     assert main(base) == 0
@@ -120,7 +120,7 @@ def test_dry_run_dedup_requests_grow_linearly_with_partitions_from_the_listing()
 
 
 def test_plan_and_report_print_the_dry_run(capsys):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     assert main(["plan", "--corpus-bytes", "1TB", "--unit-bytes", "128MiB"]) == 0
     out = capsys.readouterr().out
@@ -216,7 +216,7 @@ def test_dry_run_packs_in_one_pass_where_the_run_would():
 def test_plan_takes_a_corpus_token_ratios_for_the_token_bytes_it_moves(capsys):
     """--token-ratio and --stored-ratio: a corpus's own ratios (a run's) instead of the plan's
     assumed 0.77 and 0.56; pack moves r·t per crossing of the token files and t of shards."""
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     from pipeline.report import dry_run
 
     _, base = dry_run.dry_run(10**12)
@@ -260,7 +260,7 @@ def test_plan_counts_the_fetch_tasks_the_run_would_cut():
 def test_configs_s3_sizes_give_every_data_stage_large_gets_at_10tb():
     """Issue 32's targets at configs/s3.yaml's sizes, as plan projects 10 TB: every data stage's
     mean GET >= 8 MB and <= 6 M requests (what each setting buys: docs/scaling-and-costs.md)."""
-    from pipeline.config import load_config
+    from pipeline.config.loader import load_config
     from pipeline.report.dry_run import plan_for_config
 
     _, stages = plan_for_config(load_config(REPO / "configs/s3.yaml"), 10**13)

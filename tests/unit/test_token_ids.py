@@ -69,7 +69,7 @@ def test_written_shard_with_a_stray_bos_fails_the_shard_check():
 def test_plan_sizes_tokens_by_the_config_tokenizers_dtype(tmp_path):
     from support import SAMPLE_CONFIG
 
-    from pipeline.config import load_config
+    from pipeline.config.loader import load_config
 
     sparse = sparse_tokenizer(tmp_path)
     assert tokenizer_bytes_per_id(str(sparse)) == 4

@@ -1,9 +1,9 @@
 """The sections of a run configuration: one model per top-level key of the YAML file.
 
-pipeline.config assembles them into Config (with the rules across sections, the reuse keys and
+config/loader.py assembles them into Config (with the rules across sections, the reuse keys and
 load_config); the retention and prices sections live with their own code
 (retention/policy.py, report/prices.py). Each field declares which stages' bytes it changes,
-`changes(...)` (pipeline/reuse_keys.py: the reuse keys and the run's key derive from it).
+`changes(...)` (pipeline/config/reuse_keys.py: the reuse keys and the run's key derive from it).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import ByteSize, Field, field_validator, model_validator
 
+from pipeline.config.reuse_keys import changes
 from pipeline.core.model import MAX_BYTES, MAX_COUNT, MAX_SECONDS, Bytes, Seed, StrictModel
 from pipeline.exchange.plan import SMALL_GETS
-from pipeline.reuse_keys import changes
 
 # Keys that change how or where bytes move, never which.
 NO_BYTES = changes()

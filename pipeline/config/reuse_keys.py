@@ -76,7 +76,7 @@ def declarations(model: type[BaseModel], prefix: str = "") -> dict[str, dict[str
         if sub is None:
             raise TypeError(
                 f"config key '{key}' does not declare which stages' bytes it changes: give it"
-                " json_schema_extra=changes(...) (pipeline/reuse_keys.py)"
+                " json_schema_extra=changes(...) (pipeline/config/reuse_keys.py)"
             )
         out.update(declarations(sub, f"{key}."))
     return out

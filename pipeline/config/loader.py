@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline import exit_codes, reuse_keys
-from pipeline.config_sections import (
+from pipeline.cli import exit_codes
+from pipeline.config import reuse_keys
+from pipeline.config.sections import (
     NO_BYTES,
     READ,
     DedupConfig,
@@ -50,7 +51,7 @@ class ConfigError(Exception):
 
 class Config(StrictModel):
     """A run's configuration. Each key declares which stages' bytes it changes (`changes`,
-    pipeline/reuse_keys.py): a section field for all of its section, else each of its keys."""
+    config/reuse_keys.py): a section field for all of its section, else each of its keys."""
 
     name: str = Field(
         pattern=f"^{DATASET_NAME_PATTERN}$",

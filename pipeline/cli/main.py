@@ -11,18 +11,18 @@ import sys
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from pydantic import ValidationError
 
-from pipeline import cli_args
-from pipeline.config import ConfigError, check_text, format_error, load_config, parse_set
-from pipeline.config_sections import StorageConfig
-from pipeline.core.lease import REMOVE_WAIT_S
-from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
-from pipeline.exit_codes import (
+from pipeline.cli import args as cli_args
+from pipeline.cli.exit_codes import (
     CLOSED_PIPE,
     CONFIG_ERROR,
     NOT_FOUND,
     VERSION_BROKEN,
     exit_codes_help,
 )
+from pipeline.config.loader import ConfigError, check_text, format_error, load_config, parse_set
+from pipeline.config.sections import StorageConfig
+from pipeline.core.lease import REMOVE_WAIT_S
+from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
 
 _URIS: list[str] = []  # the storage URIs the command was given, named by a refusal without one
 
@@ -318,7 +318,7 @@ def cmd_blend(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Takedown (run/takedown.py): a new version without the listed documents."""
-    from pipeline.config_sections import RayConfig
+    from pipeline.config.sections import RayConfig
     from pipeline.core.lease import LeaseHeld
     from pipeline.core.storage import Location, check_reachable
     from pipeline.formats.manifest import ManifestError
@@ -847,7 +847,7 @@ def _report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _plan_parser(sub: argparse._SubParsersAction) -> None:
-    from pipeline.config_sections import IngestConfig, PackConfig
+    from pipeline.config.sections import IngestConfig, PackConfig
     from pipeline.core.units import MB
     from pipeline.report.dry_run import DOC_BYTES, TOKEN_BYTES_RATIO, TOKEN_STORED_RATIO
     from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S
@@ -973,7 +973,7 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from pipeline import config_reference
+    from pipeline.config import reference as config_reference
 
     print(
         config_reference.markdown() if args.markdown else config_reference.defaults_yaml(), end=""
