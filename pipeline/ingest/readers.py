@@ -99,12 +99,14 @@ def read_piece(
     keep_fields: tuple[str, ...] = (),
     extract: Callable[[str], str] | None = None,
     records: Counter | None = None,
+    seconds: Counter | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
 
     `extract`: HTML to text for web archives and .html files (default: resiliparse's main
     content, pipeline/extract); `records`: where a web archive's records that are not documents
-    are counted by kind (ingest/web_archive.py).
+    are counted by kind (ingest/web_archive.py); `seconds`: where the web archive reader adds
+    the seconds of its parts (web_archive.PARTS: parsing, HTTP decoding, extraction).
 
     Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
     yielded and records ``changed_quarantine(exc)`` instead."""
@@ -120,6 +122,8 @@ def read_piece(
     finally:
         if records is not None:
             records.update(out.records)
+        if seconds is not None:
+            seconds.update(out.seconds)
 
 
 def _read(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from time import perf_counter
 from typing import Any
 
 import pyarrow as pa
@@ -60,6 +61,11 @@ DOCUMENTS = "documents"  # records that entered the documents (documents in), fo
 QUARANTINED = "quarantined"  # records that were quarantined (each also in docs_in)
 CRAWLER_TRUNCATED = "warc_truncated"  # of those: the crawler cut the payload (WARC-Truncated)
 WARC_FIELDS = ("url", "date")  # what a WARC document offers keep_fields
+# The reader's parts, timed per record into Batches.seconds (bench extract splits the read pass
+# by them): fastwarc's parsing with reading the record and its payload (gzip members included),
+# the HTTP body's codings and charset, the HTML extraction
+PARSE, DECODE, EXTRACT = "warc_parse", "http_decode", "extract"
+PARTS = (PARSE, DECODE, EXTRACT)
 
 
 def _warc_headers(record: Any) -> dict[str, str]:
@@ -109,7 +115,10 @@ def _response(out: Batches, record: Any, row: int) -> bool:
         _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return True
+    began = perf_counter()
     body = record.reader.read(record.content_length)
+    read = perf_counter()
+    out.seconds[PARSE] += read - began
     if len(body) < record.content_length:
         _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
                     f" {record.content_length} payload bytes", raw_id=rid)  # fmt: skip
@@ -126,10 +135,18 @@ def _response(out: Batches, record: Any, row: int) -> bool:
     except Undecodable as e:
         _quarantine(out, row, UNDECODABLE_PAYLOAD, str(e), raw_id=rid)
         return True
+    finally:
+        out.seconds[DECODE] += perf_counter() - read
     warc = _warc_headers(record)
     if warc.get("WARC-Truncated"):
         out.records[CRAWLER_TRUNCATED] += 1
-    _document(out, rid, row, out.extract(html_text(body, record.http_charset)), _fields(warc))
+    began = perf_counter()
+    html = html_text(body, record.http_charset)
+    decoded = perf_counter()
+    text = out.extract(html)
+    out.seconds[DECODE] += decoded - began
+    out.seconds[EXTRACT] += perf_counter() - decoded
+    _document(out, rid, row, text, _fields(warc))
     return True
 
 
@@ -140,12 +157,17 @@ def _conversion(out: Batches, record: Any, row: int) -> bool:
         _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return True
+    began = perf_counter()
     body = record.reader.read(record.content_length)
+    read = perf_counter()
+    out.seconds[PARSE] += read - began
     if len(body) < record.content_length:
         _quarantine(out, row, TRUNCATED_FILE, f"the file ends inside this record: {len(body)} of"
                     f" {record.content_length} bytes", raw_id=rid)  # fmt: skip
         return False
-    _document(out, rid, row, html_text(body, "utf-8"), _fields(_warc_headers(record)))
+    text = html_text(body, "utf-8")
+    out.seconds[DECODE] += perf_counter() - read
+    _document(out, rid, row, text, _fields(_warc_headers(record)))
     return True
 
 
@@ -179,11 +201,13 @@ def _records(
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """The records of a (decompressed) WARC stream; `row` = base + the record's offset in it.
     Returns whether a record was cut by the stream's end; raises InvalidRecord."""
-    records, row = iter((parser or _Parser())(stream)), None
+    records, row, seconds = iter((parser or _Parser())(stream)), None, out.seconds
     while True:
+        began = perf_counter()
         try:
             record = next(records)
         except StopIteration:
+            seconds[PARSE] += perf_counter() - began
             return False
         except OSError as e:
             if type(e) is not OSError:  # the stream's own error (I/O), not fastwarc's verdict
@@ -191,6 +215,7 @@ def _records(
             where = base if row is None else row + 1
             after = "no record" if row is None else f"the record at row {row}"
             raise InvalidRecord(where, f"{e} (after {after})") from None
+        seconds[PARSE] += perf_counter() - began
         row, kind = base + record.stream_pos, str(record.record_type)
         if kind == "response":
             complete = _response(out, record, row)
@@ -288,7 +313,13 @@ def read_html(
         except EOFError as e:
             _quarantine(out, 0, TRUNCATED_FILE, str(e))
             return
-    _document(out, None, 0, out.extract(html_text(data)), {})
+    began = perf_counter()
+    html = html_text(data)
+    decoded = perf_counter()
+    text = out.extract(html)
+    out.seconds[DECODE] += decoded - began
+    out.seconds[EXTRACT] += perf_counter() - decoded
+    _document(out, None, 0, text, {})
     yield from ()
 
 
