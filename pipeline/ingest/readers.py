@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from pipeline.core.storage import Location
+from pipeline.extract.config import EXTRACTED_FORMATS
 from pipeline.ingest.format_readers import READERS, STREAM_BUFFER
 from pipeline.ingest.records import (
     DEFAULT_MAX_DOC_BYTES,
@@ -34,7 +35,7 @@ from pipeline.ingest.records import (
 from pipeline.ingest.web_archive import read_html, read_warc
 
 _READERS = {**READERS, "warc": read_warc, "html": read_html}
-_EXTRACTED = ("warc", "html")  # formats whose text is extracted from HTML (pipeline/extract)
+_EXTRACTED = EXTRACTED_FORMATS  # formats whose text is extracted from HTML (pipeline/extract)
 
 # What retrying cannot fix: the object is missing, forbidden or undecodable. Anything else (a
 # connection reset or timeout left after the storage layer's retries) fails the unit instead, so
