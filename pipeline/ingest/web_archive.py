@@ -18,7 +18,15 @@ record) that is the member's offset, where one range GET fetches the record; in 
 gzip (one member) it is the record's offset in the decompressed stream. In an uncompressed (or
 zstd) WARC, the record's offset in the (decompressed) file. A piece of a .warc.gz reads the
 members that start in it (gzip_members.py), so every record belongs to one piece whatever the
-unit size; a whole-stream file is one member and so read by its first piece alone.
+unit size; a whole-stream file is one member and so read by its first piece alone. Reading
+them: fastwarc's GzipReader over the piece while every record is a member of its own (the fast
+path, _own_members: ~2x less CPU than a zlib stream and a fastwarc iterator per member, on
+a 64 MB crawl corpus), then the member path (Member and an iterator per member) for the rest:
+the file's end, a member of several records, anything damaged. Both give the same rows,
+documents and quarantine rows (tests/unit/test_warc_fast_path.py).
+
+Each record's seconds are added up in Batches.seconds by part (PARTS): bench extract splits
+the read pass by them.
 """
 
 from __future__ import annotations
