@@ -12,8 +12,9 @@ whole run: the config (default configs/crawl.yaml: its chain, dedup and tokenize
 files with one worker pinned to one core, timed as bench scaling times it (Ray start and
 imports excluded). Rates are MB of HTML (the 200 HTML responses' bodies, decoded) per second
 per core. Target: the run's rate is at least 0.6 x the extraction's alone (`ratio`). The run's
-read pass is split by the read tasks' own timers (tokenize, curate, and the reader's parts
-where it reports them); the rest is the difference. Last line: a JSON object of the figures.
+read pass is split by the read tasks' own timers (the web archive reader's warc_parse,
+http_decode and extract, ingest/web_archive.PARTS; tokenize, curate); the rest is the
+difference. Last line: a JSON object of the figures.
 """
 
 from __future__ import annotations

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from pipeline.cli import exit_codes
 from pipeline.config import reuse_keys
@@ -38,7 +39,7 @@ from pipeline.config.sections import (
 )
 from pipeline.core.layout import DATASET_NAME_PATTERN
 from pipeline.core.model import StrictModel
-from pipeline.extract.config import ExtractConfig
+from pipeline.extract.config import EXTRACTED_FORMATS, ExtractConfig
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
 
@@ -116,6 +117,8 @@ class Config(StrictModel):
         description="the price table of `report` and `plan`",
         json_schema_extra=NO_BYTES,
     )
+    # whether the listing holds files whose text is extracted: None until for_listing
+    _extracts: bool | None = PrivateAttr(default=None)
 
     @field_validator("curate")
     @classmethod
@@ -193,13 +196,25 @@ class Config(StrictModel):
                 return rank, src
         raise KeyError(f"no source named {name!r} in this config")
 
-    def for_listing(self, listed_bytes: int) -> Config:
+    def for_listing(self, listed_bytes: int, formats: Iterable[str]) -> Config:
         """This config with the partition count the listing implies written in: every task, the
-        read key and the manifest then see one concrete count."""
+        read key and the manifest then see one concrete count; `formats`: the listed files'
+        formats, which decide whether the `extract` section can change a byte
+        (unused_sections)."""
         dedup = self.dedup.model_copy(
             update={"partitions": self.dedup.partition_count(listed_bytes)}
         )
-        return self.model_copy(update={"dedup": dedup})
+        sized = self.model_copy(update={"dedup": dedup})
+        sized._extracts = any(f in EXTRACTED_FORMATS for f in formats)
+        return sized
+
+    def unused_sections(self) -> tuple[str, ...]:
+        """The sections no listed file's bytes depend on, left out of every key and of the
+        manifest's `config` (reuse_keys.stage_data): `extract` when the listing holds no web
+        archive or HTML file, so that a dataset of other formats keeps the keys it had before
+        the section existed, and a changed extract option re-reads only where it can matter.
+        Before the listing (for_listing) every section counts."""
+        return ("extract",) if self._extracts is False else ()
 
     def output_config(self) -> dict[str, Any]:
         """Every key declared as changing the dataset's bytes (`output`): the manifest's

@@ -131,7 +131,11 @@ def _value(config: BaseModel, path: tuple[str, ...]) -> Any:
 def stage_data(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, Any]:
     """The config as `stage` sees it: every key that changes its bytes, nothing else
     (text_only: without the keys that only add columns, e.g. inputs[].keep_fields)."""
-    return config.model_dump(mode="json", exclude=_exclude(type(config), stage, text_only))
+    exclude = _exclude(type(config), stage, text_only)
+    unused = getattr(config, "unused_sections", tuple)()  # e.g. extract: no web archive listed
+    if unused and exclude is not True:
+        exclude = {**exclude, **dict.fromkeys(unused, True)}
+    return config.model_dump(mode="json", exclude=exclude)
 
 
 def output_config(config: BaseModel) -> dict[str, Any]:

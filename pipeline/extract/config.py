@@ -14,6 +14,9 @@ from pipeline.config.reuse_keys import changes
 from pipeline.core.model import StrictModel
 
 _READ = changes("read", "output")
+# the listing's formats whose text is extracted from HTML: where no listed file has one, the
+# `extract` section cannot change a byte and stays out of the keys (Config.unused_sections)
+EXTRACTED_FORMATS = ("warc", "html")
 
 
 class ExtractConfig(StrictModel):

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from pipeline.core.storage import Location
+from pipeline.extract.config import EXTRACTED_FORMATS
 from pipeline.ingest.format_readers import READERS, STREAM_BUFFER
 from pipeline.ingest.records import (
     DEFAULT_MAX_DOC_BYTES,
@@ -34,7 +35,7 @@ from pipeline.ingest.records import (
 from pipeline.ingest.web_archive import read_html, read_warc
 
 _READERS = {**READERS, "warc": read_warc, "html": read_html}
-_EXTRACTED = ("warc", "html")  # formats whose text is extracted from HTML (pipeline/extract)
+_EXTRACTED = EXTRACTED_FORMATS  # formats whose text is extracted from HTML (pipeline/extract)
 
 # What retrying cannot fix: the object is missing, forbidden or undecodable. Anything else (a
 # connection reset or timeout left after the storage layer's retries) fails the unit instead, so
@@ -99,12 +100,14 @@ def read_piece(
     keep_fields: tuple[str, ...] = (),
     extract: Callable[[str], str] | None = None,
     records: Counter | None = None,
+    seconds: Counter | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Documents and quarantine rows of one piece (a row of units.parquet), in bounded batches.
 
     `extract`: HTML to text for web archives and .html files (default: resiliparse's main
     content, pipeline/extract); `records`: where a web archive's records that are not documents
-    are counted by kind (ingest/web_archive.py).
+    are counted by kind (ingest/web_archive.py); `seconds`: where the web archive reader adds
+    the seconds of its parts (web_archive.PARTS: parsing, HTTP decoding, extraction).
 
     Raises ObjectChanged when the object is not the one listed: the caller drops what this piece
     yielded and records ``changed_quarantine(exc)`` instead."""
@@ -120,6 +123,8 @@ def read_piece(
     finally:
         if records is not None:
             records.update(out.records)
+        if seconds is not None:
+            seconds.update(out.seconds)
 
 
 def _read(

@@ -132,6 +132,7 @@ class Batches:
         self.source, self.batch_docs, self.keep = source, batch_docs, keep
         self.extract = extract  # HTML to text (pipeline/extract): web archives and .html
         self.records: Counter = Counter()  # web archive records by kind (ingest/web_archive.py)
+        self.seconds: Counter = Counter()  # seconds in the reader's parts (web_archive.PARTS)
         self._kept: list[list[str | None]] = [[] for _ in keep]
         self.max_doc_bytes = max_doc_bytes  # the readers' cap on one record
         self._ids: list[str] = []

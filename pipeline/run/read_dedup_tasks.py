@@ -156,7 +156,8 @@ def read_unit(
     origin = pieces[0].get("origin") if pieces else None
     rank, src = cfg.source_rank(origin)
     kinds: Counter = Counter()  # web archive records by kind
-    docs, bad = read_pieces(input_root, pieces, cfg, src, kinds)
+    reading: Counter = Counter()  # seconds in the web archive reader's parts
+    docs, bad = read_pieces(input_root, pieces, cfg, src, kinds, reading)
     curating = time.perf_counter()
     try:
         curated = curate(docs, cfg.chain_of(src), cfg)
@@ -215,6 +216,7 @@ def read_unit(
         checked=tokens.checked,
         tokenize_seconds=tokenizing,
         curate_seconds=curating,
+        reader_seconds=dict(sorted(reading.items())),
     )
     write_marker(done, result.marker())
     result.io = timer.io_delta()  # the marker's own write too: stats.json counts every byte
@@ -289,12 +291,18 @@ def _outputs_present(layout: RunLayout, unit_id: str, cfg: Config, earlier: Read
 
 
 def read_pieces(
-    input_root: Location, pieces: list[dict], cfg: Config, src, records: Counter | None = None
+    input_root: Location,
+    pieces: list[dict],
+    cfg: Config,
+    src,
+    records: Counter | None = None,
+    seconds: Counter | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """A unit's documents (ids as the run names them: "<source>/<id>" with named sources) and
     quarantine rows; a piece whose object changed since the listing keeps none of its documents
     and is quarantined whole. `records`: where web archive records that are not documents are
-    counted by kind (ingest/web_archive.py)."""
+    counted by kind (ingest/web_archive.py); `seconds`: where the web archive reader adds the
+    seconds of its parts (web_archive.PARTS)."""
     doc_parts, bad_parts = [], []
     extract = None
     if any(p["format"] in ("warc", "html") for p in pieces):
@@ -314,6 +322,7 @@ def read_pieces(
                 keep_fields=tuple(src.keep_fields),
                 extract=extract,
                 records=piece_records,
+                seconds=seconds,
             ):
                 piece_docs.append(docs)
                 piece_bad.append(bad)

@@ -133,7 +133,8 @@ def list_inputs(waves: Waves, cfg: Config) -> Listing:
 
 def listing_of(cfg: Config, listed: ListResult, roots: dict[str, Location]) -> Listing:
     """The run a listing names: the config sized to it, its digest, run id and layout."""
-    cfg = cfg.for_listing(listed.listed_bytes)
+    formats = pc.unique(listed.inputs["format"]).to_pylist()
+    cfg = cfg.for_listing(listed.listed_bytes, formats)
     digest = table_digest(listed.inputs)
     # the run's own intermediates (dedup's exchanges) follow the row format: never read as another
     run_id = xxhash.xxh3_64_hexdigest(f"{cfg.output_hash()}:{digest}:{ROW_FORMAT}".encode())

@@ -139,6 +139,8 @@ class ReadResult(TaskResult):
     mismatch: str | None = None  # the engine disagreed with tokenizers: no done marker
     tokenize_seconds: float = 0.0  # of `seconds`, tokenizing (and checking) the unit's text
     curate_seconds: float = 0.0  # of `seconds`, the curation chain (building it included)
+    # of `seconds`, the web archive reader's parts (ingest/web_archive.PARTS): none for others
+    reader_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def stage_docs(self) -> int:
@@ -148,7 +150,11 @@ class ReadResult(TaskResult):
     def part_seconds(self) -> dict[str, float]:
         if self.reused:
             return {}
-        return {"tokenize": self.tokenize_seconds, "curate": self.curate_seconds}
+        return {
+            **self.reader_seconds,
+            "tokenize": self.tokenize_seconds,
+            "curate": self.curate_seconds,
+        }
 
     def marker(self) -> dict[str, Any]:
         """The done.json keys: the own fields, then seconds, io and peak_rss_mb."""

@@ -20,7 +20,9 @@ def test_a_whole_run_beside_the_parts_gives_a_finite_ratio(own_ray, capsys):
     run = figures["run"]
     assert run["docs_out"] > 0 and run["tokens"] > 0
     assert {"read+hash", "pack"} <= set(run["stages_s"])
-    assert {"tokenize", "curate", "rest"} <= set(run["read_pass_parts_s"])
+    parts = run["read_pass_parts_s"]
+    assert {"warc_parse", "http_decode", "extract", "tokenize", "curate", "rest"} <= set(parts)
+    assert all(parts[k] > 0 for k in ("warc_parse", "http_decode", "extract"))
     assert math.isfinite(figures["ratio"]) and figures["ratio"] > 0
     assert figures["ratio"] == round(figures["seconds"]["extract"] / run["wall_s"], 3)
     assert figures["meets_target"] == (figures["ratio"] >= extract.TARGET_RATIO)

@@ -55,13 +55,14 @@ def test_exchange_cut_does_not_change_shard_bytes_and_pack_requests_stay_linear(
 @pytest.mark.usefixtures("ray_local")
 def test_partition_count_from_listing_keys_the_read_output(tmp_path):
     cfg, result, _ = _run(tmp_path, "auto", "dedup.partitions=null", "dedup.partition_bytes=1MiB")
-    layout = RunLayout.for_config(cfg.for_listing(0), result.manifest["run"]["run_id"])
+    layout = RunLayout.for_config(cfg.for_listing(0, []), result.manifest["run"]["run_id"])
     listed = sum(layout.inputs.read_parquet()["size"].to_pylist())
     parts = result.manifest["config"]["dedup"]["partitions"]
     assert parts == -(-listed // MiB) and parts >= 2
     # the count is part of the read key: units read for another count are not reused
-    assert cfg.for_listing(listed).read_key() != cfg.for_listing(0).read_key()
-    resolved = RunLayout.for_config(cfg.for_listing(listed), layout.run_id)
+    formats = set(layout.inputs.read_parquet()["format"].to_pylist())
+    assert cfg.for_listing(listed, formats).read_key() != cfg.for_listing(0, formats).read_key()
+    resolved = RunLayout.for_config(cfg.for_listing(listed, formats), layout.run_id)
     # one hash object per unit, sectioned by partition (exchange/sections.py)
     sizes = []
     for u in _unit_ids(layout):

@@ -23,6 +23,7 @@ from support.warc import (
 )
 
 from pipeline.core.storage import Location
+from pipeline.ingest import web_archive
 from pipeline.ingest.http_payload import html_text
 from pipeline.ingest.listing import cut_units, detect_format, list_inputs
 from pipeline.ingest.readers import read_piece
@@ -294,3 +295,23 @@ def test_dry_run_preview_is_the_first_document_extracted(tmp_path):
     fields = found["fields"]
     assert fields["WARC-Record-ID"] == records[2].record_id and fields["url"] == records[2].url
     assert fields["page text"].startswith("Title 4") and "<p>" not in fields["page text"]
+
+
+def test_the_reader_adds_up_the_seconds_of_its_parts(tmp_path):
+    folder = write(tmp_path / "in", "a.warc.gz", per_record_gzip(mixed_records()))
+    root = Location.from_uri(str(folder))
+    [piece] = cut_units(list_inputs(root, ["**"], [])[0], 64 << 20).to_pylist()
+    seconds: Counter = Counter()
+    for _ in read_piece(root, piece, "text", "id", seconds=seconds):
+        pass
+    assert set(seconds) == set(web_archive.PARTS)
+    assert all(s > 0 for s in seconds.values())
+
+
+def test_a_jsonl_piece_reports_no_reader_parts(tmp_path):
+    folder = write(tmp_path / "in", "a.jsonl", b'{"id": "1", "text": "one"}\n')
+    root = Location.from_uri(str(folder))
+    [piece] = cut_units(list_inputs(root, ["**"], [])[0], 64 << 20).to_pylist()
+    seconds: Counter = Counter()
+    assert sum(d.num_rows for d, _ in read_piece(root, piece, "text", "id", seconds=seconds)) == 1
+    assert seconds == Counter()
