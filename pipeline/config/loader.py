@@ -39,7 +39,7 @@ from pipeline.config.sections import (
 )
 from pipeline.core.layout import DATASET_NAME_PATTERN
 from pipeline.core.model import StrictModel
-from pipeline.extract.config import EXTRACTED_FORMATS, ExtractConfig
+from pipeline.extract.config import EXTRACTED_FORMATS, ExtractConfig, check_engine
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
 
@@ -362,6 +362,10 @@ def load_config(
     except ValidationError as e:
         raise ConfigError(format_error(e, source)) from None
     _check_overlap(config, source)
+    try:
+        check_engine(config.extract)
+    except ValueError as e:
+        raise ConfigError(f"{source}: key 'extract.engine': {e}") from None
     if check_paths:
         _check_paths(config, source)
         _check_chains(config, source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from pipeline.config.reuse_keys import changes
 from pipeline.core.model import StrictModel
@@ -60,11 +60,13 @@ class ExtractConfig(StrictModel):
         default=False, description="keep form fields and their values", json_schema_extra=_READ
     )
 
-    @model_validator(mode="after")
-    def _engine_installed(self) -> ExtractConfig:
-        if self.engine == "trafilatura" and importlib.util.find_spec("trafilatura") is None:
-            raise ValueError(
-                "extract.engine is trafilatura, which is not installed:"
-                " pip install 'pipeline[trafilatura]' (or use engine: resiliparse)"
-            )
-        return self
+
+
+def check_engine(extract: ExtractConfig) -> None:
+    """ValueError where the chosen engine is not installed: checked when a config loads (not
+    by the model, so that a config stays valid data on a machine without the extra)."""
+    if extract.engine == "trafilatura" and importlib.util.find_spec("trafilatura") is None:
+        raise ValueError(
+            "extract.engine is trafilatura, which is not installed:"
+            " pip install 'pipeline[trafilatura]' (or use engine: resiliparse)"
+        )
