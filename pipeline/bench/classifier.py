@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.bench.minhash import load_texts
+from pipeline.bench.minhash import corpus_texts
 from pipeline.curate import chain, lid_kernel
 from pipeline.curate.language import _utf8
 
@@ -101,12 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     import fasttext
 
-    path = args.input
-    if path is None:
-        from pipeline.bench.scaling import CORPUS_CACHE, cached_corpus
-
-        path = cached_corpus(args.mb or 16, CORPUS_CACHE)
-    texts = load_texts(path, args.limit_mb)
+    texts = corpus_texts(args.input, args.mb, args.limit_mb)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     arr = pa.array(texts, pa.string())
     with tempfile.TemporaryDirectory() as folder:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.bench.minhash import load_texts
+from pipeline.bench.minhash import corpus_texts
 from pipeline.cli import args as cli_args
 from pipeline.curate import chain, language
 from pipeline.curate.text import SENTENCE_ENDS
@@ -261,12 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    path = args.input
-    if path is None:
-        from pipeline.bench.scaling import CORPUS_CACHE, cached_corpus
-
-        path = cached_corpus(args.mb or 16, CORPUS_CACHE)
-    texts = load_texts(path, args.limit_mb)
+    texts = corpus_texts(args.input, args.mb, args.limit_mb)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     batch = pa.table({"doc_id": [str(i) for i in range(len(texts))], "source": ["x"] * len(texts),
                       "row": list(range(len(texts))), "text": texts})  # fmt: skip

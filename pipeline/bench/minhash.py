@@ -54,6 +54,15 @@ def load_texts(path: Path, limit_mb: float | None) -> list[str]:
     return texts
 
 
+def corpus_texts(path: Path | None, mb: float | None, limit_mb: float | None) -> list[str]:
+    """The texts of --input, or of the cached make_corpus corpus of --mb MB (default 16)."""
+    if path is None:
+        from pipeline.bench.scaling import CORPUS_CACHE, cached_corpus
+
+        path = cached_corpus(mb or 16, CORPUS_CACHE)
+    return load_texts(path, limit_mb)
+
+
 def python_shingles(text: str, ngram: int) -> list[bytes]:
     """The baseline's shingling: the same rule as dedup/minhash.py, written the usual Python way."""
     words = [w.strip(PUNCTUATION) for w in unicodedata.normalize("NFC", text).lower().split()]

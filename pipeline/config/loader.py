@@ -117,8 +117,9 @@ class Config(StrictModel):
         description="the price table of `report` and `plan`",
         json_schema_extra=NO_BYTES,
     )
-    # whether the listing holds files whose text is extracted: None until for_listing
-    _extracts: bool | None = PrivateAttr(default=None)
+    # whether the listing holds files whose text is extracted (for_listing); before a listing,
+    # none is assumed
+    _extracts: bool = PrivateAttr(default=False)
 
     @field_validator("curate")
     @classmethod
@@ -213,8 +214,10 @@ class Config(StrictModel):
         manifest's `config` (reuse_keys.stage_data): `extract` when the listing holds no web
         archive or HTML file, so that a dataset of other formats keeps the keys it had before
         the section existed, and a changed extract option re-reads only where it can matter.
-        Before the listing (for_listing) every section counts."""
-        return ("extract",) if self._extracts is False else ()
+        A config not sized by a listing holds none: a run's keys are always taken after its
+        listing (run/read_stage.py), and a layout computed from the config alone (a test, a
+        tool) then names a run of other formats as the run did."""
+        return () if self._extracts else ("extract",)
 
     def output_config(self) -> dict[str, Any]:
         """Every key declared as changing the dataset's bytes (`output`): the manifest's

@@ -13,18 +13,14 @@ manifest's `records`. A document's id is its WARC-Record-ID; it offers the field
 (WARC-Target-URI) and `date` (WARC-Date) to `keep_fields`.
 
 `row` of a WARC record: in a .warc.gz, the offset of the gzip member holding it plus the
-record's offset in that member's decompressed bytes: for Common Crawl's layout (a member per
-record) that is the member's offset, where one range GET fetches the record; in a whole-stream
-gzip (one member) it is the record's offset in the decompressed stream. In an uncompressed (or
-zstd) WARC, the record's offset in the (decompressed) file. A piece of a .warc.gz reads the
-members that start in it (gzip_members.py), so every record belongs to one piece whatever the
-unit size; a whole-stream file is one member and so read by its first piece alone. Reading
-them: fastwarc's GzipReader over the piece while every record is a member of its own (the fast
-path, _own_members: ~2x less CPU than a zlib stream and a fastwarc iterator per member, on
-a 64 MB crawl corpus), then the member path (Member and an iterator per member) for the rest:
-the file's end, a member of several records, anything damaged. Both give the same rows,
+record's offset in that member's decompressed bytes (Common Crawl's layout, a member per
+record: the member's offset, one range GET away); in an uncompressed (or zstd) WARC, the
+record's offset in the decompressed file. A piece of a .warc.gz reads the members that start in
+it (gzip_members.py), so every record belongs to one piece whatever the unit size; a
+whole-stream file is one member, read by its first piece. Fast path (_own_members): one
+fastwarc GzipReader over the piece while every record is a member of its own; the member path
+takes the rest (the file's end, several records a member, damage), with the same rows,
 documents and quarantine rows (tests/unit/test_warc_fast_path.py).
-
 Each record's seconds are added up in Batches.seconds by part (PARTS): bench extract splits
 the read pass by them.
 """

@@ -160,8 +160,11 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
         if changed is None:
             unchangeable.append(key)
             continue
-        after = fingerprint(changed)
-        recomputed = {s for s in STAGES if after[s] != before[s]}
+        after, was = fingerprint(changed), before
+        if key.startswith("extract."):  # counts where a web archive is listed (unused_sections)
+            after = fingerprint(changed.for_listing(0, ["warc"]))
+            was = fingerprint(base.for_listing(0, ["warc"]))
+        recomputed = {s for s in STAGES if after[s] != was[s]}
         assert recomputed == expected(key), f"{key}: recomputes {recomputed}"
         walked.append(key)
     # retention rules validate as a whole (keep_forever excludes delete_after_days, ...): they
@@ -172,6 +175,7 @@ def test_every_config_key_changes_exactly_the_intermediates_it_decides(tmp_path)
     )
     # the walk covers the whole config, including the keys that decide the read and token files
     assert {"input.text_field", "input.id_field", "dedup.partitions", "tokenize.eos"} <= set(walked)
+    assert {"extract.engine", "extract.main_content"} <= set(walked)
 
 
 def test_the_token_files_format_changes_the_token_key_only(tmp_path, monkeypatch):

@@ -66,12 +66,14 @@ def test_with_web_archives_every_extract_option_changes_every_key(sample, format
         assert {k for k in after if after[k] != before[k]} == {"read", "tokens", "run"}, change
 
 
-def test_a_config_not_sized_by_a_listing_counts_the_section(sample):
-    """Before the listing nothing says the section is unused: it counts (never a stale key)."""
-    assert "extract" in reuse_keys.stage_data(sample, "read")
-    assert keys(with_extract(sample, links=True)) != keys(sample)
+def test_a_config_not_sized_by_a_listing_names_a_run_without_web_archives(sample):
+    """Before a listing none is assumed: a layout from the config alone (RunLayout.for_config)
+    names the run of a JSONL corpus the run itself keyed after its listing."""
+    assert "extract" not in reuse_keys.stage_data(sample, "read")
+    assert keys(sample) == keys(sample.for_listing(0, ["jsonl"]))
+    assert keys(with_extract(sample, links=True)) == keys(sample)
 
 
 def test_the_listing_decides_whether_the_section_counts(sample):
     assert keys(sample.for_listing(0, ["warc"])) != keys(sample.for_listing(0, ["jsonl"]))
-    assert keys(sample.for_listing(0, ["warc"])) == keys(sample)
+    assert keys(sample.for_listing(0, ["jsonl"])) == keys(sample)
