@@ -28,6 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.bench.minhash import corpus_texts
+from pipeline.cli import args as cli_args
 from pipeline.curate import chain, lid_kernel
 from pipeline.curate.language import _utf8
 
@@ -76,7 +77,7 @@ def _agreement(step, model, texts: list[str], arr: pa.Array) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench classifier", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from pipeline.bench import extract_parts as parts
+from pipeline.cli import args as cli_args
 from pipeline.curate import language
 from pipeline.run.ray_env import WORKER_ENV
 
@@ -192,7 +193,7 @@ def cached_corpus(mb: float, cache: Path) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli_args.Parser(
         prog="python -m pipeline bench extract", description=__doc__.split("\n\n")[0]
     )
     source = parser.add_mutually_exclusive_group(required=True)

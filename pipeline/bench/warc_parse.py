@@ -1,7 +1,7 @@
 """Benchmark: parsing a Common Crawl-style .warc.gz with warcio, with fastwarc, and with the
 pipeline's reader, on the same records in one run.
 
-    python -m pipeline.bench.warc_parse [--records 20000] [--repeat 2]
+    python -m pipeline bench warc-parse [--records 20000] [--repeat 2]
 
 A per-record gzip WARC of --records HTML responses (~2.7 KB of HTML each, written with warcio's
 writer, as Common Crawl lays it out) is read four ways:
@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from pipeline.cli import args as cli_args
 from pipeline.core.storage import Location
 from pipeline.ingest.readers import read_piece
 
@@ -91,11 +92,19 @@ def reader_pass(folder: Path, size: int, extract) -> tuple[int, int]:
     return n, total
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = cli_args.Parser(
+        prog="python -m pipeline bench warc-parse", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--records", type=int, default=20000, help="HTML responses in the generated WARC file"
+    )
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each reader; best kept")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     from resiliparse.extract.html2text import extract_plain_text
 
     data = build(args.records)

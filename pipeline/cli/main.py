@@ -519,6 +519,7 @@ BENCHES = {
     "pieces": "pipeline.bench.pieces",
     "curate": "pipeline.bench.curate",
     "extract": "pipeline.bench.extract",
+    "warc-parse": "pipeline.bench.warc_parse",
     "classifier": "pipeline.bench.classifier",
     "startup": "pipeline.bench.startup",
 }
