@@ -174,24 +174,6 @@ def print_table(f: dict) -> None:
               f" ({verdict} the target {TARGET_RATIO})")  # fmt: skip
 
 
-def cached_corpus(mb: float, cache: Path) -> Path:
-    """A make_crawl_corpus corpus of `mb` MB of HTML (seed 0), built once under `cache`."""
-    from pipeline.tools.make_crawl_corpus import build
-
-    folder = cache / f"make_crawl_corpus-{mb:g}mb-seed0"
-    if folder.is_dir():
-        return folder
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=cache))
-    try:
-        print(f"building a {mb:g} MB crawl corpus in {folder} (once)", flush=True)
-        build(partial, int(mb * 1e6), 0)
-        partial.rename(folder)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return folder
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = cli_args.Parser(
         prog="python -m pipeline bench extract", description=__doc__.split("\n\n")[0]
@@ -218,7 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.repeat < 1:
         build_parser().error("--repeat must be at least 1")
-    input_dir = args.input if args.input is not None else cached_corpus(args.mb, args.corpus_cache)
+    input_dir = args.input
+    if input_dir is None:
+        from pipeline.bench.scaling import cached_corpus
+
+        input_dir = cached_corpus(args.mb, args.corpus_cache, "make_crawl_corpus")
     files = parts.archive_files(input_dir)
     if not files:
         build_parser().error(f"--input {input_dir}: no .warc, .warc.gz or .warc.wet.gz files")

@@ -14,6 +14,7 @@ means, the corpus cache and --code: docs/benchmarks.md, "bench scaling".
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -65,12 +66,13 @@ def unit_bytes_for(input_bytes: int, max_workers: int) -> int:
     return max(2**20, input_bytes // (UNITS_PER_WORKER * max_workers))
 
 
-def cached_corpus(mb: float, cache: Path) -> Path:
-    """A make_corpus corpus of `mb` MB (seed 0), built once under `cache` and reused: built in a
-    temporary folder and renamed into place, so an interrupted build is never taken for one."""
-    from pipeline.tools.make_corpus import build
+def cached_corpus(mb: float, cache: Path, tool: str = "make_corpus") -> Path:
+    """A corpus of `mb` MB (seed 0) from pipeline.tools.<tool> (make_corpus, make_crawl_corpus),
+    built once under `cache` and reused: built in a temporary folder and renamed into place, so
+    an interrupted build is never taken for one."""
+    build = importlib.import_module(f"pipeline.tools.{tool}").build
 
-    folder = cache / f"make_corpus-{mb:g}mb-seed0"
+    folder = cache / f"{tool}-{mb:g}mb-seed0"
     if folder.is_dir():
         return folder
     cache.mkdir(parents=True, exist_ok=True)
