@@ -120,22 +120,46 @@ def _payload(out: Batches, record: Any, what: str) -> bytes:
     return body
 
 
+def _whole(out: Batches, record: Any) -> bool:
+    """Whether the stream holds all of a record whose payload is not kept: the payload
+    consumed in fastwarc's buffers (never held) up to its Content-Length. fastwarc yields a
+    record cut inside its header block too, with no Content-Length field (length 0)."""
+    began = perf_counter()
+    length = record.content_length
+    whole = record.reader.consume() >= length and (length > 0 or "Content-Length" in record.headers)
+    out.seconds[PARSE] += perf_counter() - began
+    return whole
+
+
+def _counted(out: Batches, record: Any, kind: str) -> None:
+    """A record that is no document, counted under `kind` when the stream holds all of it;
+    _Cut when it does not (one cut record, one quarantine row, never also a kind)."""
+    if not _whole(out, record):
+        if record.content_length == 0:  # its id and type may be cut too
+            raise _Cut("the file ends inside this record's header", None)
+        raise _Cut(f"the file ends inside this {kind} record's payload", record.record_id)
+    out.records[kind] += 1
+
+
 def _response(out: Batches, record: Any, row: int) -> None:
     """One response record: a document, a problem or a counted kind; _Cut when its payload
     was cut by the end of the stream (the file is truncated)."""
     if not record.is_http:
-        out.records[NOT_HTTP] += 1
+        _counted(out, record, NOT_HTTP)
         return
     status = record.http_headers.status_code or 0
     if not 200 <= status < 300:
-        out.records[STATUS.format(status // 100)] += 1
+        _counted(out, record, STATUS.format(status // 100))
         return
     if not is_html(record.http_content_type):
-        out.records[NOT_HTML] += 1
+        _counted(out, record, NOT_HTML)
         return
     rid = record.record_id
     cap = out.max_doc_bytes
     if record.content_length > cap:  # never read: fastwarc skips it in buffers
+        if not _whole(out, record):
+            raise _Cut(f"the file ends inside this record (over ingest.max_doc_bytes = {cap})",
+                       rid)  # fmt: skip
         _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return
@@ -172,6 +196,9 @@ def _conversion(out: Batches, record: Any, row: int) -> None:
     _Cut as _response."""
     cap, rid = out.max_doc_bytes, record.record_id
     if record.content_length > cap:
+        if not _whole(out, record):
+            raise _Cut(f"the file ends inside this record (over ingest.max_doc_bytes = {cap})",
+                       rid)  # fmt: skip
         _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
                     f" = {cap}", raw_id=rid)  # fmt: skip
         return
@@ -208,14 +235,14 @@ class InvalidRecord(Exception):
 
 
 def _record(out: Batches, record: Any, row: int) -> None:
-    """One record, whatever its kind; _Cut when the stream ended inside its payload."""
+    """One record, whatever its kind; _Cut when the stream ended inside it (header or payload)."""
     kind = str(record.record_type)
     if kind == "response":
         _response(out, record, row)
     elif kind == "conversion":
         _conversion(out, record, row)
     else:
-        out.records[kind] += 1
+        _counted(out, record, kind)
 
 
 def _records(

@@ -193,6 +193,48 @@ def test_a_file_cut_in_its_last_record_keeps_the_records_before(tmp_path):
     assert bad[0]["doc_id"] == records[4].record_id
 
 
+def _last_kinds() -> dict[str, Record]:
+    """Records that are no document (their payload is not kept), each ending a file."""
+    big = page(9)
+    big.body = b"<html><body><p>" + b"x " * 5000 + b"</p></body></html>"
+    return {
+        "metadata": Record(kind="metadata", url="http://example.com/0",
+                           body=b"fetchTimeMs: 3\r\n" * 20, http=False),  # fmt: skip
+        "request": request("http://example.com/9"),
+        "status_4xx": Record(url="http://example.com/missing", status="404 Not Found",
+                             body=b"<html>gone</html>" * 20),  # fmt: skip
+        "not_html": Record(url="http://example.com/logo.png", body=b"\x89PNG" * 100,
+                           headers=[("Content-Type", "image/png")]),  # fmt: skip
+        "too_large": big,
+    }
+
+
+@pytest.mark.parametrize("layout", ["per-record gzip", "uncompressed"])
+@pytest.mark.parametrize("where", ["header", "payload"])
+@pytest.mark.parametrize("kind", list(_last_kinds()))
+def test_a_cut_record_that_is_no_document_is_counted_once(tmp_path, layout, where, kind):
+    """Every record is counted once: a record cut by the end of the file is one truncated_file
+    row at its own offset, never also counted under its kind (the kinds and the quarantined
+    add up to the records in the file)."""
+    last = _last_kinds()[kind]
+    records = [warcinfo(), page(0), page(1), last]
+    whole = last.to_bytes()
+    keep = 60 if where == "header" else len(whole) - 30  # inside WARC-Type, or the payload
+    if layout == "uncompressed":
+        at = len(uncompressed(records[:-1]))
+        data, name = uncompressed(records[:-1]) + whole[:keep], "a.warc"
+    else:
+        at = len(per_record_gzip(records[:-1]))
+        packer = zlib.compressobj(wbits=31)
+        cut_member = packer.compress(whole[:keep]) + packer.flush(zlib.Z_SYNC_FLUSH)
+        data, name = per_record_gzip(records[:-1]) + cut_member, "a.warc.gz"
+    docs, bad, kinds = read_folder(write(tmp_path / "in", name, data), max_doc_bytes=1000)
+    assert [d["doc_id"] for d in docs] == [records[1].record_id, records[2].record_id]
+    assert [(b["row"], b["reason"], b["records"]) for b in bad] == [(at, "truncated_file", 1)]
+    assert sum(kinds.values()) == len(records), kinds  # 3 whole records + the cut one
+    assert kinds["quarantined"] == 1 and kinds.get(kind, 0) == 0
+
+
 def test_a_whole_stream_cut_keeps_the_records_before(tmp_path):
     records = [page(i) for i in range(5)]
     cut = whole_stream_gzip(records)[:-40]
