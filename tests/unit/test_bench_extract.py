@@ -84,3 +84,13 @@ def test_the_ratio_is_extraction_time_over_the_runs_wall_time():
     assert figures["mb_s_per_core"]["extract"] == 4.0 and figures["run"]["mb_s_per_core"] == 1.6
     assert figures["run"]["read_pass_parts_s"]["rest"] == 0.3  # 4.0 - 1.0 - 1.2 - 1.5
     assert figures["mb_s_per_core"]["read_pass_parts"] == 2.0  # 8 MB / (0.5 + 0.5 + 2 + 1) s
+    assert figures["ceiling_parts"] == 0.5  # 2.0 of the parts' 4.0 s
+    assert figures["ratio_read_extract"] == 0.6  # (0.5 + 0.5 + 2.0) / 5.0
+
+
+def test_without_a_run_the_ceiling_of_the_parts_is_still_given():
+    seconds = {"parse": 1.0, "decode": 1.0, "extract": 6.0, "curate": 2.0}
+    measured = {"records": 10, "html_docs": 4, "html_mb": 8.0, "text_mb": 1.0,
+                "kept_by_chain": 2, "seconds": seconds}  # fmt: skip
+    figures = extract.figures_of(measured, None)
+    assert figures["ceiling_parts"] == 0.6 and "ratio_read_extract" not in figures
