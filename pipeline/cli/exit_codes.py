@@ -1,5 +1,5 @@
 """The exit codes of `python -m pipeline`: one table, used by the exceptions that carry them,
-by `--help` (cli/main.py) and by the documentation.
+by `--help` (cli/main.py, cli/run_commands.py) and by the documentation.
 
 A command prints one line naming the problem on stderr before it exits with a code above 0.
 """

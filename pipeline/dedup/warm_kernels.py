@@ -1,8 +1,8 @@
 """Compile (or load) every dedup kernel, and those of curation steps (curate/warm.py), into
 kernel_cache's shared folder under its lock, and mark the machine ready for them.
 
-Two callers: `python -m pipeline warm [STEP ...]` (cli/main.py), once after install or on a cluster
-node's image, so that no run compiles (every built-in step when none is named); and
+Two callers: `python -m pipeline warm [STEP ...]` (cli/tool_commands.py), once after install or
+on a cluster node's image, so that no run compiles (every built-in step when none is named); and
 kernel_cache.warm_in_background, which starts `python -m pipeline.dedup.warm_kernels STEP ...`
 at nice 10 beside Ray's start when a run finds its kernels not yet compiled. Exit 0 when the
 kernels are usable, 1 when they are not (no numba, or they do not compile: the Python paths run).

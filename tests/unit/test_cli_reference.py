@@ -16,6 +16,7 @@ from support import REPO, SOURCES_CONFIG, TOKENIZER
 
 from pipeline.cli import main as cli
 from pipeline.cli.exit_codes import EXIT_CODES
+from pipeline.cli.tool_commands import BENCHES
 from pipeline.config import reference as config_reference
 from pipeline.config.loader import Config
 
@@ -69,7 +70,7 @@ def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
     for action in top._actions:
         if isinstance(action, argparse._SubParsersAction):
             found += [(f"command {name}", p) for name, p in action.choices.items()]
-    for name, module in cli.BENCHES.items():
+    for name, module in BENCHES.items():
         found.append((f"bench {name}", importlib.import_module(module).build_parser()))
     return found
 

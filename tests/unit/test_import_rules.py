@@ -158,3 +158,18 @@ def test_the_package_has_no_import_cycle():
     graph = package_graph()
     assert len(graph) > 100, len(graph)
     assert import_cycles(graph) == []
+
+
+CLI = PACKAGE / "cli"
+
+
+def test_cli_commands_import_neither_main_nor_each_other():
+    """cli/main.py wires the command modules' parsers; a command module takes what commands
+    share from cli/common.py only, never from main or another command's module (and common
+    from no command): each command reads, and moves, alone."""
+    commands = {f"pipeline.cli.{p.stem}" for p in CLI.glob("*_commands.py")}
+    assert len(commands) >= 6, commands
+    for path in CLI.glob("*_commands.py"):
+        others = commands - {f"pipeline.cli.{path.stem}"}
+        assert not all_imports(path) & (others | {"pipeline.cli.main"}), path
+    assert not all_imports(CLI / "common.py") & (commands | {"pipeline.cli.main"})
