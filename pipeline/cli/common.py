@@ -83,6 +83,19 @@ def config_from_args(args: argparse.Namespace):
     )
 
 
+def check_sources(cfg, *more: str) -> None:
+    """check_storage of the config's sources (and `more`), then that no s3:// source names a
+    single object (exit 2, one line, before Ray starts: the listing reads a prefix)."""
+    from pipeline.core.storage import Location
+    from pipeline.ingest.listing import single_object
+
+    check_storage(cfg, *(s.uri for s in cfg.sources), *more)
+    for src in cfg.sources:
+        problem = single_object(Location.from_uri(src.uri, cfg.storage))
+        if problem:
+            raise ConfigError(problem)
+
+
 def check_storage(cfg, *uris: str) -> None:
     """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
     from pipeline.core.storage import Location, check_reachable

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from pipeline.cli import args as cli_args
-from pipeline.cli.common import add_config_args, check_storage, config_from_args
+from pipeline.cli.common import add_config_args, check_sources, config_from_args
 from pipeline.cli.exit_codes import exit_codes_help
 
 
@@ -21,10 +21,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:  # the output is never touched: only the inputs must be reachable
         from pipeline.run.dry_run import dry_run_lines
 
-        check_storage(cfg, *(s.uri for s in cfg.sources))
+        check_sources(cfg)
         print("\n".join(dry_run_lines(cfg)))
         return 0
-    check_storage(cfg, *(s.uri for s in cfg.sources), cfg.output.uri)
+    check_sources(cfg, cfg.output.uri)
     try:
         result = run_pipeline(cfg, show_progress=not args.quiet, allow_empty=args.allow_empty)
     except (RunError, LeaseHeld) as e:
@@ -67,7 +67,7 @@ def cmd_curate_preview(args: argparse.Namespace) -> int:
     from pipeline.run.results import RunError
 
     cfg = config_from_args(args)
-    check_storage(cfg, *(s.uri for s in cfg.sources))
+    check_sources(cfg)
     try:
         lines = preview_lines(cfg, args.sample)
     except RunError as e:  # a `python` step that misbehaved: one line

@@ -251,6 +251,20 @@ def _is_local_folder(root: Location) -> bool:
     return root.is_local and os.path.isdir(root.path)
 
 
+def single_object(root: Location) -> str | None:
+    """The line refusing an object store root that names one object (the listing walks a
+    prefix; a local file is refused when the config loads), or None: one metadata request."""
+    if root.is_local or not root.fs.isfile(root.path):
+        return None
+    return _single_object_line(root.uri)
+
+
+def _single_object_line(uri: str) -> str:
+    prefix, name = uri.rstrip("/").rsplit("/", 1)
+    return (f"input {uri} is an object, not a prefix: give its prefix ({prefix}) and, to read"
+            f" only this object, include: [{name!r}]")  # fmt: skip
+
+
 def _listing(
     root: Location, listing: StoreListing
 ) -> Iterator[tuple[str, dict[str, Any], str | None]]:
@@ -263,7 +277,7 @@ def _listing(
     prefix = root.path.rstrip("/") + "/"
     for full_path, info in listing(root):
         if not full_path.startswith(prefix):
-            raise ValueError(f"input {root.uri} is a single object; give its folder or prefix")
+            raise ValueError(_single_object_line(root.uri))
         yield full_path[len(prefix) :], info, None
 
 

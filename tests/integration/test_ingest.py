@@ -139,7 +139,7 @@ def test_star_stays_in_one_folder(local_root: Location) -> None:
 
 
 def test_single_object_root_is_refused(local_root: Location) -> None:
-    with pytest.raises(ValueError, match="single object"):
+    with pytest.raises(ValueError, match="is an object, not a prefix"):
         list_inputs(local_root / "a.jsonl", ["**"], [])
 
 
