@@ -50,7 +50,7 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from pipeline.report import dry_run
+    from pipeline.report import dry_run, dry_run_printout
 
     if args.set and not args.config:  # the dry run's defaults are not a config: say so, not ignore
         print("error: --set needs --config (e.g. --config configs/s3.yaml)", file=sys.stderr)
@@ -79,17 +79,17 @@ def cmd_plan_corpus(args: argparse.Namespace) -> int:
     except dry_run.PlanTooLarge as e:
         print(f"error: --corpus-bytes {args.corpus_bytes:,}: {e}", file=sys.stderr)
         return CONFIG_ERROR
-    for line in dry_run.dry_run_lines(cut, stages):
+    for line in dry_run_printout.dry_run_lines(cut, stages):
         print(line)
     if args.json:
-        Path(args.json).write_text(dry_run.dry_run_json(cut, stages))
+        Path(args.json).write_text(dry_run_printout.dry_run_json(cut, stages))
     return 0
 
 
 def plan_parser(sub: argparse._SubParsersAction) -> None:
     from pipeline.config.sections import IngestConfig, PackConfig
     from pipeline.core.units import MB
-    from pipeline.report.dry_run import DOC_BYTES, TOKEN_BYTES_RATIO, TOKEN_STORED_RATIO
+    from pipeline.report.dry_run_assumptions import DOC_BYTES, TOKEN_BYTES_RATIO, TOKEN_STORED_RATIO
     from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S
 
     units = IngestConfig().unit_bytes.human_readable()

@@ -60,8 +60,9 @@ def _version_of(args: argparse.Namespace):
     shards (the model, then verify_claims): ManifestError when the URI holds no version,
     _Broken when the version's manifest fails a check."""
     from pipeline.core.storage import Location, check_reachable
-    from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
+    from pipeline.formats.manifest import ManifestError, load_manifest
     from pipeline.formats.verify import VerifyError, verify_claims
+    from pipeline.formats.versions import resolve_version
 
     location = Location.from_uri(args.uri, storage_from_args(args))
     COMMAND_URIS[:] = [args.uri]
@@ -188,7 +189,7 @@ def _unapplied_takedown(version, manifest: dict, doc_id: str) -> str | None:
     older version still holds what a takedown removed from the newest)."""
     from pipeline.core.storage import Location
     from pipeline.formats import takedowns
-    from pipeline.formats.manifest import committed_versions
+    from pipeline.formats.versions import committed_versions
 
     dataset = Location(version.fs, version.path.rstrip("/").rsplit("/", 1)[0])
     if committed_versions(dataset)[-1:] != [manifest["version"]]:
@@ -217,7 +218,8 @@ def _unapplied_takedown(version, manifest: dict, doc_id: str) -> str | None:
 def cmd_blend(args: argparse.Namespace) -> int:
     """Megatron-LM's --data-path for a split, with absolute prefixes (local paths, or the
     s3:// prefixes of an S3 version)."""
-    from pipeline.formats.manifest import ManifestError, data_path_line
+    from pipeline.formats.data_path import data_path_line
+    from pipeline.formats.manifest import ManifestError
 
     try:
         version, manifest = _version_of(args)

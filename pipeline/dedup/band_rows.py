@@ -130,7 +130,7 @@ def arrays_decoded(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
 
 
 def section_bytes(rows: float, partitions: int, bands: int = 1, ids: float = 2**64) -> float:
-    """The model of a band section's size (report/dry_run.py, and the band exchange's cut in
+    """The model of a band section's size (report/dry_run_stages.py, and the band exchange's cut in
     run/dedup_stage.py): `rows` rows of one of `partitions` partitions, of documents of `bands`
     band rows each (bands / hit rows a document where its bands hit a partition), named by ids
     of `ids` possible values (a unit's positions; a group's unit << 32 | position). A row: its

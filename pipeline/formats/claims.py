@@ -20,11 +20,11 @@ from pipeline.core.storage import Location
 from pipeline.formats.manifest import (
     COUNT_KEYS,
     DOCUMENT_KINDS,
+    FILTERED_KEY,
     RECORDS_KEY,
     TAKEDOWN_KEY,
     ManifestError,
     check_weights,
-    documents_accounted,
     load_manifest,
     parse_blend,
     split_shards,
@@ -32,6 +32,18 @@ from pipeline.formats.manifest import (
 
 HEX128 = re.compile(r"[0-9a-f]{32}")
 BLEND_TOLERANCE = 1e-9  # the blend line's weights are written with 12 significant digits
+
+
+def documents_accounted(counts: dict[str, int]) -> int:
+    """Documents out + removed (per rule) + quarantined: must equal documents in."""
+    return (
+        counts["docs_out"]
+        + counts["removed_exact"]
+        + counts["removed_near"]
+        + counts.get(TAKEDOWN_KEY, 0)
+        + sum((counts.get(FILTERED_KEY) or {}).values())
+        + counts["quarantined"]
+    )
 
 
 def judged_manifest(version: Location) -> dict[str, Any]:
@@ -165,7 +177,7 @@ def check_sources(manifest: dict[str, Any], shards: list[dict], where: str) -> N
 
 def check_blend(manifest: dict[str, Any], where: str) -> None:
     """Each blend line (where the manifest has one) names its split's shards with tokens, in
-    order, weighed as the writer weighs them (manifest.blend_line): train by the sources'
+    order, weighed as the writer weighs them (data_path.blend_line): train by the sources'
     weights x tokens, valid by tokens; so the line Megatron is given is the mixture the reader
     reads."""
     weights = check_weights(manifest, where)

@@ -1,13 +1,14 @@
 """The dataset manifest: written last, so that a dataset version is complete or absent.
 
-Contract: a version exists exactly when its manifest does; the manifest is written after
-every file it names is written and verified (`commit_manifest`: an exclusive, atomic write);
-`load_manifest` accepts only what the model (`Manifest`, `check_structure`) validates, so
-every command and reader trusts the fields it reads, and refuses a broken one in one line
-(ManifestError); format 1 versions still read. What the fields claim of each other (counts,
-sources, splits, blend, lineage) is judged by formats/claims.py, for verify and the reader
-alike. Counts balance: documents in = out + removed (per rule: exact, near, curation rules,
-takedown) + quarantined (`documents_accounted`).
+Contract: a version exists exactly when its manifest does (formats/versions.py lists them);
+the manifest is written after every file it names is written and verified (`commit_manifest`:
+an exclusive, atomic write); `load_manifest` accepts only what the model (`Manifest`, its field
+types in formats/manifest_fields.py, `check_structure`) validates, so every command and reader
+trusts the fields it reads, and refuses a broken one in one line (ManifestError); format 1
+versions still read. What the fields claim of each other (counts, sources, splits, blend,
+lineage) is judged by formats/claims.py, for verify and the reader alike. Counts balance:
+documents in = out + removed (per rule: exact, near, curation rules, takedown) + quarantined
+(claims.py `documents_accounted`). The blend line: formats/data_path.py `blend_line`.
 In full: docs/formats.md, "The manifest: manifest.json".
 """
 
@@ -16,16 +17,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import xxhash
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from pipeline.core.layout import MANIFEST, SPLITS, is_dataset_name, is_version_name
+from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
-from pipeline.formats.documents import INDEX_FILE
+from pipeline.formats.manifest_fields import (
+    Count,
+    DatasetName,
+    FileName,
+    Hex64,
+    Hex128,
+    IndexFile,
+    Number,
+    SplitName,
+    VersionId,
+)
 from pipeline.formats.megatron import token_dtype
 
 FORMAT = "pipeline.dataset/2"
@@ -52,7 +61,6 @@ SHARD_KEYS = (
     "idx_xxh3_128",
 )
 SHARD_OPTIONAL_KEYS = ("source", "split", "bin_block_bytes", "bin_blocks_xxh3_64")
-VARYING_KEYS = ("version", "created_at", "run", "lineage")
 # Optional fields a format's every writer writes (run, remove): required on read. Format 1 also
 # holds versions from before sources, splits and blend (2026-11-30) and the document index
 # (2026-12-01); its `sources` is required only where a shard names a source (formats/claims.py).
@@ -82,34 +90,6 @@ def check_weights(manifest: dict[str, Any], where: str = "manifest") -> dict[str
             )
         weights[name] = float(value)
     return weights
-
-
-def documents_accounted(counts: dict[str, int]) -> int:
-    """Documents out + removed (per rule) + quarantined: must equal documents in."""
-    return (
-        counts["docs_out"]
-        + counts["removed_exact"]
-        + counts["removed_near"]
-        + counts.get(TAKEDOWN_KEY, 0)
-        + sum((counts.get(FILTERED_KEY) or {}).values())
-        + counts["quarantined"]
-    )
-
-
-DIGEST_BATCH = 1 << 16  # rows turned into Python objects at once
-
-
-def table_digest(table) -> str:
-    """xxh3-128 of the JSON list of a table's rows, keys sorted (the input manifest's digest in
-    `lineage`); taken a batch at a time, so a million rows are never Python objects at once."""
-    h, separator = xxhash.xxh3_128(), ""
-    h.update(b"[")
-    for batch in table.to_batches(max_chunksize=DIGEST_BATCH):
-        if batch.num_rows:
-            h.update((separator + json.dumps(batch.to_pylist(), sort_keys=True)[1:-1]).encode())
-            separator = ", "
-    h.update(b"]")
-    return h.hexdigest()
 
 
 def build_manifest(
@@ -167,19 +147,6 @@ def _shard_entry(shard: dict[str, Any]) -> dict[str, Any]:
     return {k: shard[k] for k in keys}
 
 
-def blend_line(shards: list[dict[str, Any]], weights: dict[str, float]) -> str:
-    """Megatron's data_path for these shards: "w1 prefix1 w2 prefix2 ...", one pair per shard
-    with tokens, w = weights[shard's source] x shard tokens, normalised to sum to 1. Prefixes
-    are relative to the version folder (data_path_line makes them absolute)."""
-    pairs = [
-        (weights.get(s.get("source"), 1.0) * s["tokens"], s["bin"].removesuffix(".bin"))
-        for s in shards
-        if s["tokens"] > 0
-    ]
-    total = sum(w for w, _ in pairs)
-    return " ".join(f"{w / total:.12g} {name}" for w, name in pairs)
-
-
 def parse_blend(line: str) -> list[tuple[float, str]]:
     """(weight, prefix) pairs of a data_path line, as Megatron reads it (an even number of
     words, alternately a float and a path prefix)."""
@@ -196,15 +163,6 @@ def parse_blend(line: str) -> list[tuple[float, str]]:
             raise ManifestError(f"blend line weight {words[i]!r} is not a number above 0")
         pairs.append((weight, words[i + 1]))
     return pairs
-
-
-def data_path_line(version_uri: str, blend: str) -> str:
-    """Megatron's `--data-path` words for a version: its manifest's blend line (e.g.
-    `blend["train"]`) with each prefix joined under the version folder `version_uri` (a local
-    folder as a plain path, as Megatron opens it); the weights are kept as written."""
-    parse_blend(blend)  # an even number of words, alternately a float and a prefix
-    words, root = blend.split(), version_uri.removeprefix("file://").rstrip("/")
-    return " ".join(w if i % 2 == 0 else f"{root}/{w}" for i, w in enumerate(words))
 
 
 def split_shards(manifest: dict[str, Any], split: str = "train") -> list[dict[str, Any]]:
@@ -264,72 +222,6 @@ def _first_problem(err: ValidationError) -> str:
     return f"{key}: {msg}" if key else msg
 
 
-def _count(value: Any) -> Any:
-    """A count or size: what numpy and Arrow hold in an int64 (readers sum and index with it)."""
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
-        raise ValueError(f"{value!r} must be a non-negative integer below 2**63")
-    return value
-
-
-def _number(value: Any) -> Any:
-    """A weight's type (its range is the weight rule's): an int or a float, not a string."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    return value
-
-
-def _file_name(name: Any) -> Any:
-    """A name that stays in the version folder."""
-    if (
-        not isinstance(name, str)
-        or not name
-        or any(c in name for c in "/\\\0")
-        or name.startswith(".")
-        or name == MANIFEST
-    ):
-        raise ValueError(f"{name!r} is not a file name")
-    return name
-
-
-def _dataset_name(name: Any) -> Any:
-    """The dataset's folder name, by the layout's rule (core/layout.py DATASET_NAME_PATTERN)."""
-    if not isinstance(name, str) or not is_dataset_name(name):
-        raise ValueError(f"{name!r} is not a dataset name (one path part, as config.name)")
-    return name
-
-
-def _version_id(name: Any) -> Any:
-    """The version's folder name, by the layout's rule (core/layout.py VERSION_PATTERN)."""
-    if not isinstance(name, str) or not is_version_name(name):
-        raise ValueError(f"{name!r} is not a version id (one path part, as new_version_id)")
-    return name
-
-
-def _split(name: Any) -> Any:
-    if name not in SPLITS:
-        raise ValueError(f"{name!r} is not a split ({' or '.join(SPLITS)})")
-    return name
-
-
-def _index_file(name: Any) -> Any:
-    """The document index is the version folder's INDEX_FILE, the one file the writer writes."""
-    if name != INDEX_FILE:
-        raise ValueError(f"{name!r} is not {INDEX_FILE!r} (the version folder's index)")
-    return name
-
-
-def _hex128(value: Any) -> Any:
-    if not isinstance(value, str) or not _HEX128.fullmatch(value):
-        raise ValueError(f"{value!r} is not an xxh3-128 hex digest")
-    return value
-
-
-def _hex64(value: Any) -> Any:
-    if not isinstance(value, str) or not _HEX64.fullmatch(value):
-        raise ValueError(f"{value!r} is not an xxh3-64 hex digest")
-    return value
-
-
 def _blend_line(value: Any) -> Any:
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a blend line (a string)")
@@ -340,18 +232,7 @@ def _blend_line(value: Any) -> Any:
     return value
 
 
-_HEX128 = re.compile(r"[0-9a-f]{32}")
-_HEX64 = re.compile(r"[0-9a-f]{16}")
 BlendLine = Annotated[str, BeforeValidator(_blend_line)]
-Count = Annotated[int, BeforeValidator(_count)]
-Number = Annotated[float, BeforeValidator(_number)]
-FileName = Annotated[str, BeforeValidator(_file_name)]
-Hex128 = Annotated[str, BeforeValidator(_hex128)]
-Hex64 = Annotated[str, BeforeValidator(_hex64)]
-DatasetName = Annotated[str, BeforeValidator(_dataset_name)]
-VersionId = Annotated[str, BeforeValidator(_version_id)]
-SplitName = Annotated[str, BeforeValidator(_split)]
-IndexFile = Annotated[str, BeforeValidator(_index_file)]
 
 
 class _Entry(BaseModel):
@@ -540,29 +421,3 @@ def check_special_tokens(manifest: dict[str, Any], where: str = "manifest") -> N
         )
     if value == "text" and tok.get("eos_id") is None:
         raise ManifestError(f"{where}: tokenizer.eos_id is missing (the EOS checks need it)")
-
-
-def committed_versions(dataset: Location) -> list[str]:
-    """Version ids under a dataset folder that have a manifest, oldest first."""
-    names = [n for n in dataset.ls_names() if is_version_name(n)]
-    return [n for n in names if (dataset / n / MANIFEST).exists()]
-
-
-def resolve_version(uri_loc: Location) -> Location:
-    """A version folder as given, or the newest committed version of a dataset folder."""
-    if (uri_loc / MANIFEST).exists():
-        return uri_loc
-    versions = committed_versions(uri_loc)
-    if not versions:
-        raise ManifestError(f"{uri_loc.uri}: no committed version (no {MANIFEST} found)")
-    return uri_loc / versions[-1]
-
-
-def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The part of a manifest that must not depend on where, when or with how many workers."""
-    out = {k: v for k, v in manifest.items() if k not in VARYING_KEYS}
-    if isinstance(out.get("tokenizer"), dict):
-        out["tokenizer"] = {
-            k: v for k, v in out["tokenizer"].items() if k not in ("engine", "engine_reason")
-        }
-    return out

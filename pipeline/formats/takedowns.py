@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from pipeline.cli.exit_codes import RUN_STOPPED
 from pipeline.core.layout import MANIFEST, takedown_entry, takedowns, utc_stamp
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions
+from pipeline.formats.versions import committed_versions
 
 FORMAT = "pipeline.takedown/1"
 NO_REASON = "(none given)"

@@ -16,11 +16,11 @@ from pipeline.formats.manifest import (
     TAKEDOWN_KEY,
     ManifestError,
     load_manifest,
-    resolve_version,
     split_shards,
-    table_digest,
 )
 from pipeline.formats.megatron import IndexInfo, ShardFormatError, block_digests, decode_index
+from pipeline.formats.versions import resolve_version
+from pipeline.ingest.listing import table_digest
 
 
 class VerifyError(Exception):

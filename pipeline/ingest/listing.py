@@ -3,12 +3,14 @@
 Contract: listing reads metadata only on S3 (sizes, ETags) and a cheap fingerprint of a
 local file (its first and last 64 KiB); units are cut by bytes, content-defined, so a unit's
 id and pieces do not depend on the number of workers, and an unchanged object keeps its
-unit; `inputs.parquet` and `units.parquet` are the run's record of what it read.
+unit; `inputs.parquet` and `units.parquet` are the run's record of what it read (the
+manifest's lineage holds the digest of `inputs.parquet`: `table_digest`).
 In full: docs/formats.md, "The listing and its work units".
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 from fsspec.utils import glob_translate
 
 from pipeline.core.layout import MANIFEST, WORK_DIR, is_version_name
@@ -367,3 +370,19 @@ def with_origin(table: pa.Table, name: str, root: str | None = None) -> pa.Table
     if root is not None:
         table = table.append_column("root", pa.repeat(pa.scalar(root, pa.string()), table.num_rows))
     return table
+
+
+DIGEST_BATCH = 1 << 16  # rows turned into Python objects at once
+
+
+def table_digest(table) -> str:
+    """xxh3-128 of the JSON list of a table's rows, keys sorted (the input manifest's digest in
+    `lineage`); taken a batch at a time, so a million rows are never Python objects at once."""
+    h, separator = xxhash.xxh3_128(), ""
+    h.update(b"[")
+    for batch in table.to_batches(max_chunksize=DIGEST_BATCH):
+        if batch.num_rows:
+            h.update((separator + json.dumps(batch.to_pylist(), sort_keys=True)[1:-1]).encode())
+            separator = ", "
+    h.update(b"]")
+    return h.hexdigest()

@@ -1,12 +1,12 @@
 """The monthly bill at a corpus size (`report --corpus-bytes`): the cost report's storage under
 the same retention plan scaled to that input, the dry run's requests per pipeline run
-(report/dry_run.py) and training's range GETs over the tokens."""
+(report/dry_run_stages.py) and training's range GETs over the tokens."""
 
 from __future__ import annotations
 
 import math
 
-from pipeline.report.dry_run import StagePlan
+from pipeline.report.dry_run_stages import StagePlan
 from pipeline.report.prices import PricesConfig
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.core.units import human_bytes
 from pipeline.report import tables
-from pipeline.report.dry_run import si
+from pipeline.report.dry_run_printout import si
 from pipeline.report.tables import Table, usd
 
 

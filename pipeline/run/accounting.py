@@ -7,13 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config.loader import Config
-from pipeline.formats.manifest import (
-    CURATED_KEY,
-    FILTERED_KEY,
-    RECORDS_KEY,
-    TAKEDOWN_KEY,
-    documents_accounted,
-)
+from pipeline.formats.claims import documents_accounted
+from pipeline.formats.manifest import CURATED_KEY, FILTERED_KEY, RECORDS_KEY, TAKEDOWN_KEY
 from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult
 
 if TYPE_CHECKING:

@@ -13,13 +13,8 @@ import pyarrow as pa
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats import documents
-from pipeline.formats.manifest import (
-    ManifestError,
-    blend_line,
-    build_manifest,
-    commit_manifest,
-    load_manifest,
-)
+from pipeline.formats.data_path import blend_line
+from pipeline.formats.manifest import ManifestError, build_manifest, commit_manifest, load_manifest
 from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
 from pipeline.run import input_guard

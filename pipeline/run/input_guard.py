@@ -27,7 +27,8 @@ from typing import Any
 from pipeline.config.loader import Config
 from pipeline.core.layout import AUDIT_DIR
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import ManifestError, committed_versions, load_manifest
+from pipeline.formats.manifest import ManifestError, load_manifest
+from pipeline.formats.versions import committed_versions
 from pipeline.run.results import ListResult, RunError
 
 ALLOW_FLAG = "--allow-empty"

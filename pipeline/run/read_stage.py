@@ -22,7 +22,7 @@ from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.exchange.row_codec import FORMAT as ROW_FORMAT
 from pipeline.formats import takedowns
-from pipeline.formats.manifest import table_digest
+from pipeline.ingest.listing import table_digest
 from pipeline.run import input_guard
 from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.tokenize_stage import choose_engine, tokenizer_bytes, with_fallback

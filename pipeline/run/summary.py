@@ -8,7 +8,7 @@ signed documents, documents removed (the audit), tokenized and packed documents.
 from __future__ import annotations
 
 from pipeline.core.units import megabytes
-from pipeline.formats.manifest import data_path_line
+from pipeline.formats.data_path import data_path_line
 from pipeline.run.clock import timing_line
 from pipeline.run.results import RunResult
 

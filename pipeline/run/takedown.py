@@ -42,18 +42,18 @@ from pipeline.core.layout import MANIFEST, RunLayout, new_version_id
 from pipeline.core.lease import REMOVE_WAIT_S, LeaseHeld, LeaseLost, held
 from pipeline.core.storage import Location
 from pipeline.formats import documents, takedowns
+from pipeline.formats.claims import documents_accounted
+from pipeline.formats.data_path import blend_line
 from pipeline.formats.manifest import (
     FORMAT,
     TAKEDOWN_KEY,
     ManifestError,
-    blend_line,
     commit_manifest,
-    documents_accounted,
     load_manifest,
-    resolve_version,
 )
 from pipeline.formats.run_stats import RunStats
 from pipeline.formats.verify import VerifyError, verify_manifest
+from pipeline.formats.versions import resolve_version
 from pipeline.run.accounting import Parts, shard_entries
 from pipeline.run.commit_stage import already_committed, document_index
 from pipeline.run.input_guard import check_publish

@@ -218,7 +218,8 @@ def probe_storage(
 
 def probe_uri(uri: str, storage=None) -> Probe:
     """Probe an object, or the largest shard of a committed version / dataset folder."""
-    from pipeline.formats.manifest import ManifestError, load_manifest, resolve_version
+    from pipeline.formats.manifest import ManifestError, load_manifest
+    from pipeline.formats.versions import resolve_version
 
     loc = Location.from_uri(uri, storage)
     check_reachable(loc)

@@ -20,9 +20,10 @@ import xxhash
 from pipeline.core.storage import Location, check_reachable
 from pipeline.core.units import MiB
 from pipeline.formats.claims import judged_manifest
-from pipeline.formats.manifest import ManifestError, resolve_version, split_shards
+from pipeline.formats.manifest import ManifestError, split_shards
 from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
 from pipeline.formats.verify import VerifyError
+from pipeline.formats.versions import resolve_version
 from pipeline.stream.blocks import (
     BlockRange,
     block_ranges,

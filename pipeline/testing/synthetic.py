@@ -20,7 +20,8 @@ import xxhash
 from pipeline.core.layout import new_version_id
 from pipeline.core.storage import Location
 from pipeline.formats import documents
-from pipeline.formats.manifest import FORMAT, blend_line, commit_manifest
+from pipeline.formats.data_path import blend_line
+from pipeline.formats.manifest import FORMAT, commit_manifest
 from pipeline.formats.megatron import BLOCK_BYTES, ShardWriter, token_dtype
 
 CHUNK_TOKENS = 4 * 2**20
@@ -177,8 +178,7 @@ def _empty_lineage(dataset: Location, run_id: str) -> dict[str, str]:
     """The run records verify checks (verify_lineage), for a version read from no input: an
     empty input manifest, dedup audit and quarantine listing."""
     from pipeline.dedup.exact import REMOVED_SCHEMA
-    from pipeline.formats.manifest import table_digest
-    from pipeline.ingest.listing import INPUTS_SCHEMA
+    from pipeline.ingest.listing import INPUTS_SCHEMA, table_digest
     from pipeline.ingest.records import QUARANTINE_SCHEMA
 
     run = f"_work/runs/{run_id}"

@@ -133,18 +133,20 @@ def test_a_corrupted_upload_is_refused_by_the_store(s3_bucket, s3_storage, multi
 def test_plan_prints_bytes_moved_and_pack_reads_no_shard_back(capsys):
     from pipeline.cli.main import main
     from pipeline.report import dry_run
+    from pipeline.report.dry_run_assumptions import TOKEN_STORED_RATIO
+    from pipeline.report.dry_run_printout import bytes_moved_per_input_byte
     from pipeline.tokens.framed import FRAME_BYTES
 
     cut, stages = dry_run.dry_run(10**13)
     pack = next(s for s in stages if s.name == "pack")
     # pass 1 and pass 2 of the compressed tokens (pass 1's ranges read up to a frame more); no
     # read back of the shards, which are written raw
-    stored = cut["token_bytes"] * dry_run.TOKEN_STORED_RATIO
-    frame_extra = cut["units"] * cut["pack_buckets"] * FRAME_BYTES * dry_run.TOKEN_STORED_RATIO
+    stored = cut["token_bytes"] * TOKEN_STORED_RATIO
+    frame_extra = cut["units"] * cut["pack_buckets"] * FRAME_BYTES * TOKEN_STORED_RATIO
     assert 2 * stored < pack.bytes_read <= 2 * stored + frame_extra
     assert pack.bytes_written == pytest.approx(stored + cut["token_bytes"])
     assert pack.requests["head"] >= 2 * cut["shards"]  # the stored sizes instead
-    moved = dry_run.bytes_moved_per_input_byte(cut, stages)
+    moved = bytes_moved_per_input_byte(cut, stages)
     assert moved == sum(s.bytes_read + s.bytes_written for s in stages) / 10**13
     assert main(["plan", "--corpus-bytes", "10TB"]) == 0
     assert f"bytes moved {moved:.2f} x input" in capsys.readouterr().out

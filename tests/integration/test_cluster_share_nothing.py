@@ -27,9 +27,10 @@ from test_cluster import VENV_BIN, ray_env, ray_tmpdir  # noqa: F401 - ray_tmpdi
 
 from pipeline.config.sections import StorageConfig
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import comparable, load_manifest, resolve_version
+from pipeline.formats.manifest import load_manifest
 from pipeline.formats.run_stats import parse_stats
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import comparable, resolve_version
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, Hold
 from pipeline.testing.netns import Bridge, Node
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server

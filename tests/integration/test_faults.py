@@ -20,8 +20,8 @@ import pytest
 from support import s3_config
 
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions, comparable
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import committed_versions, comparable
 from pipeline.run.driver import run_pipeline
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, PermanentFault
 

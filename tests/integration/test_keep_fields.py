@@ -17,8 +17,8 @@ from support import REPO, SAMPLE, TOKENIZER, own_ray_env
 from pipeline.cli.main import main
 from pipeline.config.loader import ConfigError, load_config
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import resolve_version
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import resolve_version
 from pipeline.run.driver import run_pipeline
 
 pytestmark = pytest.mark.slow  # runs the pipeline, and its commands (conftest.py)

@@ -18,8 +18,8 @@ from pipeline.bench import doc_memory
 from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import committed_versions
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError
 from pipeline.tokens import framed

@@ -22,7 +22,7 @@ import pytest
 from support import REPO, SOURCES_CONFIG, own_ray_env
 
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import resolve_version
+from pipeline.formats.versions import resolve_version
 
 pytestmark = pytest.mark.slow  # reports on a pipeline run (conftest.py)
 

@@ -17,7 +17,7 @@ from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.lease import LeaseHeld
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions, resolve_version
+from pipeline.formats.versions import committed_versions, resolve_version
 from pipeline.run import near_signing
 from pipeline.run.driver import run_pipeline
 

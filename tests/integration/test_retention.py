@@ -19,12 +19,8 @@ from support import REPO
 from pipeline.cli.main import main
 from pipeline.config.loader import Config
 from pipeline.core.storage import IO, Location
-from pipeline.formats.manifest import (
-    FORMAT_V1,
-    commit_manifest,
-    committed_versions,
-    load_manifest,
-)
+from pipeline.formats.manifest import FORMAT_V1, commit_manifest, load_manifest
+from pipeline.formats.versions import committed_versions
 from pipeline.ingest.listing import list_inputs
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY

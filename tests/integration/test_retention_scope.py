@@ -12,8 +12,8 @@ from support import SAMPLE_CONFIG, jsonl
 
 from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import committed_versions
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.lifecycle import export_lifecycle, rule_prefix

@@ -20,9 +20,9 @@ from tokenizers import Tokenizer
 from pipeline.config.loader import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import committed_versions, comparable, resolve_version
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, verify_version
+from pipeline.formats.versions import committed_versions, comparable, resolve_version
 from pipeline.run import commit_stage as run_module
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunError

@@ -18,9 +18,10 @@ from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_
 from pipeline.config.loader import ConfigError, load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import IO, Location
-from pipeline.formats.manifest import comparable, parse_blend, resolve_version
+from pipeline.formats.manifest import parse_blend
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, verify_version
+from pipeline.formats.versions import comparable, resolve_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.pack_tasks import _unit_rows
 from pipeline.run.summary import format_summary

@@ -16,7 +16,9 @@ import pytest
 from support import REPO, SOURCES_CONFIG, own_ray_env
 
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import ManifestError, data_path_line, parse_blend, resolve_version
+from pipeline.formats.data_path import data_path_line
+from pipeline.formats.manifest import ManifestError, parse_blend
+from pipeline.formats.versions import resolve_version
 
 pytestmark = pytest.mark.slow  # runs the pipeline as a command (conftest.py)
 

@@ -17,8 +17,9 @@ from support import REPO, SAMPLE_CONFIG, SOURCES_CONFIG, own_ray_env
 from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats import documents
-from pipeline.formats.manifest import committed_versions, load_manifest, resolve_version
+from pipeline.formats.manifest import load_manifest
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import committed_versions, resolve_version
 from pipeline.run.driver import run_pipeline
 from pipeline.run.takedown import remove_documents
 from pipeline.tokens.pack import ids_digest

@@ -18,8 +18,8 @@ from support import REPO, SAMPLE_CONFIG, own_ray_env
 from pipeline.cli.main import main
 from pipeline.core.storage import Location
 from pipeline.formats import documents, takedowns
-from pipeline.formats.manifest import committed_versions, resolve_version
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import committed_versions, resolve_version
 from pipeline.run.driver import run_pipeline
 
 pytestmark = pytest.mark.slow  # runs the pipeline

@@ -17,8 +17,8 @@ from pipeline.config.loader import load_config
 from pipeline.core.layout import takedown_entry
 from pipeline.core.storage import Location
 from pipeline.formats import documents, takedowns
-from pipeline.formats.manifest import committed_versions
 from pipeline.formats.verify import VerifyError, verify_version
+from pipeline.formats.versions import committed_versions
 from pipeline.run.driver import run_pipeline
 from pipeline.run.summary import format_summary
 

@@ -21,8 +21,8 @@ from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST
 from pipeline.core.storage import Location
 from pipeline.formats import documents
-from pipeline.formats.manifest import resolve_version
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import resolve_version
 from pipeline.ingest.listing import cut_units, list_inputs
 from pipeline.ingest.readers import read_piece
 from pipeline.run.driver import run_pipeline

@@ -20,8 +20,8 @@ import ray
 from support import s3_config
 
 from pipeline.core.storage import Location
-from pipeline.formats.manifest import comparable
 from pipeline.formats.verify import verify_version
+from pipeline.formats.versions import comparable
 from pipeline.run.driver import run_pipeline
 from pipeline.run.results import RunResult
 from pipeline.testing.fault_proxy import FaultPlan, FaultProxy, Hold

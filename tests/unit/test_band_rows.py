@@ -80,13 +80,13 @@ def test_the_size_model_follows_the_codec(partitions):
     + [(10_000, 1000, 0.06)],
 )
 def test_plan_sizes_a_band_object_as_the_read_task_writes_it(tmp_path, docs, partitions, within):
-    """report/dry_run's model of the read pass's band object against the object itself: close
+    """report/dry_run_stages's model of the read pass's band object against the object itself: close
     where a section's keys are distinct (many partitions: 10 TB's), looser where they repeat."""
     from support import SAMPLE_CONFIG
 
     from pipeline.config.loader import load_config
     from pipeline.core.storage import Location
-    from pipeline.report.dry_run import band_object_doc_bytes
+    from pipeline.report.dry_run_stages import band_object_doc_bytes
     from pipeline.run.near_signing import write_band_object
 
     cfg = load_config(

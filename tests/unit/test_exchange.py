@@ -219,13 +219,13 @@ def test_near_band_groups_read_the_exact_removals_by_unit_bucket_not_per_unit(tm
     its units (dedup_stage.group_removals) once, and drops exactly those documents: its GETs
     are its units' band objects plus those ranges, whatever the units per group (a read of the
     removals per unit made them grow with groups x units), as the plan counts them
-    (dry_run.exact_removal_spans)."""
+    (dry_run_stages.exact_removal_spans)."""
     from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
     from pipeline.config.loader import load_config
     from pipeline.core.layout import RunLayout
     from pipeline.dedup.exact import REMOVED_SCHEMA
-    from pipeline.report.dry_run import exact_removal_spans
+    from pipeline.report.dry_run_stages import exact_removal_spans
     from pipeline.run import near_signing, neardup
     from pipeline.run.dedup_stage import Removals, group_removals
 

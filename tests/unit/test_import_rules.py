@@ -173,3 +173,18 @@ def test_cli_commands_import_neither_main_nor_each_other():
         others = commands - {f"pipeline.cli.{path.stem}"}
         assert not all_imports(path) & (others | {"pipeline.cli.main"}), path
     assert not all_imports(CLI / "common.py") & (commands | {"pipeline.cli.main"})
+
+
+REPORT = PACKAGE / "report"
+
+
+def test_the_dry_run_imports_downwards_only():
+    """report/: dry_run_assumptions (figures) <- dry_run_stages (each stage's formulas) <- dry_run
+    (the plan); dry_run_printout prints a plan and makes none: no layer imports one above it."""
+    layers = ["dry_run_assumptions", "dry_run_stages", "dry_run"]
+    for i, name in enumerate(layers):
+        above = {f"pipeline.report.{n}" for n in [*layers[i + 1 :], "dry_run_printout"]}
+        assert not all_imports(REPORT / f"{name}.py") & above, name
+    assert "pipeline.report.dry_run" not in all_imports(REPORT / "dry_run_printout.py")
+    figures = all_imports(REPORT / "dry_run_assumptions.py")
+    assert not [m for m in figures if m.startswith("pipeline.")], figures

@@ -54,6 +54,7 @@ def test_partitions_follow_the_listed_bytes_unless_given():
 
 def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
     from pipeline.report import dry_run
+    from pipeline.report.dry_run_assumptions import TOKEN_STORED_RATIO
 
     tb = 10**13
     cut, stages = dry_run.dry_run(tb)
@@ -70,7 +71,7 @@ def test_dry_run_at_10tb_cuts_like_the_pipeline_and_pack_moves_large_pieces():
     cut, stages = dry_run.dry_run(tb, unit_bytes=256 * MiB)
     pack_stage = next(s for s in stages if s.name == "pack")
     index_gets = cut["units"] * cut["pack_buckets"]
-    raw_read = pack_stage.bytes_read / dry_run.TOKEN_STORED_RATIO
+    raw_read = pack_stage.bytes_read / TOKEN_STORED_RATIO
     assert raw_read / (pack_stage.requests["get"] - index_gets) >= 16 * 10**6
     assert all(s.core_hours >= 0 and s.dollars >= 0 for s in stages)
 
@@ -218,6 +219,7 @@ def test_plan_takes_a_corpus_token_ratios_for_the_token_bytes_it_moves(capsys):
     assumed 0.77 and 0.56; pack moves r·t per crossing of the token files and t of shards."""
     from pipeline.cli.main import main
     from pipeline.report import dry_run
+    from pipeline.report.dry_run_printout import bytes_moved_per_input_byte
 
     _, base = dry_run.dry_run(10**12)
     _, own = dry_run.dry_run(10**12, token_ratio=0.65, stored_ratio=0.39)
@@ -226,8 +228,8 @@ def test_plan_takes_a_corpus_token_ratios_for_the_token_bytes_it_moves(capsys):
     assert main(["plan", "--corpus-bytes", "1TB", "--token-ratio", "0.65", "--stored-ratio",
                  "0.39"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    moved = dry_run.bytes_moved_per_input_byte(*dry_run.dry_run(10**12, token_ratio=0.65,
-                                                                stored_ratio=0.39))  # fmt: skip
+    moved = bytes_moved_per_input_byte(*dry_run.dry_run(10**12, token_ratio=0.65,
+                                                        stored_ratio=0.39))  # fmt: skip
     assert f"bytes moved {moved:.2f} x input" in out
 
 
@@ -238,6 +240,7 @@ def test_plan_counts_the_fetch_tasks_the_run_would_cut():
     from pipeline.dedup.minhash import cand_row_bytes
     from pipeline.exchange.plan import direct
     from pipeline.report import dry_run
+    from pipeline.report.dry_run_assumptions import CANDIDATE_DOCS_PER_DOC
     from pipeline.run.dedup_stage import fetch_runs
 
     gib = 2**30
@@ -248,7 +251,7 @@ def test_plan_counts_the_fetch_tasks_the_run_would_cut():
     ]:
         cut, _ = dry_run.dry_run(10**13, unit_bytes=256 * MiB, dedup=dedup)
         p, buckets = cut["partitions"], min(cut["partitions"], cut["units"])
-        cands = int(cut["docs"] * dry_run.CANDIDATE_DOCS_PER_DOC * cand_row_bytes(256))
+        cands = int(cut["docs"] * CANDIDATE_DOCS_PER_DOC * cand_row_bytes(256))
         runs = fetch_runs(dedup.model_copy(update={"partitions": p}), buckets, cands)
         assert cut["near_fetch_tasks"] == len(runs)
         assert [b for r in runs for b in r] == list(range(buckets))  # each bucket once
@@ -271,13 +274,13 @@ def test_configs_s3_sizes_give_every_data_stage_large_gets_at_10tb():
 
 
 def test_plan_counts_the_exact_removal_buckets_each_near_band_task_reads():
-    """The plan's exact removal reads in near (dry_run.exact_removal_spans: per band group, the
-    unit buckets that hold its units) are those dedup_stage.group_removals hands the group's
-    tasks, at most B + G - 1 in all: linear in the corpus, where a read per unit and task made
-    them M x K."""
+    """The plan's exact removal reads in near (dry_run_stages.exact_removal_spans: per band
+    group, the unit buckets that hold its units) are those dedup_stage.group_removals hands the
+    group's tasks, at most B + G - 1 in all: linear in the corpus, where a read per unit and task
+    made them M x K."""
     from pipeline.exchange import sections
     from pipeline.exchange.plan import ExchangePlan
-    from pipeline.report.dry_run import exact_removal_spans
+    from pipeline.report.dry_run_stages import exact_removal_spans
     from pipeline.run.dedup_stage import Removals, group_removals
 
     for units, buckets, groups in [(1, 4, 1), (7, 3, 2), (12, 5, 3), (100, 7, 9), (583, 583, 33),

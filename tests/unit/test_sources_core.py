@@ -9,7 +9,8 @@ import pytest
 
 from pipeline.dedup import exact
 from pipeline.dedup.components import keep_rule
-from pipeline.formats.manifest import ManifestError, blend_line, data_path_line, parse_blend
+from pipeline.formats.data_path import blend_line, data_path_line
+from pipeline.formats.manifest import ManifestError, parse_blend
 from pipeline.tokens.split import in_valid, split_mask
 
 

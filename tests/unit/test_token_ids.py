@@ -13,7 +13,8 @@ from support import SPARSE_BOS, SPARSE_EOS, SPARSE_IDS, TOKENIZER, sparse_tokeni
 
 from pipeline.formats.megatron import ShardWriter, TokenIdOutOfRange, decode_index, dtype_code
 from pipeline.formats.verify import VerifyError, boundary_problem, check_document_boundaries
-from pipeline.report.dry_run import dry_run_lines, plan_for_config, tokenizer_bytes_per_id
+from pipeline.report.dry_run import plan_for_config, tokenizer_bytes_per_id
+from pipeline.report.dry_run_printout import dry_run_lines
 from pipeline.run.tokenize_tasks import InOrder
 from pipeline.tokens.encode import frame, special_from_text, tokenizer_from_json
 
