@@ -30,7 +30,7 @@ import pyarrow as pa
 from pipeline.bench.minhash import corpus_texts
 from pipeline.cli import args as cli_args
 from pipeline.curate import chain, lid_kernel
-from pipeline.curate.language import _utf8
+from pipeline.curate.language import _utf8, fasttext_model
 
 
 def _timed(fn, repeat: int, before=None) -> float:
@@ -100,8 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    import fasttext
-
     texts = corpus_texts(args.input, args.mb, args.limit_mb)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     arr = pa.array(texts, pa.string())
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
         model_file, label = _model(args, Path(folder))
         (step,) = chain.build(chain.parse([{"fasttext_classifier": {
             "model_file": model_file, "label": label, "min_score": 0.0}}]))  # fmt: skip
-        model = fasttext.load_model(model_file)
+        model = fasttext_model(model_file)
         step.scores(arr.slice(0, 10))  # compiled (or loaded) before the clock
         lines = [t.replace("\n", " ") + "\n" for t in texts]
         reference = _timed(lambda: [model.f.predict(x, 1, 0.0, "replace") for x in lines],

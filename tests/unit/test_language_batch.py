@@ -117,3 +117,12 @@ def test_every_dictionary_entry_passes_the_shape_filter_and_is_found():
         else:  # its own row first (</s>: only it, and the line ends)
             assert n >= 1 and scratch[0] == t
             assert kind == (lid_ops.END if t == words.eos else lid_ops.WORD)
+
+
+def test_the_reference_model_loads_without_a_line_on_stderr(capfd):
+    """fasttext-wheel's load_model (the test extra installs it over fasttext-predict's module)
+    prints a deprecation line at each load, once per worker in every run's log."""
+    _model.cache_clear()  # loaded again here, as in a new worker
+    reference = _model()
+    assert reference.f.predict("the cat sat on the mat\n", 1, 0.0, "replace")
+    assert capfd.readouterr().err == ""
