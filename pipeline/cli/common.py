@@ -85,8 +85,9 @@ def config_from_args(args: argparse.Namespace):
 
 def check_sources(cfg, *more: str) -> None:
     """check_storage of the config's sources (and `more`), then that no s3:// source names a
-    single object (exit 2, one line, before Ray starts: the listing reads a prefix)."""
-    from pipeline.core.storage import Location
+    single object (the listing reads a prefix) and that each s3:// file of the curation chain
+    exists (the workers read it): exit 2, one line, before Ray starts."""
+    from pipeline.core.storage import Location, is_remote
     from pipeline.ingest.listing import single_object
 
     check_storage(cfg, *(s.uri for s in cfg.sources), *more)
@@ -94,6 +95,11 @@ def check_sources(cfg, *more: str) -> None:
         problem = single_object(Location.from_uri(src.uri, cfg.storage))
         if problem:
             raise ConfigError(problem)
+    for uri in filter(is_remote, cfg.content_files("read")):
+        try:
+            Location.from_uri(uri, cfg.storage).etag()
+        except FileNotFoundError:
+            raise ConfigError(f"curation file {uri}: no such object") from None
 
 
 def check_storage(cfg, *uris: str) -> None:

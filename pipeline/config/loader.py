@@ -39,6 +39,7 @@ from pipeline.config.sections import (
 )
 from pipeline.core.layout import DATASET_NAME_PATTERN
 from pipeline.core.model import StrictModel
+from pipeline.core.storage import is_remote
 from pipeline.extract.config import EXTRACTED_FORMATS, ExtractConfig, check_engine
 from pipeline.report.prices import PricesConfig
 from pipeline.retention.policy import RetentionConfig
@@ -239,10 +240,6 @@ class Config(StrictModel):
         """The key of each reused intermediate, from the keys declared as changing its bytes
         (reuse_keys.py)."""
         return reuse_keys.stage_keys(self)
-
-
-def is_remote(uri: str) -> bool:
-    return "://" in uri and not uri.startswith("file://")
 
 
 def _resolve_local(uri: str, base: Path) -> str:

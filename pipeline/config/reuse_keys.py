@@ -15,6 +15,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from pipeline.core.storage import Location, is_remote
 from pipeline.tokens.framed import FORMAT as TOKEN_FORMAT
 
 Stage = Literal["read", "tokens", "output"]
@@ -189,13 +190,16 @@ def _keyed(config: BaseModel, stage: str, text_only: bool = False) -> dict[str, 
 
 def _content_files(config: BaseModel, stage: str) -> dict[str, Any]:
     """The digests of the files a config names inside a key's value (`content_files`: e.g.
-    a curation step's word list or module; a remote file counts by its URI), and the versions
-    of the code's definitions it names beyond the first (`content_versions`: a curation step
-    whose decisions changed); neither: nothing."""
+    a curation step's word list or module; an object store's file by its URI and ETag), and
+    the versions of the code's definitions it names beyond the first (`content_versions`: a
+    curation step whose decisions changed); neither: nothing."""
     data: dict[str, Any] = {}
     files = getattr(config, "content_files", lambda _stage: [])(stage)
     if files:
-        data["content_sha256"] = {f: f if "://" in f else file_digest(f) for f in files}
+        storage = getattr(config, "storage", None)
+        data["content_sha256"] = {
+            f: remote_version(f, storage) if is_remote(f) else file_digest(f) for f in files
+        }
     versions = getattr(config, "content_versions", lambda _stage: {})(stage)
     if versions:
         data["definitions"] = versions
@@ -207,5 +211,12 @@ def digest(data: Any) -> str:
 
 
 def file_digest(path: str) -> str:
-    with open(path, "rb") as f:
+    with open(path.removeprefix("file://"), "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def remote_version(uri: str, storage: Any) -> str:
+    """What stands for an object store file's content in a key: its URI and its ETag now (one
+    HEAD, not a read), so that an object replaced in place is read again. FileNotFoundError
+    where there is none."""
+    return f"{uri}@{Location.from_uri(uri, storage).etag()}"

@@ -141,6 +141,11 @@ def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
     return kwargs
 
 
+def is_remote(uri: str) -> bool:
+    """Whether `uri` names an object store (s3://...), not a local path or file://."""
+    return "://" in uri and not uri.startswith("file://")
+
+
 class StorageUnreachable(Exception):
     """The object store does not accept connections (nothing was read or written there).
 

@@ -18,6 +18,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from pipeline.core.model import StrictModel
+from pipeline.core.storage import is_remote
 
 
 class CurationError(ValueError):
@@ -81,7 +82,7 @@ class Step(ABC):
         (CurationError, one line): by default each local file of files_for is read. Steps that
         decode their files override it. A remote file (s3://) is read by the workers."""
         for path in cls.files_for(params):
-            if "://" not in path or path.startswith("file://"):
+            if not is_remote(path):
                 read_local(path)
 
 

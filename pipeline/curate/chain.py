@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
+from pipeline.core.storage import is_remote
 from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     block_list,
     c4,
@@ -38,7 +39,13 @@ from pipeline.curate import (  # noqa: F401  (each module registers its steps)
     pii,
     user,
 )
-from pipeline.curate.base import REGISTRY, CurationError, Rewrites, Step, Verdicts
+from pipeline.curate.base import (
+    REGISTRY,
+    CurationError,
+    Rewrites,
+    Step,
+    Verdicts,
+)
 from pipeline.curate.doc_stats import DocStats
 
 REMOVED_SCHEMA = pa.schema(
@@ -77,9 +84,22 @@ def check(raw: list[Any], where: str = "curate") -> None:
     for i, (name, params) in enumerate(parse(raw, where)):
         cls = REGISTRY[name]
         try:
-            cls.check(cls.Params(**params))
+            checked = cls.Params(**params)
+            if "read" not in _takes(cls):  # reads its files itself: local ones only
+                for path in filter(is_remote, _files_or_none(cls, checked)):
+                    raise CurationError(f"{path}: this step reads local files only (a path"
+                                        " relative to the config's folder)")  # fmt: skip
+            cls.check(checked)
         except CurationError as e:
             raise CurationError(f"{where}[{i}].{name}: {e}") from None
+
+
+def _files_or_none(cls: type[Step], params: Any) -> list[str]:
+    """The step's files, or none where it cannot name them (its check says why)."""
+    try:
+        return cls.files_for(params)
+    except CurationError:
+        return []
 
 
 def _first_error(e: Exception) -> str:

@@ -12,7 +12,8 @@ storage settings), optionally gzip/zstd compressed; they are read once per worke
 sets of 64-bit n-gram hashes. `benchmarks` is one file or a list of them. A file that cannot
 be read or decoded (not UTF-8, a JSON line that is not an object, a broken Parquet file), or
 that holds no text of `min_words` words or more (an empty file: it would remove nothing), is
-refused when the config loads (local files; remote ones when a worker reads them).
+refused when the config loads (local files; a remote one's existence is checked before Ray
+starts, its content when a worker reads it).
 Contract: as curate/base.py; the benchmark files' content is in the reuse key.
 """
 
