@@ -96,9 +96,10 @@ def ref_gopher_repetition(text: str) -> bool:
         return True
     for k, bound in ((2, 0.2), (3, 0.18), (4, 0.16)):
         grams = Counter(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
-        if grams:
-            gram, count = grams.most_common(1)[0]
-            if count > 1 and count * sum(len(w) for w in gram) / total > bound:
+        count = max(grams.values(), default=0)
+        if count > 1:  # of equally frequent n-grams, the longest
+            chars = max(sum(len(w) for w in gram) for gram, c in grams.items() if c == count)
+            if count * chars / total > bound:
                 return False
     for k, bound in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10), strict=True):
         seen, marked = set(), [False] * len(words)
