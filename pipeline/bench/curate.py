@@ -18,7 +18,10 @@ Two checks of the decisions, each the share of documents both keep or both remov
 - `datatrove`: datatrove's own filters (the `bench` extra; FineWeb at the paper's bound 0.1, C4
   with only its document rules), an implementation that can disagree: whitespace words and
   sentences ending in . ! ? stand in for its spaCy tokenizer; the rows under the table count
-  the disagreements by the step's reason and datatrove's.
+  the disagreements by the step's reason and datatrove's. The `c4_lines+c4` row is C4 as the
+  paper runs it, the line rules before the page's, against datatrove's C4 with its line rules
+  (its citation and long-word rules off: C4's paper has neither): datatrove counts a sentence
+  per line, so with its line rule off (the `c4` row) every line counts one.
 The language step's opt-in `max_chars` is timed too, its agreement with the step at its
 default. Last line: a JSON object.
 """
@@ -39,6 +42,7 @@ from pipeline.cli import args as cli_args
 from pipeline.curate import chain, language
 from pipeline.curate.text import SENTENCE_ENDS
 
+PAPER_C4 = "c4_lines+c4"  # the bench's row for C4 as the paper runs it
 CHAIN = [
     {"language": {"languages": ["en"], "min_score": 0.65}},
     {"gopher_repetition": {}},
@@ -96,9 +100,10 @@ def ref_gopher_repetition(text: str) -> bool:
         return True
     for k, bound in ((2, 0.2), (3, 0.18), (4, 0.16)):
         grams = Counter(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
-        if grams:
-            gram, count = grams.most_common(1)[0]
-            if count > 1 and count * sum(len(w) for w in gram) / total > bound:
+        count = max(grams.values(), default=0)
+        if count > 1:  # of equally frequent n-grams, the longest
+            chars = max(sum(len(w) for w in gram) for gram, c in grams.items() if c == count)
+            if count * chars / total > bound:
                 return False
     for k, bound in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10), strict=True):
         seen, marked = set(), [False] * len(words)
@@ -182,6 +187,7 @@ def datatrove_filters() -> dict | None:
                               min_words_per_line=-1, max_word_length=-1,
                               filter_javascript=False, filter_policy=False),  # fmt: skip
         "fineweb_quality": FineWebQualityFilter(char_duplicates_ratio=0.1),
+        PAPER_C4: C4QualityFilter(remove_citations=False, max_word_length=-1),
     }
 
     def judged(f):
@@ -193,6 +199,22 @@ def datatrove_filters() -> dict | None:
         return judge
 
     return {name: judged(f) for name, f in filters.items()}
+
+
+def _paper_c4_row(batch: pa.Table, others: dict, figures: dict, disagree: dict) -> None:
+    """`c4_lines` then `c4` (the sentences of the lines kept) against datatrove's C4 with its
+    line rules: agreement and disagreements, untimed."""
+    lines, page = chain.build(chain.parse([{"c4_lines": {}}, {"c4": {}}]))
+    kept_lines = pa.array(lines(batch).texts, pa.string())
+    why = page(batch.set_column(batch.schema.get_field_index("text"), "text", kept_lines)).why
+    theirs = [others[PAPER_C4](t) for t in batch["text"].to_pylist()]
+    agree = sum((w is None) == (o is None) for w, o in zip(why, theirs, strict=True)) / len(why)
+    removed = sum(w is not None for w in why)
+    disagree[PAPER_C4] = _disagreements(why, theirs)
+    figures["steps"][PAPER_C4] = {"removed": removed, "datatrove": agree,
+                                  "datatrove_disagree": disagree[PAPER_C4]}  # fmt: skip
+    print(f"{PAPER_C4:<20}{'-':>9}{removed:9d}{'-':>9}{'-':>10}{agree:11.4f}"
+          "  (untimed: C4's line rules, then its page rules)")  # fmt: skip
 
 
 def _disagreements(why: list, theirs: list) -> dict[str, int]:
@@ -300,6 +322,8 @@ def main(argv: list[str] | None = None) -> dict:
             _warm_row(step, batch, mb, args, figures)
         if step.name == "language" and args.language_max_chars:
             _prefix_row(step, why, batch, mb, args, figures)
+    if others:
+        _paper_c4_row(batch, others, figures, disagree)
     seconds, outcome = _timed(lambda: chain.apply(steps, batch), args.repeat)
     figures["chain"] = {"mb_s": round(mb / seconds, 2), "kept": outcome.kept.num_rows,
                         "removed_by_rule": dict(outcome.removed_by_rule)}  # fmt: skip

@@ -4,6 +4,8 @@ Analysis & Insights from Training Gopher", appendix A.1.1), with the paper's thr
 Words, lines and paragraphs as curate/text.py measures them. Character fractions of lines and
 paragraphs are of the characters of all lines (or paragraphs); n-gram fractions are of the
 characters of all words, each character counted once however many repeated n-grams cover it.
+Where several n-grams are the most frequent, the top n-gram rules measure the one of most
+characters (the paper names one; the longest makes the value independent of their order).
 A repeated line, paragraph or 5…10-gram counts from its second occurrence: the first is the
 text, the rest its repetition (as datatrove counts; the paper does not say). Counting the
 first too roughly doubles the share (`dup_ngram_first_too: true`, the n-gram rules only).
@@ -215,7 +217,9 @@ class GopherRepetition(Filter):
     """Gopher's repetition removal: repeated lines, paragraphs and n-grams."""
 
     name = "gopher_repetition"
-    DEFINITION = 2  # issue 43: repeated n-grams from their second occurrence
+    # 2, issue 43: repeated n-grams from their second occurrence; 3: of equally frequent
+    # n-grams, the top n-gram rules measure the one of most characters (was: the smaller hash)
+    DEFINITION = 3
     Params = RepetitionParams
 
     def judge(self, text: str) -> str | None:
@@ -338,18 +342,21 @@ class NGrams:
 
     def top_fraction(self, n: int) -> float:
         """Characters of the most frequent n-gram times its count, over all word characters
-        (0 when no n-gram occurs twice; among equally frequent ones, the smallest hash's)."""
+        (0 when no n-gram occurs twice; among equally frequent ones, the one of most
+        characters, whatever their order in the text)."""
         if len(self.ids) < n or not self.total:
             return 0.0
         h = self._hashes(n)
-        ordered = np.sort(h)
+        order = np.argsort(h, kind="stable")
+        ordered = h[order]
         starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
         counts = np.diff(np.r_[starts, len(ordered)])
-        best = int(np.argmax(counts))
-        if counts[best] < 2:
+        most = int(counts.max())
+        if most < 2:
             return 0.0
-        at = int(np.argmax(h == ordered[starts[best]]))
-        return float(counts[best] * self.lengths[at : at + n].sum()) / self.total
+        ends = np.r_[0, np.cumsum(self.lengths)]
+        at = order[starts[counts == most]]  # an occurrence of each most frequent n-gram
+        return float(most * int((ends[at + n] - ends[at]).max())) / self.total
 
     def duplicated_fraction(self, n: int, first_too: bool = False) -> float:
         """Word characters inside an occurrence of an n-gram after its first one (first_too:

@@ -4,10 +4,10 @@ in the words) where the numpy path sorts, and no numpy call per rule.
 
 For each rule in order (n, kind, bound): the n-gram hashes (h_1 = word ids, h_n = h_(n-1) · MUL
 + the next word id, wrapping mod 2^64), then kind 0: the most frequent hash's count times its
-n-gram's word characters (the smallest hash among equally frequent ones, at its first
-occurrence; 0 when none occurs twice), kind 1: the word characters inside any occurrence of a
-hash that occurs twice, kind 2: inside its occurrences after the first (gopher.REPEATED), each
-character counted once; all over all word characters. Returns the first rule whose fraction
+n-gram's word characters (among equally frequent ones, the one of most characters; 0 when none
+occurs twice), kind 1: the word characters inside any occurrence of a hash that occurs twice,
+kind 2: inside its occurrences after the first (gopher.REPEATED), each character counted once;
+all over all word characters. Returns the first rule whose fraction
 exceeds its bound and that fraction, or (-1, 0.0).
 
 `first_exceeded_batch` answers for every document of a batch in one call, each level n tallying
@@ -69,20 +69,28 @@ def _tally(grams):  # pragma: no cover - compiled
 
 
 @_jit
-def _top(grams, lengths, n, total):  # pragma: no cover - compiled
-    _, counts, keys, first = _tally(grams)
-    best = -1
-    for s in range(counts.shape[0]):  # the most frequent; of equally frequent, the smallest
-        if counts[s] != 0 and (
-            best < 0 or counts[s] > counts[best]
-            or (counts[s] == counts[best] and keys[s] < keys[best])
-        ):  # fmt: skip
-            best = s
+def _ends(lengths):  # pragma: no cover - compiled
+    """ends[i]: the characters of the words before word i (an n-gram at i holds
+    ends[i + n] - ends[i])."""
+    ends = np.zeros(lengths.shape[0] + 1, np.int64)
+    for i in range(lengths.shape[0]):
+        ends[i + 1] = ends[i] + lengths[i]
+    return ends
+
+
+@_jit
+def _top(grams, ends, n, total):  # pragma: no cover - compiled
+    _, counts, _, first = _tally(grams)
+    best, chars = -1, 0
+    for s in range(counts.shape[0]):  # the most frequent; of equally frequent, the longest
+        if counts[s] != 0:
+            held = ends[first[s] + n] - ends[first[s]]
+            if best < 0 or counts[s] > counts[best] or (
+                counts[s] == counts[best] and held > chars
+            ):  # fmt: skip
+                best, chars = s, held
     if counts[best] < 2:
         return 0.0
-    chars = 0
-    for k in range(first[best], first[best] + n):
-        chars += lengths[k]
     return float(counts[best] * chars) / float(total)
 
 
@@ -109,6 +117,7 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
     for i in range(words):
         total += lengths[i]
     h = ids.copy()
+    ends = _ends(lengths)
     at_n = 1
     for r in range(ns.shape[0]):
         n = ns[r]
@@ -125,7 +134,7 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
                 h[i] = h[i] * MUL + ids[i + at_n - 1]
         grams = h[: words - n + 1]
         if kinds[r] == 0:
-            value = _top(grams, lengths, n, total)
+            value = _top(grams, ends, n, total)
         else:
             value = _duplicated(grams, lengths, n, total, kinds[r] == 2)
         if value > bounds[r]:
@@ -134,35 +143,41 @@ def _first_exceeded(ids, lengths, ns, kinds, bounds):  # pragma: no cover - comp
 
 
 @_jit
-def _unigrams(ids, rep):  # pragma: no cover - compiled
+def _unigrams(ids, lengths, rep):  # pragma: no cover - compiled
     """Level 1 from the word ids (1..distinct): rep[i] = 0 where word i occurs once, 1 at the
     first occurrence of a word that occurs twice or more, 2 at its later ones; returns (the
-    most frequent id's count, its first position), the smallest id among equals."""
+    most frequent word's count, its first position), the longest among equals."""
     counts = np.zeros(ids.shape[0] + 2, np.int64)
+    at = np.zeros(ids.shape[0] + 2, np.int64)  # each id's first position
+    seen = 0
     for i in range(ids.shape[0]):
         counts[ids[i]] += 1
+        rep[i] = 0
+        if ids[i] > seen:  # ids are numbered in order of first occurrence
+            at[ids[i]] = i
+            seen = ids[i]
     best = 1
-    for v in range(2, counts.shape[0]):
-        if counts[v] > counts[best]:
+    for v in range(2, seen + 1):
+        if counts[v] > counts[best] or (
+            counts[v] == counts[best] and lengths[at[v]] > lengths[at[best]]
+        ):  # fmt: skip
             best = v
-    at, seen = 0, 0
     for i in range(ids.shape[0]):
-        rep[i] = 0 if counts[ids[i]] < 2 else (1 if ids[i] > seen else 2)
-        seen = max(seen, ids[i])  # ids are numbered in order of first occurrence
-        if ids[i] == best and at == 0 and counts[best] > 0:
-            at = i + 1
-    return counts[best], max(at - 1, 0)
+        if counts[ids[i]] > 1:
+            rep[i] = 1 if at[ids[i]] == i else 2
+    return counts[best], at[best]
 
 
 @_jit
-def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
+def _level(h, m, n, ends, rep, scratch, tick):  # pragma: no cover - compiled
     """From rep (level n-1: its n-gram at i occurs twice or more where rep[i] > 0: 1 at its
     first occurrence, 2 at the later ones) to level n over h[:m]: an
     n-gram occurs twice only where both (n-1)-grams it holds do, so only those positions are
     tallied, and every occurrence of a repeated n-gram is among them. Returns (the most
-    frequent hash's count, its first position), the smallest hash among equals (count 1: no
-    n-gram repeats). The table lives in `scratch` (_scratch), its slots valid where their stamp
-    is `tick` (no clearing between levels); the most frequent is kept up to date as it goes."""
+    frequent hash's count, its first position), of equally frequent ones the one of most
+    characters (ends: _ends) (count 1: no n-gram repeats). The table lives in `scratch`
+    (_scratch), its slots valid where their stamp is `tick` (no clearing between levels); the
+    most frequent is kept up to date as it goes."""
     keys, counts, first, stamp, slot_of, where = scratch
     c = 0
     for i in range(m):
@@ -178,7 +193,7 @@ def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
         bits += 1
     mask = (1 << bits) - 1
     shift = np.uint64(64 - bits)
-    best = -1
+    best, chars = -1, 0
     for j in range(c):
         g = h[where[j]]
         s = np.int64((g * _SPREAD) >> shift)
@@ -188,8 +203,12 @@ def _level(h, m, rep, scratch, tick):  # pragma: no cover - compiled
             stamp[s], keys[s], counts[s], first[s] = tick, g, 0, j
         counts[s] += 1
         slot_of[j] = s
-        if best < 0 or counts[s] > counts[best] or (counts[s] == counts[best] and g < keys[best]):
-            best = s
+        if s != best:  # counts only grow: the best so far is overtaken only by the slot counted
+            held = ends[where[j] + n] - ends[where[j]]
+            if best < 0 or counts[s] > counts[best] or (
+                counts[s] == counts[best] and held > chars
+            ):  # fmt: skip
+                best, chars = s, held
     for i in range(m):
         rep[i] = 0
     for j in range(c):  # candidates in text order: a slot's first candidate is its first
@@ -222,6 +241,7 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
     for i in range(words):
         total += lengths[i]
     h = ids.copy()
+    ends = _ends(lengths)
     rep = np.empty(words + 1, np.int8)
     at_n = 0
     best_count, best_at = 1, 0
@@ -233,7 +253,7 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
             continue
         if n < at_n or at_n == 0:
             h[:] = ids
-            best_count, best_at = _unigrams(ids, rep)
+            best_count, best_at = _unigrams(ids, lengths, rep)
             rep[words] = 0
             at_n = 1
         while at_n < n:
@@ -245,15 +265,12 @@ def _pruned(ids, lengths, ns, kinds, bounds, rest, scratch, clock):  # pragma: n
             for i in range(m):
                 h[i] = h[i] * MUL + ids[i + at_n - 1]
             clock[0] += 1  # a new table: every slot's stamp is older
-            best_count, best_at = _level(h, m, rep, scratch, clock[0])
+            best_count, best_at = _level(h, m, at_n, ends, rep, scratch, clock[0])
             rep[m] = 0
         value = 0.0
         if kinds[r] == 0:
             if best_count >= 2:
-                chars = 0
-                for k in range(best_at, best_at + n):
-                    chars += lengths[k]
-                value = float(best_count * chars) / float(total)
+                value = float(best_count * (ends[best_at + n] - ends[best_at])) / float(total)
         else:
             chars, open_ = 0, 0
             least = 1 if kinds[r] == 1 else 2  # kind 2: the later occurrences only

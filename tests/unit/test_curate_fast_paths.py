@@ -193,5 +193,22 @@ def test_bench_curate_compares_with_an_implementation_that_can_disagree(tmp_path
     monkeypatch.setattr(bench, "datatrove_filters", lambda: None)
     figures = bench.main(args)
     assert figures["datatrove"] is False and figures["steps"]["c4"]["datatrove"] is None
+    assert bench.PAPER_C4 not in figures["steps"]
     assert figures["steps"]["c4"]["restated"] == 1.0
     assert "datatrove not installed" in capsys.readouterr().out
+
+
+def test_bench_curate_compares_c4_as_the_paper_runs_it(tmp_path):
+    """The `c4_lines+c4` row: C4's line rules, then its page rules, against datatrove's C4
+    with its line rules on. Lines ending in a quote without . ! ? are kept by both; they hold
+    no sentence end for `c4` and one sentence each for datatrove's per-line count."""
+    if bench.datatrove_filters() is None:
+        pytest.skip("datatrove is not installed (the bench extra)")
+    quoted = "\n".join(f'the sign on mill {i} said "closed for the winter"' for i in range(6))
+    prose = "\n".join(f"the river turns mill number {i} all year." for i in range(6))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in (quoted, prose)))
+    figures = bench.main(["--input", str(corpus), "--repeat", "1", "--language-max-chars", "0"])
+    row = figures["steps"][bench.PAPER_C4]
+    assert row["removed"] == 1 and row["datatrove"] == 0.5
+    assert row["datatrove_disagree"] == {"sentences / kept": 1}

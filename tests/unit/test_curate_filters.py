@@ -106,6 +106,29 @@ def test_gopher_repetition_top_ngram():
     assert g.judge(drop) == "top_2gram_chars=0.235 > 0.2"
 
 
+def test_gopher_repetition_top_ngram_of_equally_frequent_ones_is_the_longest():
+    """Two 4-grams each twice: the most frequent n-gram's share is the longer one's, in
+    whichever order they come (it was the one with the smaller hash, which the order of first
+    occurrence decided), by judge and by the batch's compiled path alike."""
+    g = step("gopher_repetition", max_top_ngram_chars={4: 0.16}, max_dup_ngram_chars={})
+    long = ["alphabetic", "background", "comparison", "definition"]  # 40 characters
+    short = ["ab", "cd", "ef", "gh"]  # 8 characters
+    fill = [f"f{i:03d}" for i in range(101)]  # 4 characters each, none repeated
+
+    def text(first: list[str], second: list[str], tail: int) -> str:
+        gaps = [fill[i : i + 19] for i in range(0, 76, 19)]
+        return " ".join(first + gaps[0] + second + gaps[1] + first + gaps[2] + second + gaps[3]
+                        + fill[76 : 76 + tail])  # fmt: skip
+
+    # the long one's 2 x 40 characters of 2 x 40 + 2 x 8 + 76 x 4 = 400: 0.2; with 25 more
+    # fillers, of 500: 0.16, not above (the short one's: 0.04, 0.032)
+    texts = [text(first, second, tail) for first, second in ((long, short), (short, long))
+             for tail in (0, 25)]  # fmt: skip
+    want = ["top_4gram_chars=0.2 > 0.16", None] * 2
+    assert [g.judge(x) for x in texts] == want
+    assert list(g(pa.table({"text": texts})).why) == want
+
+
 def test_gopher_repetition_duplicated_ngrams():
     g = step("gopher_repetition", max_top_ngram_chars={}, max_dup_ngram_chars={5: 0.15})
     unique = [f"u{i:03d}" for i in range(200)]  # 200 x 4 chars
