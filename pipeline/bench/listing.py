@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli import args as cli_args
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import StoreListing, list_inputs, store_listing

@@ -10,7 +10,8 @@ import json
 from pydantic import ValidationError
 
 from pipeline.cli import args as cli_args
-from pipeline.config.loader import ConfigError, check_text, format_error, load_config, parse_set
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import check_text, format_error, load_config, parse_set
 from pipeline.config.sections import StorageConfig
 
 # the storage URIs the command was given, named by a refusal without one (cli/main.py)

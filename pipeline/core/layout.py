@@ -188,7 +188,7 @@ class RunLayout:
 
     @classmethod
     def for_config(cls, cfg, run_id: str, read_key: str | None = None) -> RunLayout:
-        """The layout of run `run_id` of the dataset a Config (pipeline.config.loader) writes
+        """The layout of run `run_id` of the dataset a Config (pipeline.config.model) writes
         (`read_key`: the config's unless given: a run under a takedown list)."""
         dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
         return cls(dataset, run_id, read_key or cfg.read_key(), cfg.token_key())

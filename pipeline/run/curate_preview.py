@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import Location
 from pipeline.curate import chain
 from pipeline.curate.classifier import QUANTILES

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.config.sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location

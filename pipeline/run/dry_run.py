@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 import pyarrow.compute as pc
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import Location
 from pipeline.core.units import human_bytes
 from pipeline.ingest.first_record import first_record

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 from tqdm import tqdm
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.exchange.sections import Range, unit_bucket
 from pipeline.run.results import ReadResult, RunError, SelectResult, TokenizeResult

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key

@@ -19,7 +19,8 @@ import pytest
 import zstandard
 from support import REPO, SAMPLE_CONFIG, jsonl_records
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import IO, Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs

@@ -17,7 +17,7 @@ import s3fs
 from support import REPO
 
 from pipeline.cli.main import main
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import FORMAT_V1, commit_manifest, load_manifest
 from pipeline.formats.versions import committed_versions

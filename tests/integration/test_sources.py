@@ -15,7 +15,8 @@ import pytest
 import yaml
 from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_ray_env, run_command
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import IO, Location
 from pipeline.formats.manifest import parse_blend

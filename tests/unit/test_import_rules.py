@@ -33,7 +33,12 @@ def runtime_imports(path: Path) -> set[str]:
 
 
 # The modules that assemble the whole config (the sections alone import neither package).
-CONFIG_MODEL = {"pipeline.config", "pipeline.config.loader"}
+CONFIG_MODEL = {
+    "pipeline.config",
+    "pipeline.config.loader",
+    "pipeline.config.model",
+    "pipeline.config.path_checks",
+}
 
 
 def test_retention_and_report_do_not_import_the_config_back():
