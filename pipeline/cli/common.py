@@ -105,7 +105,8 @@ def check_sources(cfg, *more: str) -> None:
 
 def check_storage(cfg, *uris: str) -> None:
     """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
 
     COMMAND_URIS[:] = uris
     check_reachable(*(Location.from_uri(uri, cfg.storage) for uri in uris))

@@ -24,7 +24,7 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
-from pipeline.core.storage import IO
+from pipeline.core.io_counters import IO
 from pipeline.exchange.regroup import regroup
 from pipeline.run import neardup, pack_tasks, read_dedup_tasks, tokenize_tasks
 from pipeline.run.results import RunError, StageReport, TaskResult

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pipeline.core.storage import Location, check_reachable
+from pipeline.core.reachability import check_reachable
+from pipeline.core.storage import Location
 
 _NOT_RETRIED = (FileNotFoundError, PermissionError, IsADirectoryError)
 

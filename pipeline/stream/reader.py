@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import xxhash
 
-from pipeline.core.storage import Location, check_reachable
+from pipeline.core.reachability import check_reachable
+from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.claims import judged_manifest
 from pipeline.formats.manifest import ManifestError, split_shards

@@ -21,8 +21,9 @@ from support import REPO, SAMPLE_CONFIG, jsonl_records
 
 from pipeline.config.errors import ConfigError
 from pipeline.config.loader import load_config
+from pipeline.core.io_counters import IO
 from pipeline.core.layout import RunLayout
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
