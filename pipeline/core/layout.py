@@ -94,7 +94,7 @@ EXACT_HASHES = PathRule(f"{_UNIT}.hashes.bin", "exact_hashes")
 EXACT_HASH_PARTS = PathRule(f"{_UNIT}.p{{part:d}}.parquet", "exact_hashes")  # before layout 3
 READ_SIGS = PathRule(f"{_UNIT}.sig-{{signature_key}}.parquet", "near_dedup")
 READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/near_signing.py
-# a done unit without them is read again (read_dedup_tasks._outputs_present); markers stay
+# a done unit without them is read again (read_tasks._outputs_present); markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
 READ_REMOVED = PathRule(f"{_UNIT}.removed.parquet", "work_state")  # audit rows: kept

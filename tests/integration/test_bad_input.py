@@ -28,7 +28,7 @@ from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, lis
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
 from pipeline.run.driver import run_pipeline
-from pipeline.run.read_dedup_tasks import read_unit
+from pipeline.run.read_tasks import read_unit
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "owls")
 

@@ -49,7 +49,15 @@ def test_retention_and_report_do_not_import_the_config_back():
 
 RUN = PACKAGE / "run"
 STAGES = {f"pipeline.run.{p.stem}" for p in RUN.glob("*_stage.py")}
-TASK_MODULES = ("read_dedup_tasks", "tokenize_tasks", "pack_tasks", "neardup", "near_signing")
+TASK_MODULES = (
+    "read_tasks",
+    "exact_dedup_tasks",
+    "merge_tasks",
+    "tokenize_tasks",
+    "pack_tasks",
+    "neardup",
+    "near_signing",
+)
 
 
 def test_run_layers_import_downwards_only():
