@@ -162,7 +162,7 @@ def curate_all(steps: list, ids: list[str], texts: list[str]) -> int:
     """The chain over the texts in batches of CURATE_BATCH, as the read task runs it; the
     number of documents it kept."""
     from pipeline.curate import chain
-    from pipeline.run.read_dedup_tasks import CURATE_BATCH
+    from pipeline.run.read_tasks import CURATE_BATCH
 
     if not steps or not texts:
         return len(texts)

@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli import args as cli_args
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.ingest.listing import StoreListing, list_inputs, store_listing
 from pipeline.run import input_guard
 from pipeline.run.commit_stage import already_committed
-from pipeline.run.read_dedup_tasks import list_units
 from pipeline.run.read_stage import Listing, Units, listing_of, write_listing
+from pipeline.run.read_tasks import list_units
 from pipeline.testing.s3 import dummy_aws_env, seaweedfs_server
 
 BUCKET = "bench-listing"

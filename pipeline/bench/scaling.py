@@ -41,9 +41,11 @@ CORPUS_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / 
 @ray.remote(num_cpus=1)
 def _warm_worker() -> int:
     """Start a worker and import what the stages import, so timings exclude process start-up."""
+    import pipeline.run.exact_dedup_tasks  # noqa: F401
+    import pipeline.run.merge_tasks  # noqa: F401
     import pipeline.run.neardup  # noqa: F401
     import pipeline.run.pack_tasks  # noqa: F401
-    import pipeline.run.read_dedup_tasks  # noqa: F401
+    import pipeline.run.read_tasks  # noqa: F401
     import pipeline.run.tokenize_tasks  # noqa: F401
     from pipeline.dedup import minhash
 

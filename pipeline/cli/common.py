@@ -10,7 +10,8 @@ import json
 from pydantic import ValidationError
 
 from pipeline.cli import args as cli_args
-from pipeline.config.loader import ConfigError, check_text, format_error, load_config, parse_set
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import check_text, format_error, load_config, parse_set
 from pipeline.config.sections import StorageConfig
 
 # the storage URIs the command was given, named by a refusal without one (cli/main.py)
@@ -104,7 +105,8 @@ def check_sources(cfg, *more: str) -> None:
 
 def check_storage(cfg, *uris: str) -> None:
     """Fail fast (exit 5, one line) when the config's object store cannot be reached."""
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
 
     COMMAND_URIS[:] = uris
     check_reachable(*(Location.from_uri(uri, cfg.storage) for uri in uris))

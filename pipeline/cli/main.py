@@ -20,8 +20,8 @@ from pipeline.cli.run_commands import curate_preview_parser, run_parser
 from pipeline.cli.takedown_commands import remove_parser, takedown_lift_parser
 from pipeline.cli.tool_commands import bench_parser, config_parser, warm_parser
 from pipeline.cli.version_commands import blend_parser, find_parser, verify_parser
-from pipeline.config.loader import ConfigError
-from pipeline.core.storage import StorageRefused, StorageUnreachable, refusal_cause
+from pipeline.config.errors import ConfigError
+from pipeline.core.storage_errors import StorageRefused, StorageUnreachable, refusal_cause
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from pipeline.cli import args as cli_args
 from pipeline.cli.common import COMMAND_URIS, add_storage_args, storage_from_args
 from pipeline.cli.exit_codes import CONFIG_ERROR
 from pipeline.config.loader import load_config
-from pipeline.core.storage import refusal_cause
+from pipeline.core.storage_errors import refusal_cause
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

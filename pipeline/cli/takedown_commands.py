@@ -16,7 +16,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
     """Takedown (run/takedown.py): a new version without the listed documents."""
     from pipeline.config.sections import RayConfig
     from pipeline.core.lease import LeaseHeld
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
     from pipeline.formats.manifest import ManifestError
     from pipeline.formats.takedowns import TakedownListError, describe, read_id_file
     from pipeline.run.results import RunError
@@ -127,7 +128,8 @@ def remove_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_takedown_lift(args: argparse.Namespace) -> int:
     """Lift a takedown list entry (formats/takedowns.py): append-only, like the takedown."""
     from pipeline.core.layout import MANIFEST
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
     from pipeline.formats.takedowns import TakedownListError, describe, lift
 
     dataset = Location.from_uri(args.uri, storage_from_args(args))

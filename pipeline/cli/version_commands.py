@@ -14,11 +14,12 @@ from pipeline.cli.exit_codes import (
     NOT_FOUND,
     VERSION_BROKEN,
 )
-from pipeline.core.storage import refusal_cause
+from pipeline.core.storage_errors import refusal_cause
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
     from pipeline.formats.verify import VerifyError, verify_version
 
     location = Location.from_uri(args.uri, storage_from_args(args))
@@ -59,7 +60,8 @@ def _version_of(args: argparse.Namespace):
     """The version folder and its manifest, checked as far as it can be without reading the
     shards (the model, then verify_claims): ManifestError when the URI holds no version,
     _Broken when the version's manifest fails a check."""
-    from pipeline.core.storage import Location, check_reachable
+    from pipeline.core.reachability import check_reachable
+    from pipeline.core.storage import Location
     from pipeline.formats.manifest import ManifestError, load_manifest
     from pipeline.formats.verify import VerifyError, verify_claims
     from pipeline.formats.versions import resolve_version

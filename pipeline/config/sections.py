@@ -1,6 +1,6 @@
 """The sections of a run configuration: one model per top-level key of the YAML file.
 
-config/loader.py assembles them into Config (with the rules across sections, the reuse keys and
+config/model.py assembles them into Config (with the rules across sections, the reuse keys and
 load_config); the retention and prices sections live with their own code
 (retention/policy.py, report/prices.py). Each field declares which stages' bytes it changes,
 `changes(...)` (pipeline/config/reuse_keys.py: the reuse keys and the run's key derive from it).

@@ -94,7 +94,7 @@ EXACT_HASHES = PathRule(f"{_UNIT}.hashes.bin", "exact_hashes")
 EXACT_HASH_PARTS = PathRule(f"{_UNIT}.p{{part:d}}.parquet", "exact_hashes")  # before layout 3
 READ_SIGS = PathRule(f"{_UNIT}.sig-{{signature_key}}.parquet", "near_dedup")
 READ_BANDS = PathRule(f"{_UNIT}.bands-{{band_key}}.bin", "near_dedup")  # run/near_signing.py
-# a done unit without them is read again (read_dedup_tasks._outputs_present); markers stay
+# a done unit without them is read again (read_tasks._outputs_present); markers stay
 READ_SIGS_ANY = PathRule(f"{_UNIT}.sig-{{rest}}", "near_dedup")
 READ_DONE = PathRule(f"{_UNIT}.done.json", "work_state")
 READ_REMOVED = PathRule(f"{_UNIT}.removed.parquet", "work_state")  # audit rows: kept
@@ -188,7 +188,7 @@ class RunLayout:
 
     @classmethod
     def for_config(cls, cfg, run_id: str, read_key: str | None = None) -> RunLayout:
-        """The layout of run `run_id` of the dataset a Config (pipeline.config.loader) writes
+        """The layout of run `run_id` of the dataset a Config (pipeline.config.model) writes
         (`read_key`: the config's unless given: a run under a takedown list)."""
         dataset = Location.from_uri(cfg.output.uri, cfg.storage) / cfg.name
         return cls(dataset, run_id, read_key or cfg.read_key(), cfg.token_key())

@@ -33,7 +33,8 @@ import uuid
 from collections.abc import Iterator
 
 from pipeline.cli import exit_codes
-from pipeline.core.storage import IO, Location, precondition_failed
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location, precondition_failed
 
 CLOCK_SKEW_S = 60.0
 

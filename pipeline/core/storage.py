@@ -1,30 +1,25 @@
-"""The one storage layer: fsspec locations (local or s3://), atomic commits, I/O counters.
+"""The one storage layer: fsspec locations (local or s3://) and atomic commits.
 
 Every stage reads and writes through `Location`, so that
 - a commit is atomic everywhere: locally a temp file in the same folder and `os.replace`; on S3
   one PUT (or one multipart upload, which becomes visible only on CompleteMultipartUpload),
   aborted on error;
-- bytes and requests are counted in one place (`IO`), for the run summary and the cost report.
-  On S3 every HTTP request botocore sends (retries included) is counted by operation type through
-  a `before-send` event hook on the s3fs client (`_watch_requests`): LIST, GET, HEAD, PUT (incl.
-  multipart parts), COPY, DELETE; anything else is `other_requests`. On local storage, where no
-  request is sent, each Location call counts the one request it stands for.
+- bytes and requests are counted in one place (`IO`, core/io_counters.py), for the run summary
+  and the cost report;
+- a store's refusal names the URI (core/storage_errors.py).
+
+Beside it: the s3fs options from the config (core/storage_options.py) and the endpoint check
+commands and the reader make before their first request (core/reachability.py).
 
 A Location pickles as (uri, storage options), so Ray tasks on any node rebuild it from storage,
 never from the driver's disk or memory.
 """
-
 from __future__ import annotations
 
 import contextlib
 import io
 import os
-import socket
-import threading
-import urllib.parse
-import urllib.request
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,233 +29,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from pipeline.cli import exit_codes
-
-
-class IOCounters:
-    """Per-process counts of bytes and requests made through this module (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def add(self, **amounts: int) -> None:
-        with self._lock:
-            self._counts.update(amounts)
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    @staticmethod
-    def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-        return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
-
-
-IO = IOCounters()
-
-_HOOK_ID = "pipeline.core.storage.count-requests"
-# S3 operation name -> IO counter; the names follow the price table's request kinds.
-_S3_REQUEST_KINDS = {
-    "ListObjectsV2": "list_requests",
-    "ListObjects": "list_requests",
-    "ListObjectVersions": "list_requests",
-    "ListMultipartUploads": "list_requests",
-    "GetObject": "get_requests",
-    "HeadObject": "head_requests",
-    "HeadBucket": "head_requests",
-    "PutObject": "put_requests",
-    "CreateMultipartUpload": "put_requests",
-    "UploadPart": "put_requests",
-    "CompleteMultipartUpload": "put_requests",
-    "CopyObject": "copy_requests",
-    "UploadPartCopy": "copy_requests",
-    "DeleteObject": "delete_requests",
-    "DeleteObjects": "delete_requests",
-    "AbortMultipartUpload": "delete_requests",
-}
-
-
-def _count_s3_request(event_name: str, **_: Any) -> None:
-    # Must return None: a before-send handler that returns a value replaces the HTTP response.
-    IO.add(**{_S3_REQUEST_KINDS.get(event_name.rsplit(".", 1)[-1], "other_requests"): 1})
-
-
-def _watch_requests(fs: fsspec.AbstractFileSystem) -> bool:
-    """Hook request counting into an s3fs filesystem's client; False for other filesystems.
-
-    Registered on the client and on its session (clients made later inherit it); the unique id
-    makes repeated calls, and filesystems rebuilt from a pickle in a Ray worker, count once.
-    """
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
-    if "s3" not in protocols:
-        return False
-    fs.s3.meta.events.register("before-send.s3", _count_s3_request, unique_id=_HOOK_ID)
-    if fs.session is not None:
-        fs.session.register("before-send.s3", _count_s3_request, unique_id=_HOOK_ID)
-    return True
-
-
-def storage_options(uri: str, options: Any | None) -> dict[str, Any]:
-    """s3fs keyword arguments from a StorageConfig (credentials stay in the environment).
-
-    Every PUT and multipart part carries the SHA-256 of its bytes (`upload_checksum`, the default
-    also without a config), which the store checks before it accepts them: a body corrupted on
-    its way is refused (BadDigest), not stored. s3fs passes `s3_additional_kwargs` to each call
-    that takes the parameter (PutObject, UploadPart, CreateMultipartUpload, DeleteObjects...)
-    and carries each part's ChecksumSHA256 into CompleteMultipartUpload. "none" (a store that
-    rejects checksum headers) also stops botocore's own default CRC32 (when_required)."""
-    if not uri.startswith("s3://"):
-        return {}
-    checksum = getattr(options, "upload_checksum", "SHA256")
-    upload = {"s3_additional_kwargs": {"ChecksumAlgorithm": checksum}} if checksum != "none" else {}
-    if options is None:
-        return upload
-    kwargs: dict[str, Any] = {
-        **upload,
-        "config_kwargs": {
-            "max_pool_connections": options.max_pool_connections,
-            "retries": {"max_attempts": options.retries, "mode": "standard"},
-            "read_timeout": options.read_timeout,
-            "connect_timeout": options.connect_timeout,
-        }
-    }
-    if checksum == "none":
-        kwargs["config_kwargs"]["request_checksum_calculation"] = "when_required"
-    client: dict[str, Any] = {}
-    if options.endpoint_url:
-        client["endpoint_url"] = options.endpoint_url
-    if options.region:
-        client["region_name"] = options.region
-    if client:
-        kwargs["client_kwargs"] = client
-    if options.profile:
-        kwargs["profile"] = options.profile
-    if options.anon:
-        kwargs["anon"] = True
-    return kwargs
+from pipeline.core.io_counters import IO, watch_requests
+from pipeline.core.storage_errors import refusals_named
+from pipeline.core.storage_options import storage_options
 
 
 def is_remote(uri: str) -> bool:
     """Whether `uri` names an object store (s3://...), not a local path or file://."""
     return "://" in uri and not uri.startswith("file://")
-
-
-class StorageUnreachable(Exception):
-    """The object store does not accept connections (nothing was read or written there).
-
-    Its own exit code, 5: not a verify mismatch (1) nor a config error (2)."""
-
-    exit_code = exit_codes.STORAGE_UNREACHABLE
-
-
-class StorageRefused(Exception):
-    """The object store answered but refused: no credentials, access denied, or no such bucket.
-
-    Exit 6, one line naming the URI and the cause (5 stays "does not accept connections")."""
-
-    exit_code = exit_codes.STORAGE_REFUSED
-
-
-# S3 error codes that no retry or other object can cure -> the cause, in words
-_REFUSALS = {
-    "NoSuchBucket": "no such bucket",
-    "AccessDenied": "access denied",
-    "AllAccessDisabled": "access denied",
-    "AccountProblem": "access denied (account problem)",
-    "InvalidAccessKeyId": "the access key is not known to the store",
-    "SignatureDoesNotMatch": "the secret key does not match the access key",
-    "ExpiredToken": "the credentials have expired",
-    "InvalidToken": "the session token is invalid",
-    "TokenRefreshRequired": "the credentials have expired",
-    "403": "access denied",  # a HEAD's answer: no body, so no code (botocore uses the status)
-}
-# Denials named by the HTTP status, never by the S3 code: a HEAD's 403 has no code, a GET's or
-# a LIST's says AccessDenied, and which request meets the denial first (a store that refuses
-# the HEAD, or one that answers it 404 so that s3fs LISTs next) must not change the line: every
-# one reads "access denied (HTTP 403, in Op)".
-_DENIED_BY_STATUS = {"AccessDenied", "AllAccessDisabled", "403"}
-
-
-def refusal_cause(error: BaseException) -> str | None:
-    """The cause, in words, when `error` or an exception it wraps (its __cause__/__context__,
-    s3fs's translation of a botocore error, a Ray task error's `cause`) is the store refusing
-    every request of this kind; None for anything else (a missing object, a transient error)."""
-    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
-
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [error]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, StorageRefused):  # a Ray task's error is one too: its cause is clean
-            inner = getattr(e, "cause", None)
-            return str(inner if isinstance(inner, StorageRefused) else e)
-        if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-            return f"no AWS credentials found ({e}; see docs/cluster.md, \"Credentials\")"
-        if isinstance(e, ClientError):
-            err = e.response.get("Error") or {}
-            code = str(err.get("Code", ""))
-            if code in _REFUSALS:
-                bucket = f", bucket {err['BucketName']}" if err.get("BucketName") else ""
-                shown = "HTTP 403" if code in _DENIED_BY_STATUS else code
-                return f"{_REFUSALS[code]} ({shown}{bucket}, in {e.operation_name})"
-        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
-    return None
-
-
-@contextlib.contextmanager
-def refusals_named(uri: str) -> Iterator[None]:
-    """Turn a refusal (refusal_cause) inside the block into StorageRefused naming `uri`."""
-    try:
-        yield
-    except StorageRefused:
-        raise
-    except Exception as e:
-        cause = refusal_cause(e)
-        if cause is None:
-            raise
-        raise StorageRefused(f"storage refused: {uri}: {cause}") from None
-
-
-_REACHABLE: set[tuple[str, int]] = set()
-
-
-def check_reachable(*locations: Location, timeout: float | None = None) -> None:
-    """Fail within seconds, naming the endpoint and the object, if an s3:// location's endpoint
-    (or the proxy in front of it) does not accept a TCP connection.
-
-    Requests themselves are retried with backoff (`storage.retries`), which is right for a
-    throttled or flaky store but makes a stopped or mistyped endpoint take a minute to report;
-    so commands and the reader check once, before their first request. No HTTP request is sent,
-    so request counts and the store's logs are unchanged."""
-    for loc in locations:
-        if loc.is_local or "s3" not in (
-            (loc.fs.protocol,) if isinstance(loc.fs.protocol, str) else loc.fs.protocol
-        ):
-            continue
-        endpoint = loc.fs.s3.meta.endpoint_url
-        url = urllib.parse.urlsplit(endpoint)
-        host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
-        proxy = urllib.request.getproxies().get(url.scheme)
-        if proxy and not urllib.request.proxy_bypass(host):
-            purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-            host, port = purl.hostname or "", purl.port or 80
-        if (host, port) in _REACHABLE:
-            continue
-        if timeout is None:
-            config = loc.fs.storage_options.get("config_kwargs") or {}
-            timeout = float(config.get("connect_timeout") or 5.0)
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except OSError as e:
-            reason = e.strerror or str(e) or type(e).__name__
-            raise StorageUnreachable(
-                f"storage unreachable: cannot connect to {endpoint} for {loc.uri}: {reason}"
-            ) from None
-        _REACHABLE.add((host, port))
 
 
 @dataclass(frozen=True)
@@ -294,7 +70,7 @@ class Location:
     # -- reads -------------------------------------------------------------------------------
     def _count_requests(self, **requests: int) -> None:
         """Count a call's requests here unless the S3 hook counts the real ones (call it first)."""
-        if not _watch_requests(self.fs):
+        if not watch_requests(self.fs):
             IO.add(**requests)
 
     def exists(self) -> bool:

@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.core.storage import Location, refusal_cause
+from pipeline.core.storage import Location
+from pipeline.core.storage_errors import refusal_cause
 from pipeline.formats import documents
 from pipeline.formats.claims import check_claims
 from pipeline.formats.manifest import (
@@ -211,8 +212,9 @@ def check_written(
     as written (`idx_buf`, in memory) is well formed and holds the entry's claims, and storage
     holds both objects at the stated sizes (a HEAD each). The rest of `check_shard` happened on
     the bytes as they were written: the document boundaries (`WrittenBoundaries`) and the
-    checksums (ShardWriter); on S3 the store checked each PUT's SHA-256 (core/storage.py) and
-    refused a corrupted body. `verify` still reads every byte back and checks it all."""
+    checksums (ShardWriter); on S3 the store checked each PUT's SHA-256
+    (core/storage_options.py) and refused a corrupted body. `verify` still reads every byte back
+    and checks it all."""
     if xxhash.xxh3_128_hexdigest(idx_buf) != shard["idx_xxh3_128"]:
         raise VerifyError(f"{where}: {shard['idx']} as written does not have the entry's checksum")
     info = _check_index(idx_buf, shard, np.dtype(tokenizer["dtype"]), where)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.config.loader import ConfigError
+from pipeline.config.errors import ConfigError
 from pipeline.core.storage import Location
 from pipeline.ingest.first_record import UNREADABLE, first_line, first_object
 

@@ -28,7 +28,7 @@ from pipeline.report import cost
 from pipeline.retention.plan import Plan, plan_retention
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
-    from pipeline.config.loader import Config
+    from pipeline.config.model import Config
 
 READER_SCHEMA = """{"epochs": float (default 1), "bytes_read": int, "get_requests": int,
  "head_requests": int, "list_requests": int}  (or the same keys under "io": an IO.delta;

@@ -41,7 +41,7 @@ from pipeline.report.prices import PricesConfig
 from pipeline.tokens.pack import pack_plan
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
-    from pipeline.config.loader import Config
+    from pipeline.config.model import Config
 
 
 def rates_from_bench(data: dict) -> dict[str, float]:

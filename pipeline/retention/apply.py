@@ -41,7 +41,7 @@ from pipeline.retention.decide import (
 from pipeline.retention.plan import Plan, list_objects, load_ledger, with_head_tail
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
-    from pipeline.config.loader import Config
+    from pipeline.config.model import Config
 
 LEDGER_FORMAT = "pipeline.core.storage-classes/1"
 LEASE_RENEW_S = 60.0  # the lease (core/lease.py) expires after 900 s unless renewed

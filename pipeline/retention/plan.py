@@ -42,7 +42,7 @@ from pipeline.retention.decide import (
 )
 
 if TYPE_CHECKING:  # type only: config imports this package's section model
-    from pipeline.config.loader import Config
+    from pipeline.config.model import Config
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.formats.claims import documents_accounted
 from pipeline.formats.manifest import CURATED_KEY, FILTERED_KEY, RECORDS_KEY, TAKEDOWN_KEY
 from pipeline.run.results import AuditResult, PackResult, ReadResult, RunError, TokenizeResult

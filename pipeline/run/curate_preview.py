@@ -18,14 +18,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import Location
 from pipeline.curate import chain
 from pipeline.curate.classifier import QUANTILES
 from pipeline.curate.user import HookError
 from pipeline.exchange.sections import concat
 from pipeline.ingest.records import docs_schema
-from pipeline.run.read_dedup_tasks import list_units, read_pieces
+from pipeline.run.read_tasks import list_units, read_pieces
 from pipeline.run.results import RunError
 
 EXAMPLES = 3  # documents shown per step

@@ -1,11 +1,11 @@
 """The dedup stages: exact dedup, near dedup (optional), then the removal audit.
 
-Each step is a wave of Ray tasks (run/read_dedup_tasks.py, run/neardup.py) run through `Waves`.
-Between steps rows move through sectioned exchange objects (exchange/sections.py): `exchange` runs
-pass 1 (`regroup`, exchange/regroup.py), or none for a small exchange (plan.direct), and hands
-each partition's reader the ranges it GETs. The removals of both dedups end up in unit buckets
-(`Removals.bounds`, `ByBucket`), which the audit merges bucket by bucket and select reads bucket
-by bucket, beside it.
+Each step is a wave of Ray tasks (run/exact_dedup_tasks.py, run/neardup.py, run/merge_tasks.py)
+run through `Waves`. Between steps rows move through sectioned exchange objects
+(exchange/sections.py): `exchange` runs pass 1 (`regroup`, exchange/regroup.py), or none for a
+small exchange (plan.direct), and hands each partition's reader the ranges it GETs. The removals
+of both dedups end up in unit buckets (`Removals.bounds`, `ByBucket`), which the audit merges
+bucket by bucket and select reads bucket by bucket, beside it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.config.sections import DedupConfig
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location

@@ -15,7 +15,7 @@ import sys
 
 from tqdm import tqdm
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.lease import held
 from pipeline.core.storage import Location
 from pipeline.curate import warm as curate_warm

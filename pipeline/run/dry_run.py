@@ -5,7 +5,7 @@ Per source: the files and bytes accepted, the skipped files with their reasons (
 skipped.parquet would hold them), the first record's fields of the first file of each format
 (ingest/first_record.py), the work units (ingest/listing.cut_units) and the dedup partitions the
 listed bytes give (DedupConfig.partition_count). It calls the run's own listing
-(run/read_dedup_tasks.py list_units) in this process, without Ray.
+(run/read_tasks.py list_units) in this process, without Ray.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import PurePosixPath
 
 import pyarrow.compute as pc
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import Location
 from pipeline.core.units import human_bytes
 from pipeline.ingest.first_record import first_record
-from pipeline.run.read_dedup_tasks import list_units
+from pipeline.run.read_tasks import list_units
 
 SKIPPED_SHOWN = 20  # skipped files named per source; the rest are counted
 

@@ -24,7 +24,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import AUDIT_DIR
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import ManifestError, load_manifest

@@ -1,5 +1,5 @@
 """What the read pass writes for near dedup, while it holds a unit's documents
-(run/read_dedup_tasks.py read_unit), so that near dedup (run/neardup.py) reads neither the documents
+(run/read_tasks.py read_unit), so that near dedup (run/neardup.py) reads neither the documents
 nor, for banding, the signatures. Both files live under `_work/units/<read_key>/` (core/layout.py),
 shared by the runs that read the unit the same way:
 
@@ -18,7 +18,7 @@ shared by the runs that read the unit the same way:
         of consecutive partitions is one contiguous range: near_band_group reads each row once.
 
 A done unit without either file (near dedup off when it was read, or the file deleted by
-retention) is read again by the read stage (read_dedup_tasks._outputs_present): no text is kept
+retention) is read again by the read stage (read_tasks._outputs_present): no text is kept
 to sign again, and the band hashes need the full values, which the signature file no longer
 holds.
 """
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.dedup import band_rows, minhash
@@ -229,7 +229,7 @@ def write_band_object(loc: Location, keys: np.ndarray, sigs: np.ndarray, cfg: Co
 
 def unit_sigs(layout: RunLayout, unit: str, cfg: Config) -> pa.Table:
     """The unit's signature rows, as its read task wrote them (a done unit without them is read
-    again: read_dedup_tasks._outputs_present)."""
+    again: read_tasks._outputs_present)."""
     signed = layout.read_sigs(unit, signature_key(cfg))
     if not signed.exists():
         raise FileNotFoundError(

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.dedup import band_rows, components, minhash
 from pipeline.dedup.edges import EMPTY_EDGES, star_edges, unique_edges

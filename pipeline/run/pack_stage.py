@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout, new_version_id
 from pipeline.core.storage import Location
 from pipeline.formats.verify import VerifyError

@@ -1,6 +1,6 @@
 """Pack tasks: the two passes of tokens/pack.py (exchange objects, then shards).
 
-Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed
+Like every task module (run/read_tasks.py): picklable descriptions in, a small typed
 result out; an exchange object's done marker and a shard's verified write are what a rerun reuses.
 """
 

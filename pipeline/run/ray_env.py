@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import ray
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 
 # Parallelism comes from tasks (one CPU each), so library thread pools inside a task stay at one
 # thread; otherwise every tokenizer task would start a pool as wide as the machine (OMP_NUM_THREADS

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.config.reuse_keys import takedown_keyed
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location

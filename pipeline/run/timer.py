@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import ray
 
-from pipeline.core.storage import IO
+from pipeline.core.io_counters import IO
 from pipeline.run.results import TaskResult
 
 R = TypeVar("R", bound=TaskResult)

@@ -1,6 +1,6 @@
 """The driver's side of tokenization: choose the engine, fall back, and select what dedup kept.
 
-The read task tokenizes every document while it holds them (read_dedup_tasks.read_unit,
+The read task tokenizes every document while it holds them (read_tasks.read_unit,
 tokenize_tasks.tokenize_docs), so the text is read once and never written back:
 1. `tokenize.engine: tokenizers` runs tokenizers. Otherwise a probe task
    (tokenize_tasks.tokenize_probe) loads fastokens on a worker and compares it with tokenizers
@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 from tqdm import tqdm
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.exchange.sections import Range, unit_bucket
 from pipeline.run.results import ReadResult, RunError, SelectResult, TokenizeResult

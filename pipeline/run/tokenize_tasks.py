@@ -1,7 +1,7 @@
 """Tokenize tasks: the engine equality probe, a unit's documents to its token file (called by
 the read task, which holds them), and the index of what dedup kept of it.
 
-Like every task module (run/read_dedup_tasks.py): picklable descriptions in, a small typed result
+Like every task module (run/read_tasks.py): picklable descriptions in, a small typed result
 out, each unit's output committed atomically, its index last (resume). The token file's format
 is documented in tokens/pack.py (its compression in tokens/framed.py); the engine choice and
 fallback in run/tokenize_stage.py.
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.core.text import shuffle_key
@@ -151,7 +151,7 @@ def select_bucket(
     layout: RunLayout, unit_ids: list[str], ranges: list[sections.Range], read_pass: list[str]
 ) -> SelectResult:
     """select_unit for the units of one unit bucket (exchange/sections.unit_bounds), their
-    removals read once from where the audit (read_dedup_tasks.merge_audit) reads this bucket's:
+    removals read once from where the audit (merge_tasks.merge_audit) reads this bucket's:
     the exact and near removals' `ranges` and the read-pass audit rows of the units in
     `read_pass`. The same rows as removed.parquet's for these units, so select need not wait
     for the audit."""

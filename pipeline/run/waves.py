@@ -24,20 +24,27 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
-from pipeline.core.storage import IO
+from pipeline.core.io_counters import IO
 from pipeline.exchange.regroup import regroup
-from pipeline.run import neardup, pack_tasks, read_dedup_tasks, tokenize_tasks
+from pipeline.run import (
+    exact_dedup_tasks,
+    merge_tasks,
+    neardup,
+    pack_tasks,
+    read_tasks,
+    tokenize_tasks,
+)
 from pipeline.run.results import RunError, StageReport, TaskResult
 
 # every Ray task of a run, by name: the functions are the task bodies
 TASKS = {
     fn.__name__: fn
     for fn in (
-        read_dedup_tasks.list_units,
-        read_dedup_tasks.read_unit_task,
-        read_dedup_tasks.merge_quarantine,
-        read_dedup_tasks.exact_partition,
-        read_dedup_tasks.merge_audit,
+        read_tasks.list_units,
+        read_tasks.read_unit_task,
+        merge_tasks.merge_quarantine,
+        exact_dedup_tasks.exact_partition,
+        merge_tasks.merge_audit,
         tokenize_tasks.tokenize_probe,
         tokenize_tasks.select_unit,
         tokenize_tasks.select_bucket,

@@ -5,7 +5,8 @@ order, each only once its bytes fit in the buffer budget; results are handed to 
 list order. The budget counts every byte fetched or being fetched until the consumer releases it,
 so the reader's memory never exceeds it. Because budget is granted in list order, the request the
 consumer waits for always started before any later one: no deadlock however small the budget.
-Every read goes through `Location.read_bytes`, so `storage.IO` counts it.
+Every read goes through `Location.read_bytes`, so `IO` (core/io_counters.py) counts it. `with_pool`
+gives the fetcher's location an S3 connection pool as large as its threads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pipeline.core.storage import Location, check_reachable
+from pipeline.core.reachability import check_reachable
+from pipeline.core.storage import Location
 
 _NOT_RETRIED = (FileNotFoundError, PermissionError, IsADirectoryError)
 
@@ -232,3 +234,15 @@ def probe_uri(uri: str, storage=None) -> Probe:
         raise ValueError(f"{uri}: the version has no shards to probe")
     biggest = max(shards, key=lambda s: s["bin_bytes"])
     return probe_storage(version / biggest["bin"], biggest["bin_bytes"])
+
+
+def with_pool(loc: Location, connections: int) -> Location:
+    """The same location with an S3 connection pool of at least `connections`."""
+    if loc.is_local:
+        return loc
+    options = dict(loc.fs.storage_options)
+    config = dict(options.get("config_kwargs") or {})
+    if config.get("max_pool_connections", 10) >= connections:
+        return loc
+    options["config_kwargs"] = {**config, "max_pool_connections": connections}
+    return Location(type(loc.fs)(**options), loc.path)

@@ -11,7 +11,8 @@ One request costs `W = L + s / B` (L first-byte latency, B one connection's band
 - Little's law: moving X bytes/s in requests of s bytes keeps `N = X * W / s` requests in flight
   (2 GB/s in 16 MB ranges at 50 ms and 100 MB/s: W = 0.21 s, N = 26.25, so 27).
 The functions here are pure arithmetic; `StreamReader` sizes its requests and its prefetch depth
-with `read_plan`, from declared or probed L and B (see `pipeline.stream.fetch.probe_storage`).
+with `read_plan`, from declared or probed L and B (see `pipeline.stream.fetch.probe_storage`), and
+its shuffle groups within the same buffer with `shuffle_group`.
 """
 
 from __future__ import annotations
@@ -169,3 +170,24 @@ def plan_lines(
             f" {nodes} node(s): {human_bytes(per_node * nodes)}/s"
         )
     return lines
+
+
+def shuffle_group(
+    shuffle: bool,
+    buffer_bytes: int | None,
+    max_buffer_bytes: int,
+    plan: ReadPlan,
+    window_bytes: int,
+) -> int:
+    """Windows per shuffle group: the group's tokens are held while its windows are cut, next to
+    the ranges in flight, so it takes an eighth of the buffer unless told (explicit sizes must
+    leave room for two requests: the one being waited for and a partly used one)."""
+    if not shuffle:
+        return 0
+    size = max_buffer_bytes // 8 if buffer_bytes is None else buffer_bytes
+    if size + 2 * plan.request_bytes > max_buffer_bytes:
+        raise ValueError(
+            f"shuffle_buffer_bytes {size} plus two requests of {plan.request_bytes} bytes exceed"
+            f" max_buffer_bytes {max_buffer_bytes}"
+        )
+    return max(1, size // window_bytes)

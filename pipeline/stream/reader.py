@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import xxhash
 
-from pipeline.core.storage import Location, check_reachable
+from pipeline.core.reachability import check_reachable
+from pipeline.core.storage import Location
 from pipeline.core.units import MiB
 from pipeline.formats.claims import judged_manifest
 from pipeline.formats.manifest import ManifestError, split_shards
-from pipeline.formats.megatron import HEADER_SIZE, ShardFormatError, decode_index, header_fields
+from pipeline.formats.megatron import ShardFormatError, decode_index
 from pipeline.formats.verify import VerifyError
 from pipeline.formats.versions import resolve_version
 from pipeline.stream.blocks import (
@@ -32,9 +33,16 @@ from pipeline.stream.blocks import (
     whole_blocks,
 )
 from pipeline.stream.boundaries import Window, eos_id, with_boundaries
-from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage
+from pipeline.stream.fetch import FetchStats, RangeFetcher, Request, probe_storage, with_pool
+from pipeline.stream.index_header import check_index_header
 from pipeline.stream.mixture import epoch_segments, layout_version
-from pipeline.stream.plan import DEFAULT_BANDWIDTH, DEFAULT_LATENCY_S, ReadPlan, read_plan
+from pipeline.stream.plan import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_LATENCY_S,
+    ReadPlan,
+    read_plan,
+    shuffle_group,
+)
 from pipeline.stream.resume import (
     STATE_FORMAT,
     check_same_stream,
@@ -46,24 +54,16 @@ from pipeline.stream.resume import (
 from pipeline.stream.windows import (
     ByteRange,
     Intervals,
+    Piece,
     WindowOrder,
     count,
+    cut,
     normalize,
     plan_ranges,
     rank_windows,
     token_ranges,
     window_count,
 )
-
-
-class _Piece(NamedTuple):
-    start: int  # stream offset of tokens[0]
-    tokens: np.ndarray
-    nbytes: int  # budget it holds until dropped
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.tokens)
 
 
 class StreamReader:
@@ -113,7 +113,7 @@ class StreamReader:
             raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
         self.split = split
         shards = split_shards(self.manifest, split)
-        _check_index_header(version, shards, self.dtype)
+        check_index_header(version, shards, self.dtype)
         self._split_shards = shards
         self.layout = layout_version(self.manifest, split)
         self.total_tokens = sum(s.tokens for s in self._epoch_segments(epoch))
@@ -143,10 +143,10 @@ class StreamReader:
         if self._block_bytes is not None:
             self.plan = whole_blocks(self.plan, self._block_bytes)
         self._idx_checked: set[str] = set()  # .idx files checked (block mode: once per shard)
-        self.shuffle_group = _shuffle_group(
+        self.shuffle_group = shuffle_group(
             shuffle_windows, shuffle_buffer_bytes, max_buffer_bytes, self.plan, window_bytes
         )
-        self.version = _with_pool(version, self.plan.inflight + 2)
+        self.version = with_pool(version, self.plan.inflight + 2)
         self.stats = FetchStats()
         self._active: Iterator[np.ndarray] | None = None
         self._start_epoch(epoch)
@@ -229,7 +229,7 @@ class StreamReader:
         )
         try:
             pieces = self._pieces(fetcher, entries)
-            pending: deque[_Piece] = deque()
+            pending: deque[Piece] = deque()
             L = self.seq_len
             for group in order.groups(windows):  # yield order; one group's tokens held at once
                 w0, w1 = min(group) * L, max(group) * L + L + 1
@@ -242,7 +242,7 @@ class StreamReader:
                     else:
                         pending.append(piece)
                 for j in group:
-                    window = _cut(pending, j * L, j * L + L + 1)
+                    window = cut(pending, j * L, j * L + L + 1)
                     self._consumed += 1
                     self.stats.windows += 1
                     yield self._with_boundaries(window, j * L) if self.boundaries else window
@@ -281,7 +281,7 @@ class StreamReader:
             requests.append(Request(self.version / shard["bin"], at + r.start, at + r.end))
         return entries, requests
 
-    def _pieces(self, fetcher: RangeFetcher, entries: list[ByteRange | int]) -> Iterator[_Piece]:
+    def _pieces(self, fetcher: RangeFetcher, entries: list[ByteRange | int]) -> Iterator[Piece]:
         hashers: dict[int, Any] = {}
         for i, entry in enumerate(entries):
             data = fetcher.get(i)
@@ -294,14 +294,14 @@ class StreamReader:
                 self._check_blocks(entry, data)
                 at = entry.start
                 keep = memoryview(data)[entry.keep_start - at : entry.keep_end - at]
-                yield _Piece(entry.stream_token, np.frombuffer(keep, self.dtype), len(data))
+                yield Piece(entry.stream_token, np.frombuffer(keep, self.dtype), len(data))
                 continue
             if self.verify_checksums and self._whole(entry.shard):
                 hasher = hashers.setdefault(entry.shard, xxhash.xxh3_128())
                 hasher.update(data)
                 if entry.end == self._shards[entry.shard]["bin_bytes"]:
                     self._check_digest(entry.shard, "bin", hashers.pop(entry.shard).hexdigest())
-            yield _Piece(entry.stream_token, np.frombuffer(data, self.dtype), len(data))
+            yield Piece(entry.stream_token, np.frombuffer(data, self.dtype), len(data))
 
     def _whole(self, position: int) -> bool:
         """The segment is a whole shard (only whole shards can be checked against checksums)."""
@@ -406,69 +406,3 @@ class StreamReader:
         """One job state from every rank's state: exactly the windows no rank has consumed yet
         (see resume.py)."""
         return merge_states(states)
-
-
-def _check_index_header(version: Location, shards: list[dict], dtype: np.dtype) -> None:
-    """The first non-empty shard's .idx header (34 bytes, one ranged read) must state the
-    manifest's dtype and document count: otherwise every token read would be misdecoded (two
-    uint16 ids read as one uint32), checksums or not."""
-    shard = next((s for s in shards if s["documents"]), None)
-    if shard is None:
-        return
-    where = (version / shard["idx"]).uri
-    try:
-        header_dtype, seq_count = header_fields((version / shard["idx"]).read_bytes(0, HEADER_SIZE))
-    except OSError as e:
-        raise ManifestError(f"{where}: cannot read the index header: {e}") from None
-    if header_dtype != dtype or seq_count != shard["documents"]:
-        raise ManifestError(
-            f"{where}: the index header states {header_dtype} tokens in {seq_count} documents,"
-            f" the manifest {dtype} in {shard['documents']}: refusing to misread the shards"
-        )
-
-
-def _cut(pending: deque[_Piece], w0: int, w1: int) -> np.ndarray:
-    """Tokens [w0, w1) of the stream from the contiguous pieces held, as a new array."""
-    parts = [
-        p.tokens[max(w0 - p.start, 0) : w1 - p.start]
-        for p in pending
-        if p.start < w1 and p.end > w0
-    ]
-    window = parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
-    if len(window) != w1 - w0:
-        raise RuntimeError(f"internal: window [{w0}, {w1}) assembled {len(window)} tokens")
-    return window
-
-
-def _with_pool(loc: Location, connections: int) -> Location:
-    """The same location with an S3 connection pool of at least `connections`."""
-    if loc.is_local:
-        return loc
-    options = dict(loc.fs.storage_options)
-    config = dict(options.get("config_kwargs") or {})
-    if config.get("max_pool_connections", 10) >= connections:
-        return loc
-    options["config_kwargs"] = {**config, "max_pool_connections": connections}
-    return Location(type(loc.fs)(**options), loc.path)
-
-
-def _shuffle_group(
-    shuffle: bool,
-    buffer_bytes: int | None,
-    max_buffer_bytes: int,
-    plan: ReadPlan,
-    window_bytes: int,
-) -> int:
-    """Windows per shuffle group: the group's tokens are held while its windows are cut, next to
-    the ranges in flight, so it takes an eighth of the buffer unless told (explicit sizes must
-    leave room for two requests: the one being waited for and a partly used one)."""
-    if not shuffle:
-        return 0
-    size = max_buffer_bytes // 8 if buffer_bytes is None else buffer_bytes
-    if size + 2 * plan.request_bytes > max_buffer_bytes:
-        raise ValueError(
-            f"shuffle_buffer_bytes {size} plus two requests of {plan.request_bytes} bytes exceed"
-            f" max_buffer_bytes {max_buffer_bytes}"
-        )
-    return max(1, size // window_bytes)
-

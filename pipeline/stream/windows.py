@@ -12,10 +12,14 @@ contiguous, equal-count (± 1) pieces, in stream order. A rank therefore reads a
 of the stream (large range requests, no rank reads another's bytes) and the pieces are disjoint and
 cover the set. A fresh epoch's set is `[(0, window_count)]`; after a resume it is whatever the job
 had left (see `remaining_after`), so any number of ranks can take over any remainder.
+
+Cutting: the reader holds the fetched ranges as token pieces (`Piece`) and copies each window out
+of the contiguous pieces that hold it (`cut`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -240,3 +244,26 @@ def _minus(windows: Intervals, gone: Intervals) -> Intervals:
         if a < b:
             out.append((a, b))
     return normalize(out)
+
+
+class Piece(NamedTuple):
+    start: int  # stream offset of tokens[0]
+    tokens: np.ndarray
+    nbytes: int  # budget it holds until dropped
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.tokens)
+
+
+def cut(pending: deque[Piece], w0: int, w1: int) -> np.ndarray:
+    """Tokens [w0, w1) of the stream from the contiguous pieces held, as a new array."""
+    parts = [
+        p.tokens[max(w0 - p.start, 0) : w1 - p.start]
+        for p in pending
+        if p.start < w1 and p.end > w0
+    ]
+    window = parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+    if len(window) != w1 - w0:
+        raise RuntimeError(f"internal: window [{w0}, {w1}) assembled {len(window)} tokens")
+    return window

@@ -19,14 +19,16 @@ import pytest
 import zstandard
 from support import REPO, SAMPLE_CONFIG, jsonl_records
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
+from pipeline.core.io_counters import IO
 from pipeline.core.layout import RunLayout
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import Location
 from pipeline.ingest.listing import OWN_OUTPUT, PIPELINE_DATASET, cut_units, list_inputs
 from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
 from pipeline.run.driver import run_pipeline
-from pipeline.run.read_dedup_tasks import read_unit
+from pipeline.run.read_tasks import read_unit
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "owls")
 

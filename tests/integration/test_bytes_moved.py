@@ -16,7 +16,8 @@ import s3fs
 from support import REPO, SAMPLE_CONFIG
 
 from pipeline.config.loader import load_config
-from pipeline.core.storage import Location, storage_options
+from pipeline.core.storage import Location
+from pipeline.core.storage_options import storage_options
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.run import commit_stage as run_module
 from pipeline.run.driver import run_pipeline

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipeline.config.sections import StorageConfig
-from pipeline.core.storage import IO, Location
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.testing.s3 import recorded_requests
 
 

@@ -23,7 +23,9 @@ from support import REPO
 
 from pipeline.cli import main as cli
 from pipeline.config.sections import StorageConfig
-from pipeline.core.storage import IO, Location, StorageUnreachable
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
+from pipeline.core.storage_errors import StorageUnreachable
 from pipeline.run.ray_env import WORKER_ENV, worker_runtime_env
 from pipeline.stream.reader import StreamReader
 from pipeline.testing.s3 import seaweedfs_server
@@ -144,7 +146,7 @@ def test_verify_takes_storage_from_config_and_set(s3_bucket, s3_storage, capsys)
 
 
 def test_reachable_endpoint_is_checked_once_per_process(s3_storage):
-    from pipeline.core.storage import _REACHABLE, check_reachable
+    from pipeline.core.reachability import _REACHABLE, check_reachable
 
     loc = Location.from_uri("s3://any-bucket/x", s3_storage)
     check_reachable(loc)

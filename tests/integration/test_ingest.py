@@ -16,7 +16,8 @@ import pytest
 import zstandard
 
 from pipeline.config.sections import StorageConfig
-from pipeline.core.storage import IO, Location
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.ingest.listing import INPUTS_SCHEMA, cut_units, list_inputs
 from pipeline.testing.s3 import recorded_requests
 

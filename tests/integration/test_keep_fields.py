@@ -15,7 +15,8 @@ import yaml
 from support import REPO, SAMPLE, TOKENIZER, own_ray_env
 
 from pipeline.cli.main import main
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.core.storage import Location
 from pipeline.formats.verify import verify_version
 from pipeline.formats.versions import resolve_version

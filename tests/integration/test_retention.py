@@ -17,8 +17,9 @@ import s3fs
 from support import REPO
 
 from pipeline.cli.main import main
-from pipeline.config.loader import Config
-from pipeline.core.storage import IO, Location
+from pipeline.config.model import Config
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.formats.manifest import FORMAT_V1, commit_manifest, load_manifest
 from pipeline.formats.versions import committed_versions
 from pipeline.ingest.listing import list_inputs

@@ -21,7 +21,7 @@ from pipeline.ingest.local_listing import HEAD_TAIL_BYTES
 from pipeline.retention.apply import apply_plan
 from pipeline.retention.decide import DAY
 from pipeline.retention.plan import format_plan, plan_retention
-from pipeline.run.read_dedup_tasks import list_units
+from pipeline.run.read_tasks import list_units
 
 jsonl = partial(support.jsonl, words="text number", repeat=20)
 SMALL = {n: jsonl(n, n=40) for n in ("untouched", "restored")}  # each under 128 KiB

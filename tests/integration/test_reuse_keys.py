@@ -15,7 +15,8 @@ from pydantic import BaseModel, ByteSize, Field
 from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
 from pipeline.config import reuse_keys
-from pipeline.config.loader import Config, load_config
+from pipeline.config.loader import load_config
+from pipeline.config.model import Config
 from pipeline.config.reuse_keys import changes
 from pipeline.config.sections import InputConfig
 from pipeline.core.model import StrictModel

@@ -17,7 +17,8 @@ import xxhash
 from support import REPO, SAMPLE_CONFIG, own_ray_env, run_command, run_documents
 from tokenizers import Tokenizer
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.core.layout import MANIFEST, RunLayout
 from pipeline.core.storage import Location
 from pipeline.formats.megatron import read_shard

@@ -9,8 +9,8 @@ import pytest
 from support import SAMPLE_CONFIG, SOURCES_CONFIG
 
 from pipeline.config.loader import load_config
+from pipeline.core.io_counters import IO
 from pipeline.core.layout import RunLayout
-from pipeline.core.storage import IO
 from pipeline.exchange import sections
 from pipeline.formats.run_stats import parse_stats
 from pipeline.run.driver import run_pipeline

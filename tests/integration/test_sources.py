@@ -15,9 +15,11 @@ import pytest
 import yaml
 from support import REPO, SAMPLE, SOURCES_CONFIG, TOKENIZER, jsonl_records, own_ray_env, run_command
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
+from pipeline.core.io_counters import IO
 from pipeline.core.layout import MANIFEST, RunLayout
-from pipeline.core.storage import IO, Location
+from pipeline.core.storage import Location
 from pipeline.formats.manifest import parse_blend
 from pipeline.formats.megatron import read_shard
 from pipeline.formats.verify import VerifyError, verify_version

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from support import REPO, SAMPLE_CONFIG, own_ray_env
 from support.cli import call  # the command line in this process
 
-from pipeline.core.storage import StorageRefused, refusal_cause, refusals_named
+from pipeline.core.storage_errors import StorageRefused, refusal_cause, refusals_named
 from pipeline.testing.s3 import moto_server
 
 

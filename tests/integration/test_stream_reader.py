@@ -13,7 +13,8 @@ import pytest
 from support import wait_until
 
 from pipeline.config.sections import StorageConfig
-from pipeline.core.storage import IO, Location
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.formats.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline.formats.verify import VerifyError, verify_version
 from pipeline.stream import plan

@@ -9,7 +9,8 @@ from typing import Any
 
 from tokenizers import SentencePieceUnigramTokenizer
 
-from pipeline.config.loader import Config, load_config
+from pipeline.config.loader import load_config
+from pipeline.config.model import Config
 from support.paths import SAMPLE_CONFIG, TOKENIZER
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.ingest.readers import read_piece

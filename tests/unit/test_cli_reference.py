@@ -18,7 +18,7 @@ from pipeline.cli import main as cli
 from pipeline.cli.exit_codes import EXIT_CODES
 from pipeline.cli.tool_commands import BENCHES
 from pipeline.config import reference as config_reference
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 
 
 def _models(model: type[BaseModel], seen: set) -> set:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from support import SAMPLE_CONFIG
 
 from pipeline.cli import main as cli
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 
 
 def _unwrap(tp: Any, metadata: list) -> tuple[Any, list]:

@@ -11,7 +11,7 @@ import pytest
 from support import REPO
 
 from pipeline.cli.main import main
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.storage import Location
 from pipeline.formats.manifest import FORMAT_V1, commit_manifest
 from pipeline.ingest.listing import list_inputs

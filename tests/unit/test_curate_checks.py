@@ -16,7 +16,8 @@ import yaml
 from support import SAMPLE_CONFIG, TOKENIZER
 
 from pipeline.config import reference as config_reference
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.curate import chain
 from pipeline.curate.base import REGISTRY
 from pipeline.curate.user import CurationError, HookError

@@ -11,7 +11,7 @@ from support import REPO
 
 _IMPORTED = (
     "import json, sys;"
-    " import pipeline.cli.main, pipeline.run.driver, pipeline.run.read_dedup_tasks;"
+    " import pipeline.cli.main, pipeline.run.driver, pipeline.run.read_tasks;"
     " print(json.dumps(sorted(m for m in ('numba', 'torch') if m in sys.modules)))"
 )
 

@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.core.storage import IO, Location
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.exchange import sections
 from pipeline.exchange.plan import SMALL_GETS, ExchangePlan, direct, exchange_plan
 from pipeline.exchange.regroup import regroup

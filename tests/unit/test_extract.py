@@ -8,7 +8,8 @@ import pytest
 from support import SAMPLE_CONFIG
 
 from pipeline.cli import exit_codes
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.extract.html import extractor
 
 PAGE = (

@@ -9,7 +9,8 @@ import pytest
 from support import SAMPLE_CONFIG
 
 from pipeline.config import reuse_keys
-from pipeline.config.loader import Config, load_config
+from pipeline.config.loader import load_config
+from pipeline.config.model import Config
 from pipeline.extract.config import ExtractConfig
 
 STAGES = ("read", "output")

@@ -13,8 +13,10 @@ import pytest
 import yaml
 from support import SOURCES_CONFIG, TOKENIZER
 
-from pipeline.config.loader import ConfigError, load_config
-from pipeline.core.storage import IO, Location
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
+from pipeline.core.io_counters import IO
+from pipeline.core.storage import Location
 from pipeline.ingest.field_probe import FieldError, probe_fields
 from pipeline.ingest.listing import list_inputs, with_origin
 

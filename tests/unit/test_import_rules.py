@@ -33,7 +33,12 @@ def runtime_imports(path: Path) -> set[str]:
 
 
 # The modules that assemble the whole config (the sections alone import neither package).
-CONFIG_MODEL = {"pipeline.config", "pipeline.config.loader"}
+CONFIG_MODEL = {
+    "pipeline.config",
+    "pipeline.config.loader",
+    "pipeline.config.model",
+    "pipeline.config.path_checks",
+}
 
 
 def test_retention_and_report_do_not_import_the_config_back():
@@ -44,7 +49,15 @@ def test_retention_and_report_do_not_import_the_config_back():
 
 RUN = PACKAGE / "run"
 STAGES = {f"pipeline.run.{p.stem}" for p in RUN.glob("*_stage.py")}
-TASK_MODULES = ("read_dedup_tasks", "tokenize_tasks", "pack_tasks", "neardup", "near_signing")
+TASK_MODULES = (
+    "read_tasks",
+    "exact_dedup_tasks",
+    "merge_tasks",
+    "tokenize_tasks",
+    "pack_tasks",
+    "neardup",
+    "near_signing",
+)
 
 
 def test_run_layers_import_downwards_only():

@@ -19,7 +19,8 @@ from tokenizers import (
     trainers,
 )
 
-from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.errors import ConfigError
+from pipeline.config.loader import load_config
 from pipeline.tokens import pieces
 from pipeline.tokens.check import hard_strings
 from pipeline.tokens.encode import (

@@ -1,6 +1,8 @@
-"""The work of each Ray task: read storage, call a pure core, write storage, return a small result.
+"""The read pass's Ray tasks: the listing cut into work units (list_units), then each unit read
+once, its documents curated, tokenized, signed and hashed while in memory (read_unit).
 
-Every function here takes only picklable descriptions (Locations, configs, unit ids) and returns
+The work of each Ray task: read storage, call a pure core, write storage, return a small result.
+Every task function takes only picklable descriptions (Locations, configs, unit ids) and returns
 a small typed result (run/results.py), never document text: the driver sees counts. Each
 unit-level output is committed atomically and then marked done, so a rerun skips finished
 units (resume).
@@ -13,10 +15,9 @@ from collections import Counter
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import xxhash
 
-from pipeline.config.loader import Config
+from pipeline.config.model import Config
 from pipeline.core.layout import RunLayout
 from pipeline.core.storage import Location
 from pipeline.curate import chain
@@ -40,20 +41,15 @@ from pipeline.ingest.read_guards import ObjectChanged
 from pipeline.ingest.readers import read_piece
 from pipeline.ingest.records import QUARANTINE_SCHEMA, changed_quarantine, docs_schema
 from pipeline.run.markers import load_marker, write_marker
-from pipeline.run.results import (
-    AuditResult,
-    ExactResult,
-    ListResult,
-    QuarantineResult,
-    ReadResult,
-    RunError,
-)
+from pipeline.run.results import ListResult, ReadResult, RunError
 from pipeline.run.timer import TaskTimer
 from pipeline.run.tokenize_tasks import tokenize_docs
 from pipeline.tokens.check import EngineMismatch
 from pipeline.tokens.encode import EngineUnavailable
 
 DOCS_PARQUET = {"compression": "zstd", "row_group_size": 16384}
+
+
 CURATE_BATCH = 4096  # documents a curation step holds its per-document values for at once
 
 
@@ -343,125 +339,3 @@ def read_pieces(
             column, "doc_id", pc.binary_join_element_wise(f"{src.name}/", bad["doc_id"], "")
         )
     return docs, bad
-
-
-# -- exact dedup -----------------------------------------------------------------------------
-def exact_partition(
-    layout: RunLayout,
-    part: int,
-    ranges: list[sections.Range],
-    bounds: list[str],
-    enabled: bool = True,
-) -> ExactResult:
-    """Exact dedup of one hash partition, its rows read as one range per writer group (the
-    exchange: exchange/sections.py); its removals go out sectioned by unit bucket (`bounds`)."""
-    timer = TaskTimer()
-    rows = sections.read_part(ranges if enabled else [], exact.HASH_SCHEMA)
-    removed = exact.exact_removals(rows)
-    buckets = sections.unit_bucket(bounds, removed.column("unit_id"))
-    size = sections.write_sectioned(layout.exact_removed(part), removed, buckets, len(bounds))
-    return timer.result(
-        ExactResult, part=part, rows=rows.num_rows, removed=removed.num_rows, size=size
-    )
-
-
-def merge_quarantine(
-    layout: RunLayout,
-    units: list[str],
-    origins: dict[str, str] | None = None,
-) -> QuarantineResult:
-    """Every unit's bad records in one listing, sorted by source and row. With `origins` (unit
-    id -> source name; named sources) every row also has `origin`, the source it came from,
-    and rows sort by origin first (two sources may hold the same relative path). A listing
-    without the column (a single `input:`, or a run from before) is the one source's. The
-    documents the tokenizer quarantined are in their unit's rows (read_unit)."""
-    timer = TaskTimer()
-    parts = [layout.read_quarantine(u).read_parquet() for u in units]
-    schema, order = QUARANTINE_SCHEMA, [("source", "ascending"), ("row", "ascending")]
-    if origins is not None:
-        parts = [
-            with_origin(t.drop_columns(["origin"]) if "origin" in t.column_names else t, origins[u])
-            for u, t in zip(units, parts, strict=True)
-        ]
-        schema = QUARANTINE_SCHEMA.append(pa.field("origin", pa.string()))
-        order = [("origin", "ascending"), *order]
-    bad = concat(parts, schema)
-    layout.quarantine.write_parquet(bad.sort_by(order))
-    documents = int(pc.sum(bad["records"]).as_py() or 0)
-    return timer.result(QuarantineResult, rows=bad.num_rows, documents=documents)
-
-
-def merge_audit(
-    layout: RunLayout,
-    exact_by_bucket: list[list[sections.Range]],
-    near_by_bucket: list[list[sections.Range]] | None = None,
-    takedown_by_bucket: list[list[str]] | None = None,
-) -> AuditResult:
-    """removed.parquet: every removal, exact, near, by a curation rule and by the takedown list,
-    sorted by unit: the run's audit. Written one bucket of units at a time (buckets in unit
-    order), so memory holds one bucket's removals, never the corpus's; `takedown_by_bucket`:
-    each bucket's units with read-pass audit rows (read_unit)."""
-    timer = TaskTimer()
-    near_by_bucket = near_by_bucket or [[] for _ in exact_by_bucket]
-    down_by_bucket = takedown_by_bucket or [[] for _ in exact_by_bucket]
-    with _RemovedWriter(layout.removed) as out:
-        for exact_ranges, near_ranges, down in zip(
-            exact_by_bucket, near_by_bucket, down_by_bucket, strict=True
-        ):
-            rows = sections.read_part(exact_ranges + near_ranges, exact.REMOVED_SCHEMA)
-            taken = [layout.read_removed(u).read_parquet() for u in down]
-            out.write(concat([rows, *taken], exact.AUDIT_SCHEMA))
-    dedup_rules = ("exact", "near", "takedown")
-    return timer.result(
-        AuditResult,
-        removed_exact=out.rules.get("exact", 0),
-        removed_near=out.rules.get("near", 0),
-        removed_takedown=out.rules.get("takedown", 0),
-        removed_filtered={r: n for r, n in sorted(out.rules.items()) if r not in dedup_rules},
-        by_origin=out.by_origin,
-    )
-
-
-class _RemovedWriter:
-    """A removal listing written batch by batch, each batch sorted by unit (batches arrive in
-    unit order, so the file is sorted by unit) with row groups of at most 65,536 rows. Counts
-    removals per rule, and per source (`by_origin`: per rule, and those whose kept copy sits in
-    another source)."""
-
-    def __init__(self, loc: Location) -> None:
-        self.loc, self.rules = loc, Counter()
-        self.by_origin: dict[str, dict] = {}
-
-    def __enter__(self) -> _RemovedWriter:
-        self._file = self.loc.atomic_writer()
-        self._writer = pq.ParquetWriter(self._file.__enter__(), exact.AUDIT_SCHEMA)
-        return self
-
-    def write(self, removed: pa.Table) -> None:
-        if removed.num_rows:
-            self.rules.update(removed["rule"].to_pylist())
-            self._count_origins(removed)
-            if "detail" not in removed.column_names:  # exact and near say why by kept_id
-                removed = removed.append_column("detail", pa.nulls(removed.num_rows, pa.string()))
-            batch = removed.select(exact.AUDIT_SCHEMA.names).cast(exact.AUDIT_SCHEMA)
-            batch = batch.sort_by(_BY_UNIT)
-            self._writer.write_table(batch, row_group_size=65536)
-
-    def _count_origins(self, removed: pa.Table) -> None:
-        for origin, rule, kept in zip(
-            removed["origin"].to_pylist(),
-            removed["rule"].to_pylist(),
-            removed["kept_origin"].to_pylist(),
-            strict=True,
-        ):
-            entry = self.by_origin.setdefault(origin, {"exact": 0, "near": 0, "in_favour_of": {}})
-            entry[rule] = entry.get(rule, 0) + 1
-            if kept is not None and kept != origin:  # a takedown keeps no copy
-                entry["in_favour_of"][kept] = entry["in_favour_of"].get(kept, 0) + 1
-
-    def __exit__(self, *exc) -> None:
-        self._writer.close()
-        self._file.__exit__(*exc)
-
-
-_BY_UNIT = [("unit_id", "ascending"), ("source", "ascending"), ("row", "ascending")]
