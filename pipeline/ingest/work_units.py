@@ -106,11 +106,12 @@ def _pack(
 ) -> np.ndarray:
     """Each piece's unit, numbered in the order the units close, packing pieces in path order.
     Each piece of a file larger than unit_bytes is a unit alone (split pieces are within
-    (unit_bytes/2, unit_bytes]), closed at once while a unit of small files stays open around it.
-    Small files are packed: a unit closes at a content-defined cut point (_cut_after) once it
-    holds unit_bytes/2, and before a file that would take it past 1.5·unit_bytes. Every unit of
-    small files but the last is thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of
-    file sizes."""
+    (unit_bytes/2, unit_bytes]); the unit of small files open before it closes first, so every
+    unit is a run of the path order (near dedup orders documents by unit and position:
+    run/neardup.node_ids). Small files are packed: a unit closes at a content-defined cut point
+    (_cut_after) once it holds unit_bytes/2, and before a file that would take it past
+    1.5·unit_bytes. Every unit of small files but the last and those closed by a large file is
+    thus within [unit_bytes/2, 1.5·unit_bytes], whatever the mix of file sizes."""
     unit_of = np.empty(len(start), np.int64)
     current: list[int] = []  # pieces of the open unit of small files
     closed, current_bytes = 0, 0
@@ -121,6 +122,8 @@ def _pack(
         sizes, starts = size[first:last].tolist(), start[first:last].tolist()
         for k in range(last - first):
             if sizes[k] > unit_bytes:
+                if current:  # units stay runs of the path order (near dedup's node ids)
+                    unit_of[current], closed, current, current_bytes = closed, closed + 1, [], 0
                 unit_of[first + k], closed = closed, closed + 1
                 continue
             if current and current_bytes + nbytes[k] > 1.5 * unit_bytes:

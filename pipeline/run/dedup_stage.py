@@ -120,9 +120,10 @@ def near_dedup(
     (star rounds over the unverified edges, in the object store), the candidates' signatures
     fetched once from their units, then verification, components and the keep rule per label
     partition, and the near removals' exchange by unit bucket (exact dedup's bounds)."""
-    found = _candidates(waves, cfg, layout, units, reads, exact)
+    order = units.document_order(_source_ranks(cfg))  # node ids' unit indices (neardup)
+    found = _candidates(waves, cfg, layout, units, order, exact, reads)
     dedup, n, bounds = cfg.dedup, cfg.dedup.partitions, exact.bounds
-    unit_buckets = waves.put(unit_bucket(bounds, pa.array(units.ids, pa.string())))
+    unit_buckets = waves.put(unit_bucket(bounds, pa.array(order, pa.string())))
     members_task = waves.task("members_task").options(num_returns=n + 1)
     members = [
         members_task.remote(
@@ -137,7 +138,7 @@ def near_dedup(
     requests = exchange(
         waves, dedup, folder, "near", asking, len(bounds), neardup.REQUEST_SCHEMA
     )
-    unit_ids, fetch = waves.put(units.ids), waves.task("near_fetch")
+    unit_ids, fetch = waves.put(order), waves.task("near_fetch")
     cand_bytes = sum(r.members for r in asked) * cand_row_bytes(dedup.near.num_perm)
     fetching = fetch_runs(dedup, len(bounds), cand_bytes)
     fetched = waves.run(
@@ -200,8 +201,18 @@ def group_removals(exact: Removals, group: list[tuple]) -> list[list[Range]]:
     return exact.by_bucket[first : last + 1]
 
 
+def _source_ranks(cfg: Config) -> dict[str, int]:
+    return {src.name: cfg.source_rank(src.name)[0] for src in cfg.sources}
+
+
 def _candidates(
-    waves: Waves, cfg: Config, layout: RunLayout, units: Units, reads: Reads, exact: Removals
+    waves: Waves,
+    cfg: Config,
+    layout: RunLayout,
+    units: Units,
+    order: list[str],
+    exact: Removals,
+    reads: Reads,
 ) -> _Candidates:
     """The band hashes exchanged by band partition (exact duplicates dropped), candidate edges
     per bucket, and their components: star rounds, or one task where the edges are few
@@ -216,7 +227,8 @@ def _candidates(
         min_tasks=n,
         small_gets=dedup.exchange_small_gets,
     )
-    groups = plan.unit_groups([(u, i, units.origin_of[u]) for i, u in enumerate(units.ids)])
+    index = {u: i for i, u in enumerate(order)}  # a unit's rank in document order
+    groups = plan.unit_groups([(u, index[u], units.origin_of[u]) for u in units.ids])
     band_group = waves.task("near_band_group")
     removals = [waves.put(group_removals(exact, groups[g])) for g in range(plan.groups)]
     banded = waves.run(

@@ -89,8 +89,10 @@ POSITION_MASK = np.int64(2**32 - 1)
 
 
 def node_ids(unit_index: int, positions: np.ndarray) -> np.ndarray:
-    """A document's node id: its unit's index among the run's sorted unit ids, then its position
-    in the unit's signature file (unit << 32 | position): near_fetch finds it there, no lookup."""
+    """A document's node id: its unit's index in document order (read_stage.Units.
+    document_order: source rank, path, offset, whatever the unit size), then its position in
+    the unit's signature file (unit << 32 | position): near_fetch finds it there, no lookup;
+    a bucket's head, its smallest node id, is thus the same document in any unit layout."""
     return (np.int64(unit_index) << UNIT_SHIFT) | positions.astype(np.int64)
 
 
@@ -144,7 +146,7 @@ def near_band_group(
     cfg: Config,
 ) -> BandGroupResult:
     """Pass 1 of the band exchange, made from the band files themselves: for one group of units
-    (name, index among the run's sorted unit ids, origin), their band rows (band_hash, node id)
+    (name, index in document order, origin), their band rows (band_hash, node id)
     of the bucket's band partitions as one object laid out partition by partition
     (exchange/regroup.grouped), without their exact duplicates: `removals`, the exact removals'
     ranges of each unit bucket that holds the group's units (dedup_stage.group_removals), read
@@ -212,8 +214,8 @@ def near_members(
         {"key": nodes, "label": labels, "unit": pa.array(units, pa.int32())},
         schema=REQUEST_SCHEMA,
     )
-    # units sorted: the last one is in the last bucket; no unit: unit_bounds' one empty bucket
-    buckets = int(unit_buckets[-1]) + 1 if len(unit_buckets) else 1
+    # the unit buckets: as many as the last bucket's number; no unit: unit_bounds' one bucket
+    buckets = int(unit_buckets.max()) + 1 if len(unit_buckets) else 1
     size = _sections(requests, unit_buckets[units], layout.near_requests(q), buckets)
     edges = np.concatenate(candidates) if candidates else EMPTY_EDGES
     edges = edges[edges[:, 0] < edges[:, 1]]  # each pair once: from its smaller key's side

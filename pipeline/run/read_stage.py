@@ -70,6 +70,17 @@ class Units:
         origins = by_unit["origin"].take(pa.array(first, pa.int64())).to_pylist()
         return cls(ids, dict(zip(ids, origins, strict=True)), by_unit, [*first, len(unit_ids)])
 
+    def document_order(self, rank_of: dict[str, int]) -> list[str]:
+        """The unit ids in the order of the documents they hold: their source's rank
+        (`rank_of`: source name -> rank), then their first piece's path and start. Units are
+        runs of the path order (ingest/work_units.py), so unit, then position in it, orders
+        documents the same way whatever the unit size: near dedup's node ids
+        (run/neardup.node_ids) and the heads of its buckets follow it."""
+        paths, starts = self.by_unit["path"], self.by_unit["start"]
+        first = {u: self.first[i] for i, u in enumerate(self.ids)}
+        return sorted(self.ids, key=lambda u: (
+            rank_of[self.origin_of[u]], paths[first[u]].as_py(), starts[first[u]].as_py()))
+
     def pieces_of(self, unit: str) -> list[dict]:
         """The unit's pieces, as its read task takes them."""
         i = bisect.bisect_left(self.ids, unit)

@@ -233,3 +233,18 @@ def test_units_are_deterministic_and_content_addressed() -> None:
 def test_unit_bytes_must_be_positive() -> None:
     with pytest.raises(ValueError):
         cut_units(manifest([("a.jsonl", 10, "jsonl", "none")]), 0)
+
+
+def test_units_are_runs_of_the_path_order_around_a_big_file() -> None:
+    """A unit of small files closes before a big file's pieces (it stayed open around them):
+    every unit is a run of the path order, so unit and position order documents alike
+    whatever the unit size (near dedup's node ids, run/neardup.node_ids)."""
+    files = [(f"a{i}.jsonl", 300, "jsonl", "none") for i in range(3)]
+    files += [("m-big.jsonl", 5000, "jsonl", "none")]
+    files += [(f"z{i}.jsonl", 300, "jsonl", "none") for i in range(3)]
+    units = cut_units(manifest(files), 1000)
+    rows = list(zip(units["path"].to_pylist(), units["start"].to_pylist(), strict=True))
+    assert rows == sorted(rows)  # the units, in order, walk the files in path order
+    ids = units["unit_id"].to_pylist()
+    runs = [u for i, u in enumerate(ids) if i == 0 or ids[i - 1] != u]
+    assert len(runs) == len(set(ids))  # each unit's pieces are consecutive

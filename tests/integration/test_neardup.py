@@ -185,3 +185,56 @@ def test_signature_files_hold_no_key_the_band_objects_keys_section_does(sample):
         assert np.array_equal(keys, expected), unit
         signed += rows.num_rows
     assert signed > 0
+
+
+
+def _chain_texts() -> list[str]:
+    """A, B, C: B a text of 400 words, A with one word of it changed, C with eight (found by
+    search, seed 15: estimated Jaccard A~B 0.97, B~C 0.82, A~C 0.796 on the stored 8-bit
+    signatures, and every band bucket that holds B and C also holds A)."""
+    rng = np.random.default_rng(15)
+    vocab = [f"w{i}" for i in range(5000)]
+    base = [vocab[i] for i in rng.integers(0, 5000, 400)]
+    a, c = list(base), list(base)
+    a[int(rng.integers(0, 400))] = "alpha"
+    for k in rng.choice(400, int(rng.integers(3, 9)), replace=False):
+        c[int(k)] = f"gamma{k}"
+    return [" ".join(t) for t in (a, base, c)]
+
+
+def test_the_chain_corpus_has_a_head_dependent_bucket():
+    """The precondition of the next test, checked with the pipeline's own MinHash: A~B and
+    B~C pass verification, A~C does not, and B meets C only in buckets that A is in too, so the
+    component of C depends on which of A and B heads those buckets."""
+    params = minhash.DEFAULT_PARAMS
+    sigs = minhash.signatures(_chain_texts(), params)
+    bands, stored = minhash.band_hashes(sigs, params), minhash.narrowed(sigs)
+    est = {(i, j): float(minhash.estimated_jaccard(stored[i], stored[j]))
+           for i, j in ((0, 1), (1, 2), (0, 2))}  # fmt: skip
+    assert est[0, 1] >= 0.8 and est[1, 2] >= 0.8 and est[0, 2] < 0.8, est
+    b_meets_c = bands[1] == bands[2]
+    assert b_meets_c.any() and (bands[0] == bands[1])[b_meets_c].all()
+
+
+@pytest.mark.parametrize("fillers", [40, 400])
+def test_a_chain_of_near_copies_is_decided_alike_whatever_the_units(ray_local, tmp_path, fillers):
+    """A ~ B and B ~ C above the threshold, A and C below it: a bucket's star edges start at its
+    head (smallest node id), so the head decides whether C joins A and B. Node ids follow the
+    documents' order (source, path, offset), not the unit ids, so every unit size decides alike
+    (before, small units and whole files differed)."""
+    rng = np.random.default_rng(fillers)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, text in zip("abc", _chain_texts(), strict=True):
+        filler = [" ".join(f"f{x}" for x in rng.integers(0, 10**6, 300)) for _ in range(fillers)]
+        rows = [{"id": f"{name}-{i}", "text": t} for i, t in enumerate(filler)]
+        rows.insert(fillers // 2, {"id": name.upper(), "text": text})
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    decided = []
+    for unit in ("8KiB", "64KiB", "64MiB"):
+        cfg = load_config(SAMPLE_CONFIG, input_uri=str(folder), output_uri=str(tmp_path / unit),
+                          overrides=[f"ingest.unit_bytes={unit}"])  # fmt: skip
+        result = run_pipeline(cfg, show_progress=False)
+        layout = RunLayout.for_config(cfg, result.manifest["run"]["run_id"])
+        decided.append(sorted((r["doc_id"], r["kept_id"]) for r in removals(layout, "near")))
+    assert decided[0] and decided[0] == decided[1] == decided[2], decided
