@@ -1,9 +1,9 @@
 """fastText's supervised predict, compiled with numba, for the language model (lid.176) and any
-supervised classifier (curate/classifier.py): the top label and its float32 score, and the
-score of one named label, as fastText's C++ gives them, value for value (its pieces:
-lid_ops.py; the model file: lid_model.py). `Predictor` holds the model's arrays and a word
-cache; `load` checks it against fastText's own predict on probe texts and returns None where
-one differs or numba is missing (the caller then uses fastText).
+supervised classifier (curate/classifier.py): the top label and its float32 score, and the score
+of one named label, as fastText's C++ gives them, value for value (its pieces: lid_ops.py; the
+tokens: lid_scan.py; the model file: lid_model.py). `Predictor` holds the model's arrays and a
+word cache; `load` checks it against fastText's own predict on probe texts and returns None
+where one differs or numba is missing (the caller then uses fastText).
 
 `_predict_all` reads many texts' UTF-8 bytes and offsets (an Arrow array's buffers) in one call
 and forms the line in the loop (the first `max_chars` characters; TEXT: newlines as spaces,
@@ -11,8 +11,9 @@ then EOS; FIRST_LINE: up to the first newline, then EOS; LINE: as fastText reads
 token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) and its
 word hash are found once per distinct token and kept in the word cache, so a repeated token
 adds the same rows in the same order and every float32 sum is fastText's; a model with word
-n-grams adds their rows after the line's tokens, from the hashes. A text is read
-in chunks of tokens: the chunk's tokens are found and their slots' lines prefetched, then each
+n-grams adds their rows after the line's tokens, from the hashes. A text is read in chunks of
+tokens: the chunk's tokens are found (64 bytes' separators at once) and their slots' lines
+prefetched, then each
 token's slot is looked up (a new token gets a PENDING slot that its next occurrences find), then
 the new tokens' rows are found, then the chunk's rows added: four small loops, and a token's
 look-up neither waits for the one before it nor for memory.
@@ -35,7 +36,6 @@ import numpy as np
 
 from pipeline.curate import lid_model
 from pipeline.curate.lid_ops import (
-    _MIX1,
     END,
     MAX_SIGMOID,
     SHAPE_BITS,
@@ -45,18 +45,16 @@ from pipeline.curate.lid_ops import (
     _add_all,
     _add_word_ngrams,
     _char_end,
-    _is_space,
-    _prefetch,
     _same,
     _shape_bit,
-    _token,
     _token_rows,
     _top,
 )
+from pipeline.curate.lid_scan import EOL, LONG, MORE, SLOT, _scan
 from pipeline.dedup import kernel_cache
 
 kernel_cache.install_locator()  # before the first njit: where numba caches these loops
-kernel_cache.key_also(__file__, "lid_ops.py")  # the loops below call lid_ops's
+kernel_cache.key_also(__file__, "lid_ops.py", "lid_scan.py")  # the loops below call theirs
 
 try:
     import numba
@@ -76,45 +74,15 @@ INLINE_BYTES = 16  # a longer token's bytes are kept in the arena and compared t
 # (0: empty), 5 its row count | kind << 16 (PENDING: not found yet), 6 where its rows are in
 # the arena, or -1: in the slot (8-15, at most INLINE_ROWS), 7 where its bytes are in the
 # arena (int32 units) when it is longer than INLINE_BYTES, 15 its word hash (word n-grams)
-SLOT, LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS, HASH = 16, 4, 5, 6, 7, 8, 7, 15
+LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS, HASH = 4, 5, 6, 7, 8, 7, 15  # SLOT: 16
 LINE, TEXT, FIRST_LINE = 0, 1, 2  # how a text is read (_predict_all's mode)
 PENDING = -1
-MORE, EOL, LONG = 0, 1, 2  # a look-up stopped: chunk full or text done, the line's \n, a long token
-_MIX0 = np.uint64(0x9E3779B97F4A7C15)  # a slot from a token's key, with lid_ops's _MIX1
 
 
 @_jit
 def _most_room(maxn, length):
     """The arena int32s a new token of `length` bytes may take: its rows and its bytes."""
     return maxn * (length + 2) + 2 + (length + 3) // 4
-
-
-@_jit
-def _scan(data, i, end, text, shift, cells, found):
-    """The tokens from data[i] until `end`, the line's \\n (not `text`), a token over
-    LONGEST_CACHED bytes or len(found) tokens: each one's start, length, first 16 bytes (two
-    uint64) and home slot in `found`, its slot's line asked for (prefetched) so that the
-    look-ups that follow find it near. Returns (offset, tokens, why it stopped, the end of the
-    LONG token at offset)."""
-    t = 0
-    while i < end and t < found.shape[0]:
-        c = data[i]
-        if _is_space(c):
-            if c == 10 and not text:
-                return i + 1, t, EOL, 0
-            i += 1
-            continue
-        first = i
-        i, w0, w1, tail = _token(data, i, end)
-        length = i - first
-        if length > LONGEST_CACHED:
-            return first, t, LONG, i
-        s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
-        _prefetch(cells, s * SLOT)
-        found[t, 0], found[t, 1], found[t, 2], found[t, 3] = first, length, w0, w1
-        found[t, 4] = s
-        t += 1
-    return i, t, MORE, 0
 
 
 @_jit
@@ -239,7 +207,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
                     or fill[1] + _most_room(maxn, LONGEST_CACHED) > arena.shape[0]):  # fmt: skip
                 cells[:, LENGTH] = 0  # full: emptied between chunks
                 fill[:] = 0
-            i, t, why, after = _scan(data, i, end, text, shift, cells, found)
+            i, t, why, after = _scan(data, i, end, text, shift, LONGEST_CACHED, cells, found)
             looked, m = _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot)
             if looked < t:  # the arena is full: the rest of the chunk after it is emptied
                 i, t, why = found[looked, 0], looked, MORE

@@ -1,21 +1,21 @@
 """The compiled pieces of fastText's supervised predict (curate/lid_kernel.py's loop calls them;
-pure: no I/O): a token found 8 bytes at a time, a token's row ids in fastText's order, its word
-n-grams, a row added as vectors, the output layer. Each gives fastText's values.
+pure: no I/O): a token's row ids in fastText's order, its word n-grams, a row added as vectors,
+the output layer. Each gives fastText's values.
 
-A token is split at space, \\n, \\r, \\t, \\v, \\f and NUL. Its rows: a word of the dictionary
-adds its row, then its character n-grams of "<word>" (FNV-1a of the bytes, sign-extended, modulo
-the buckets, kept buckets only: curate/lid_model.py's bitmap and rank); an unknown word its
-n-grams; a label token nothing; "</s>" its row, and ends the line. After the line's tokens, its
-word n-grams (Dictionary::addWordNgrams): over the word hashes of its word tokens (labels left
-out, sign-extended from int32), h = h * 116049371 + next, row of bucket h % bucket (a pruned
-model: kept buckets only). Hidden = the rows summed in that order in float32, times 1/count: a
-row is added as LANES-lane vectors, each lane's float32 additions those of the scalar loop
-(numba leaves that loop scalar). The output layer: hierarchical softmax, a depth-first walk of
-the Huffman tree of the labels (left first, pruned by the best leaf so far), scores summed as
-log(p + 1e-5); softmax (exp(o - max) / sum) or one-vs-all and negative sampling (fastText's
-sigmoid table of 512 steps over [-8, 8]) over the output rows' dot products (a quantized row's
-times its norm), the score exp(log(p + 1e-5)). numba is optional: without it lid_kernel.load
-gives None.
+A token (split at space, \\n, \\r, \\t, \\v, \\f and NUL: curate/lid_scan.py) has rows: a word
+of the dictionary adds its row, then its character n-grams of "<word>" (FNV-1a of the bytes,
+sign-extended, modulo the buckets, kept buckets only: curate/lid_model.py's bitmap and rank); an
+unknown word its n-grams; a label token nothing; "</s>" its row, and ends the line. After the
+line's tokens, its word n-grams (Dictionary::addWordNgrams): over the word hashes of its word
+tokens (labels left out, sign-extended from int32), h = h * 116049371 + next, row of bucket h %
+bucket (a pruned model: kept buckets only). Hidden = the rows summed in that order in float32,
+times 1/count: a row is added as LANES-lane vectors, each lane's float32 additions those of the
+scalar loop (numba leaves that loop scalar). The output layer: hierarchical softmax, a depth-
+first walk of the Huffman tree of the labels (left first, pruned by the best leaf so far),
+scores summed as log(p + 1e-5); softmax (exp(o - max) / sum) or one-vs-all and negative sampling
+(fastText's sigmoid table of 512 steps over [-8, 8]) over the output rows' dot products (a
+quantized row's times its norm), the score exp(log(p + 1e-5)). numba is optional: without it
+lid_kernel.load gives None.
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
 _FNV_PRIME = np.uint64(16777619)
 _MIX1 = np.uint64(0xC2B2AE3D27D4EB4F)  # folds a long token's bytes past the first 16
-_BELOW_21 = np.uint64(0x2121212121212121)  # bytes under 0x21: the spaces and control bytes
-_HIGH_BITS = np.uint64(0x8080808080808080)
-_U0, _U1, _U3, _U6, _U8 = np.uint64(0), np.uint64(1), np.uint64(3), np.uint64(6), np.uint64(8)
+_U0, _U1, _U6, _U8 = np.uint64(0), np.uint64(1), np.uint64(6), np.uint64(8)
 _U63, _U64 = np.uint64(63), np.uint64(64)
 _LABEL = np.frombuffer(b"__label__", np.uint8).copy()  # fastText's label prefix
 
@@ -181,61 +179,11 @@ def _add_all(x, rows, ids, a, b):
 
 
 @_jit
-def _is_space(c):
-    return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
-
-
-@_jit
 def _same(a, a0, b, b0, n):
     for k in range(n):  # noqa: SIM110 - numba compiles the loop, not a generator
         if a[a0 + k] != b[b0 + k]:
             return False
     return True
-
-
-@_jit
-def _bytes(data, i, end):
-    """Up to 8 bytes of a token from data[i], packed: (them, the next offset, whether all 8
-    were token bytes)."""
-    packed, shift = _U0, _U0
-    while shift < _U64:
-        if i == end or _is_space(data[i]):
-            return packed, i, False
-        packed |= np.uint64(data[i]) << shift
-        shift += _U8
-        i += 1
-    return packed, i, True
-
-
-@_inline
-def _token(data, i, end):
-    """The token from data[i] (not a space) to the next space or `end`: (its end, its first 16
-    bytes packed little-endian and zero-padded (two uint64), a hash of its other bytes)."""
-    w0, w1, tail, k, more = _U0, _U0, _U0, 0, True
-    while more:
-        if i + 8 <= end:
-            v = _load8(data, i)
-            low = (v - _BELOW_21) & ~v & _HIGH_BITS  # exact at its lowest set bit
-            if low == _U0:
-                packed = v
-                i += 8
-            else:
-                j = _low_zeros(low) >> _U3
-                if _is_space(data[i + np.int64(j)]):
-                    packed, more = v & ((_U1 << (j << _U3)) - _U1), False
-                    i += np.int64(j)
-                else:  # a control byte inside the token
-                    packed, i, more = _bytes(data, i, end)
-        else:
-            packed, i, more = _bytes(data, i, end)
-        if k == 0:
-            w0 = packed
-        elif k == 1:
-            w1 = packed
-        else:
-            tail = (tail ^ packed) * _MIX1
-        k += 1
-    return i, w0, w1, tail
 
 
 @_jit
