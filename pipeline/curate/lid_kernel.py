@@ -45,6 +45,7 @@ from pipeline.curate.lid_ops import (
     _add_all,
     _add_word_ngrams,
     _char_end,
+    _leaf,
     _same,
     _shape_bit,
     _token_rows,
@@ -85,7 +86,7 @@ def _most_room(maxn, length):
     return maxn * (length + 2) + 2 + (length + 3) // 4
 
 
-@_jit
+@_leaf
 def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
     """The slots of the first t tokens `_scan` found, until the arena has no room for a new
     one: a token not in the cache gets a PENDING slot (its bytes, for a long one, in the arena;
@@ -123,7 +124,7 @@ def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
     return t, m
 
 
-@_jit
+@_leaf
 def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
     """The rows of the first m PENDING tokens, into their slots or the arena."""
     _, cells, arena, _, fill = cache
@@ -144,7 +145,7 @@ def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
         cells[s, HEAD] = n | kind << 16
 
 
-@_jit
+@_leaf
 def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh):
     """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token, their
     word hashes (labels left out) to hashes[nh:] where the model has word n-grams: (rows

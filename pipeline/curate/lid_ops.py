@@ -36,13 +36,22 @@ try:
     _jit = numba.njit(cache=True, nogil=True)
     _inline = numba.njit(cache=True, nogil=True, inline="always")
     _intrinsic = numba.extending.intrinsic
+    # A loop that allocates nothing, compiled without reference counts: numba counts a
+    # reference to each array it takes from a tuple (an atomic add, and another to let it go),
+    # and where it cannot prove them redundant, inside a loop, they cost more than the work
+    # (a new token's look-up: ~130 ns of ~200). Values never change; `_nrt` is numba's own
+    # option (its tests use it), and a numba without it compiles the loop as _jit does.
+    try:
+        _leaf = numba.njit(cache=True, nogil=True, _nrt=False)
+    except (KeyError, TypeError):  # pragma: no cover - a numba without the option
+        _leaf = _jit
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     numba = None
 
     def _jit(function):
         return function
 
-    _inline = _intrinsic = _jit
+    _inline = _intrinsic = _leaf = _jit
 
 LANES = 16  # a row is added LANES floats at a time (lid.176's dimension: one addition)
 SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
@@ -195,24 +204,37 @@ def _shape_bit(length, first, last):
 
 
 @_inline
-def _word_id(data, start, end, w):
-    """The dictionary id of data[start:end], or -1: looked up only when its shape bit is set
-    (most tokens seen for the first time are not words, and fastText's hash of a word is one
-    multiplication after another)."""
-    length = end - start
-    s = _shape_bit(length, data[start], data[end - 1])
-    if not (w.shapes[s >> _U6] >> (s & _U63)) & _U1:
-        return -1
+def _word_hash(data, start, end):
+    """fastText's word hash of data[start:end]: FNV-1a over the bytes, each sign-extended (32
+    bits, in a uint64)."""
     h = _FNV_OFFSET
     for k in range(start, end):
         h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
-    h &= _LOW32
+    return h & _LOW32
+
+
+@_inline
+def _may_be_word(data, start, end, w):
+    """Whether data[start:end] may be a word of the dictionary: its shape bit is set (most
+    tokens seen for the first time are not words, and fastText's hash of a word is one
+    multiplication after another)."""
+    s = _shape_bit(end - start, data[start], data[end - 1])
+    return (w.shapes[s >> _U6] >> (s & _U63)) & _U1 != _U0
+
+
+@_inline
+def _word_id(data, start, end, w, h):
+    """The dictionary id of data[start:end], whose word hash is h, or -1. A slot of the table
+    holds an entry's id and hash (curate/lid_model.py): a probe reads an entry's bytes only
+    where the hashes are equal."""
+    length = end - start
     table, wbytes, woff = w.table, w.wbytes, w.woff
     mask = table.shape[0] - 1
     s = np.int64(h) & mask
     while table[s] >= 0:
-        t = table[s]
-        if woff[t + 1] - woff[t] == length and _same(wbytes, woff[t], data, start, length):
+        t, th = table[s] >> 32, np.uint64(table[s]) & _LOW32
+        if (th == h and woff[t + 1] - woff[t] == length
+                and _same(wbytes, woff[t], data, start, length)):  # fmt: skip
             return t
         s = (s + 1) & mask
     return -1
@@ -241,28 +263,21 @@ def _bucket_row(b, w, out, n):
     return n
 
 
-@_jit
-def _fnv(data, start, end):
-    """fastText's word hash of data[start:end], as the int32 its addWordNgrams reads."""
-    h = _FNV_OFFSET
-    for k in range(start, end):
-        h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
-    return np.int32(h & _LOW32)
-
-
-@_jit
+@_leaf
 def _token_rows(data, start, end, w, word, out):
     """What the token data[start:end] does, its row ids in fastText's order written to out
     (room for maxn * (length + 2) + 2) and its word hash (0 unless the model has word n-grams):
     (kind, rows written, hash)."""
     minn, maxn = w.minn, w.maxn
     length = end - start
-    wid = _word_id(data, start, end, w)
+    maybe = _may_be_word(data, start, end, w)
+    hashed = _word_hash(data, start, end) if maybe or w.word_ngrams > 1 else _U0
+    wid = _word_id(data, start, end, w, hashed) if maybe else -1
     if wid >= 0 and w.types[wid] != 0:
         return SKIP, 0, np.int32(0)  # a label of the dictionary
     if wid < 0 and length >= 9 and _same(data, start, _LABEL, 0, 9):
         return SKIP, 0, np.int32(0)
-    h = _fnv(data, start, end) if w.word_ngrams > 1 else np.int32(0)
+    h = np.int32(hashed) if w.word_ngrams > 1 else np.int32(0)  # as addWordNgrams reads it
     n = 0
     if wid >= 0:
         out[0] = wid
@@ -313,7 +328,7 @@ def _remainder(h, d, m):
     return r
 
 
-@_jit
+@_leaf
 def _add_word_ngrams(x, rows, hashes, nh, w, found):
     """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
     hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for

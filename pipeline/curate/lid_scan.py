@@ -17,6 +17,7 @@ from pipeline.curate.lid_ops import (
     _element_pointer,
     _inline,
     _jit,
+    _leaf,
     _load8,
     _low_zeros,
     _prefetch,
@@ -136,7 +137,7 @@ def _key(data, first, length):
     return w0, w1, tail
 
 
-@_jit
+@_leaf
 def _scan(data, i, end, text, shift, longest, cells, found):
     """The tokens from data[i] until `end`, the line's \\n (not `text`), a token over `longest`
     bytes or len(found) tokens: each one's start, length, first 16 bytes (two uint64) and home
