@@ -36,6 +36,7 @@ import numpy as np
 
 from pipeline.curate import lid_model
 from pipeline.curate.lid_ops import (
+    AHEAD,
     END,
     MAX_SIGMOID,
     SHAPE_BITS,
@@ -43,19 +44,20 @@ from pipeline.curate.lid_ops import (
     SKIP,
     _add,
     _add_all,
-    _add_word_ngrams,
     _char_end,
     _leaf,
     _same,
     _shape_bit,
     _token_rows,
     _top,
+    _word_ngram_rows,
 )
 from pipeline.curate.lid_scan import EOL, LONG, MORE, SLOT, _scan
+from pipeline.curate.lid_sum import _add_rows
 from pipeline.dedup import kernel_cache
 
 kernel_cache.install_locator()  # before the first njit: where numba caches these loops
-kernel_cache.key_also(__file__, "lid_ops.py", "lid_scan.py")  # the loops below call theirs
+kernel_cache.key_also(__file__, "lid_ops.py", "lid_scan.py", "lid_sum.py")  # called below
 
 try:
     import numba
@@ -233,7 +235,9 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
             count += 1
             nh = _hash_eos(hashes, nh, w)
         if nh > 1:
-            count += _add_word_ngrams(x, rows, hashes, nh, w, grams)
+            n = _word_ngram_rows(hashes, nh, w, grams)
+            _add_rows(x, rows, grams, 0, n, AHEAD)
+            count += n
         if count == 0:
             node[d], score[d], named[d] = -1, 0.0, 0.0
         else:

@@ -329,32 +329,17 @@ def _remainder(h, d, m):
 
 
 @_leaf
-def _add_word_ngrams(x, rows, hashes, nh, w, found):
-    """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
-    hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for
-    nh * (word_ngrams - 1)) are found first, then added, each row asked for AHEAD rows before
-    it is added: a row of a large table is rarely in the cache, and its loads then overlap."""
+def _word_ngram_rows(hashes, nh, w, found):
+    """The rows of the line's word n-grams (2..word_ngrams words) over the word hashes
+    hashes[:nh], in fastText's order, to found (room for nh * (word_ngrams - 1)); returns how
+    many (curate/lid_sum.py adds them after the line's tokens)."""
     n = 0
     for i in range(nh):
         h = np.uint64(np.int64(hashes[i]))  # int32 to uint64: sign-extended, as in fastText
         for j in range(i + 1, min(nh, i + w.word_ngrams)):
             h = h * _NGRAM_MIX + np.uint64(np.int64(hashes[j]))
             n = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
-    dim = x.shape[0]
-    for r in range(min(n, AHEAD)):
-        _prefetch_row(rows, found[r], dim)
-    for r in range(n):
-        if r + AHEAD < n:
-            _prefetch_row(rows, found[r + AHEAD], dim)
-        _add(x, rows, found[r])
     return n
-
-
-@_inline
-def _prefetch_row(rows, t, dim):
-    start = np.int64(t) * dim
-    for k in range(0, dim, LANES):
-        _prefetch(rows, start + k)
 
 
 @_inline
