@@ -148,27 +148,36 @@ def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
 
 
 @_leaf
-def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh):
+def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh, ids):
     """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token, their
     word hashes (labels left out) to hashes[nh:] where the model has word n-grams: (rows
-    added, whether one ended the line, hashes held)."""
-    count = 0
+    added, whether one ended the line, hashes held). A slot's rows are gathered in ids, then
+    added together (lid_sum: the sum held in registers); an arena's rows from there."""
+    count, gathered, ended = 0, 0, False
     for k in range(t):
         s = slot_of[k]
-        if hashes.shape[0] and cells[s, HEAD] >> 16 != SKIP:
+        head = cells[s, HEAD]
+        if hashes.shape[0] and head >> 16 != SKIP:
             hashes[nh] = cells[s, HASH]
             nh += 1
-        n, at = cells[s, HEAD] & 0xFFFF, cells[s, RECORD]
+        n, at = head & 0xFFFF, cells[s, RECORD]
         if at < 0:
-            for r in range(ROWS, ROWS + n):
-                _add(x, rows, cells[s, r])
+            if gathered + n > ids.shape[0]:
+                _add_rows(x, rows, ids, 0, gathered, AHEAD)
+                gathered = 0
+            for r in range(n):
+                ids[gathered + r] = cells[s, ROWS + r]
+            gathered += n
         else:
-            for r in range(at, at + n):
-                _add(x, rows, arena[r])
+            _add_rows(x, rows, ids, 0, gathered, AHEAD)
+            gathered = 0
+            _add_rows(x, rows, arena, at, at + n, AHEAD)
         count += n
-        if cells[s, HEAD] >> 16 == END:
-            return count, True, nh
-    return count, False, nh
+        if head >> 16 == END:
+            ended = True
+            break
+    _add_rows(x, rows, ids, 0, gathered, AHEAD)
+    return count, ended, nh
 
 
 @_jit
@@ -189,6 +198,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
     chunk = min(CHUNK, cells.shape[0] // 4)  # the cache is at most half full after a chunk
     slot_of, miss_at = np.empty(chunk, np.int64), np.empty(chunk, np.int64)
     miss_slot, found = np.empty(chunk, np.int64), np.empty((chunk, 5), np.int64)
+    ids = np.empty(chunk * INLINE_ROWS, np.int32)  # a chunk's rows, gathered from its slots
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
@@ -215,7 +225,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
             if looked < t:  # the arena is full: the rest of the chunk after it is emptied
                 i, t, why = found[looked, 0], looked, MORE
             _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache)
-            n, ended, nh = _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh)
+            n, ended, nh = _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh, ids)
             count += n
             if not ended and why == EOL:  # the line's end: EOS, a word without n-grams
                 _add(x, rows, eos)
