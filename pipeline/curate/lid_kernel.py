@@ -38,6 +38,7 @@ from pipeline.curate import lid_model
 from pipeline.curate.lid_ops import (
     AHEAD,
     END,
+    FAR,
     MAX_SIGMOID,
     SHAPE_BITS,
     SIGMOID_TABLE,
@@ -163,20 +164,20 @@ def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh, ids):
         n, at = head & 0xFFFF, cells[s, RECORD]
         if at < 0:
             if gathered + n > ids.shape[0]:
-                _add_rows(x, rows, ids, 0, gathered, AHEAD)
+                _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
                 gathered = 0
             for r in range(n):
                 ids[gathered + r] = cells[s, ROWS + r]
             gathered += n
         else:
-            _add_rows(x, rows, ids, 0, gathered, AHEAD)
+            _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
             gathered = 0
-            _add_rows(x, rows, arena, at, at + n, AHEAD)
+            _add_rows(x, rows, arena, at, at + n, AHEAD, 0)
         count += n
         if head >> 16 == END:
             ended = True
             break
-    _add_rows(x, rows, ids, 0, gathered, AHEAD)
+    _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
     return count, ended, nh
 
 
@@ -246,7 +247,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
             nh = _hash_eos(hashes, nh, w)
         if nh > 1:
             n = _word_ngram_rows(hashes, nh, w, grams)
-            _add_rows(x, rows, grams, 0, n, AHEAD)
+            _add_rows(x, rows, grams, 0, n, AHEAD, FAR)
             count += n
         if count == 0:
             node[d], score[d], named[d] = -1, 0.0, 0.0

@@ -58,7 +58,8 @@ SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its ro
 HS, NS, SOFTMAX, OVA = 1, 2, 3, 4  # fastText's losses (curate/lid_model.py)
 MAX_SIGMOID, SIGMOID_TABLE = 8, 512  # fastText's Loss sigmoid table
 _NGRAM_MIX = np.uint64(116049371)  # Dictionary::addWordNgrams
-AHEAD = 16  # a word n-gram's row is asked for this many rows before it is added
+AHEAD = 16  # a row is asked for this many rows before it is added
+FAR = 48  # and a word n-gram's (rarely in the cache) into L2 this many rows before
 SHAPE_BITS = 16  # the dictionary's shape filter: 2**16 bits, about one in ten set
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -321,11 +322,10 @@ def _token_rows(data, start, end, w, word, out):
 def _remainder(h, d, m):
     """h % d for uint64 h, with m = (2**64 - 1) // d: q = the high half of h * m is the
     quotient or up to two less (Barrett), so at most two subtractions correct the remainder;
-    no division."""
+    no division, and no branch (a select each: whether one is due is a coin toss)."""
     r = h - _high_product(h, m) * d
-    while r >= d:
-        r -= d
-    return r
+    r = r - d if r >= d else r
+    return r - d if r >= d else r
 
 
 @_leaf

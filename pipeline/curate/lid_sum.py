@@ -36,16 +36,17 @@ GROUP = 4  # 16-lane vectors held at once: a 64-wide row in one pass
 def _summer(vectors: int):
     """The intrinsic that adds, to x[j:j + 16 * vectors], the same columns of rows[ids[a]], ...,
     rows[ids[b - 1]] in that order (x held in registers), each row's lines of those columns
-    asked for `ahead` rows before (j + 16 * vectors <= the row width; rows C-contiguous)."""
+    asked for `ahead` rows before and, where far > ahead, into L2 `far` rows before (j + 16 *
+    vectors <= the row width; rows C-contiguous)."""
 
-    def add_rows(typingctx, x, j, rows, ids, a, b, ahead):
-        sig = numba.types.void(x, j, rows, ids, a, b, ahead)
+    def add_rows(typingctx, x, j, rows, ids, a, b, ahead, far):
+        sig = numba.types.void(x, j, rows, ids, a, b, ahead, far)
 
         def codegen(context, builder, sig, args):
             i64, f32 = ir.IntType(64), ir.FloatType()
             lanes = ir.VectorType(f32, LANES)
             cast = lambda k: context.cast(builder, args[k], sig.args[k], numba.types.int64)  # noqa: E731
-            j, a, b, ahead = cast(1), cast(4), cast(5), cast(6)
+            j, a, b, ahead, far = cast(1), cast(4), cast(5), cast(6), cast(7)
             xa = context.make_array(sig.args[0])(context, builder, args[0])
             ra = context.make_array(sig.args[2])(context, builder, args[2])
             ia = context.make_array(sig.args[3])(context, builder, args[3])
@@ -58,6 +59,7 @@ def _summer(vectors: int):
             hint = ir.FunctionType(ir.VoidType(), [byte, *[ir.IntType(32)] * 3])
             prefetch = builder.module.declare_intrinsic("llvm.prefetch", [byte], hint)
             flags = [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)]  # read, keep, data
+            to_l2 = [ir.Constant(ir.IntType(32), v) for v in (0, 2, 1)]  # not into L1
 
             def row_start(r):  # &rows[ids[r], j]
                 t = builder.sext(builder.load(builder.gep(ia.data, [r])), i64)
@@ -67,6 +69,8 @@ def _summer(vectors: int):
             head = builder.append_basic_block("rows.head")
             body = builder.append_basic_block("rows.body")
             early = builder.append_basic_block("rows.prefetch")
+            check = builder.append_basic_block("rows.far_check")
+            earlier = builder.append_basic_block("rows.far")
             add = builder.append_basic_block("rows.add")
             done = builder.append_basic_block("rows.done")
             builder.branch(head)
@@ -85,6 +89,17 @@ def _summer(vectors: int):
             for v in range(vectors):
                 point = builder.bitcast(builder.gep(line, [ir.Constant(i64, LANES * v)]), byte)
                 builder.call(prefetch, [point, *flags])
+            builder.branch(check)
+            builder.position_at_end(check)
+            farther = builder.add(r, far)
+            wanted = builder.and_(builder.icmp_signed(">", far, ahead),
+                                  builder.icmp_signed("<", farther, b))  # fmt: skip
+            builder.cbranch(wanted, earlier, add)
+            builder.position_at_end(earlier)
+            line = row_start(farther)
+            for v in range(vectors):
+                point = builder.bitcast(builder.gep(line, [ir.Constant(i64, LANES * v)]), byte)
+                builder.call(prefetch, [point, *to_l2])
             builder.branch(add)
             builder.position_at_end(add)
             line = row_start(r)
@@ -112,19 +127,21 @@ _add_rows4, _add_rows1 = _summer(GROUP), _summer(1)
 
 
 @_leaf
-def _add_rows(x, rows, ids, a, b, ahead):
+def _add_rows(x, rows, ids, a, b, ahead, far):
     """x += rows[ids[a]], ..., rows[ids[b - 1]], in that order, each lane's float32 additions
-    those of the scalar loop; each row's lines asked for `ahead` rows before it is added."""
+    those of the scalar loop; each row's lines asked for `ahead` rows before it is added (into
+    every cache level) and, where far > ahead, `far` rows before (into L2: rows rarely in the
+    cache, more of them in flight than L1 has room for)."""
     dim = x.shape[0]
-    for r in range(a, min(a + ahead, b)):  # the first rows' lines, asked for now
+    for r in range(a, min(a + max(ahead, far), b)):  # the first rows' lines, asked for now
         for k in range(0, dim, LANES):
             _prefetch(rows, np.int64(ids[r]) * dim + k)
     j = 0
     while j + GROUP * LANES <= dim:
-        _add_rows4(x, j, rows, ids, a, b, ahead)
+        _add_rows4(x, j, rows, ids, a, b, ahead, far)
         j += GROUP * LANES
     while j + LANES <= dim:
-        _add_rows1(x, j, rows, ids, a, b, ahead)
+        _add_rows1(x, j, rows, ids, a, b, ahead, far)
         j += LANES
     if j < dim:  # the last dim % 16 columns, one by one
         for r in range(a, b):

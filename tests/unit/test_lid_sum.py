@@ -31,7 +31,7 @@ def test_sums_equal_the_scalar_loops(dim):
         b = int(rng.integers(a, len(ids) + 1))
         x = (rng.standard_normal(dim) * 1e3).astype(np.float32)
         want = scalar(x, rows, ids, a, b)
-        for ahead in (0, 1, 16):
+        for ahead, far in ((0, 0), (1, 0), (16, 0), (2, 5), (16, 48)):
             got = x.copy()
-            lid_sum._add_rows(got, rows, ids, a, b, ahead)
-            assert got.tobytes() == want.tobytes(), (dim, case, ahead)
+            lid_sum._add_rows(got, rows, ids, a, b, ahead, far)
+            assert got.tobytes() == want.tobytes(), (dim, case, ahead, far)
