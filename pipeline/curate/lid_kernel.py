@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pipeline.curate import lid_model
+from pipeline.curate import huge_pages, lid_model
 from pipeline.curate.lid_ops import (
     AHEAD,
     END,
@@ -311,21 +311,13 @@ def _shapes(model: lid_model.LidModel) -> np.ndarray:
     return shapes
 
 
-def _lines(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A zeroed C array that starts on a 64-byte line: a row, a slot, is one line, not two."""
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    raw = np.empty(size + 64, np.uint8)
-    raw[:] = 0  # written now: its pages are mapped here, not one by one in the kernel
-    start = -raw.ctypes.data % 64
-    return raw[start : start + size].view(dtype).reshape(shape)
-
-
 def _empty_cache(words: int, maxn: int) -> tuple:
     """The word cache for about `words` distinct tokens (then emptied): slots (a power of two,
     at most half full; uint64 and int32 views of one array), the arena (int32 and bytes views)
     and its fill (tokens held, arena int32s used)."""
-    slots = _lines((1 << (2 * words - 1).bit_length(), SLOT), np.int32)
-    arena = _lines((words * 8 + maxn * (LONGEST_CACHED + 2) + 3 + LONGEST_CACHED // 4,), np.int32)
+    slots = huge_pages.zeros((1 << (2 * words - 1).bit_length(), SLOT), np.int32)  # a slot a line
+    arena = huge_pages.zeros((words * 8 + maxn * (LONGEST_CACHED + 2) + 3 + LONGEST_CACHED // 4,),
+                             np.int32)  # fmt: skip
     return slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64)
 
 
@@ -363,14 +355,14 @@ class Predictor:
         self.labels = model.labels
         bucket = max(model.bucket, 1)
         eos_hash = np.array(lid_model.fnv(b"</s>"), np.uint32).view(np.int32)[()]
-        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
-                             model.before, model.ranked, _shapes(model), model.minn, model.maxn,
+        big = huge_pages.copy  # the tables read at random: on huge pages where they are large
+        self._words = _Words(big(model.table), big(model.wbytes), big(model.woff), model.types,
+                             big(model.kept), big(model.before), big(model.ranked),
+                             _shapes(model), model.minn, model.maxn,
                              np.uint64(bucket), np.uint64(((2**64 - 1) // bucket + 1) % 2**64),
                              model.eos, model.nwords, model.word_ngrams, model.pruned,
                              eos_hash, np.uint64((2**64 - 1) // bucket))  # fmt: skip
-        rows = _lines(model.rows.shape, np.float32)
-        rows[:] = model.rows
-        self._net = (rows, model.out, model.out_norms, model.left, model.right,
+        self._net = (big(model.rows), big(model.out), model.out_norms, model.left, model.right,
                      _parents(model.left, model.right), _sigmoid_table(), model.loss)  # fmt: skip
         self._cache = _empty_cache(cache_words, model.maxn)
         self._lock = threading.Lock()  # the cache is written in place: one call at a time
