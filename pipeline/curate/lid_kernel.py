@@ -102,10 +102,10 @@ def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
         first, length = found[k, 0], found[k, 1]
         w0, w1, s = np.uint64(found[k, 2]), np.uint64(found[k, 3]), found[k, 4]
         while cells[s, LENGTH] != 0:
-            if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
-                    and (length <= INLINE_BYTES
-                         or _same(abytes, 4 * cells[s, BYTES], data, first, length))):  # fmt: skip
-                break
+            differ = (keys[s, 0] ^ w0) | (keys[s, 1] ^ w1) | np.uint64(cells[s, LENGTH] ^ length)
+            if differ == 0 and (length <= INLINE_BYTES
+                                or _same(abytes, 4 * cells[s, BYTES], data, first, length)):
+                break  # one branch for the key: a token's home slot usually holds it
             s = (s + 1) & mask
         if cells[s, LENGTH] == 0:
             room = _most_room(maxn, length)
