@@ -24,10 +24,11 @@ TEXTS = ["The quick brown fox jumps over the lazy dog.", "Le renard brun saute, 
 def numpy_advice_off():
     """NumPy advises its own large arrays MADV_HUGEPAGE by default: off here, so that only our
     advice can give the pages."""
-    setting = np._core.multiarray._get_madvise_hugepage()
-    np._core.multiarray._set_madvise_hugepage(False)
+    multiarray = getattr(np, "_core", None) or np.core  # NumPy 2, NumPy 1
+    setting = multiarray.multiarray._get_madvise_hugepage()
+    multiarray.multiarray._set_madvise_hugepage(False)
     yield
-    np._core.multiarray._set_madvise_hugepage(setting)
+    multiarray.multiarray._set_madvise_hugepage(setting)
 
 
 def mapped(array: np.ndarray) -> bool:
