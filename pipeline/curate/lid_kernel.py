@@ -1,9 +1,9 @@
 """fastText's supervised predict, compiled with numba, for the language model (lid.176) and any
-supervised classifier (curate/classifier.py): the top label and its float32 score, and the
-score of one named label, as fastText's C++ gives them, value for value (its pieces:
-lid_ops.py; the model file: lid_model.py). `Predictor` holds the model's arrays and a word
-cache; `load` checks it against fastText's own predict on probe texts and returns None where
-one differs or numba is missing (the caller then uses fastText).
+supervised classifier (curate/classifier.py): the top label and its float32 score, and the score
+of one named label, as fastText's C++ gives them, value for value (its pieces: lid_ops.py; the
+tokens: lid_scan.py; the model file: lid_model.py). `Predictor` holds the model's arrays and a
+word cache; `load` checks it against fastText's own predict on probe texts and returns None
+where one differs or numba is missing (the caller then uses fastText).
 
 `_predict_all` reads many texts' UTF-8 bytes and offsets (an Arrow array's buffers) in one call
 and forms the line in the loop (the first `max_chars` characters; TEXT: newlines as spaces,
@@ -11,8 +11,9 @@ then EOS; FIRST_LINE: up to the first newline, then EOS; LINE: as fastText reads
 token's row ids (its dictionary row, then its kept n-gram rows, in fastText's order) and its
 word hash are found once per distinct token and kept in the word cache, so a repeated token
 adds the same rows in the same order and every float32 sum is fastText's; a model with word
-n-grams adds their rows after the line's tokens, from the hashes. A text is read
-in chunks of tokens: the chunk's tokens are found and their slots' lines prefetched, then each
+n-grams adds their rows after the line's tokens, from the hashes. A text is read in chunks of
+tokens: the chunk's tokens are found (64 bytes' separators at once) and their slots' lines
+prefetched, then each
 token's slot is looked up (a new token gets a PENDING slot that its next occurrences find), then
 the new tokens' rows are found, then the chunk's rows added: four small loops, and a token's
 look-up neither waits for the one before it nor for memory.
@@ -33,30 +34,31 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pipeline.curate import lid_model
+from pipeline.curate import huge_pages, lid_model
 from pipeline.curate.lid_ops import (
-    _MIX1,
+    AHEAD,
     END,
+    FAR,
     MAX_SIGMOID,
     SHAPE_BITS,
     SIGMOID_TABLE,
     SKIP,
     _add,
     _add_all,
-    _add_word_ngrams,
     _char_end,
-    _is_space,
-    _prefetch,
+    _leaf,
     _same,
     _shape_bit,
-    _token,
     _token_rows,
     _top,
+    _word_ngram_rows,
 )
+from pipeline.curate.lid_scan import EOL, LONG, MORE, SLOT, _scan
+from pipeline.curate.lid_sum import _add_rows
 from pipeline.dedup import kernel_cache
 
 kernel_cache.install_locator()  # before the first njit: where numba caches these loops
-kernel_cache.key_also(__file__, "lid_ops.py")  # the loops below call lid_ops's
+kernel_cache.key_also(__file__, "lid_ops.py", "lid_scan.py", "lid_sum.py")  # called below
 
 try:
     import numba
@@ -76,11 +78,9 @@ INLINE_BYTES = 16  # a longer token's bytes are kept in the arena and compared t
 # (0: empty), 5 its row count | kind << 16 (PENDING: not found yet), 6 where its rows are in
 # the arena, or -1: in the slot (8-15, at most INLINE_ROWS), 7 where its bytes are in the
 # arena (int32 units) when it is longer than INLINE_BYTES, 15 its word hash (word n-grams)
-SLOT, LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS, HASH = 16, 4, 5, 6, 7, 8, 7, 15
+LENGTH, HEAD, RECORD, BYTES, ROWS, INLINE_ROWS, HASH = 4, 5, 6, 7, 8, 7, 15  # SLOT: 16
 LINE, TEXT, FIRST_LINE = 0, 1, 2  # how a text is read (_predict_all's mode)
 PENDING = -1
-MORE, EOL, LONG = 0, 1, 2  # a look-up stopped: chunk full or text done, the line's \n, a long token
-_MIX0 = np.uint64(0x9E3779B97F4A7C15)  # a slot from a token's key, with lid_ops's _MIX1
 
 
 @_jit
@@ -89,35 +89,7 @@ def _most_room(maxn, length):
     return maxn * (length + 2) + 2 + (length + 3) // 4
 
 
-@_jit
-def _scan(data, i, end, text, shift, cells, found):
-    """The tokens from data[i] until `end`, the line's \\n (not `text`), a token over
-    LONGEST_CACHED bytes or len(found) tokens: each one's start, length, first 16 bytes (two
-    uint64) and home slot in `found`, its slot's line asked for (prefetched) so that the
-    look-ups that follow find it near. Returns (offset, tokens, why it stopped, the end of the
-    LONG token at offset)."""
-    t = 0
-    while i < end and t < found.shape[0]:
-        c = data[i]
-        if _is_space(c):
-            if c == 10 and not text:
-                return i + 1, t, EOL, 0
-            i += 1
-            continue
-        first = i
-        i, w0, w1, tail = _token(data, i, end)
-        length = i - first
-        if length > LONGEST_CACHED:
-            return first, t, LONG, i
-        s = np.int64((((w0 + np.uint64(length)) * _MIX0) ^ ((w1 ^ tail) * _MIX1)) >> shift)
-        _prefetch(cells, s * SLOT)
-        found[t, 0], found[t, 1], found[t, 2], found[t, 3] = first, length, w0, w1
-        found[t, 4] = s
-        t += 1
-    return i, t, MORE, 0
-
-
-@_jit
+@_leaf
 def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
     """The slots of the first t tokens `_scan` found, until the arena has no room for a new
     one: a token not in the cache gets a PENDING slot (its bytes, for a long one, in the arena;
@@ -130,10 +102,10 @@ def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
         first, length = found[k, 0], found[k, 1]
         w0, w1, s = np.uint64(found[k, 2]), np.uint64(found[k, 3]), found[k, 4]
         while cells[s, LENGTH] != 0:
-            if (cells[s, LENGTH] == length and keys[s, 0] == w0 and keys[s, 1] == w1
-                    and (length <= INLINE_BYTES
-                         or _same(abytes, 4 * cells[s, BYTES], data, first, length))):  # fmt: skip
-                break
+            differ = (keys[s, 0] ^ w0) | (keys[s, 1] ^ w1) | np.uint64(cells[s, LENGTH] ^ length)
+            if differ == 0 and (length <= INLINE_BYTES
+                                or _same(abytes, 4 * cells[s, BYTES], data, first, length)):
+                break  # one branch for the key: a token's home slot usually holds it
             s = (s + 1) & mask
         if cells[s, LENGTH] == 0:
             room = _most_room(maxn, length)
@@ -155,7 +127,7 @@ def _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot):
     return t, m
 
 
-@_jit
+@_leaf
 def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
     """The rows of the first m PENDING tokens, into their slots or the arena."""
     _, cells, arena, _, fill = cache
@@ -176,28 +148,37 @@ def _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache):
         cells[s, HEAD] = n | kind << 16
 
 
-@_jit
-def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh):
+@_leaf
+def _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh, ids):
     """x += the rows of the tokens in slots slot_of[:t], in order, up to an END token, their
     word hashes (labels left out) to hashes[nh:] where the model has word n-grams: (rows
-    added, whether one ended the line, hashes held)."""
-    count = 0
+    added, whether one ended the line, hashes held). A slot's rows are gathered in ids, then
+    added together (lid_sum: the sum held in registers); an arena's rows from there."""
+    count, gathered, ended = 0, 0, False
     for k in range(t):
         s = slot_of[k]
-        if hashes.shape[0] and cells[s, HEAD] >> 16 != SKIP:
+        head = cells[s, HEAD]
+        if hashes.shape[0] and head >> 16 != SKIP:
             hashes[nh] = cells[s, HASH]
             nh += 1
-        n, at = cells[s, HEAD] & 0xFFFF, cells[s, RECORD]
+        n, at = head & 0xFFFF, cells[s, RECORD]
         if at < 0:
-            for r in range(ROWS, ROWS + n):
-                _add(x, rows, cells[s, r])
+            if gathered + n > ids.shape[0]:
+                _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
+                gathered = 0
+            for r in range(n):
+                ids[gathered + r] = cells[s, ROWS + r]
+            gathered += n
         else:
-            for r in range(at, at + n):
-                _add(x, rows, arena[r])
+            _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
+            gathered = 0
+            _add_rows(x, rows, arena, at, at + n, AHEAD, 0)
         count += n
-        if cells[s, HEAD] >> 16 == END:
-            return count, True, nh
-    return count, False, nh
+        if head >> 16 == END:
+            ended = True
+            break
+    _add_rows(x, rows, ids, 0, gathered, AHEAD, 0)
+    return count, ended, nh
 
 
 @_jit
@@ -218,6 +199,7 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
     chunk = min(CHUNK, cells.shape[0] // 4)  # the cache is at most half full after a chunk
     slot_of, miss_at = np.empty(chunk, np.int64), np.empty(chunk, np.int64)
     miss_slot, found = np.empty(chunk, np.int64), np.empty((chunk, 5), np.int64)
+    ids = np.empty(chunk * INLINE_ROWS, np.int32)  # a chunk's rows, gathered from its slots
     longest = 0
     for d in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[d + 1] - offsets[d])
@@ -239,12 +221,12 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
                     or fill[1] + _most_room(maxn, LONGEST_CACHED) > arena.shape[0]):  # fmt: skip
                 cells[:, LENGTH] = 0  # full: emptied between chunks
                 fill[:] = 0
-            i, t, why, after = _scan(data, i, end, text, shift, cells, found)
+            i, t, why, after = _scan(data, i, end, text, shift, LONGEST_CACHED, cells, found)
             looked, m = _look_up(data, t, found, cache, maxn, slot_of, miss_at, miss_slot)
             if looked < t:  # the arena is full: the rest of the chunk after it is emptied
                 i, t, why = found[looked, 0], looked, MORE
             _find_rows(data, miss_at, miss_slot, m, w, word, scratch, cache)
-            n, ended, nh = _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh)
+            n, ended, nh = _sum_rows(x, rows, cells, arena, slot_of, t, hashes, nh, ids)
             count += n
             if not ended and why == EOL:  # the line's end: EOS, a word without n-grams
                 _add(x, rows, eos)
@@ -264,7 +246,9 @@ def _predict_all(data, offsets, max_chars, mode, want, w, net, cache, node, scor
             count += 1
             nh = _hash_eos(hashes, nh, w)
         if nh > 1:
-            count += _add_word_ngrams(x, rows, hashes, nh, w, grams)
+            n = _word_ngram_rows(hashes, nh, w, grams)
+            _add_rows(x, rows, grams, 0, n, AHEAD, FAR)
+            count += n
         if count == 0:
             node[d], score[d], named[d] = -1, 0.0, 0.0
         else:
@@ -327,21 +311,13 @@ def _shapes(model: lid_model.LidModel) -> np.ndarray:
     return shapes
 
 
-def _lines(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A zeroed C array that starts on a 64-byte line: a row, a slot, is one line, not two."""
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    raw = np.empty(size + 64, np.uint8)
-    raw[:] = 0  # written now: its pages are mapped here, not one by one in the kernel
-    start = -raw.ctypes.data % 64
-    return raw[start : start + size].view(dtype).reshape(shape)
-
-
 def _empty_cache(words: int, maxn: int) -> tuple:
     """The word cache for about `words` distinct tokens (then emptied): slots (a power of two,
     at most half full; uint64 and int32 views of one array), the arena (int32 and bytes views)
     and its fill (tokens held, arena int32s used)."""
-    slots = _lines((1 << (2 * words - 1).bit_length(), SLOT), np.int32)
-    arena = _lines((words * 8 + maxn * (LONGEST_CACHED + 2) + 3 + LONGEST_CACHED // 4,), np.int32)
+    slots = huge_pages.zeros((1 << (2 * words - 1).bit_length(), SLOT), np.int32)  # a slot a line
+    arena = huge_pages.zeros((words * 8 + maxn * (LONGEST_CACHED + 2) + 3 + LONGEST_CACHED // 4,),
+                             np.int32)  # fmt: skip
     return slots.view(np.uint64), slots, arena, arena.view(np.uint8), np.zeros(2, np.int64)
 
 
@@ -379,14 +355,14 @@ class Predictor:
         self.labels = model.labels
         bucket = max(model.bucket, 1)
         eos_hash = np.array(lid_model.fnv(b"</s>"), np.uint32).view(np.int32)[()]
-        self._words = _Words(model.table, model.wbytes, model.woff, model.types, model.kept,
-                             model.before, model.ranked, _shapes(model), model.minn, model.maxn,
+        big = huge_pages.copy  # the tables read at random: on huge pages where they are large
+        self._words = _Words(big(model.table), big(model.wbytes), big(model.woff), model.types,
+                             big(model.kept), big(model.before), big(model.ranked),
+                             _shapes(model), model.minn, model.maxn,
                              np.uint64(bucket), np.uint64(((2**64 - 1) // bucket + 1) % 2**64),
                              model.eos, model.nwords, model.word_ngrams, model.pruned,
                              eos_hash, np.uint64((2**64 - 1) // bucket))  # fmt: skip
-        rows = _lines(model.rows.shape, np.float32)
-        rows[:] = model.rows
-        self._net = (rows, model.out, model.out_norms, model.left, model.right,
+        self._net = (big(model.rows), big(model.out), model.out_norms, model.left, model.right,
                      _parents(model.left, model.right), _sigmoid_table(), model.loss)  # fmt: skip
         self._cache = _empty_cache(cache_words, model.maxn)
         self._lock = threading.Lock()  # the cache is written in place: one call at a time

@@ -15,12 +15,13 @@ one-vs-all 4), any word n-grams and character n-grams (maxn 0: none); another fi
 ValueError.
 
 What `read` returns: the dictionary as an open-addressing table over fastText's word hash
-(FNV-1a of the bytes, each byte sign-extended), the kept buckets of a pruned model as a bitmap
-with a rank (bucket b's row is ranked[before[b // 64] + kept bits below b in word b // 64]),
-the input rows formed as fastText adds them (a quantized row: norm x centroid, in float32), the
-output rows (a quantized one: its centroids, and its norm apart, since fastText multiplies the
-dot product by the norm) and, for hierarchical softmax, the Huffman tree of the labels
-(fastText's HierarchicalSoftmaxLoss::buildTree).
+(FNV-1a of the bytes, each byte sign-extended; a slot: the entry's id << 32 | its hash, -1
+empty, so that a probe compares hashes before it reads an entry's bytes), the kept buckets of a
+pruned model as a bitmap with a rank (bucket b's row is ranked[before[b // 64] + kept bits below
+b in word b // 64]), the input rows formed as fastText adds them (a quantized row: norm x
+centroid, in float32), the output rows (a quantized one: its centroids, and its norm apart,
+since fastText multiplies the dot product by the norm) and, for hierarchical softmax, the
+Huffman tree of the labels (fastText's HierarchicalSoftmaxLoss::buildTree).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class LidModel:
     pruned: bool  # only the buckets in `kept` have rows (else bucket b's row is nwords + b)
     eos: int  # the dictionary id of "</s>"
     types: np.ndarray  # int8 per dictionary entry: 0 word, 1 label
-    table: np.ndarray  # int64 slots: dictionary id or -1
+    table: np.ndarray  # int64 slots: dictionary id << 32 | its word hash, or -1
     wbytes: np.ndarray  # uint8: the entries' bytes, back to back
     woff: np.ndarray  # int64: entry i is wbytes[woff[i]:woff[i + 1]]
     kept: np.ndarray  # uint64 bits: bucket b is kept iff bit b % 64 of kept[b // 64] is set
@@ -204,10 +205,11 @@ def _words_table(words: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     size = 1 << max(1, (2 * len(words) - 1).bit_length())
     table = np.full(size, -1, np.int64)
     for i, word in enumerate(words):
-        s = fnv(word) & (size - 1)
+        h = fnv(word)
+        s = h & (size - 1)
         while table[s] >= 0:
             s = (s + 1) & (size - 1)
-        table[s] = i
+        table[s] = i << 32 | h
     return table, wbytes, woff
 
 

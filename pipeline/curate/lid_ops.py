@@ -1,21 +1,21 @@
 """The compiled pieces of fastText's supervised predict (curate/lid_kernel.py's loop calls them;
-pure: no I/O): a token found 8 bytes at a time, a token's row ids in fastText's order, its word
-n-grams, a row added as vectors, the output layer. Each gives fastText's values.
+pure: no I/O): a token's row ids in fastText's order, its word n-grams, a row added as vectors,
+the output layer. Each gives fastText's values.
 
-A token is split at space, \\n, \\r, \\t, \\v, \\f and NUL. Its rows: a word of the dictionary
-adds its row, then its character n-grams of "<word>" (FNV-1a of the bytes, sign-extended, modulo
-the buckets, kept buckets only: curate/lid_model.py's bitmap and rank); an unknown word its
-n-grams; a label token nothing; "</s>" its row, and ends the line. After the line's tokens, its
-word n-grams (Dictionary::addWordNgrams): over the word hashes of its word tokens (labels left
-out, sign-extended from int32), h = h * 116049371 + next, row of bucket h % bucket (a pruned
-model: kept buckets only). Hidden = the rows summed in that order in float32, times 1/count: a
-row is added as LANES-lane vectors, each lane's float32 additions those of the scalar loop
-(numba leaves that loop scalar). The output layer: hierarchical softmax, a depth-first walk of
-the Huffman tree of the labels (left first, pruned by the best leaf so far), scores summed as
-log(p + 1e-5); softmax (exp(o - max) / sum) or one-vs-all and negative sampling (fastText's
-sigmoid table of 512 steps over [-8, 8]) over the output rows' dot products (a quantized row's
-times its norm), the score exp(log(p + 1e-5)). numba is optional: without it lid_kernel.load
-gives None.
+A token (split at space, \\n, \\r, \\t, \\v, \\f and NUL: curate/lid_scan.py) has rows: a word
+of the dictionary adds its row, then its character n-grams of "<word>" (FNV-1a of the bytes,
+sign-extended, modulo the buckets, kept buckets only: curate/lid_model.py's bitmap and rank); an
+unknown word its n-grams; a label token nothing; "</s>" its row, and ends the line. After the
+line's tokens, its word n-grams (Dictionary::addWordNgrams): over the word hashes of its word
+tokens (labels left out, sign-extended from int32), h = h * 116049371 + next, row of bucket h %
+bucket (a pruned model: kept buckets only). Hidden = the rows summed in that order in float32,
+times 1/count: a row is added as LANES-lane vectors, each lane's float32 additions those of the
+scalar loop (numba leaves that loop scalar). The output layer: hierarchical softmax, a depth-
+first walk of the Huffman tree of the labels (left first, pruned by the best leaf so far),
+scores summed as log(p + 1e-5); softmax (exp(o - max) / sum) or one-vs-all and negative sampling
+(fastText's sigmoid table of 512 steps over [-8, 8]) over the output rows' dot products (a
+quantized row's times its norm), the score exp(log(p + 1e-5)). numba is optional: without it
+lid_kernel.load gives None.
 """
 
 from __future__ import annotations
@@ -36,29 +36,37 @@ try:
     _jit = numba.njit(cache=True, nogil=True)
     _inline = numba.njit(cache=True, nogil=True, inline="always")
     _intrinsic = numba.extending.intrinsic
+    # A loop that allocates nothing, compiled without reference counts: numba counts a
+    # reference to each array it takes from a tuple (an atomic add, and another to let it go),
+    # and where it cannot prove them redundant, inside a loop, they cost more than the work
+    # (a new token's look-up: ~130 ns of ~200). Values never change; `_nrt` is numba's own
+    # option (its tests use it), and a numba without it compiles the loop as _jit does.
+    try:
+        _leaf = numba.njit(cache=True, nogil=True, _nrt=False)
+    except (KeyError, TypeError):  # pragma: no cover - a numba without the option
+        _leaf = _jit
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     numba = None
 
     def _jit(function):
         return function
 
-    _inline = _intrinsic = _jit
+    _inline = _intrinsic = _leaf = _jit
 
 LANES = 16  # a row is added LANES floats at a time (lid.176's dimension: one addition)
 SKIP, WORD, END = 0, 1, 2  # a token adds nothing (a label), its rows, or its rows and ends
 HS, NS, SOFTMAX, OVA = 1, 2, 3, 4  # fastText's losses (curate/lid_model.py)
 MAX_SIGMOID, SIGMOID_TABLE = 8, 512  # fastText's Loss sigmoid table
 _NGRAM_MIX = np.uint64(116049371)  # Dictionary::addWordNgrams
-AHEAD = 16  # a word n-gram's row is asked for this many rows before it is added
+AHEAD = 16  # a row is asked for this many rows before it is added
+FAR = 48  # and a word n-gram's (rarely in the cache) into L2 this many rows before
 SHAPE_BITS = 16  # the dictionary's shape filter: 2**16 bits, about one in ten set
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _FNV_OFFSET = np.uint64(2166136261)
 _FNV_PRIME = np.uint64(16777619)
 _MIX1 = np.uint64(0xC2B2AE3D27D4EB4F)  # folds a long token's bytes past the first 16
-_BELOW_21 = np.uint64(0x2121212121212121)  # bytes under 0x21: the spaces and control bytes
-_HIGH_BITS = np.uint64(0x8080808080808080)
-_U0, _U1, _U3, _U6, _U8 = np.uint64(0), np.uint64(1), np.uint64(3), np.uint64(6), np.uint64(8)
+_U0, _U1, _U6, _U8 = np.uint64(0), np.uint64(1), np.uint64(6), np.uint64(8)
 _U63, _U64 = np.uint64(63), np.uint64(64)
 _LABEL = np.frombuffer(b"__label__", np.uint8).copy()  # fastText's label prefix
 
@@ -181,61 +189,11 @@ def _add_all(x, rows, ids, a, b):
 
 
 @_jit
-def _is_space(c):
-    return c == 32 or c == 10 or c == 13 or c == 9 or c == 11 or c == 12 or c == 0
-
-
-@_jit
 def _same(a, a0, b, b0, n):
     for k in range(n):  # noqa: SIM110 - numba compiles the loop, not a generator
         if a[a0 + k] != b[b0 + k]:
             return False
     return True
-
-
-@_jit
-def _bytes(data, i, end):
-    """Up to 8 bytes of a token from data[i], packed: (them, the next offset, whether all 8
-    were token bytes)."""
-    packed, shift = _U0, _U0
-    while shift < _U64:
-        if i == end or _is_space(data[i]):
-            return packed, i, False
-        packed |= np.uint64(data[i]) << shift
-        shift += _U8
-        i += 1
-    return packed, i, True
-
-
-@_inline
-def _token(data, i, end):
-    """The token from data[i] (not a space) to the next space or `end`: (its end, its first 16
-    bytes packed little-endian and zero-padded (two uint64), a hash of its other bytes)."""
-    w0, w1, tail, k, more = _U0, _U0, _U0, 0, True
-    while more:
-        if i + 8 <= end:
-            v = _load8(data, i)
-            low = (v - _BELOW_21) & ~v & _HIGH_BITS  # exact at its lowest set bit
-            if low == _U0:
-                packed = v
-                i += 8
-            else:
-                j = _low_zeros(low) >> _U3
-                if _is_space(data[i + np.int64(j)]):
-                    packed, more = v & ((_U1 << (j << _U3)) - _U1), False
-                    i += np.int64(j)
-                else:  # a control byte inside the token
-                    packed, i, more = _bytes(data, i, end)
-        else:
-            packed, i, more = _bytes(data, i, end)
-        if k == 0:
-            w0 = packed
-        elif k == 1:
-            w1 = packed
-        else:
-            tail = (tail ^ packed) * _MIX1
-        k += 1
-    return i, w0, w1, tail
 
 
 @_jit
@@ -247,24 +205,37 @@ def _shape_bit(length, first, last):
 
 
 @_inline
-def _word_id(data, start, end, w):
-    """The dictionary id of data[start:end], or -1: looked up only when its shape bit is set
-    (most tokens seen for the first time are not words, and fastText's hash of a word is one
-    multiplication after another)."""
-    length = end - start
-    s = _shape_bit(length, data[start], data[end - 1])
-    if not (w.shapes[s >> _U6] >> (s & _U63)) & _U1:
-        return -1
+def _word_hash(data, start, end):
+    """fastText's word hash of data[start:end]: FNV-1a over the bytes, each sign-extended (32
+    bits, in a uint64)."""
     h = _FNV_OFFSET
     for k in range(start, end):
         h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
-    h &= _LOW32
+    return h & _LOW32
+
+
+@_inline
+def _may_be_word(data, start, end, w):
+    """Whether data[start:end] may be a word of the dictionary: its shape bit is set (most
+    tokens seen for the first time are not words, and fastText's hash of a word is one
+    multiplication after another)."""
+    s = _shape_bit(end - start, data[start], data[end - 1])
+    return (w.shapes[s >> _U6] >> (s & _U63)) & _U1 != _U0
+
+
+@_inline
+def _word_id(data, start, end, w, h):
+    """The dictionary id of data[start:end], whose word hash is h, or -1. A slot of the table
+    holds an entry's id and hash (curate/lid_model.py): a probe reads an entry's bytes only
+    where the hashes are equal."""
+    length = end - start
     table, wbytes, woff = w.table, w.wbytes, w.woff
     mask = table.shape[0] - 1
     s = np.int64(h) & mask
     while table[s] >= 0:
-        t = table[s]
-        if woff[t + 1] - woff[t] == length and _same(wbytes, woff[t], data, start, length):
+        t, th = table[s] >> 32, np.uint64(table[s]) & _LOW32
+        if (th == h and woff[t + 1] - woff[t] == length
+                and _same(wbytes, woff[t], data, start, length)):  # fmt: skip
             return t
         s = (s + 1) & mask
     return -1
@@ -293,28 +264,21 @@ def _bucket_row(b, w, out, n):
     return n
 
 
-@_jit
-def _fnv(data, start, end):
-    """fastText's word hash of data[start:end], as the int32 its addWordNgrams reads."""
-    h = _FNV_OFFSET
-    for k in range(start, end):
-        h = (h ^ (np.uint64(np.int64(np.int8(data[k]))) & _LOW32)) * _FNV_PRIME
-    return np.int32(h & _LOW32)
-
-
-@_jit
+@_leaf
 def _token_rows(data, start, end, w, word, out):
     """What the token data[start:end] does, its row ids in fastText's order written to out
     (room for maxn * (length + 2) + 2) and its word hash (0 unless the model has word n-grams):
     (kind, rows written, hash)."""
     minn, maxn = w.minn, w.maxn
     length = end - start
-    wid = _word_id(data, start, end, w)
+    maybe = _may_be_word(data, start, end, w)
+    hashed = _word_hash(data, start, end) if maybe or w.word_ngrams > 1 else _U0
+    wid = _word_id(data, start, end, w, hashed) if maybe else -1
     if wid >= 0 and w.types[wid] != 0:
         return SKIP, 0, np.int32(0)  # a label of the dictionary
     if wid < 0 and length >= 9 and _same(data, start, _LABEL, 0, 9):
         return SKIP, 0, np.int32(0)
-    h = _fnv(data, start, end) if w.word_ngrams > 1 else np.int32(0)
+    h = np.int32(hashed) if w.word_ngrams > 1 else np.int32(0)  # as addWordNgrams reads it
     n = 0
     if wid >= 0:
         out[0] = wid
@@ -358,40 +322,24 @@ def _token_rows(data, start, end, w, word, out):
 def _remainder(h, d, m):
     """h % d for uint64 h, with m = (2**64 - 1) // d: q = the high half of h * m is the
     quotient or up to two less (Barrett), so at most two subtractions correct the remainder;
-    no division."""
+    no division, and no branch (a select each: whether one is due is a coin toss)."""
     r = h - _high_product(h, m) * d
-    while r >= d:
-        r -= d
-    return r
+    r = r - d if r >= d else r
+    return r - d if r >= d else r
 
 
-@_jit
-def _add_word_ngrams(x, rows, hashes, nh, w, found):
-    """x += the rows of the line's word n-grams (2..word_ngrams words) over the word hashes
-    hashes[:nh], in fastText's order; returns the rows added. Their rows (found, room for
-    nh * (word_ngrams - 1)) are found first, then added, each row asked for AHEAD rows before
-    it is added: a row of a large table is rarely in the cache, and its loads then overlap."""
+@_leaf
+def _word_ngram_rows(hashes, nh, w, found):
+    """The rows of the line's word n-grams (2..word_ngrams words) over the word hashes
+    hashes[:nh], in fastText's order, to found (room for nh * (word_ngrams - 1)); returns how
+    many (curate/lid_sum.py adds them after the line's tokens)."""
     n = 0
     for i in range(nh):
         h = np.uint64(np.int64(hashes[i]))  # int32 to uint64: sign-extended, as in fastText
         for j in range(i + 1, min(nh, i + w.word_ngrams)):
             h = h * _NGRAM_MIX + np.uint64(np.int64(hashes[j]))
             n = _bucket_row(_remainder(h, w.bucket, w.barrett), w, found, n)
-    dim = x.shape[0]
-    for r in range(min(n, AHEAD)):
-        _prefetch_row(rows, found[r], dim)
-    for r in range(n):
-        if r + AHEAD < n:
-            _prefetch_row(rows, found[r + AHEAD], dim)
-        _add(x, rows, found[r])
     return n
-
-
-@_inline
-def _prefetch_row(rows, t, dim):
-    start = np.int64(t) * dim
-    for k in range(0, dim, LANES):
-        _prefetch(rows, start + k)
 
 
 @_inline

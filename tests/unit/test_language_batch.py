@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.curate import language, lid_kernel, lid_ops
+from pipeline.curate import language, lid_kernel, lid_model, lid_ops
 from pipeline.curate.language import _model, identify_all, model_path
 
 pytestmark = pytest.mark.skipif(lid_kernel.numba is None, reason="numba is not installed")
@@ -126,3 +126,20 @@ def test_the_reference_model_loads_without_a_line_on_stderr(capfd):
     reference = _model()
     assert reference.f.predict("the cat sat on the mat\n", 1, 0.0, "replace")
     assert capfd.readouterr().err == ""
+
+
+def test_a_dictionary_slot_holds_its_entrys_id_and_word_hash():
+    """A probe compares the word hash kept in the slot before it reads an entry's bytes (most
+    tokens seen for the first time are no word): each entry is in the slot its hash leads to
+    (or past it, open addressing), with its id and fastText's hash; the others are empty."""
+    model = lid_model.read(model_path())
+    table, mask = model.table, len(model.table) - 1
+    held = table[table >= 0]
+    assert sorted((held >> 32).tolist()) == list(range(len(model.woff) - 1))
+    for s in np.flatnonzero(table >= 0).tolist():
+        t, h = int(table[s]) >> 32, int(table[s]) & 0xFFFFFFFF
+        assert h == lid_model.fnv(model.wbytes[model.woff[t] : model.woff[t + 1]].tobytes())
+        at = h & mask
+        while at != s:  # every slot from its home to where it is, taken
+            assert table[at] >= 0
+            at = (at + 1) & mask
