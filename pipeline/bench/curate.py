@@ -9,9 +9,8 @@ The chain is FineWeb's order (configs/curate-web.yaml): language, Gopher repetit
 quality, C4, FineWeb quality, PII. Each step is timed over every document (not only the ones
 the steps before it keep), on one thread, best of --repeat. The language step's word cache is
 emptied before each timed run (its rows and the chain's: a worker's first sight of the text);
-the `language (warm)` row runs it again on the text it has just read.
-
-Two checks of the decisions, each the share of documents both keep or both remove:
+`language (warm)` runs it again on the text it has just read. Two checks of the decisions,
+each the share of documents both keep or both remove:
 - `restated`: restatements that share no code with pipeline/curate but restate its
   definitions: they check the implementation and cannot disagree on a definition (1.0 is
   expected, anything less is a bug).

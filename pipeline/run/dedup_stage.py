@@ -120,7 +120,7 @@ def near_dedup(
     (star rounds over the unverified edges, in the object store), the candidates' signatures
     fetched once from their units, then verification, components and the keep rule per label
     partition, and the near removals' exchange by unit bucket (exact dedup's bounds)."""
-    order = units.document_order(_source_ranks(cfg))  # node ids' unit indices (neardup)
+    order = document_order(cfg, units)  # node ids' unit indices (neardup.node_ids)
     found = _candidates(waves, cfg, layout, units, order, exact, reads)
     dedup, n, bounds = cfg.dedup, cfg.dedup.partitions, exact.bounds
     unit_buckets = waves.put(unit_bucket(bounds, pa.array(order, pa.string())))
@@ -201,8 +201,10 @@ def group_removals(exact: Removals, group: list[tuple]) -> list[list[Range]]:
     return exact.by_bucket[first : last + 1]
 
 
-def _source_ranks(cfg: Config) -> dict[str, int]:
-    return {src.name: cfg.source_rank(src.name)[0] for src in cfg.sources}
+def document_order(cfg: Config, units: Units) -> list[str]:
+    """The unit ids in the order of their documents (Units.document_order, by the config's
+    source ranks): a unit's index there is its part of near dedup's node ids."""
+    return units.document_order({src.name: cfg.source_rank(src.name)[0] for src in cfg.sources})
 
 
 def _candidates(

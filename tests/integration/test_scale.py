@@ -104,7 +104,12 @@ def test_near_dedup_bands_from_the_read_pass_without_signatures_or_documents(tmp
     s, k, g = (int(x[1:]) for x in folder.name.split("-"))
     plan = ExchangePlan(s, k, g)
     assert plan.buckets > 1 and plan.groups > 1 and plan.name == folder.name
-    groups = plan.unit_groups([(u, i, cfg.sources[0].name) for i, u in enumerate(units)])
+    from pipeline.run.dedup_stage import document_order
+    from pipeline.run.read_stage import Units
+
+    order = document_order(cfg, Units.of(layout.units.read_parquet()))
+    index = {u: i for i, u in enumerate(order)}  # as near_dedup numbers the units
+    groups = plan.unit_groups([(u, index[u], cfg.sources[0].name) for u in units])
     exact = _exact_removals(cfg, layout, units)
     objects = lambda: {  # noqa: E731  the band and directory exchanges' pass-1 objects
         p.relative_to(layout.run.path): p.read_bytes()
