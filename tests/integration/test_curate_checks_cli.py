@@ -9,30 +9,16 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from support import SAMPLE_CONFIG, TOKENIZER
+from support import chain_config
 from support.cli import call
 
 pytestmark = pytest.mark.slow
 
 HOOKS = "pipeline.testing.curate_hooks"
-PROSE = "The river runs past the old mill and the children walk to school each day."
 
 
 def config(tmp_path: Path, chain: list) -> Path:
-    folder = tmp_path / "in"
-    folder.mkdir(exist_ok=True)
-    rows = [json.dumps({"id": f"d{i}", "text": f"{PROSE} Number {i}."}) for i in range(6)]
-    (folder / "a.jsonl").write_text("\n".join(rows) + "\n")
-    raw = yaml.safe_load(SAMPLE_CONFIG.read_text())
-    raw["input"]["uri"] = str(folder)
-    raw["output"]["uri"] = str(tmp_path / "out")
-    raw["tokenize"]["tokenizer"] = str(TOKENIZER)
-    raw["split"] = {"valid_fraction": 0.0}
-    raw["curate"] = chain
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
+    return chain_config(tmp_path, chain, split={"valid_fraction": 0.0})
 
 
 def one_line(err: str) -> str:

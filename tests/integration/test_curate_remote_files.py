@@ -5,33 +5,18 @@ missing one is one line before Ray starts."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
-from support import SAMPLE_CONFIG, TOKENIZER
+from support import chain_config
 from support.cli import call
 
 from pipeline.config.loader import load_config
 
-PROSE = "The river runs past the old mill and the children walk to school each day."
 BENCH = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat today"
 
 
 def config(tmp_path: Path, chain: list, endpoint: str) -> Path:
-    folder = tmp_path / "in"
-    folder.mkdir(exist_ok=True)
-    rows = [json.dumps({"id": f"d{i}", "text": f"{PROSE} Number {i}."}) for i in range(6)]
-    (folder / "a.jsonl").write_text("\n".join(rows) + "\n")
-    raw = yaml.safe_load(SAMPLE_CONFIG.read_text())
-    raw["input"]["uri"] = str(folder)
-    raw["output"]["uri"] = str(tmp_path / "out")
-    raw["tokenize"]["tokenizer"] = str(TOKENIZER)
-    raw["curate"] = chain
-    raw["storage"] = {"endpoint_url": endpoint}
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
+    return chain_config(tmp_path, chain, storage={"endpoint_url": endpoint})
 
 
 def test_a_step_that_reads_local_files_refuses_an_s3_one_at_load(s3_upload, s3_storage, tmp_path):

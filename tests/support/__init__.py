@@ -7,6 +7,7 @@ from support.data import (
     SPARSE_EOS,
     SPARSE_IDS,
     SPARSE_WORD,
+    chain_config,
     jsonl,
     jsonl_records,
     s3_config,
@@ -47,4 +48,5 @@ __all__ = [
     "SPARSE_EOS",
     "SPARSE_IDS",
     "SPARSE_WORD",
+    "chain_config",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from tokenizers import SentencePieceUnigramTokenizer
 
 from pipeline.config.loader import load_config
@@ -51,6 +52,28 @@ def s3_config(bucket: str, endpoint: str, output: str, *sets: str, config=SAMPLE
         output_uri=f"s3://{bucket}/{output}",
         overrides=[f"storage.endpoint_url={endpoint}", *sets],
     )
+
+
+PROSE = "The river runs past the old mill and the children walk to school each day."
+
+
+def chain_config(tmp_path: Path, chain: list, **raw_sections: Any) -> Path:
+    """A config file in `tmp_path`: the single-source sample config over six prose documents
+    (tmp_path/in/a.jsonl), writing to tmp_path/out, with curation `chain` and the top-level
+    sections `raw_sections` (e.g. split, storage) replacing the config's."""
+    folder = tmp_path / "in"
+    folder.mkdir(exist_ok=True)
+    rows = [json.dumps({"id": f"d{i}", "text": f"{PROSE} Number {i}."}) for i in range(6)]
+    (folder / "a.jsonl").write_text("\n".join(rows) + "\n")
+    raw = yaml.safe_load(SAMPLE_CONFIG.read_text())
+    raw["input"]["uri"] = str(folder)
+    raw["output"]["uri"] = str(tmp_path / "out")
+    raw["tokenize"]["tokenizer"] = str(TOKENIZER)
+    raw["curate"] = chain
+    raw.update(raw_sections)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
 
 
 def unigram(folder: Path) -> Path:
