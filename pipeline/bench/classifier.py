@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.bench.minhash import corpus_texts
+from pipeline.bench.minhash import add_corpus_args, corpus_texts
 from pipeline.cli import args as cli_args
 from pipeline.curate import chain, lid_kernel
 from pipeline.curate.language import _utf8, fasttext_model
@@ -80,12 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli_args.Parser(
         prog="python -m pipeline bench classifier", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")
-    parser.add_argument(
-        "--mb", type=float, help="without --input: a make_corpus corpus of this many MB (cached)"
-    )
-    parser.add_argument("--limit-mb", type=float, default=None, help="read at most this much")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+    add_corpus_args(parser)
     parser.add_argument("--dim", type=int, default=64, help="the trained model's dimension")
     parser.add_argument("--bucket", type=int, default=1_000_000, help="its n-gram buckets")
     parser.add_argument("--word-ngrams", type=int, default=2, help="its word n-grams")

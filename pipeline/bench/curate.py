@@ -32,11 +32,10 @@ import json
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.bench.minhash import corpus_texts
+from pipeline.bench.minhash import add_corpus_args, corpus_texts
 from pipeline.cli import args as cli_args
 from pipeline.curate import chain, language
 from pipeline.curate.text import SENTENCE_ENDS
@@ -267,12 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli_args.Parser(
         prog="python -m pipeline bench curate", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")
-    parser.add_argument(
-        "--mb", type=float, help="without --input: a make_corpus corpus of this many MB (cached)"
-    )
-    parser.add_argument("--limit-mb", type=float, default=None, help="read at most this much")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+    add_corpus_args(parser)
     parser.add_argument(
         "--language-max-chars", type=int, default=2000,
         help="also time the language step reading only this many characters (0: not timed)",

@@ -54,6 +54,16 @@ def load_texts(path: Path, limit_mb: float | None) -> list[str]:
     return texts
 
 
+def add_corpus_args(parser: argparse.ArgumentParser) -> None:
+    """The options corpus_texts reads (--input, --mb, --limit-mb), and --repeat."""
+    parser.add_argument("--input", type=Path, help="a corpus file or folder (field 'text')")
+    parser.add_argument(
+        "--mb", type=float, help="without --input: a make_corpus corpus of this many MB (cached)"
+    )
+    parser.add_argument("--limit-mb", type=float, default=None, help="read at most this much")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each; best kept")
+
+
 def corpus_texts(path: Path | None, mb: float | None, limit_mb: float | None) -> list[str]:
     """The texts of --input, or of the cached make_corpus corpus of --mb MB (default 16)."""
     if path is None:

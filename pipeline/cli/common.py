@@ -88,6 +88,7 @@ def check_sources(cfg, *more: str) -> None:
     """check_storage of the config's sources (and `more`), then that no s3:// source names a
     single object (the listing reads a prefix) and that each s3:// file of the curation chain
     exists (the workers read it): exit 2, one line, before Ray starts."""
+    from pipeline.config.reuse_keys import remote_version
     from pipeline.core.storage import Location, is_remote
     from pipeline.ingest.listing import single_object
 
@@ -98,7 +99,7 @@ def check_sources(cfg, *more: str) -> None:
             raise ConfigError(problem)
     for uri in filter(is_remote, cfg.content_files("read")):
         try:
-            Location.from_uri(uri, cfg.storage).etag()
+            remote_version(uri, cfg.storage)  # the read key's own look at it
         except FileNotFoundError:
             raise ConfigError(f"curation file {uri}: no such object") from None
 

@@ -141,6 +141,20 @@ def _counted(out: Batches, record: Any, kind: str) -> None:
     out.records[kind] += 1
 
 
+def _too_large(out: Batches, record: Any, row: int) -> bool:
+    """Whether the record's payload is over ingest.max_doc_bytes: then it is never read (fastwarc
+    skips it in buffers) and is one too_large row; _Cut when the stream ends inside it."""
+    cap = out.max_doc_bytes
+    if record.content_length <= cap:
+        return False
+    if not _whole(out, record):
+        raise _Cut(f"the file ends inside this record (over ingest.max_doc_bytes = {cap})",
+                   record.record_id)  # fmt: skip
+    _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
+                f" = {cap}", raw_id=record.record_id)  # fmt: skip
+    return True
+
+
 def _response(out: Batches, record: Any, row: int) -> None:
     """One response record: a document, a problem or a counted kind; _Cut when its payload
     was cut by the end of the stream (the file is truncated)."""
@@ -156,12 +170,7 @@ def _response(out: Batches, record: Any, row: int) -> None:
         return
     rid = record.record_id
     cap = out.max_doc_bytes
-    if record.content_length > cap:  # never read: fastwarc skips it in buffers
-        if not _whole(out, record):
-            raise _Cut(f"the file ends inside this record (over ingest.max_doc_bytes = {cap})",
-                       rid)  # fmt: skip
-        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
-                    f" = {cap}", raw_id=rid)  # fmt: skip
+    if _too_large(out, record, row):
         return
     body = _payload(out, record, "payload bytes")
     read = perf_counter()
@@ -194,19 +203,13 @@ def _response(out: Batches, record: Any, row: int) -> None:
 def _conversion(out: Batches, record: Any, row: int) -> None:
     """A WET conversion record: its payload is the document's text (UTF-8), not extracted;
     _Cut as _response."""
-    cap, rid = out.max_doc_bytes, record.record_id
-    if record.content_length > cap:
-        if not _whole(out, record):
-            raise _Cut(f"the file ends inside this record (over ingest.max_doc_bytes = {cap})",
-                       rid)  # fmt: skip
-        _quarantine(out, row, TOO_LARGE, f"{record.content_length} bytes > ingest.max_doc_bytes"
-                    f" = {cap}", raw_id=rid)  # fmt: skip
+    if _too_large(out, record, row):
         return
     body = _payload(out, record, "bytes")
     read = perf_counter()
     text = html_text(body, "utf-8")
     out.seconds[DECODE] += perf_counter() - read
-    _document(out, rid, row, text, _fields(_warc_headers(record)))
+    _document(out, record.record_id, row, text, _fields(_warc_headers(record)))
 
 
 class _Parser:
